@@ -1,0 +1,62 @@
+#include "cohort/common/logging.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <ctime>
+
+#include "cohort/common/check.h"
+#include "cohort/common/tunables.h"
+
+namespace cohort::logging {
+namespace {
+
+std::atomic<int> g_rank{-1};
+
+std::atomic<int>& threshold_slot() {
+  static std::atomic<int> slot{static_cast<int>(parse_level(tunables::log_level()))};
+  return slot;
+}
+
+constexpr char kLetters[] = {'T', 'D', 'I', 'W', 'E', '-'};
+
+}  // namespace
+
+Level parse_level(std::string_view text) {
+  constexpr std::string_view kNames[] = {"trace", "debug", "info", "warn", "error", "off"};
+  for (size_t i = 0; i < std::size(kNames); ++i)
+    if (text == kNames[i]) return static_cast<Level>(i);
+  COHORT_THROW(ConfigError) << "COHORT_LOG_LEVEL='" << text
+                            << "' is not one of trace, debug, info, warn, error, off";
+}
+
+Level threshold() { return static_cast<Level>(threshold_slot().load(std::memory_order_relaxed)); }
+void set_threshold(Level level) { threshold_slot().store(static_cast<int>(level)); }
+void set_rank(int rank) { g_rank.store(rank); }
+
+Line::Line(Level level, const char*, int) : level_(level) {
+  using namespace std::chrono;
+  const auto now = system_clock::now();
+  const std::time_t t = system_clock::to_time_t(now);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char when[32];
+  std::strftime(when, sizeof when, "%H:%M:%S", &tm);
+  const int ms = static_cast<int>(duration_cast<milliseconds>(now.time_since_epoch()).count() % 1000);
+  const int rank = g_rank.load();
+  stream_ << "[cohort ";
+  if (rank >= 0) stream_ << rank; else stream_ << '-';
+  char frac[8];
+  std::snprintf(frac, sizeof frac, ".%03d", ms);
+  stream_ << ' ' << kLetters[static_cast<int>(level_)] << ' ' << when << frac << "] ";
+}
+
+Line::~Line() {
+  stream_ << '\n';
+  const std::string s = stream_.str();
+  // One write so that lines from concurrent threads and ranks do not interleave.
+  [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, s.data(), s.size());
+}
+
+}  // namespace cohort::logging

@@ -1,0 +1,50 @@
+// Discovery: who am I, how many are we, and where is the store, from the
+// variables a launcher sets.
+//
+// Sources, in order of precedence (the first whose rank variable is set wins):
+//   cohortrun  COHORT_RANK, COHORT_SIZE, COHORT_LOCAL_RANK, COHORT_LOCAL_SIZE,
+//              COHORT_STORE_ADDR (host:port), COHORT_JOB_ID, COHORT_SECRET
+//   torchrun   RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,
+//              MASTER_PORT (TORCHELASTIC_RUN_ID as job id)
+//   OpenMPI    OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE,
+//              OMPI_COMM_WORLD_LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_SIZE
+//   Slurm      SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID,
+//              SLURM_NTASKS_PER_NODE (or derived), SLURM_JOB_ID
+//   none       a single process: rank 0 of 1, no store needed
+// Under torchrun, OpenMPI and Slurm the store address comes from
+// COHORT_STORE_ADDR, else MASTER_ADDR/MASTER_PORT, and rank 0 hosts the
+// store server (store_in_rank0). COHORT_SECRET is used when set everywhere.
+//
+// Missing or contradictory values (rank >= size, a non-number, RANK set
+// without WORLD_SIZE, COHORT_RANK disagreeing with RANK, ...) throw
+// ConfigError naming the variable and its value.
+#pragma once
+
+#include <map>
+#include <string>
+
+namespace cohort::rendezvous {
+
+enum class LaunchSource { cohortrun, torchrun, openmpi, slurm, single };
+const char* launch_source_name(LaunchSource s);
+
+struct LaunchInfo {
+  LaunchSource source = LaunchSource::single;
+  int rank = 0;
+  int size = 1;
+  int local_rank = 0;
+  int local_size = 1;
+  std::string store_host;  // empty when size == 1 and no store is configured
+  int store_port = 0;
+  bool store_in_rank0 = false;  // rank 0 must start the TcpStoreServer
+  std::string job_id = "local";
+  std::string secret;
+};
+
+using Environment = std::map<std::string, std::string>;
+
+// From this process's environment, or from `env` (tests).
+LaunchInfo discover();
+LaunchInfo discover(const Environment& env);
+
+}  // namespace cohort::rendezvous
