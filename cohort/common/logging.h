@@ -36,10 +36,17 @@ class Line {
   std::ostringstream stream_;
 };
 
+// Turns the streamed Line into void so both branches of COHORT_LOG agree.
+struct Voidify {
+  void operator&(const Line&) const {}
+};
+
 }  // namespace cohort::logging
 
-#define COHORT_LOG(level)                                                              \
-  if (::cohort::logging::Level::level < ::cohort::logging::threshold())                \
-    ;                                                                                  \
-  else                                                                                 \
-    ::cohort::logging::Line(::cohort::logging::Level::level, __FILE__, __LINE__)
+// The conditional form (rather than if/else) keeps the macro a single
+// expression, safe under an unbraced `if`.
+#define COHORT_LOG(level)                                                          \
+  (::cohort::logging::Level::level < ::cohort::logging::threshold())               \
+      ? (void)0                                                                    \
+      : ::cohort::logging::Voidify() &                                             \
+            ::cohort::logging::Line(::cohort::logging::Level::level, __FILE__, __LINE__)

@@ -1,0 +1,682 @@
+#include "cohort/comm/shm/communicator.h"
+
+#include <poll.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <numeric>
+#include <sstream>
+
+#include "cohort/common/check.h"
+#include "cohort/common/logging.h"
+#include "cohort/common/reduce.h"
+#include "cohort/common/tunables.h"
+#include "cohort/rendezvous/prefix_store.h"
+
+namespace cohort::comm::shm {
+namespace {
+
+enum class Kind : uint8_t {
+  allreduce = 1, broadcast, allgather, allgatherv, reduce_scatter, alltoall, alltoallv,
+  gather, scatter, barrier, setup
+};
+
+constexpr const char* kKindNames[] = {"?",       "allreduce", "broadcast",      "allgather",
+                                      "allgatherv", "reduce_scatter", "alltoall", "alltoallv",
+                                      "gather",  "scatter",   "barrier",        "setup"};
+
+constexpr uint8_t kNoOp = 0xff;
+
+Signature make_signature(Kind kind, DType dtype, uint64_t count, uint8_t op = kNoOp, int root = -1) {
+  return {uint64_t(kind) | uint64_t(dtype) << 8 | uint64_t(op) << 16 | uint64_t(root + 1) << 24, count};
+}
+
+std::string describe_signature(const Signature& s) {
+  const auto kind = static_cast<unsigned>(s.what & 0xff);
+  const auto dtype = static_cast<DType>((s.what >> 8) & 0xff);
+  const auto op = static_cast<uint8_t>((s.what >> 16) & 0xff);
+  const int root = static_cast<int>((s.what >> 24) & 0xffff) - 1;
+  std::ostringstream os;
+  os << (kind < std::size(kKindNames) ? kKindNames[kind] : "?") << '(' << s.count << ' '
+     << dtype_name(dtype);
+  if (op != kNoOp) os << ", " << reduce_op_name(static_cast<ReduceOp>(op));
+  if (root >= 0) os << ", root " << root;
+  os << ')';
+  return os.str();
+}
+
+std::byte* at(BufferView v, size_t element) { return v.byte_data() + element * dtype_size(v.dtype); }
+
+size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
+
+// Elements per piece when a slot is cut into `parts` pieces: cache-line
+// multiples so that ranks writing neighbouring pieces never share a line.
+size_t piece_elements(size_t slot_bytes, int parts, size_t esize) {
+  size_t bytes = slot_bytes / size_t(parts);
+  if (bytes >= kCacheLine) bytes -= bytes % kCacheLine;
+  return std::max<size_t>(1, bytes / esize);
+}
+
+void copy_bytes(std::byte* dst, const std::byte* src, size_t bytes) {
+  if (dst != src && bytes) std::memmove(dst, src, bytes);
+}
+
+int online_cpus() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
+  return static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+}
+
+std::vector<size_t> displacements(std::span<const size_t> counts) {
+  std::vector<size_t> d(counts.size() + 1, 0);
+  std::partial_sum(counts.begin(), counts.end(), d.begin() + 1);
+  return d;
+}
+
+void check_no_partial_overlap(BufferView a, BufferView b, const char* what) {
+  if (a.data == b.data || a.bytes() == 0 || b.bytes() == 0) return;
+  const auto* a0 = a.byte_data();
+  const auto* b0 = b.byte_data();
+  COHORT_CHECK(a0 + a.bytes() <= b0 || b0 + b.bytes() <= a0)
+      << what << ": send and recv buffers overlap without being the same buffer";
+}
+
+}  // namespace
+
+Options options_from_env() {
+  Options o;
+  o.timeout = std::chrono::milliseconds(static_cast<int64_t>(tunables::timeout_s() * 1000));
+  o.slot_bytes = static_cast<size_t>(tunables::shm_slot_bytes());
+  o.small_bytes = static_cast<size_t>(tunables::shm_small_bytes());
+  o.spin = std::chrono::microseconds(tunables::spin_us());
+  o.probe_interval = std::chrono::milliseconds(tunables::peer_check_ms());
+  if (const char* job = std::getenv("COHORT_JOB_ID"); job && *job) o.job_id = job;
+  return o;
+}
+
+// Runs while a rank waits: a published abort, a peer that died or left.
+class Communicator::Probe final : public shm::Probe {
+ public:
+  Probe(Communicator& comm, int awaited) : comm_(comm), awaited_(awaited) {}
+  void operator()() override {
+    comm_.check_abort();
+    comm_.probe_peers();
+    if (awaited_ >= 0 && comm_.segment_.control(awaited_).departed.load(std::memory_order_acquire))
+      comm_.fail(AbortKind::peer_lost, comm_.describe_rank(awaited_) +
+                                           " destroyed its communicator while " +
+                                           comm_.describe_rank(comm_.rank_) + " waited for it in " +
+                                           comm_.describe_current());
+  }
+
+ private:
+  Communicator& comm_;
+  int awaited_;
+};
+
+Communicator::Communicator(std::shared_ptr<rendezvous::Store> store, int rank, int size, Options options)
+    : store_(std::move(store)), rank_(rank), size_(size), options_(std::move(options)) {
+  COHORT_CHECK_AS(ConfigError, size >= 1) << "communicator size must be positive";
+  COHORT_CHECK_AS(ConfigError, rank >= 0 && rank < size) << "rank " << rank << " outside [0, " << size << ")";
+  COHORT_CHECK_AS(ConfigError, options_.slot_bytes >= 4096 && options_.slot_bytes <= (size_t(1) << 30))
+      << "COHORT_SHM_SLOT_BYTES=" << options_.slot_bytes << " must lie in [4096, 1 GiB]";
+  COHORT_CHECK(store_ != nullptr) << "shm communicator needs a store";
+  if (options_.world_ranks.empty()) {
+    options_.world_ranks.resize(size_);
+    std::iota(options_.world_ranks.begin(), options_.world_ranks.end(), 0);
+  }
+  COHORT_CHECK_EQ(options_.world_ranks.size(), size_t(size_));
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  host_ = host;
+
+  auto spin = options_.spin;
+  if (spin.count() < 0) spin = size_ <= online_cpus() ? std::chrono::microseconds(50) : std::chrono::microseconds(0);
+  policy_ = WaitPolicy{spin, options_.probe_interval};
+
+  const size_t slot = options_.slot_bytes - options_.slot_bytes % kCacheLine;
+  const Geometry geometry{size_, slot, std::max<size_t>(4096, slot / 2)};
+  segment_ = Segment::rendezvous(*store_, rank_, geometry, options_.job_id, options_.timeout);
+  sent_.assign(size_, 0);
+  taken_.assign(size_, 0);
+  pidfds_.assign(size_, -1);
+  srcs_.assign(size_, nullptr);
+
+  // Every rank wrote its pid before announcing itself; one barrier step makes
+  // all of them visible here.
+  begin_collective("setup", make_signature(Kind::setup, DType::u8, 0));
+  publish_step();
+  wait_all_peers();
+  for (int p = 0; p < size_; ++p) {
+    const pid_t pid = segment_.control(p).pid;
+    if (p == rank_ || pid == getpid() || pid <= 0) continue;
+    pidfds_[p] = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+    if (pidfds_[p] < 0)
+      COHORT_LOG(warn) << "cannot watch " << describe_rank(p) << ": pidfd_open: " << std::strerror(errno);
+  }
+}
+
+Communicator::~Communicator() {
+  if (segment_.geometry().size > 0) {
+    if (!failed_ && std::uncaught_exceptions() > 0) {
+      try {
+        fail(AbortKind::peer_lost, describe_rank(rank_) + " left the communicator on an exception");
+      } catch (const Error&) {
+      }
+    }
+    segment_.control(rank_).departed.store(1, std::memory_order_release);
+  }
+  for (int fd : pidfds_)
+    if (fd >= 0) close(fd);
+}
+
+// ---------------------------------------------------------------------------
+// Step machinery
+
+void Communicator::begin_collective(const char* name, Signature sig) {
+  COHORT_CHECK(!failed_) << "the communicator failed earlier; create a new one";
+  check_abort();
+  op_name_ = name;
+  current_ = sig;
+  deadline_ = Clock::now() + options_.timeout;
+}
+
+void Communicator::begin_write() {
+  // Buffer (step_ & 1) was last written two steps ago; a peer that has
+  // published step_ has finished reading it.
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    Probe probe(*this, p);
+    if (!wait_until(segment_.control(p).step, step_, policy_, deadline_, probe))
+      fail(AbortKind::timeout, describe_current() + " timed out after " +
+                                   std::to_string(options_.timeout.count() / 1000.0) +
+                                   " s: " + describe_rank(p) + " never finished the previous step");
+  }
+}
+
+void Communicator::publish_step() {
+  SignatureEntry& e = segment_.control(rank_).signatures[step_ % kSignatureEntries];
+  e.step.store(~0u, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  e.what.store(current_.what, std::memory_order_relaxed);
+  e.count.store(current_.count, std::memory_order_relaxed);
+  e.step.store(step_, std::memory_order_release);
+  ++step_;
+  publish(segment_.control(rank_).step, step_);
+}
+
+void Communicator::wait_peer(int peer) {
+  RankControl& c = segment_.control(peer);
+  Probe probe(*this, peer);
+  if (!wait_until(c.step, step_, policy_, deadline_, probe)) {
+    std::string missing;
+    for (int p = 0; p < size_; ++p)
+      if (p != rank_ && !reached(segment_.control(p).step.value.load(), step_))
+        missing += (missing.empty() ? "" : ", ") + std::to_string(options_.world_ranks[p]);
+    fail(AbortKind::timeout, describe_current() + " timed out after " +
+                                 std::to_string(options_.timeout.count() / 1000.0) + " s on " +
+                                 describe_rank(rank_) + " waiting for " + describe_rank(peer) +
+                                 "; ranks that have not arrived: " + missing);
+  }
+  // The peer's signature for the step we just completed must be ours.
+  const uint32_t step = step_ - 1;
+  const SignatureEntry& e = c.signatures[step % kSignatureEntries];
+  if (e.step.load(std::memory_order_acquire) != step) return;  // reused already: cannot tell
+  const Signature theirs{e.what.load(std::memory_order_relaxed), e.count.load(std::memory_order_relaxed)};
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (e.step.load(std::memory_order_relaxed) != step) return;
+  if (!(theirs == current_)) mismatch(peer, theirs);
+}
+
+void Communicator::wait_all_peers() {
+  for (int p = 0; p < size_; ++p)
+    if (p != rank_) wait_peer(p);
+}
+
+// ---------------------------------------------------------------------------
+// Failures
+
+std::string Communicator::describe_rank(int r) const {
+  std::string s = "rank " + std::to_string(options_.world_ranks[r]);
+  const pid_t pid = segment_.geometry().size > 0 ? segment_.control(r).pid : 0;
+  if (pid > 0 && pid != getpid()) s += " (pid " + std::to_string(pid) + " on " + host_ + ")";
+  return s;
+}
+
+std::string Communicator::describe_current() const {
+  return describe_signature(current_) + " at step " + std::to_string(step_);
+}
+
+void Communicator::fail(AbortKind kind, const std::string& message) {
+  failed_ = true;
+  AbortRecord& a = segment_.header().abort;
+  uint32_t expected = 0;
+  if (a.state.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) {
+    a.rank = options_.world_ranks[rank_];
+    a.kind = static_cast<int32_t>(kind);
+    std::strncpy(a.message, message.c_str(), sizeof a.message - 1);
+    a.state.store(2, std::memory_order_release);
+  }
+  switch (kind) {
+    case AbortKind::mismatch: throw MismatchError(message);
+    case AbortKind::timeout: throw TimeoutError(message);
+    case AbortKind::peer_lost: throw PeerLostError(message, -1, host_);
+    case AbortKind::error: break;
+  }
+  throw Error(message);
+}
+
+void Communicator::check_abort() {
+  const AbortRecord& a = segment_.header().abort;
+  uint32_t state = a.state.load(std::memory_order_acquire);
+  if (state == 0) [[likely]]
+    return;
+  while (state == 1) state = a.state.load(std::memory_order_acquire);  // being written
+  if (a.rank == options_.world_ranks[rank_]) return;  // our own, already thrown
+  failed_ = true;
+  const std::string what = "rank " + std::to_string(a.rank) + " failed: " + a.message;
+  switch (static_cast<AbortKind>(a.kind)) {
+    case AbortKind::mismatch: throw MismatchError(what);
+    case AbortKind::timeout: throw TimeoutError(what);
+    default: throw PeerLostError(what, a.rank, host_, a.message);
+  }
+}
+
+void Communicator::probe_peers() {
+  pollfd fds[64];
+  int owners[64];
+  for (int base = 0; base < size_; base += 64) {
+    int n = 0;
+    for (int p = base; p < std::min(size_, base + 64); ++p)
+      if (pidfds_[p] >= 0) {
+        fds[n] = {pidfds_[p], POLLIN, 0};
+        owners[n++] = p;
+      }
+    if (n == 0 || poll(fds, n, 0) <= 0) continue;
+    for (int i = 0; i < n; ++i)
+      if (fds[i].revents) {
+        const int p = owners[i];
+        const std::string message = describe_rank(p) + " died during " + describe_current();
+        failed_ = true;
+        AbortRecord& a = segment_.header().abort;
+        uint32_t expected = 0;
+        if (a.state.compare_exchange_strong(expected, 1)) {
+          a.rank = options_.world_ranks[rank_];
+          a.kind = static_cast<int32_t>(AbortKind::peer_lost);
+          std::strncpy(a.message, message.c_str(), sizeof a.message - 1);
+          a.state.store(2, std::memory_order_release);
+        }
+        throw PeerLostError(message, options_.world_ranks[p], host_);
+      }
+  }
+}
+
+void Communicator::mismatch(int peer, const Signature& theirs) {
+  fail(AbortKind::mismatch, "ranks disagree on the collective: " + describe_rank(rank_) + " called " +
+                                describe_signature(current_) + " but " + describe_rank(peer) +
+                                " called " + describe_signature(theirs) + " (step " +
+                                std::to_string(step_ - 1) + ")");
+}
+
+// ---------------------------------------------------------------------------
+// Collectives
+
+void Communicator::allreduce(BufferView send, BufferView recv, const AllreduceOptions& options) {
+  COHORT_CHECK_EQ(send.count, recv.count) << "allreduce send and recv counts differ";
+  COHORT_CHECK(send.dtype == recv.dtype) << "allreduce send and recv dtypes differ";
+  check_no_partial_overlap(send, recv, "allreduce");
+  begin_collective("allreduce",
+                   make_signature(Kind::allreduce, send.dtype, send.count, uint8_t(options.op)));
+  const size_t bytes = send.bytes();
+  if (bytes <= options_.small_bytes && bytes <= segment_.geometry().slot_bytes)
+    allreduce_small(send, recv, options.op);
+  else
+    allreduce_large(send, recv, options.op);
+}
+
+void Communicator::allreduce_small(BufferView send, BufferView recv, ReduceOp op) {
+  begin_write();
+  std::memcpy(my_slot(), send.data, send.bytes());
+  publish_step();
+  // Every rank reduces every slot in rank order: bitwise identical results.
+  for (int p = 0; p < size_; ++p) {
+    if (p != rank_) wait_peer(p);
+    srcs_[p] = p == rank_ ? segment_.slot(rank_, (step_ - 1) & 1) : peer_slot(p);
+  }
+  reduce(op, send.dtype, recv.data, srcs_, send.count);
+  if (op == ReduceOp::avg) finish_average(recv.dtype, recv.data, recv.count, size_);
+}
+
+void Communicator::allreduce_large(BufferView send, BufferView recv, ReduceOp op) {
+  const size_t es = dtype_size(send.dtype);
+  const size_t piece = piece_elements(segment_.geometry().slot_bytes, size_, es);
+  const size_t chunk = piece * size_;
+  const size_t align = std::max<size_t>(1, kCacheLine / es);
+  auto& srcs = srcs_;
+  for (size_t off = 0; off < send.count; off += chunk) {
+    const size_t m = std::min(chunk, send.count - off);
+    // Piece length in this chunk: `piece` for full chunks, balanced for the tail.
+    const size_t q = std::min(piece, ceil_div(ceil_div(m, size_), align) * align);
+    auto begin = [&](int p) { return std::min(size_t(p) * q, m); };
+    auto length = [&](int p) { return std::min(begin(p) + q, m) - begin(p); };
+
+    // Step 1: hand every peer its piece of my chunk; reduce mine.
+    begin_write();
+    for (int p = 0; p < size_; ++p)
+      if (p != rank_) std::memcpy(my_slot() + size_t(p) * q * es, at(send, off + begin(p)), length(p) * es);
+    publish_step();
+    srcs[0] = at(send, off + begin(rank_));
+    for (int p = 0, i = 1; p < size_; ++p)
+      if (p != rank_) {
+        wait_peer(p);
+        srcs[i++] = peer_slot(p) + size_t(rank_) * q * es;
+      }
+    std::byte* mine = at(recv, off + begin(rank_));
+    reduce(op, send.dtype, mine, srcs, length(rank_));
+    if (op == ReduceOp::avg) finish_average(recv.dtype, mine, length(rank_), size_);
+
+    // Step 2: share my reduced piece; collect the others'.
+    begin_write();
+    std::memcpy(my_slot(), mine, length(rank_) * es);
+    publish_step();
+    for (int p = 0; p < size_; ++p)
+      if (p != rank_) {
+        wait_peer(p);
+        std::memcpy(at(recv, off + begin(p)), peer_slot(p), length(p) * es);
+      }
+  }
+}
+
+void Communicator::broadcast(BufferView buffer, int root) {
+  COHORT_CHECK(root >= 0 && root < size_) << "broadcast root " << root << " outside [0, " << size_ << ")";
+  begin_collective("broadcast", make_signature(Kind::broadcast, buffer.dtype, buffer.count, kNoOp, root));
+  const size_t slot = segment_.geometry().slot_bytes;
+  const size_t bytes = buffer.bytes();
+  for (size_t off = 0; off < bytes; off += slot) {
+    const size_t len = std::min(slot, bytes - off);
+    if (rank_ == root) {
+      begin_write();
+      std::memcpy(my_slot(), buffer.byte_data() + off, len);
+      publish_step();
+    } else {
+      publish_step();
+      wait_peer(root);
+      std::memcpy(buffer.byte_data() + off, peer_slot(root), len);
+    }
+  }
+}
+
+void Communicator::allgather(BufferView send, BufferView recv) {
+  COHORT_CHECK_EQ(recv.count, send.count * size_) << "allgather recv must hold size() sends";
+  std::vector<size_t> counts(size_, send.count);
+  allgatherv(send, recv, counts);
+}
+
+void Communicator::allgatherv(BufferView send, BufferView recv, std::span<const size_t> counts) {
+  COHORT_CHECK_EQ(counts.size(), size_t(size_)) << "allgatherv needs one count per rank";
+  COHORT_CHECK_EQ(send.count, counts[rank_]) << "allgatherv send count differs from counts[rank]";
+  COHORT_CHECK(send.dtype == recv.dtype) << "allgatherv send and recv dtypes differ";
+  const auto displ = displacements(counts);
+  COHORT_CHECK_EQ(recv.count, displ.back()) << "allgatherv recv must hold the sum of counts";
+  begin_collective("allgather", make_signature(Kind::allgatherv, send.dtype, displ.back()));
+  const size_t es = dtype_size(send.dtype);
+  const size_t per_step = segment_.geometry().slot_bytes / es;
+  const size_t longest = *std::max_element(counts.begin(), counts.end());
+  // In place when send already is this rank's block of recv.
+  if (send.data != at(recv, displ[rank_])) {
+    check_no_partial_overlap(send, recv, "allgather");
+    copy_bytes(at(recv, displ[rank_]), send.byte_data(), send.bytes());
+  }
+  const std::byte* own = at(recv, displ[rank_]);
+  for (size_t off = 0; off < longest; off += per_step) {
+    const auto len = [&](int p) { return off < counts[p] ? std::min(per_step, counts[p] - off) : 0; };
+    if (len(rank_)) {
+      begin_write();
+      std::memcpy(my_slot(), own + off * es, len(rank_) * es);
+    }
+    publish_step();
+    for (int p = 0; p < size_; ++p)
+      if (p != rank_ && len(p)) {
+        wait_peer(p);
+        std::memcpy(at(recv, displ[p] + off), peer_slot(p), len(p) * es);
+      }
+  }
+}
+
+void Communicator::gather(BufferView send, BufferView recv, int root) {
+  COHORT_CHECK(root >= 0 && root < size_) << "gather root " << root << " outside [0, " << size_ << ")";
+  if (rank_ == root) {
+    COHORT_CHECK_EQ(recv.count, send.count * size_) << "gather recv must hold size() sends on the root";
+    COHORT_CHECK(send.dtype == recv.dtype) << "gather send and recv dtypes differ";
+  }
+  begin_collective("gather", make_signature(Kind::gather, send.dtype, send.count, kNoOp, root));
+  const size_t es = dtype_size(send.dtype);
+  const size_t per_step = segment_.geometry().slot_bytes / es;
+  if (rank_ == root) copy_bytes(at(recv, send.count * root), send.byte_data(), send.bytes());
+  for (size_t off = 0; off < send.count; off += per_step) {
+    const size_t len = std::min(per_step, send.count - off);
+    if (rank_ != root) {
+      begin_write();
+      std::memcpy(my_slot(), at(send, off), len * es);
+      publish_step();
+    } else {
+      publish_step();
+      for (int p = 0; p < size_; ++p)
+        if (p != root) {
+          wait_peer(p);
+          std::memcpy(at(recv, send.count * p + off), peer_slot(p), len * es);
+        }
+    }
+  }
+}
+
+template <typename Consume>
+void Communicator::exchange_blocks(BufferView send, size_t block, bool writes, Consume&& consume) {
+  const size_t es = dtype_size(send.dtype);
+  const size_t piece = piece_elements(segment_.geometry().slot_bytes, size_, es);
+  for (size_t off = 0; off < block; off += piece) {
+    const size_t len = std::min(piece, block - off);
+    if (writes) {
+      begin_write();
+      for (int p = 0; p < size_; ++p)
+        if (p != rank_) std::memcpy(my_slot() + size_t(p) * piece * es, at(send, block * p + off), len * es);
+    }
+    publish_step();
+    consume(off, len, piece * es);
+  }
+}
+
+void Communicator::reduce_scatter(BufferView send, BufferView recv, const ReduceScatterOptions& options) {
+  COHORT_CHECK_EQ(send.count, recv.count * size_) << "reduce_scatter send must hold size() recv blocks";
+  COHORT_CHECK(send.dtype == recv.dtype) << "reduce_scatter send and recv dtypes differ";
+  check_no_partial_overlap(send, recv, "reduce_scatter");
+  begin_collective("reduce_scatter",
+                   make_signature(Kind::reduce_scatter, recv.dtype, recv.count, uint8_t(options.op)));
+  const size_t block = recv.count;
+  auto& srcs = srcs_;
+  exchange_blocks(send, block, true, [&](size_t off, size_t len, size_t piece_bytes) {
+    srcs[0] = at(send, block * rank_ + off);
+    for (int p = 0, i = 1; p < size_; ++p)
+      if (p != rank_) {
+        wait_peer(p);
+        srcs[i++] = peer_slot(p) + size_t(rank_) * piece_bytes;
+      }
+    reduce(options.op, recv.dtype, at(recv, off), srcs, len);
+    if (options.op == ReduceOp::avg) finish_average(recv.dtype, at(recv, off), len, size_);
+  });
+}
+
+void Communicator::alltoall(BufferView send, BufferView recv) {
+  COHORT_CHECK_EQ(send.count, recv.count) << "alltoall send and recv counts differ";
+  COHORT_CHECK_EQ(send.count % size_, size_t(0)) << "alltoall count must divide by size()";
+  COHORT_CHECK(send.dtype == recv.dtype) << "alltoall send and recv dtypes differ";
+  COHORT_CHECK(send.data != recv.data || size_ == 1) << "alltoall cannot run in place";
+  check_no_partial_overlap(send, recv, "alltoall");
+  begin_collective("alltoall", make_signature(Kind::alltoall, send.dtype, send.count));
+  const size_t block = send.count / size_;
+  const size_t es = dtype_size(send.dtype);
+  copy_bytes(at(recv, block * rank_), at(send, block * rank_), block * es);
+  exchange_blocks(send, block, true, [&](size_t off, size_t len, size_t piece_bytes) {
+    for (int p = 0; p < size_; ++p)
+      if (p != rank_) {
+        wait_peer(p);
+        std::memcpy(at(recv, block * p + off), peer_slot(p) + size_t(rank_) * piece_bytes, len * es);
+      }
+  });
+}
+
+void Communicator::scatter(BufferView send, BufferView recv, int root) {
+  COHORT_CHECK(root >= 0 && root < size_) << "scatter root " << root << " outside [0, " << size_ << ")";
+  if (rank_ == root) {
+    COHORT_CHECK_EQ(send.count, recv.count * size_) << "scatter send must hold size() blocks on the root";
+    COHORT_CHECK(send.dtype == recv.dtype) << "scatter send and recv dtypes differ";
+  }
+  begin_collective("scatter", make_signature(Kind::scatter, recv.dtype, recv.count, kNoOp, root));
+  const size_t es = dtype_size(recv.dtype);
+  const size_t block = recv.count;
+  if (rank_ == root) copy_bytes(recv.byte_data(), at(send, block * root), block * es);
+  BufferView source = rank_ == root ? send : BufferView{nullptr, 0, recv.dtype};
+  exchange_blocks(source, block, rank_ == root, [&](size_t off, size_t len, size_t piece_bytes) {
+    if (rank_ == root) return;
+    wait_peer(root);
+    std::memcpy(at(recv, off), peer_slot(root) + size_t(rank_) * piece_bytes, len * es);
+  });
+}
+
+void Communicator::alltoallv(BufferView send, std::span<const size_t> send_counts, BufferView recv,
+                             std::span<const size_t> recv_counts) {
+  COHORT_CHECK_EQ(send_counts.size(), size_t(size_)) << "alltoallv needs one send count per rank";
+  COHORT_CHECK_EQ(recv_counts.size(), size_t(size_)) << "alltoallv needs one recv count per rank";
+  COHORT_CHECK(send.dtype == recv.dtype) << "alltoallv send and recv dtypes differ";
+  const auto sdispl = displacements(send_counts);
+  const auto rdispl = displacements(recv_counts);
+  COHORT_CHECK_LE(sdispl.back(), send.count) << "alltoallv send counts exceed the send buffer";
+  COHORT_CHECK_LE(rdispl.back(), recv.count) << "alltoallv recv counts exceed the recv buffer";
+  COHORT_CHECK_EQ(send_counts[rank_], recv_counts[rank_]) << "alltoallv: this rank's block to itself";
+  COHORT_CHECK(send.data != recv.data || size_ == 1) << "alltoallv cannot run in place";
+  begin_collective("alltoallv", make_signature(Kind::alltoallv, send.dtype, 0));
+  const size_t es = dtype_size(send.dtype);
+  copy_bytes(at(recv, rdispl[rank_]), at(send, sdispl[rank_]), send_counts[rank_] * es);
+
+  // The number of steps depends on the largest block anywhere: agree on it.
+  uint64_t longest = 0;
+  for (int p = 0; p < size_; ++p)
+    if (p != rank_) longest = std::max<uint64_t>({longest, send_counts[p], recv_counts[p]});
+  begin_write();
+  std::memcpy(my_slot(), &longest, sizeof longest);
+  publish_step();
+  for (int p = 0; p < size_; ++p)
+    if (p != rank_) {
+      wait_peer(p);
+      uint64_t theirs;
+      std::memcpy(&theirs, peer_slot(p), sizeof theirs);
+      longest = std::max(longest, theirs);
+    }
+
+  const size_t piece = piece_elements(segment_.geometry().slot_bytes, size_, es);
+  auto part = [&](size_t count, size_t off) { return off < count ? std::min(piece, count - off) : 0; };
+  for (size_t off = 0; off < longest; off += piece) {
+    begin_write();
+    for (int p = 0; p < size_; ++p)
+      if (p != rank_)
+        std::memcpy(my_slot() + size_t(p) * piece * es, at(send, sdispl[p] + off), part(send_counts[p], off) * es);
+    publish_step();
+    for (int p = 0; p < size_; ++p)
+      if (p != rank_ && part(recv_counts[p], off)) {
+        wait_peer(p);
+        std::memcpy(at(recv, rdispl[p] + off), peer_slot(p) + size_t(rank_) * piece * es,
+                    part(recv_counts[p], off) * es);
+      }
+  }
+}
+
+void Communicator::barrier() {
+  begin_collective("barrier", make_signature(Kind::barrier, DType::u8, 0));
+  publish_step();
+  wait_all_peers();
+}
+
+// ---------------------------------------------------------------------------
+// Point to point
+
+void Communicator::send(BufferView buffer, int dst, uint32_t tag) {
+  COHORT_CHECK(dst >= 0 && dst < size_ && dst != rank_) << "send to rank " << dst << " from rank " << rank_;
+  begin_collective("send", make_signature(Kind::setup, buffer.dtype, buffer.count));
+  Channel& ch = segment_.channel(rank_, dst);
+  const size_t cap = segment_.geometry().channel_bytes;
+  const size_t bytes = buffer.bytes();
+  const size_t chunks = std::max<size_t>(1, ceil_div(bytes, cap));
+  for (size_t i = 0; i < chunks; ++i) {
+    const uint32_t k = sent_[dst];
+    // The buffer of parity k was last used by chunk k - 2; it is free once the
+    // receiver has taken chunk k - 2.
+    Probe probe(*this, dst);
+    if (k >= 2 && !wait_until(ch.taken, k - 1, policy_, deadline_, probe))
+      fail(AbortKind::timeout, "send of " + std::to_string(bytes) + " bytes (tag " + std::to_string(tag) +
+                                   ") from " + describe_rank(rank_) + " timed out: " + describe_rank(dst) +
+                                   " is not receiving");
+    ch.meta[k & 1] = ChunkMeta{tag, uint32_t(buffer.dtype), bytes};
+    const size_t off = i * cap;
+    std::memcpy(segment_.channel_buffer(rank_, dst, k & 1), buffer.byte_data() + off,
+                std::min(cap, bytes - off));
+    sent_[dst] = k + 1;
+    publish(ch.sent, k + 1);
+  }
+}
+
+void Communicator::recv(BufferView buffer, int src, uint32_t tag) {
+  COHORT_CHECK(src >= 0 && src < size_ && src != rank_) << "recv from rank " << src << " on rank " << rank_;
+  begin_collective("recv", make_signature(Kind::setup, buffer.dtype, buffer.count));
+  Channel& ch = segment_.channel(src, rank_);
+  const size_t cap = segment_.geometry().channel_bytes;
+  const size_t bytes = buffer.bytes();
+  const size_t chunks = std::max<size_t>(1, ceil_div(bytes, cap));
+  for (size_t i = 0; i < chunks; ++i) {
+    const uint32_t k = taken_[src];
+    Probe probe(*this, src);
+    if (!wait_until(ch.sent, k + 1, policy_, deadline_, probe))
+      fail(AbortKind::timeout, "recv of " + std::to_string(bytes) + " bytes (tag " + std::to_string(tag) +
+                                   ") on " + describe_rank(rank_) + " timed out: " + describe_rank(src) +
+                                   " sent nothing");
+    const ChunkMeta meta = ch.meta[k & 1];
+    if (meta.tag != tag || meta.total_bytes != bytes || meta.dtype != uint32_t(buffer.dtype))
+      fail(AbortKind::mismatch,
+           "point-to-point mismatch: " + describe_rank(rank_) + " expected tag " + std::to_string(tag) + ", " +
+               std::to_string(buffer.count) + " " + std::string(dtype_name(buffer.dtype)) + " from " +
+               describe_rank(src) + ", which sent tag " + std::to_string(meta.tag) + ", " +
+               std::to_string(meta.total_bytes) + " bytes of " +
+               std::string(dtype_name(static_cast<DType>(meta.dtype))));
+    const size_t off = i * cap;
+    std::memcpy(buffer.byte_data() + off, segment_.channel_buffer(src, rank_, k & 1),
+                std::min(cap, bytes - off));
+    taken_[src] = k + 1;
+    publish(ch.taken, k + 1);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Sub-groups
+
+std::unique_ptr<comm::Communicator> Communicator::split(int color, int key) {
+  int32_t mine[2] = {color, key};
+  std::vector<int32_t> all(2 * size_t(size_));
+  allgather(BufferView{mine, 2, DType::i32}, BufferView{all.data(), all.size(), DType::i32});
+  const int id = splits_++;
+  if (color < 0) return nullptr;
+  std::vector<int> members;
+  for (int p = 0; p < size_; ++p)
+    if (all[2 * p] == color) members.push_back(p);
+  std::stable_sort(members.begin(), members.end(), [&](int a, int b) { return all[2 * a + 1] < all[2 * b + 1]; });
+  Options sub = options_;
+  sub.world_ranks.clear();
+  for (int p : members) sub.world_ranks.push_back(options_.world_ranks[p]);
+  const int new_rank = int(std::find(members.begin(), members.end(), rank_) - members.begin());
+  auto store = std::make_shared<rendezvous::PrefixStore>(
+      "split" + std::to_string(id) + "/" + std::to_string(color), store_);
+  return std::make_unique<Communicator>(std::move(store), new_rank, int(members.size()), std::move(sub));
+}
+
+}  // namespace cohort::comm::shm
