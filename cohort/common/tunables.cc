@@ -98,7 +98,9 @@ std::string format_table() {
     os << "  " << t.variable << std::string(wv - std::string_view(t.variable).size() + 2, ' ')
        << t.type << std::string(8 - std::string_view(t.type).size(), ' ') << def
        << std::string(wd - def.size() + 2, ' ') << t.description;
-    if (const char* v = env_or_null(t.variable)) os << " [set: " << v << ']';
+    // Never echo the job secret: --help output ends up in logs.
+    if (const char* v = env_or_null(t.variable))
+      os << " [set: " << (std::string_view(t.variable) == "COHORT_SECRET" ? "<hidden>" : v) << ']';
     os << '\n';
   }
   return os.str();

@@ -1,0 +1,217 @@
+#include "cohort/launcher/options.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+
+#include "cohort/common/tunables.h"
+#include "cohort/launcher/job_id.h"
+
+namespace cohort::launcher {
+namespace {
+
+constexpr const char* kLauncherVariables[] = {
+    "COHORT_RANK",  "COHORT_SIZE", "COHORT_LOCAL_RANK", "COHORT_LOCAL_SIZE",
+    "COHORT_STORE_ADDR", "COHORT_JOB_ID", "COHORT_SECRET", "RANK",
+    "WORLD_SIZE",   "LOCAL_RANK",  "LOCAL_WORLD_SIZE",  "MASTER_ADDR",
+    "MASTER_PORT",
+};
+
+// Parses a whole decimal integer; false for anything else (sign, spaces,
+// trailing characters, overflow).
+bool parse_decimal(const std::string& text, long long& out) {
+  if (text.empty()) return false;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, out);
+  return ec == std::errc() && ptr == end;
+}
+
+bool is_variable_name(const std::string& name) {
+  if (name.empty() || (name[0] >= '0' && name[0] <= '9')) return false;
+  for (char c : name)
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_'))
+      return false;
+  return true;
+}
+
+std::string quoted(const std::string& s) { return "'" + s + "'"; }
+
+// The message with control characters escaped, so that an argument holding
+// a newline cannot split the one-line error.
+std::string one_line(std::string_view text) {
+  std::string out;
+  for (const char c : text) {
+    if (c == '\n') {
+      out += "\\n";
+    } else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02x", static_cast<unsigned char>(c));
+      out += hex;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+LaunchOptions parse_arguments(std::span<const std::string> args);
+
+}  // namespace
+
+std::span<const char* const> launcher_variables() { return kLauncherVariables; }
+
+LaunchOptions parse_options(std::span<const std::string> args) {
+  try {
+    return parse_arguments(args);
+  } catch (const UsageError& e) {
+    throw UsageError(one_line(e.what()));
+  }
+}
+
+namespace {
+
+LaunchOptions parse_arguments(std::span<const std::string> args) {
+  LaunchOptions options;
+  bool np_given = false;
+  size_t i = 0;
+  for (; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--") {
+      ++i;
+      break;
+    }
+    if (arg.size() < 2 || arg[0] != '-') break;  // the program
+
+    std::string name = arg;
+    std::string inline_value;
+    bool has_inline_value = false;
+    if (const size_t eq = arg.find('='); eq != std::string::npos) {
+      name = arg.substr(0, eq);
+      inline_value = arg.substr(eq + 1);
+      has_inline_value = true;
+    }
+    auto value = [&]() -> std::string {
+      if (has_inline_value) return inline_value;
+      if (i + 1 >= args.size()) throw UsageError(name + " needs a value");
+      return args[++i];
+    };
+    auto no_value = [&] {
+      if (has_inline_value) throw UsageError(name + " takes no value, got " + quoted(arg));
+    };
+
+    if (name == "-h" || name == "--help") {
+      no_value();
+      options.help = true;
+    } else if (name == "-v" || name == "--verbose") {
+      no_value();
+      options.verbose = true;
+    } else if (name == "-np" || name == "-n" || name == "--np") {
+      const std::string text = value();
+      long long n = 0;
+      if (!parse_decimal(text, n) || n < 1)
+        throw UsageError(name + " needs a positive number of ranks, got " + quoted(text));
+      if (n > kMaxRanks)
+        throw UsageError(name + " " + text + " is more than the " + std::to_string(kMaxRanks) +
+                         " ranks cohortrun starts on one machine");
+      options.num_ranks = static_cast<int>(n);
+      np_given = true;
+    } else if (name == "--backend") {
+      const std::string text = value();
+      if (text != "auto" && text != "shm")
+        throw UsageError("--backend must be auto or shm, got " + quoted(text));
+      options.backend = text;
+    } else if (name == "--env") {
+      const std::string text = value();
+      const size_t eq = text.find('=');
+      if (eq == std::string::npos)
+        throw UsageError(name + " needs KEY=VALUE, got " + quoted(text));
+      std::string key = text.substr(0, eq);
+      if (!is_variable_name(key))
+        throw UsageError(name + " " + quoted(text) + ": " + quoted(key) +
+                         " is not a variable name (letters, digits, '_')");
+      for (const char* reserved : kLauncherVariables)
+        if (key == reserved)
+          throw UsageError(name + " " + quoted(text) + ": " + key +
+                           " is set by cohortrun for each rank and cannot be overridden");
+      options.env.emplace_back(std::move(key), text.substr(eq + 1));
+    } else if (name == "--port") {
+      const std::string text = value();
+      long long port = 0;
+      if (!parse_decimal(text, port) || port < 0 || port > 65535)
+        throw UsageError("--port needs a TCP port 0..65535 (0 picks a free one), got " + quoted(text));
+      options.port = static_cast<int>(port);
+    } else if (name == "--job-id") {
+      const std::string text = value();
+      if (std::string problem = job_id_problem(text); !problem.empty())
+        throw UsageError("--job-id: " + problem);
+      options.job_id = text;
+    } else if (name == "--grace-s") {
+      const std::string text = value();
+      char* end = nullptr;
+      const double s = std::strtod(text.c_str(), &end);
+      if (text.empty() || *end != '\0' || !std::isfinite(s) || s < 0 || s > 3600)
+        throw UsageError("--grace-s needs seconds between 0 and 3600, got " + quoted(text));
+      options.grace_s = s;
+    } else {
+      throw UsageError("unknown flag " + quoted(arg));
+    }
+  }
+  options.command.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+
+  if (options.help) return options;
+  if (!np_given) throw UsageError("-np N is required (the number of ranks to start)");
+  if (options.command.empty())
+    throw UsageError("no program to run (usage: cohortrun -np N [flags] prog args...)");
+  if (!options.backend.empty())
+    for (const auto& [key, v] : options.env)
+      if (key == "COHORT_BACKEND")
+        throw UsageError("--env COHORT_BACKEND=" + v + " conflicts with --backend " + options.backend);
+  return options;
+}
+
+}  // namespace
+
+std::string usage_text() {
+  std::ostringstream os;
+  os << "usage: cohortrun -np N [flags] [--] prog [args...]\n"
+        "\n"
+        "Starts N ranks of prog on this machine, with a TCP store for rendezvous,\n"
+        "prefixes their output with [rank], and stops all of them when one fails.\n"
+        "\n"
+        "flags:\n"
+        "  -np, -n, --np N       number of ranks to start (1.." << kMaxRanks << ")\n"
+        "  --backend auto|shm    communicator backend (sets COHORT_BACKEND)\n"
+        "  --env K=V             set K=V for every rank (repeatable)\n"
+        "  --port P              TCP port of the store (default 0: a free port)\n"
+        "  --job-id ID           job id (letters, digits, '_', '.'; default: generated)\n"
+        "  --grace-s S           seconds between SIGTERM and SIGKILL when stopping\n"
+        "                        ranks after a failure (default 3)\n"
+        "  -v, --verbose         report the store, the ranks' pids and how each ended\n"
+        "  -h, --help            print this help\n"
+        "\n"
+        "Each rank gets COHORT_RANK, COHORT_SIZE, COHORT_LOCAL_RANK, COHORT_LOCAL_SIZE,\n"
+        "COHORT_STORE_ADDR (host:port), COHORT_JOB_ID, COHORT_SECRET, torchrun's RANK,\n"
+        "WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, and\n"
+        "OMP_NUM_THREADS, OPENBLAS_NUM_THREADS, MKL_NUM_THREADS = max(1, cores / N)\n"
+        "unless already set. Ranks read stdin from /dev/null and inherit no file\n"
+        "descriptors beyond stdin, stdout and stderr. Each rank runs in its own process\n"
+        "group and is killed if cohortrun dies. SIGINT, SIGTERM and SIGHUP are\n"
+        "forwarded to every rank; a second one kills them with SIGKILL.\n"
+        "Shared-memory segments /dev/shm/cohort-<job id>-* left behind are removed.\n"
+        "\n"
+        "exit status:\n"
+        "  0        every rank exited with code 0\n"
+        "  1        a rank exited with a non-zero code (the first one is reported),\n"
+        "           or cohortrun could not start the job\n"
+        "  128+S    a rank was killed by signal S, or cohortrun was stopped by signal S\n"
+        "  2        bad command line\n"
+        "  126/127  the program cannot be executed / was not found\n"
+        "\n"
+        "tunables (environment variables read by the ranks):\n"
+     << tunables::format_table();
+  return os.str();
+}
+
+}  // namespace cohort::launcher

@@ -1,0 +1,57 @@
+// cohortrun's command line: the options it understands and their parser.
+//
+//   cohortrun -np N [--backend auto|shm] [--env K=V]... [--port P]
+//             [--job-id ID] [--grace-s S] [--verbose] [--] prog args...
+//
+// Flags come before the program; the first argument that is not a flag (or
+// everything after "--") is the program, and every argument after it belongs
+// to the program, even when it looks like a flag. Values are given as
+// "--flag value" or "--flag=value".
+#pragma once
+
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cohort/common/error.h"
+
+namespace cohort::launcher {
+
+// A command line cohortrun cannot act on. what() is one line without a
+// "cohortrun: error:" prefix, e.g. "-np needs a positive integer, got 'x'".
+class UsageError : public ConfigError {
+ public:
+  using ConfigError::ConfigError;
+};
+
+struct LaunchOptions {
+  int num_ranks = 0;              // -np; at least 1
+  std::string backend;            // --backend; empty: leave COHORT_BACKEND alone
+  std::vector<std::pair<std::string, std::string>> env;  // --env K=V, in order
+  int port = 0;                   // --port; 0 picks a free port
+  std::string job_id;             // --job-id; empty: generate one
+  double grace_s = 3.0;           // --grace-s: SIGTERM to SIGKILL when stopping ranks
+  bool verbose = false;           // --verbose / -v
+  bool help = false;              // --help / -h: print usage and exit 0
+  std::vector<std::string> command;  // the program and its arguments
+};
+
+// Most ranks cohortrun starts on one machine.
+inline constexpr int kMaxRanks = 4096;
+
+// Variables cohortrun sets itself for every rank; --env may not set them.
+std::span<const char* const> launcher_variables();
+
+// Parses the arguments after argv[0]. Throws UsageError for an unknown flag,
+// a missing or malformed value (-np missing, 0, negative or not a number; a
+// --env without '='; an unknown backend; a port outside 0..65535; a job id
+// that is not a safe file-name word), a launcher variable in --env, or a
+// missing program (unless --help was given, which needs nothing else).
+LaunchOptions parse_options(std::span<const std::string> args);
+
+// The --help text: usage, flags, what ranks receive, exit codes, and the
+// COHORT_* tunables table.
+std::string usage_text();
+
+}  // namespace cohort::launcher

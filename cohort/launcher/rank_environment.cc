@@ -1,0 +1,81 @@
+#include "cohort/launcher/rank_environment.h"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+extern char** environ;
+
+namespace cohort::launcher {
+
+EnvironmentMap current_environment() {
+  EnvironmentMap env;
+  for (char** e = environ; e && *e; ++e) {
+    const char* eq = std::strchr(*e, '=');
+    if (!eq) continue;
+    // The first definition wins, as with getenv().
+    env.emplace(std::string(*e, static_cast<size_t>(eq - *e)), std::string(eq + 1));
+  }
+  return env;
+}
+
+int available_cores() {
+  // A dynamically sized set: machines may have more CPUs than cpu_set_t holds.
+  for (int cpus = 1024; cpus <= (1 << 16); cpus *= 2) {
+    cpu_set_t* set = CPU_ALLOC(cpus);
+    const size_t bytes = CPU_ALLOC_SIZE(cpus);
+    CPU_ZERO_S(bytes, set);
+    if (sched_getaffinity(0, bytes, set) == 0) {
+      const int count = CPU_COUNT_S(bytes, set);
+      CPU_FREE(set);
+      return std::max(1, count);
+    }
+    CPU_FREE(set);
+    if (errno != EINVAL) break;
+  }
+  return std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+}
+
+int threads_per_rank(int cores, int ranks) { return std::max(1, cores / std::max(1, ranks)); }
+
+EnvironmentMap rank_environment(const EnvironmentMap& base, const JobEnvironment& job, int rank) {
+  EnvironmentMap env = base;
+  const std::string r = std::to_string(rank);
+  const std::string n = std::to_string(job.size);
+  const std::string port = std::to_string(job.store_port);
+  env["COHORT_RANK"] = r;
+  env["COHORT_SIZE"] = n;
+  env["COHORT_LOCAL_RANK"] = r;
+  env["COHORT_LOCAL_SIZE"] = n;
+  env["COHORT_STORE_ADDR"] = job.store_host + ":" + port;
+  env["COHORT_JOB_ID"] = job.job_id;
+  env["COHORT_SECRET"] = job.secret;
+  if (!job.backend.empty()) env["COHORT_BACKEND"] = job.backend;
+  env["RANK"] = r;
+  env["WORLD_SIZE"] = n;
+  env["LOCAL_RANK"] = r;
+  env["LOCAL_WORLD_SIZE"] = n;
+  env["MASTER_ADDR"] = job.store_host;
+  env["MASTER_PORT"] = port;
+
+  for (const char* var : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"}) {
+    const bool user_set =
+        base.contains(var) ||
+        std::any_of(job.extra.begin(), job.extra.end(), [&](const auto& kv) { return kv.first == var; });
+    if (!user_set) env[var] = std::to_string(job.threads_per_rank);
+  }
+  for (const auto& [key, value] : job.extra) env[key] = value;
+  return env;
+}
+
+std::vector<std::string> to_envp(const EnvironmentMap& env) {
+  std::vector<std::string> out;
+  out.reserve(env.size());
+  for (const auto& [key, value] : env) out.push_back(key + "=" + value);
+  return out;
+}
+
+}  // namespace cohort::launcher

@@ -1,0 +1,86 @@
+#include "cohort/launcher/report.h"
+
+#include <sstream>
+
+#include "cohort/launcher/signals.h"
+
+namespace cohort::launcher {
+namespace {
+
+// A rank failed "on its own" unless it ended after the launcher signalled it.
+bool failed_on_its_own(const RankRecord& r) { return r.ended && !r.status.success() && r.signal_sent == 0; }
+
+std::string how_it_ended(const RankRecord& r) {
+  if (!r.ended) return "was still running";
+  if (r.signal_sent != 0 && r.status.signaled() && r.status.signal() == r.signal_sent)
+    return "was stopped by cohortrun (" + signal_name(r.signal_sent) + ")";
+  std::string text = describe(r.status);
+  if (r.signal_sent != 0) text += " after cohortrun sent " + signal_name(r.signal_sent);
+  return text;
+}
+
+void append_tail(std::ostringstream& os, const RankRecord& r) {
+  if (r.tail.lines().empty()) {
+    os << "cohortrun: rank " << r.rank << " (pid " << r.pid << ") printed nothing\n";
+    return;
+  }
+  os << "cohortrun: last " << r.tail.lines().size() << " line(s) of rank " << r.rank << " (pid " << r.pid
+     << "):\n";
+  for (const std::string& line : r.tail.lines()) os << "    [" << r.rank << "] " << line << '\n';
+}
+
+}  // namespace
+
+std::string failure_report(const SupervisionResult& result) {
+  const RankRecord* failed = nullptr;
+  for (const RankRecord& r : result.ranks)
+    if (r.rank == result.failed_rank) failed = &r;
+  if (!failed) return {};
+
+  std::ostringstream os;
+  const int others = static_cast<int>(result.ranks.size()) - 1;
+  os << "cohortrun: error: rank " << failed->rank << " " << describe(failed->status);
+  if (others > 0) os << "; stopped the other " << others << " rank(s)";
+  os << '\n';
+  append_tail(os, *failed);
+  for (const RankRecord& r : result.ranks)
+    if (&r != failed && failed_on_its_own(r)) {
+      os << "cohortrun: rank " << r.rank << " also " << describe(r.status) << '\n';
+      append_tail(os, r);
+    }
+  std::ostringstream rest;
+  bool any = false;
+  for (const RankRecord& r : result.ranks) {
+    if (&r == failed || failed_on_its_own(r)) continue;
+    rest << (any ? "; " : "") << "rank " << r.rank << " " << how_it_ended(r);
+    any = true;
+  }
+  if (any) os << "cohortrun: other ranks: " << rest.str() << '\n';
+  return os.str();
+}
+
+std::string stop_summary(const SupervisionResult& result) {
+  if (result.reason != StopReason::signal) return {};
+  int clean = 0;
+  for (const RankRecord& r : result.ranks) clean += r.status.success() ? 1 : 0;
+  return "cohortrun: stopped by " + signal_name(result.signal) + "; " + std::to_string(clean) + " of " +
+         std::to_string(result.ranks.size()) + " rank(s) exited with code 0\n";
+}
+
+int exit_code(const SupervisionResult& result) {
+  switch (result.reason) {
+    case StopReason::none:
+      return 0;
+    case StopReason::signal:
+      return 128 + result.signal;
+    case StopReason::launch_failed:
+      return 1;
+    case StopReason::rank_failed:
+      for (const RankRecord& r : result.ranks)
+        if (r.rank == result.failed_rank) return launcher_exit_code(r.status);
+      return 1;
+  }
+  return 1;
+}
+
+}  // namespace cohort::launcher

@@ -1,0 +1,244 @@
+#include "cohort/launcher/supervisor.h"
+
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "cohort/common/check.h"
+
+namespace cohort::launcher {
+
+struct Supervisor::Rank {
+  RankRecord record;
+};
+
+struct Supervisor::Stream {
+  Rank* rank = nullptr;
+  int fd = -1;
+  OutputForwarder forwarder;
+};
+
+namespace {
+std::chrono::steady_clock::duration seconds(double s) {
+  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(s));
+}
+}  // namespace
+
+Supervisor::Supervisor(SupervisorOptions options, SignalEvents& signals)
+    : options_(options), signals_(signals) {}
+
+Supervisor::~Supervisor() {
+  for (auto& rank : ranks_) {
+    if (rank->record.ended) continue;
+    signal_group(*rank, SIGKILL);
+    int status = 0;
+    while (::waitpid(rank->record.pid, &status, 0) < 0 && errno == EINTR) {
+    }
+  }
+  for (auto& stream : streams_)
+    if (stream->fd >= 0) ::close(stream->fd);
+}
+
+void Supervisor::add(int rank_id, const SpawnedProcess& process) {
+  auto rank = std::make_unique<Rank>();
+  rank->record.rank = rank_id;
+  rank->record.pid = process.pid;
+  rank->record.tail = OutputTail(options_.tail_lines);
+  Rank* r = rank.get();
+  ranks_.push_back(std::move(rank));
+  streams_.push_back(std::make_unique<Stream>(Stream{
+      r, process.stdout_fd, OutputForwarder({.rank = rank_id, .out_fd = options_.stdout_fd}, &r->record.tail)}));
+  streams_.push_back(std::make_unique<Stream>(Stream{
+      r, process.stderr_fd, OutputForwarder({.rank = rank_id, .out_fd = options_.stderr_fd}, &r->record.tail)}));
+}
+
+void Supervisor::stop() {
+  if (reason_ != StopReason::none) return;
+  reason_ = StopReason::launch_failed;
+  signal_all(SIGTERM);
+  kill_deadline_ = Clock::now() + seconds(options_.grace_s);
+}
+
+int Supervisor::live_count() const {
+  return static_cast<int>(std::count_if(ranks_.begin(), ranks_.end(), [](const auto& r) { return !r->record.ended; }));
+}
+
+int Supervisor::open_stream_count() const {
+  return static_cast<int>(std::count_if(streams_.begin(), streams_.end(), [](const auto& s) { return s->fd >= 0; }));
+}
+
+void Supervisor::message(const std::string& text) {
+  const std::string line = "cohortrun: " + text + "\n";
+  [[maybe_unused]] ssize_t n = ::write(options_.stderr_fd, line.data(), line.size());
+}
+
+void Supervisor::signal_group(Rank& rank, int signo) {
+  // The rank leads its own process group, so this also reaches what it
+  // started (a shell wrapper's child, for example).
+  // Once a rank is reaped its pid may be reused, so only its group (which
+  // keeps the number while members remain) is signalled then.
+  if (::kill(-rank.record.pid, signo) != 0 && errno == ESRCH && !rank.record.ended)
+    ::kill(rank.record.pid, signo);
+}
+
+void Supervisor::signal_all(int signo) {
+  for (auto& rank : ranks_) {
+    if (rank->record.ended) continue;
+    signal_group(*rank, signo);
+    rank->record.signal_sent = signo;
+  }
+}
+
+void Supervisor::reap() {
+  for (auto& rank : ranks_) {
+    if (rank->record.ended) continue;
+    int status = 0;
+    const pid_t pid = ::waitpid(rank->record.pid, &status, WNOHANG);
+    if (pid == rank->record.pid) on_rank_end(*rank, status);
+  }
+}
+
+void Supervisor::on_rank_end(Rank& rank, int wait_status) {
+  rank.record.ended = true;
+  rank.record.status = ExitStatus{wait_status};
+  if (options_.verbose)
+    message("rank " + std::to_string(rank.record.rank) + " (pid " + std::to_string(rank.record.pid) +
+            ") " + describe(rank.record.status));
+  if (rank.record.status.success() || reason_ != StopReason::none) return;
+  reason_ = StopReason::rank_failed;
+  failed_rank_ = rank.record.rank;
+  const int others = live_count();
+  if (others > 0) {
+    if (options_.verbose)
+      message("rank " + std::to_string(rank.record.rank) + " failed; stopping the other " +
+              std::to_string(others) + " rank(s)");
+    signal_all(SIGTERM);
+    kill_deadline_ = Clock::now() + seconds(options_.grace_s);
+  }
+}
+
+void Supervisor::on_launcher_signal(int signo) {
+  const int live = live_count();
+  if (reason_ == StopReason::none) {
+    reason_ = StopReason::signal;
+    received_signal_ = signo;
+    if (live > 0) {
+      message("got " + signal_name(signo) + "; forwarding it to " + std::to_string(live) +
+              " rank(s) (send it again to kill them)");
+      signal_all(signo);
+    }
+    return;
+  }
+  if (live > 0) {
+    message("got " + signal_name(signo) + (reason_ == StopReason::signal ? " again" : " while stopping") +
+            "; killing " + std::to_string(live) + " rank(s)");
+    signal_all(SIGKILL);
+  }
+  kill_deadline_.reset();
+}
+
+void Supervisor::close_stream(Stream& stream) {
+  stream.forwarder.finish();
+  ::close(stream.fd);
+  stream.fd = -1;
+}
+
+void Supervisor::drain(Stream& stream, size_t budget) {
+  char buffer[64 * 1024];
+  while (budget > 0) {
+    const ssize_t n = ::read(stream.fd, buffer, sizeof buffer);
+    if (n > 0) {
+      stream.forwarder.feed(std::string_view(buffer, static_cast<size_t>(n)));
+      budget -= std::min(budget, static_cast<size_t>(n));
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else if (n < 0 && errno == EAGAIN) {
+      return;
+    } else {
+      close_stream(stream);  // EOF, or an error that will not go away
+      return;
+    }
+  }
+}
+
+SupervisionResult Supervisor::run() {
+  // Bounds the bytes read from one stream per wake-up so that a chatty rank
+  // cannot starve the others or the signal handling.
+  constexpr size_t kReadBudget = 1 << 20;
+  std::optional<Clock::time_point> drain_deadline;
+  std::vector<pollfd> fds;
+  std::vector<Stream*> polled;
+
+  for (;;) {
+    reap();
+    const auto now = Clock::now();
+    const int live = live_count();
+    if (live == 0) {
+      if (open_stream_count() == 0) break;
+      if (!drain_deadline) {
+        drain_deadline = now + seconds(options_.drain_s);
+        // Descendants of failed or stopped ranks keep their pipes open and
+        // would outlive the job: stop them too.
+        if (reason_ != StopReason::none)
+          for (auto& stream : streams_)
+            if (stream->fd >= 0) signal_group(*stream->rank, SIGKILL);
+      } else if (now >= *drain_deadline) {
+        for (auto& stream : streams_)
+          if (stream->fd >= 0) {
+            drain(*stream, kReadBudget);
+            if (stream->fd >= 0) close_stream(*stream);
+          }
+        break;
+      }
+    }
+    if (kill_deadline_ && now >= *kill_deadline_) {
+      if (live > 0) {
+        if (options_.verbose)
+          message("grace period over; killing " + std::to_string(live) + " rank(s)");
+        signal_all(SIGKILL);
+      }
+      kill_deadline_.reset();
+    }
+
+    std::optional<Clock::time_point> wake;
+    if (live > 0) wake = kill_deadline_;
+    else wake = drain_deadline;
+    int timeout_ms = -1;
+    if (wake) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*wake - now).count();
+      timeout_ms = static_cast<int>(std::clamp<long long>(left + 1, 0, 60'000));
+    }
+
+    fds.clear();
+    polled.clear();
+    fds.push_back({signals_.fd(), POLLIN, 0});
+    for (auto& stream : streams_)
+      if (stream->fd >= 0) {
+        fds.push_back({stream->fd, POLLIN, 0});
+        polled.push_back(stream.get());
+      }
+    const int ready = ::poll(fds.data(), fds.size(), timeout_ms);
+    if (ready < 0) {
+      COHORT_CHECK(errno == EINTR) << "poll: " << std::strerror(errno);
+      continue;
+    }
+    for (size_t i = 0; i < polled.size(); ++i)
+      if (fds[i + 1].revents) drain(*polled[i], kReadBudget);
+    if (fds[0].revents & POLLIN)
+      while (const int signo = signals_.next())
+        if (signo != SIGCHLD) on_launcher_signal(signo);
+  }
+
+  SupervisionResult result;
+  result.reason = reason_;
+  result.failed_rank = failed_rank_;
+  result.signal = received_signal_;
+  for (const auto& rank : ranks_) result.ranks.push_back(rank->record);
+  return result;
+}
+
+}  // namespace cohort::launcher

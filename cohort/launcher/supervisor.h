@@ -1,0 +1,108 @@
+// Supervision of a job's ranks once they run: forwards their output, reaps
+// them, forwards the launcher's signals and fails fast.
+//
+// Policy:
+//  - A rank that exits non-zero or dies by a signal, while nothing else has
+//    gone wrong, is the job's failure: every other rank's process group gets
+//    SIGTERM, and SIGKILL `grace_s` later if it is still running.
+//  - The first SIGINT, SIGTERM or SIGHUP the launcher receives is forwarded
+//    to every rank's process group; the next one sends SIGKILL. No deadline
+//    applies in between: ranks may take their time to shut down cleanly.
+//  - Once every rank has ended, output still buffered in the pipes is
+//    forwarded; when a rank's descendants hold its pipes open after a failure
+//    or a signal, its process group gets SIGKILL, and after `drain_s` the
+//    pipes are closed regardless.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "cohort/launcher/exit_status.h"
+#include "cohort/launcher/output_forwarder.h"
+#include "cohort/launcher/signals.h"
+#include "cohort/launcher/spawn.h"
+
+namespace cohort::launcher {
+
+struct SupervisorOptions {
+  double grace_s = 3.0;       // SIGTERM to SIGKILL after a failure
+  double drain_s = 1.0;       // how long to wait for pipes after all ranks ended
+  size_t tail_lines = 20;     // lines kept per rank for the report
+  bool verbose = false;       // report each rank's end on stderr_fd
+  int stdout_fd = 1;          // where ranks' stdout lines go
+  int stderr_fd = 2;          // where ranks' stderr lines and messages go
+};
+
+enum class StopReason {
+  none,          // every rank ended on its own
+  rank_failed,   // a rank exited non-zero or died by a signal
+  signal,        // the launcher received SIGINT, SIGTERM or SIGHUP
+  launch_failed  // stop() was called, e.g. a later rank could not be started
+};
+
+struct RankRecord {
+  int rank = 0;
+  pid_t pid = -1;
+  bool ended = false;
+  ExitStatus status;
+  int signal_sent = 0;  // the last signal the launcher sent it, 0 if none
+  OutputTail tail;
+};
+
+struct SupervisionResult {
+  std::vector<RankRecord> ranks;  // in the order they were added
+  StopReason reason = StopReason::none;
+  int failed_rank = -1;  // with rank_failed: the first rank that failed
+  int signal = 0;        // with signal: the first signal the launcher received
+};
+
+class Supervisor {
+ public:
+  // `signals` must have been created before any rank was spawned.
+  Supervisor(SupervisorOptions options, SignalEvents& signals);
+  // Kills (SIGKILL) and reaps ranks still running, e.g. after an exception.
+  ~Supervisor();
+  Supervisor(const Supervisor&) = delete;
+  Supervisor& operator=(const Supervisor&) = delete;
+
+  // Takes ownership of a spawned rank's pid and pipes.
+  void add(int rank, const SpawnedProcess& process);
+
+  // Stops the ranks added so far (SIGTERM, SIGKILL after the grace period);
+  // run() then reports StopReason::launch_failed.
+  void stop();
+
+  // Runs until every rank has ended and its output is forwarded.
+  SupervisionResult run();
+
+ private:
+  struct Rank;
+  struct Stream;
+  using Clock = std::chrono::steady_clock;
+
+  void reap();
+  void on_rank_end(Rank& rank, int wait_status);
+  void on_launcher_signal(int signo);
+  void signal_all(int signo);
+  void signal_group(Rank& rank, int signo);
+  void drain(Stream& stream, size_t budget);
+  void close_stream(Stream& stream);
+  void message(const std::string& text);
+  int live_count() const;
+  int open_stream_count() const;
+
+  SupervisorOptions options_;
+  SignalEvents& signals_;
+  std::vector<std::unique_ptr<Rank>> ranks_;
+  std::vector<std::unique_ptr<Stream>> streams_;
+  StopReason reason_ = StopReason::none;
+  int failed_rank_ = -1;
+  int received_signal_ = 0;
+  std::optional<Clock::time_point> kill_deadline_;
+};
+
+}  // namespace cohort::launcher

@@ -1,0 +1,153 @@
+#include "cohort/launcher/options.h"
+
+#include <gtest/gtest.h>
+
+#include "cohort/launcher/job_id.h"
+
+namespace cohort::launcher {
+namespace {
+
+LaunchOptions parse(std::vector<std::string> args) { return parse_options(args); }
+
+std::string error_of(std::vector<std::string> args) {
+  try {
+    parse_options(args);
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+
+TEST(Options, ParsesEveryFlag) {
+  const LaunchOptions o = parse({"-np", "4", "--backend", "shm", "--env", "A=1", "--env", "B=x=y", "--port",
+                                 "29500", "--job-id", "run_1.a", "--grace-s", "0.5", "--verbose", "./train",
+                                 "--lr", "0.1"});
+  EXPECT_EQ(o.num_ranks, 4);
+  EXPECT_EQ(o.backend, "shm");
+  ASSERT_EQ(o.env.size(), 2u);
+  EXPECT_EQ(o.env[0], (std::pair<std::string, std::string>{"A", "1"}));
+  EXPECT_EQ(o.env[1], (std::pair<std::string, std::string>{"B", "x=y"}));
+  EXPECT_EQ(o.port, 29500);
+  EXPECT_EQ(o.job_id, "run_1.a");
+  EXPECT_DOUBLE_EQ(o.grace_s, 0.5);
+  EXPECT_TRUE(o.verbose);
+  EXPECT_FALSE(o.help);
+  EXPECT_EQ(o.command, (std::vector<std::string>{"./train", "--lr", "0.1"}));
+}
+
+TEST(Options, DefaultsWhenOnlyTheRequiredAreGiven) {
+  const LaunchOptions o = parse({"-np", "2", "prog"});
+  EXPECT_EQ(o.num_ranks, 2);
+  EXPECT_TRUE(o.backend.empty());
+  EXPECT_TRUE(o.env.empty());
+  EXPECT_EQ(o.port, 0);
+  EXPECT_TRUE(o.job_id.empty());
+  EXPECT_DOUBLE_EQ(o.grace_s, 3.0);
+  EXPECT_FALSE(o.verbose);
+  EXPECT_EQ(o.command, std::vector<std::string>{"prog"});
+}
+
+TEST(Options, AcceptsInlineValuesAndAliases) {
+  EXPECT_EQ(parse({"-np=3", "p"}).num_ranks, 3);
+  EXPECT_EQ(parse({"-n", "5", "p"}).num_ranks, 5);
+  EXPECT_EQ(parse({"--np=6", "p"}).num_ranks, 6);
+  EXPECT_EQ(parse({"-np", "1", "--env=K=V", "p"}).env[0].second, "V");
+  EXPECT_EQ(parse({"-np", "1", "--env", "EMPTY=", "p"}).env[0].second, "");
+  EXPECT_TRUE(parse({"-np", "1", "-v", "p"}).verbose);
+}
+
+TEST(Options, EverythingAfterTheProgramBelongsToIt) {
+  const LaunchOptions o = parse({"-np", "2", "prog", "-np", "9", "--help"});
+  EXPECT_EQ(o.num_ranks, 2);
+  EXPECT_FALSE(o.help);
+  EXPECT_EQ(o.command, (std::vector<std::string>{"prog", "-np", "9", "--help"}));
+  const LaunchOptions dashed = parse({"-np", "2", "--", "-weird-name", "x"});
+  EXPECT_EQ(dashed.command, (std::vector<std::string>{"-weird-name", "x"}));
+}
+
+TEST(Options, HelpNeedsNothingElse) {
+  EXPECT_TRUE(parse({"--help"}).help);
+  EXPECT_TRUE(parse({"-h"}).help);
+  const LaunchOptions o = parse({"-np", "2", "--help", "prog"});
+  EXPECT_TRUE(o.help);
+  EXPECT_EQ(o.command, std::vector<std::string>{"prog"});
+}
+
+TEST(Options, RejectsBadRankCounts) {
+  EXPECT_EQ(error_of({"prog"}), "-np N is required (the number of ranks to start)");
+  EXPECT_EQ(error_of({"-np"}), "-np needs a value");
+  EXPECT_EQ(error_of({"-np", "0", "p"}), "-np needs a positive number of ranks, got '0'");
+  EXPECT_EQ(error_of({"-np", "-1", "p"}), "-np needs a positive number of ranks, got '-1'");
+  EXPECT_EQ(error_of({"-np", "2x", "p"}), "-np needs a positive number of ranks, got '2x'");
+  EXPECT_EQ(error_of({"-np", "", "p"}), "-np needs a positive number of ranks, got ''");
+  EXPECT_NE(error_of({"-np", "99999999999999999999", "p"}).find("positive number"), std::string::npos);
+  EXPECT_NE(error_of({"-np", "5000", "p"}).find("4096"), std::string::npos);
+}
+
+TEST(Options, RejectsMissingProgramAndUnknownFlags) {
+  EXPECT_NE(error_of({"-np", "2"}).find("no program to run"), std::string::npos);
+  EXPECT_NE(error_of({"-np", "2", "--"}).find("no program to run"), std::string::npos);
+  EXPECT_EQ(error_of({"--frobnicate", "-np", "2", "p"}), "unknown flag '--frobnicate'");
+  EXPECT_EQ(error_of({"-np", "2", "--verbose=yes", "p"}), "--verbose takes no value, got '--verbose=yes'");
+}
+
+TEST(Options, RejectsMalformedValues) {
+  EXPECT_EQ(error_of({"-np", "2", "--env", "NOVALUE", "p"}), "--env needs KEY=VALUE, got 'NOVALUE'");
+  EXPECT_NE(error_of({"-np", "2", "--env", "=v", "p"}).find("is not a variable name"), std::string::npos);
+  EXPECT_NE(error_of({"-np", "2", "--env", "1X=v", "p"}).find("is not a variable name"), std::string::npos);
+  EXPECT_EQ(error_of({"-np", "2", "--backend", "gloo", "p"}), "--backend must be auto or shm, got 'gloo'");
+  EXPECT_NE(error_of({"-np", "2", "--port", "65536", "p"}).find("--port needs"), std::string::npos);
+  EXPECT_NE(error_of({"-np", "2", "--port", "http", "p"}).find("--port needs"), std::string::npos);
+  EXPECT_NE(error_of({"-np", "2", "--grace-s", "-1", "p"}).find("--grace-s needs"), std::string::npos);
+  EXPECT_NE(error_of({"-np", "2", "--grace-s", "nan", "p"}).find("--grace-s needs"), std::string::npos);
+  EXPECT_NE(error_of({"-np", "2", "--job-id", "a-b", "p"}).find("contains '-'"), std::string::npos);
+  EXPECT_EQ(error_of({"-np", "2", "--port"}), "--port needs a value");
+}
+
+TEST(Options, LauncherVariablesCannotBeOverridden) {
+  for (const char* name : launcher_variables()) {
+    const std::string error = error_of({"-np", "2", "--env", std::string(name) + "=1", "p"});
+    EXPECT_NE(error.find("is set by cohortrun"), std::string::npos) << name << ": " << error;
+  }
+  EXPECT_NE(error_of({"-np", "2", "--backend", "shm", "--env", "COHORT_BACKEND=auto", "p"}).find("conflicts"),
+            std::string::npos);
+  EXPECT_EQ(parse({"-np", "2", "--env", "COHORT_BACKEND=shm", "p"}).env[0].first, "COHORT_BACKEND");
+}
+
+TEST(Options, ErrorsAreOneLine) {
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {}, {"-np", "x", "p"}, {"--env", "A\nB=1", "-np", "1", "p"}, {"-np", "1", "--job-id", "", "p"}}) {
+    const std::string error = error_of(args);
+    EXPECT_NE(error, "<no error>");
+    EXPECT_EQ(error.find('\n'), std::string::npos) << error;
+  }
+}
+
+TEST(Options, UsageListsFlagsAndTunables) {
+  const std::string text = usage_text();
+  for (const char* needle : {"-np", "--backend", "--env", "--port", "--job-id", "--grace-s", "--verbose",
+                             "--help", "COHORT_TIMEOUT_S", "COHORT_SHM_SLOT_BYTES", "OMP_NUM_THREADS"})
+    EXPECT_NE(text.find(needle), std::string::npos) << needle;
+}
+
+TEST(JobId, GeneratedIdsAreSafeAndDistinct) {
+  const std::string a = generate_job_id();
+  const std::string b = generate_job_id();
+  EXPECT_NE(a, b);
+  EXPECT_EQ(a.size(), 22u);
+  EXPECT_EQ(job_id_problem(a), "");
+  EXPECT_EQ(a.find_first_not_of("0123456789abcdef"), std::string::npos) << a;
+}
+
+TEST(JobId, ProblemsAreNamed) {
+  EXPECT_EQ(job_id_problem("train_3.b"), "");
+  EXPECT_NE(job_id_problem(""), "");
+  EXPECT_NE(job_id_problem(std::string(65, 'a')), "");
+  EXPECT_EQ(job_id_problem(std::string(64, 'a')), "");
+  EXPECT_NE(job_id_problem("a/b").find("'/'"), std::string::npos);
+  EXPECT_NE(job_id_problem("a-b").find("'-'"), std::string::npos);
+  EXPECT_NE(job_id_problem("a b"), "");
+}
+
+}  // namespace
+}  // namespace cohort::launcher

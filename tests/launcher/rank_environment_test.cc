@@ -1,0 +1,95 @@
+#include "cohort/launcher/rank_environment.h"
+
+#include <gtest/gtest.h>
+
+namespace cohort::launcher {
+namespace {
+
+JobEnvironment job_of(int size) {
+  JobEnvironment job;
+  job.job_id = "j1";
+  job.secret = "s3cr3t";
+  job.store_host = "127.0.0.1";
+  job.store_port = 4242;
+  job.size = size;
+  job.threads_per_rank = 3;
+  return job;
+}
+
+TEST(RankEnvironment, SetsCohortAndTorchrunVariables) {
+  const EnvironmentMap base{{"PATH", "/bin"}, {"HOME", "/root"}};
+  const EnvironmentMap env = rank_environment(base, job_of(4), 2);
+  const EnvironmentMap expected{
+      {"PATH", "/bin"},          {"HOME", "/root"},       {"COHORT_RANK", "2"},
+      {"COHORT_SIZE", "4"},      {"COHORT_LOCAL_RANK", "2"}, {"COHORT_LOCAL_SIZE", "4"},
+      {"COHORT_STORE_ADDR", "127.0.0.1:4242"},           {"COHORT_JOB_ID", "j1"},
+      {"COHORT_SECRET", "s3cr3t"}, {"RANK", "2"},         {"WORLD_SIZE", "4"},
+      {"LOCAL_RANK", "2"},       {"LOCAL_WORLD_SIZE", "4"}, {"MASTER_ADDR", "127.0.0.1"},
+      {"MASTER_PORT", "4242"},   {"OMP_NUM_THREADS", "3"}, {"OPENBLAS_NUM_THREADS", "3"},
+      {"MKL_NUM_THREADS", "3"},
+  };
+  EXPECT_EQ(env, expected);
+}
+
+TEST(RankEnvironment, BackendOnlyWhenGiven) {
+  EXPECT_FALSE(rank_environment({}, job_of(1), 0).contains("COHORT_BACKEND"));
+  JobEnvironment job = job_of(1);
+  job.backend = "shm";
+  EXPECT_EQ(rank_environment({}, job, 0).at("COHORT_BACKEND"), "shm");
+}
+
+TEST(RankEnvironment, ReplacesStaleLauncherVariables) {
+  // A cohortrun started from inside another job must not pass that job's
+  // identity on.
+  const EnvironmentMap base{{"COHORT_RANK", "7"}, {"RANK", "7"}, {"COHORT_SECRET", "old"}};
+  const EnvironmentMap env = rank_environment(base, job_of(2), 1);
+  EXPECT_EQ(env.at("COHORT_RANK"), "1");
+  EXPECT_EQ(env.at("RANK"), "1");
+  EXPECT_EQ(env.at("COHORT_SECRET"), "s3cr3t");
+}
+
+TEST(RankEnvironment, ThreadCountsTheUserSetAreKept) {
+  JobEnvironment job = job_of(2);
+  job.extra = {{"MKL_NUM_THREADS", "8"}, {"FOO", "bar"}};
+  const EnvironmentMap env = rank_environment({{"OMP_NUM_THREADS", "1"}}, job, 0);
+  EXPECT_EQ(env.at("OMP_NUM_THREADS"), "1");
+  EXPECT_EQ(env.at("MKL_NUM_THREADS"), "8");
+  EXPECT_EQ(env.at("OPENBLAS_NUM_THREADS"), "3");
+  EXPECT_EQ(env.at("FOO"), "bar");
+}
+
+TEST(RankEnvironment, ExtraVariablesApplyLastAndInOrder) {
+  JobEnvironment job = job_of(1);
+  job.extra = {{"PATH", "/opt/bin"}, {"X", "1"}, {"X", "2"}};
+  const EnvironmentMap env = rank_environment({{"PATH", "/bin"}}, job, 0);
+  EXPECT_EQ(env.at("PATH"), "/opt/bin");
+  EXPECT_EQ(env.at("X"), "2");
+}
+
+TEST(RankEnvironment, ThreadsPerRankDividesCores) {
+  EXPECT_EQ(threads_per_rank(8, 1), 8);
+  EXPECT_EQ(threads_per_rank(8, 2), 4);
+  EXPECT_EQ(threads_per_rank(8, 3), 2);
+  EXPECT_EQ(threads_per_rank(2, 4), 1);
+  EXPECT_EQ(threads_per_rank(1, 8), 1);
+  EXPECT_EQ(threads_per_rank(4, 0), 4);
+}
+
+TEST(RankEnvironment, AvailableCoresIsPositive) {
+  EXPECT_GE(available_cores(), 1);
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  ASSERT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
+  EXPECT_EQ(available_cores(), CPU_COUNT(&set));
+}
+
+TEST(RankEnvironment, EnvpAndCurrentEnvironment) {
+  EXPECT_EQ(to_envp({{"A", "1"}, {"B", "x=y"}, {"C", ""}}), (std::vector<std::string>{"A=1", "B=x=y", "C="}));
+  ::setenv("COHORT_LAUNCHER_TEST_VAR", "a=b", 1);
+  EXPECT_EQ(current_environment().at("COHORT_LAUNCHER_TEST_VAR"), "a=b");
+  ::unsetenv("COHORT_LAUNCHER_TEST_VAR");
+  EXPECT_FALSE(current_environment().contains("COHORT_LAUNCHER_TEST_VAR"));
+}
+
+}  // namespace
+}  // namespace cohort::launcher

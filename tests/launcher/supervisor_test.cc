@@ -1,0 +1,170 @@
+#include "cohort/launcher/supervisor.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "tests/launcher/cohortrun_process.h"
+
+namespace cohort::launcher {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr double kBoundSeconds = 15;  // generous; the fast paths take well under a second
+
+// A pipe standing in for cohortrun's stdout or stderr.
+class Sink {
+ public:
+  Sink() {
+    EXPECT_EQ(::pipe2(fds_, O_NONBLOCK), 0);
+    ::fcntl(fds_[1], F_SETPIPE_SZ, 1 << 20);
+  }
+  ~Sink() {
+    ::close(fds_[0]);
+    ::close(fds_[1]);
+  }
+  int fd() const { return fds_[1]; }
+  std::string take() {
+    std::string out;
+    char buf[4096];
+    ssize_t n;
+    while ((n = ::read(fds_[0], buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
+    return out;
+  }
+
+ private:
+  int fds_[2];
+};
+
+class SupervisorTest : public ::testing::Test {
+ protected:
+  SupervisorOptions options() { return {.grace_s = 0.5, .drain_s = 0.2, .stdout_fd = out_.fd(), .stderr_fd = err_.fd()}; }
+
+  static SpawnedProcess sh(const std::string& script) {
+    return spawn_process({.path = "/bin/sh", .argv = {"sh", "-c", script}, .envp = {"PATH=/bin:/usr/bin"}});
+  }
+
+  static double seconds_since(Clock::time_point start) {
+    return std::chrono::duration<double>(Clock::now() - start).count();
+  }
+
+  SignalEvents signals_;  // first: ranks are spawned with the signals blocked, like in cohortrun
+  Sink out_, err_;
+};
+
+TEST_F(SupervisorTest, AllRanksSucceed) {
+  Supervisor s(options(), signals_);
+  s.add(0, sh("echo zero; echo warn >&2"));
+  s.add(1, sh("printf one"));
+  const SupervisionResult r = s.run();
+  EXPECT_EQ(r.reason, StopReason::none);
+  ASSERT_EQ(r.ranks.size(), 2u);
+  for (const RankRecord& rank : r.ranks) {
+    EXPECT_TRUE(rank.ended);
+    EXPECT_TRUE(rank.status.success());
+    EXPECT_EQ(rank.signal_sent, 0);
+  }
+  const std::string out = out_.take();
+  EXPECT_NE(out.find("[0] zero\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("[1] one\n"), std::string::npos) << out;
+  EXPECT_EQ(err_.take(), "[0] warn\n");
+  EXPECT_EQ(r.ranks[0].tail.lines(), (std::deque<std::string>{"zero", "warn"}));
+}
+
+TEST_F(SupervisorTest, FailureStopsTheOtherRanks) {
+  const auto start = Clock::now();
+  Supervisor s(options(), signals_);
+  s.add(0, sh("exec sleep 30"));
+  s.add(1, sh("echo bye; exit 3"));
+  const SupervisionResult r = s.run();
+  EXPECT_LT(seconds_since(start), kBoundSeconds);
+  EXPECT_EQ(r.reason, StopReason::rank_failed);
+  EXPECT_EQ(r.failed_rank, 1);
+  EXPECT_EQ(r.ranks[1].status.code(), 3);
+  EXPECT_EQ(r.ranks[1].tail.lines(), std::deque<std::string>{"bye"});
+  EXPECT_EQ(r.ranks[0].status.signal(), SIGTERM);
+  EXPECT_EQ(r.ranks[0].signal_sent, SIGTERM);
+}
+
+TEST_F(SupervisorTest, GracePeriodEndsInSigkill) {
+  const auto start = Clock::now();
+  Supervisor s(options(), signals_);
+  s.add(0, sh("trap '' TERM; echo ready; while :; do sleep 0.05; done"));
+  s.add(1, sh("sleep 0.3; exit 1"));
+  const SupervisionResult r = s.run();
+  EXPECT_LT(seconds_since(start), kBoundSeconds);
+  EXPECT_EQ(r.failed_rank, 1);
+  EXPECT_EQ(r.ranks[0].status.signal(), SIGKILL);
+  EXPECT_EQ(r.ranks[0].signal_sent, SIGKILL);
+}
+
+TEST_F(SupervisorTest, DescendantsHoldingPipesAreKilledAfterAFailure) {
+  const auto start = Clock::now();
+  Supervisor s(options(), signals_);
+  // The background sleep keeps the rank's stdout open after the rank exits.
+  s.add(0, sh("sleep 30 & echo $! ; exit 2"));
+  const SupervisionResult r = s.run();
+  EXPECT_LT(seconds_since(start), kBoundSeconds);
+  EXPECT_EQ(r.reason, StopReason::rank_failed);
+  ASSERT_EQ(r.ranks[0].tail.lines().size(), 1u);
+  const pid_t child = std::stoi(r.ranks[0].tail.lines()[0]);
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (testing::process_alive(child) && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_FALSE(testing::process_alive(child));
+}
+
+TEST_F(SupervisorTest, LingeringPipesAfterSuccessEndTheRunAfterTheDrainTime) {
+  const auto start = Clock::now();
+  Supervisor s(options(), signals_);
+  s.add(0, sh("sleep 30 & echo done"));
+  const SupervisionResult r = s.run();
+  EXPECT_LT(seconds_since(start), kBoundSeconds);
+  EXPECT_EQ(r.reason, StopReason::none);
+  EXPECT_EQ(out_.take(), "[0] done\n");
+  ::kill(-r.ranks[0].pid, SIGKILL);  // the job succeeded; its leftovers are this test's to clean
+}
+
+TEST_F(SupervisorTest, StopEndsALaunchThatFailedPartway) {
+  Supervisor s(options(), signals_);
+  s.add(0, sh("exec sleep 30"));
+  s.stop();
+  const SupervisionResult r = s.run();
+  EXPECT_EQ(r.reason, StopReason::launch_failed);
+  EXPECT_EQ(r.ranks[0].status.signal(), SIGTERM);
+}
+
+TEST_F(SupervisorTest, LauncherSignalIsForwardedAndASecondOneKills) {
+  testing::TempDir dir;
+  const std::string ready = dir.path() + "/ready";
+  Supervisor s(options(), signals_);
+  const SpawnedProcess sleeper = sh("exec sleep 30");
+  s.add(0, sleeper);
+  s.add(1, sh("trap '' INT; touch " + ready + "; while :; do sleep 0.05; done"));
+  // Signals sent to this process wait in the supervisor's signalfd (they are
+  // blocked here). Standard signals do not queue, so the second is sent only
+  // once the first has visibly been forwarded (rank 0 died of it).
+  std::thread sender([&] {
+    while (::access(ready.c_str(), F_OK) != 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    ::kill(::getpid(), SIGINT);
+    while (testing::process_alive(sleeper.pid)) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    ::kill(::getpid(), SIGINT);
+  });
+  const SupervisionResult r = s.run();
+  sender.join();
+  EXPECT_EQ(r.reason, StopReason::signal);
+  EXPECT_EQ(r.signal, SIGINT);
+  EXPECT_EQ(r.ranks[0].status.signal(), SIGINT);
+  EXPECT_EQ(r.ranks[1].status.signal(), SIGKILL);
+  const std::string messages = err_.take();
+  EXPECT_NE(messages.find("got SIGINT; forwarding it to 2 rank(s)"), std::string::npos) << messages;
+  EXPECT_NE(messages.find("got SIGINT again; killing 1 rank(s)"), std::string::npos) << messages;
+}
+
+}  // namespace
+}  // namespace cohort::launcher
