@@ -1,7 +1,8 @@
 // FileStore: a Store kept in a directory that every rank can reach (a local
 // or shared filesystem). One file per key, written atomically (temporary file
 // and rename); add and compare_set are serialised with flock on a lock file.
-// Waiters poll. Keys may hold any characters: file names are hex-encoded.
+// Waiters poll. Keys may hold any characters: file names are hex-encoded
+// (keys over 100 bytes are named by their SHA-256, to stay under NAME_MAX).
 #pragma once
 
 #include <string>

@@ -20,6 +20,9 @@ struct TcpStoreServerOptions {
   std::string host = "0.0.0.0";  // address to bind
   int port = 0;                  // 0 picks a free port; see port()
   std::string secret;            // the job secret clients must prove
+  // A connection that has not authenticated within this time is closed, so
+  // that idle strangers cannot hold descriptors.
+  Duration auth_timeout{std::chrono::seconds(30)};
 };
 
 // Serves the store from a background thread until destroyed. Throws
@@ -49,9 +52,10 @@ struct TcpStoreOptions {
   Duration connect_timeout{0};
 };
 
-// A client. Thread-safe (one connection, calls serialised; blocking waits are
-// done by the server so they do not hold other callers' replies back more
-// than necessary). Throws ConfigError when the secret is refused,
+// A client. Thread-safe: one connection whose requests carry ids, so calls
+// from several threads are in flight together and a get or wait parked on
+// the server never holds back another thread's call (a background thread
+// reads the replies). Throws ConfigError when the secret is refused,
 // TimeoutError when the server cannot be reached in time, PeerLostError when
 // the connection drops later.
 class TcpStore : public Store {

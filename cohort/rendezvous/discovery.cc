@@ -1,0 +1,371 @@
+#include "cohort/rendezvous/discovery.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <climits>
+#include <optional>
+#include <vector>
+
+#include "cohort/common/check.h"
+
+extern char** environ;
+
+namespace cohort::rendezvous {
+namespace {
+
+// Read-only view of the variables, where an empty value counts as unset
+// (the way `VAR= prog` is usually meant).
+class Env {
+ public:
+  explicit Env(const Environment& env) : env_(env) {}
+
+  std::optional<std::string> get(const std::string& name) const {
+    auto it = env_.find(name);
+    if (it == env_.end() || it->second.empty()) return std::nullopt;
+    return it->second;
+  }
+  bool has(const std::string& name) const { return get(name).has_value(); }
+
+  // A non-negative int; nullopt when unset.
+  std::optional<int> count(const std::string& name) const {
+    auto text = get(name);
+    if (!text) return std::nullopt;
+    int value = 0;
+    const char* first = text->data();
+    const char* last = first + text->size();
+    auto [end, ec] = std::from_chars(first, last, value);
+    COHORT_CHECK_AS(ConfigError, ec == std::errc() && end == last && value >= 0 && (*text)[0] != '-')
+        << name << "='" << *text << "' is not a non-negative integer";
+    return value;
+  }
+
+  // A count that must be set when `because` is.
+  int required(const std::string& name, const std::string& because) const {
+    auto v = count(name);
+    COHORT_CHECK_AS(ConfigError, v.has_value())
+        << because << "='" << *get(because) << "' is set but " << name << " is not";
+    return *v;
+  }
+
+ private:
+  const Environment& env_;
+};
+
+struct Address {
+  std::string host;
+  int port = 0;
+};
+
+// `whole` is the variable's full value, for the message.
+int parse_port(const std::string& variable, const std::string& text, const std::string& whole) {
+  int port = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), port);
+  COHORT_CHECK_AS(ConfigError, ec == std::errc() && end == text.data() + text.size() && port >= 1 &&
+                                   port <= 65535 && !text.empty() && text[0] != '-')
+      << variable << "='" << whole << "' does not end in a TCP port (1..65535)";
+  return port;
+}
+
+// "host:port", "1.2.3.4:port" or "[v6::addr]:port".
+Address parse_address(const std::string& variable, const std::string& text) {
+  Address a;
+  std::string port;
+  if (!text.empty() && text[0] == '[') {
+    const size_t close = text.find(']');
+    COHORT_CHECK_AS(ConfigError, close != std::string::npos && close + 1 < text.size() && text[close + 1] == ':')
+        << variable << "='" << text << "' is not [ipv6]:port";
+    a.host = text.substr(1, close - 1);
+    port = text.substr(close + 2);
+  } else {
+    const size_t colon = text.rfind(':');
+    COHORT_CHECK_AS(ConfigError, colon != std::string::npos && text.find(':') == colon)
+        << variable << "='" << text << "' is not host:port (write an IPv6 address as [addr]:port)";
+    a.host = text.substr(0, colon);
+    port = text.substr(colon + 1);
+  }
+  COHORT_CHECK_AS(ConfigError, !a.host.empty()) << variable << "='" << text << "' has no host";
+  a.port = parse_port(variable, port, text);
+  return a;
+}
+
+bool job_id_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+         c == '_' || c == '-';
+}
+
+// Job ids name shared-memory segments and files: keep them to a safe alphabet.
+constexpr size_t kMaxJobId = 64;
+
+std::string sanitize_job_id(const std::string& raw) {
+  std::string out;
+  for (char c : raw) out += job_id_char(c) ? c : '_';
+  if (out.size() > kMaxJobId) out.resize(kMaxJobId);
+  return out;
+}
+
+// The three counts a source gives, checked against each other.
+void check_identity(const LaunchInfo& info, const char* rank_var, const char* size_var,
+                    const char* local_rank_var, const char* local_size_var) {
+  COHORT_CHECK_AS(ConfigError, info.size >= 1) << size_var << "='" << info.size << "' must be at least 1";
+  COHORT_CHECK_AS(ConfigError, info.rank < info.size)
+      << rank_var << "='" << info.rank << "' is not below " << size_var << "='" << info.size << "'";
+  COHORT_CHECK_AS(ConfigError, info.local_size >= 1)
+      << local_size_var << "='" << info.local_size << "' must be at least 1";
+  COHORT_CHECK_AS(ConfigError, info.local_rank < info.local_size)
+      << local_rank_var << "='" << info.local_rank << "' is not below " << local_size_var << "='"
+      << info.local_size << "'";
+  COHORT_CHECK_AS(ConfigError, info.local_size <= info.size)
+      << local_size_var << "='" << info.local_size << "' exceeds " << size_var << "='" << info.size << "'";
+}
+
+// Local rank and size from a source that may leave both out (then this rank
+// is taken to be alone on its host, which never wrongly assumes shared
+// memory with another rank); one without the other is an error.
+void local_pair(const Env& env, LaunchInfo& info, const char* local_rank_var, const char* local_size_var) {
+  const auto lr = env.count(local_rank_var);
+  const auto ls = env.count(local_size_var);
+  if (!lr && !ls) return;
+  COHORT_CHECK_AS(ConfigError, lr.has_value())
+      << local_size_var << "='" << *ls << "' is set but " << local_rank_var << " is not";
+  COHORT_CHECK_AS(ConfigError, ls.has_value())
+      << local_rank_var << "='" << *lr << "' is set but " << local_size_var << " is not";
+  info.local_rank = *lr;
+  info.local_size = *ls;
+}
+
+// The store under torchrun, OpenMPI and Slurm: COHORT_STORE_ADDR, else
+// MASTER_ADDR and MASTER_PORT; rank 0 serves it.
+void store_from_env(const Env& env, LaunchInfo& info, const char* rank_var) {
+  if (auto addr = env.get("COHORT_STORE_ADDR")) {
+    const Address a = parse_address("COHORT_STORE_ADDR", *addr);
+    info.store_host = a.host;
+    info.store_port = a.port;
+  } else if (env.has("MASTER_ADDR") || env.has("MASTER_PORT")) {
+    COHORT_CHECK_AS(ConfigError, env.has("MASTER_ADDR"))
+        << "MASTER_PORT='" << *env.get("MASTER_PORT") << "' is set but MASTER_ADDR is not";
+    COHORT_CHECK_AS(ConfigError, env.has("MASTER_PORT"))
+        << "MASTER_ADDR='" << *env.get("MASTER_ADDR") << "' is set but MASTER_PORT is not";
+    info.store_host = *env.get("MASTER_ADDR");
+    info.store_port = parse_port("MASTER_PORT", *env.get("MASTER_PORT"), *env.get("MASTER_PORT"));
+  } else {
+    COHORT_CHECK_AS(ConfigError, info.size == 1)
+        << launch_source_name(info.source) << " started " << rank_var << "='" << info.rank
+        << "' of " << info.size << " ranks but no store address is set: set COHORT_STORE_ADDR=host:port "
+        << "(or MASTER_ADDR and MASTER_PORT) to an address every rank reaches; rank 0 serves it";
+  }
+  info.store_in_rank0 = !info.store_host.empty();
+}
+
+void discover_cohortrun(const Env& env, LaunchInfo& info) {
+  info.source = LaunchSource::cohortrun;
+  info.rank = *env.count("COHORT_RANK");
+  info.size = env.required("COHORT_SIZE", "COHORT_RANK");
+  info.local_rank = env.required("COHORT_LOCAL_RANK", "COHORT_RANK");
+  info.local_size = env.required("COHORT_LOCAL_SIZE", "COHORT_RANK");
+  check_identity(info, "COHORT_RANK", "COHORT_SIZE", "COHORT_LOCAL_RANK", "COHORT_LOCAL_SIZE");
+  // cohortrun also sets torchrun's variables; a difference means the
+  // environment was edited or inherited from another launcher.
+  const std::pair<const char*, const char*> pairs[] = {{"COHORT_RANK", "RANK"},
+                                                       {"COHORT_SIZE", "WORLD_SIZE"},
+                                                       {"COHORT_LOCAL_RANK", "LOCAL_RANK"},
+                                                       {"COHORT_LOCAL_SIZE", "LOCAL_WORLD_SIZE"}};
+  for (const auto& [ours, theirs] : pairs) {
+    if (!env.has(theirs)) continue;
+    const auto mine = env.count(ours);
+    const auto other = env.count(theirs);
+    COHORT_CHECK_AS(ConfigError, mine == other)
+        << ours << "='" << *mine << "' disagrees with " << theirs << "='" << *other
+        << "' (the environment mixes two launches)";
+  }
+  if (auto addr = env.get("COHORT_STORE_ADDR")) {
+    const Address a = parse_address("COHORT_STORE_ADDR", *addr);
+    info.store_host = a.host;
+    info.store_port = a.port;
+  } else {
+    COHORT_CHECK_AS(ConfigError, info.size == 1)
+        << "COHORT_RANK='" << info.rank << "' of COHORT_SIZE='" << info.size
+        << "' is set but COHORT_STORE_ADDR is not";
+  }
+  info.store_in_rank0 = false;  // cohortrun serves it
+}
+
+void discover_torchrun(const Env& env, LaunchInfo& info) {
+  info.source = LaunchSource::torchrun;
+  info.rank = *env.count("RANK");
+  info.size = env.required("WORLD_SIZE", "RANK");
+  local_pair(env, info, "LOCAL_RANK", "LOCAL_WORLD_SIZE");
+  check_identity(info, "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE");
+  store_from_env(env, info, "RANK");
+  if (auto run = env.get("TORCHELASTIC_RUN_ID"); run && *run != "none") info.job_id = sanitize_job_id(*run);
+}
+
+void discover_openmpi(const Env& env, LaunchInfo& info) {
+  info.source = LaunchSource::openmpi;
+  info.rank = *env.count("OMPI_COMM_WORLD_RANK");
+  info.size = env.required("OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK");
+  local_pair(env, info, "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE");
+  check_identity(info, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+                 "OMPI_COMM_WORLD_LOCAL_SIZE");
+  store_from_env(env, info, "OMPI_COMM_WORLD_RANK");
+  if (auto ns = env.get("PMIX_NAMESPACE"))
+    info.job_id = sanitize_job_id(*ns);
+  else if (auto id = env.get("OMPI_MCA_ess_base_jobid"))
+    info.job_id = sanitize_job_id("ompi-" + *id);
+}
+
+// Slurm's tasks-per-node lists: "2(x3),1" is 2, 2, 2, 1 tasks on nodes 0..3.
+std::vector<int> parse_tasks_per_node(const std::string& variable, const std::string& text) {
+  std::vector<int> counts;
+  size_t pos = 0;
+  auto bad = [&]() {
+    COHORT_THROW(ConfigError) << variable << "='" << text
+                              << "' is not a Slurm tasks-per-node list like '2(x3),1'";
+  };
+  while (pos < text.size()) {
+    size_t end = text.find(',', pos);
+    if (end == std::string::npos) end = text.size();
+    const std::string item = text.substr(pos, end - pos);
+    pos = end + 1;
+    int n = 0;
+    int repeat = 1;
+    auto [p, ec] = std::from_chars(item.data(), item.data() + item.size(), n);
+    if (ec != std::errc() || n < 0 || item.empty() || item[0] == '-') bad();
+    const std::string rest(p, item.data() + item.size());
+    if (!rest.empty()) {
+      if (rest.size() < 4 || rest.substr(0, 2) != "(x" || rest.back() != ')') bad();
+      auto [q, ec2] = std::from_chars(rest.data() + 2, rest.data() + rest.size() - 1, repeat);
+      if (ec2 != std::errc() || q != rest.data() + rest.size() - 1 || repeat < 1 || repeat > 1 << 20) bad();
+    }
+    counts.insert(counts.end(), static_cast<size_t>(repeat), n);
+  }
+  if (counts.empty()) bad();
+  return counts;
+}
+
+void discover_slurm(const Env& env, LaunchInfo& info) {
+  info.source = LaunchSource::slurm;
+  info.rank = *env.count("SLURM_PROCID");
+  const auto ntasks = env.count("SLURM_NTASKS");
+  const auto nprocs = env.count("SLURM_NPROCS");
+  COHORT_CHECK_AS(ConfigError, ntasks || nprocs) << "SLURM_PROCID='" << info.rank
+                                                 << "' is set but SLURM_NTASKS is not";
+  if (ntasks && nprocs) {
+    COHORT_CHECK_AS(ConfigError, *ntasks == *nprocs)
+        << "SLURM_NTASKS='" << *ntasks << "' disagrees with SLURM_NPROCS='" << *nprocs << "'";
+  }
+  info.size = ntasks ? *ntasks : *nprocs;
+
+  // Tasks on this node: SLURM_NTASKS_PER_NODE when the user asked for it,
+  // else this node's entry in the step's (or job's) tasks-per-node list. The
+  // list is the actual layout, so it may be below the requested count (a
+  // last node that is not full) but never above it.
+  std::optional<int> derived;
+  const char* list_var = env.has("SLURM_STEP_TASKS_PER_NODE") ? "SLURM_STEP_TASKS_PER_NODE"
+                         : env.has("SLURM_TASKS_PER_NODE")    ? "SLURM_TASKS_PER_NODE"
+                                                              : nullptr;
+  if (list_var) {
+    const std::vector<int> counts = parse_tasks_per_node(list_var, *env.get(list_var));
+    const bool uniform = std::all_of(counts.begin(), counts.end(), [&](int c) { return c == counts[0]; });
+    if (auto node = env.count("SLURM_NODEID")) {
+      COHORT_CHECK_AS(ConfigError, static_cast<size_t>(*node) < counts.size())
+          << "SLURM_NODEID='" << *node << "' is beyond the " << counts.size() << " nodes of " << list_var
+          << "='" << *env.get(list_var) << "'";
+      derived = counts[*node];
+    } else if (uniform) {
+      derived = counts[0];
+    }
+  }
+  const auto per_node = env.count("SLURM_NTASKS_PER_NODE");
+  if (per_node && derived) {
+    COHORT_CHECK_AS(ConfigError, *derived <= *per_node)
+        << list_var << "='" << *env.get(list_var) << "' puts " << *derived
+        << " tasks on this node, more than SLURM_NTASKS_PER_NODE='" << *per_node << "'";
+  }
+  const std::optional<int> local_size = derived ? derived : per_node;
+  const auto local_rank = env.count("SLURM_LOCALID");
+  if (local_size) {
+    COHORT_CHECK_AS(ConfigError, local_rank.has_value())
+        << "SLURM_PROCID='" << info.rank << "' is set but SLURM_LOCALID is not";
+    info.local_rank = *local_rank;
+    info.local_size = *local_size;
+  } else {
+    COHORT_CHECK_AS(ConfigError, !local_rank.has_value())
+        << "SLURM_LOCALID='" << *local_rank << "' is set but the tasks on this node are unknown: set "
+        << "SLURM_NTASKS_PER_NODE, or SLURM_STEP_TASKS_PER_NODE with SLURM_NODEID";
+  }
+  check_identity(info, "SLURM_PROCID", ntasks ? "SLURM_NTASKS" : "SLURM_NPROCS", "SLURM_LOCALID",
+                 derived ? list_var : "SLURM_NTASKS_PER_NODE");
+  store_from_env(env, info, "SLURM_PROCID");
+  if (auto job = env.get("SLURM_JOB_ID")) {
+    std::string id = "slurm-" + *job;
+    if (auto step = env.get("SLURM_STEP_ID")) id += "." + *step;
+    info.job_id = sanitize_job_id(id);
+  }
+}
+
+}  // namespace
+
+const char* launch_source_name(LaunchSource s) {
+  switch (s) {
+    case LaunchSource::cohortrun: return "cohortrun";
+    case LaunchSource::torchrun: return "torchrun";
+    case LaunchSource::openmpi: return "OpenMPI";
+    case LaunchSource::slurm: return "Slurm";
+    case LaunchSource::single: return "single process";
+  }
+  return "unknown";
+}
+
+LaunchInfo discover(const Environment& environment) {
+  const Env env(environment);
+  LaunchInfo info;
+
+  // Leftovers of a launch whose rank variable is gone are contradictions,
+  // not something to guess around.
+  if (!env.has("COHORT_RANK")) {
+    for (const char* v : {"COHORT_SIZE", "COHORT_LOCAL_RANK", "COHORT_LOCAL_SIZE"}) {
+      COHORT_CHECK_AS(ConfigError, !env.has(v))
+          << v << "='" << *env.get(v) << "' is set but COHORT_RANK is not";
+    }
+  }
+  if (!env.has("COHORT_RANK") && !env.has("RANK")) {
+    COHORT_CHECK_AS(ConfigError, !env.has("WORLD_SIZE"))
+        << "WORLD_SIZE='" << *env.get("WORLD_SIZE") << "' is set but RANK is not";
+  }
+
+  if (env.has("COHORT_RANK"))
+    discover_cohortrun(env, info);
+  else if (env.has("RANK"))
+    discover_torchrun(env, info);
+  else if (env.has("OMPI_COMM_WORLD_RANK"))
+    discover_openmpi(env, info);
+  else if (env.has("SLURM_PROCID"))
+    discover_slurm(env, info);
+
+  if (auto id = env.get("COHORT_JOB_ID")) {
+    COHORT_CHECK_AS(ConfigError, id->size() <= kMaxJobId && std::all_of(id->begin(), id->end(), job_id_char))
+        << "COHORT_JOB_ID='" << *id << "' must be at most " << kMaxJobId
+        << " characters from A-Z a-z 0-9 . _ -";
+    info.job_id = *id;
+  } else if (info.job_id == "local" && !info.store_host.empty()) {
+    // No launcher-given id: the store address is unique per running job.
+    info.job_id = sanitize_job_id(info.store_host + "-" + std::to_string(info.store_port));
+  }
+  if (auto secret = env.get("COHORT_SECRET")) info.secret = *secret;
+  return info;
+}
+
+LaunchInfo discover() {
+  Environment env;
+  for (char** p = environ; p && *p; ++p) {
+    const std::string entry = *p;
+    const size_t eq = entry.find('=');
+    if (eq == std::string::npos) continue;
+    env.emplace(entry.substr(0, eq), entry.substr(eq + 1));
+  }
+  return discover(env);
+}
+
+}  // namespace cohort::rendezvous
