@@ -63,9 +63,11 @@ int64_t parse_int(const char* variable, const std::string& text) {
       case 'g': case 'G': scale = int64_t{1} << 30; ++end; break;
     }
   }
-  COHORT_CHECK_AS(ConfigError, errno == 0 && end != text.c_str() && *end == '\0')
+  int64_t scaled = 0;  // the suffix must not overflow int64 either
+  COHORT_CHECK_AS(ConfigError, errno == 0 && end != text.c_str() && *end == '\0' &&
+                                   !__builtin_mul_overflow(static_cast<int64_t>(v), scale, &scaled))
       << variable << "='" << text << "' is not an integer (examples: 42, 0x10, 256K, 4M)";
-  return static_cast<int64_t>(v) * scale;
+  return scaled;
 }
 
 double parse_float(const char* variable, const std::string& text) {
