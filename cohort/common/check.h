@@ -19,22 +19,18 @@
 
 namespace cohort::detail {
 
-// Collects a message and throws E when it goes out of scope, at the end of
-// the full expression that made it.
-template <typename E>
-class Thrower {
+// The text of a failure: location, what failed, then whatever the caller
+// streams after the macro.
+class Message {
  public:
-  Thrower(const char* file, int line, std::string what) {
+  Message(const char* file, int line, std::string what) {
     const char* base = file;
     for (const char* p = file; *p; ++p)
       if (*p == '/') base = p + 1;
     stream_ << base << ':' << line << ": " << what;
   }
-  Thrower(const Thrower&) = delete;
-  Thrower& operator=(const Thrower&) = delete;
-  ~Thrower() noexcept(false) { throw E(stream_.str()); }
   template <typename T>
-  Thrower& operator<<(const T& value) {
+  Message& operator<<(const T& value) {
     if (!separated_) {
       stream_ << ": ";
       separated_ = true;
@@ -42,10 +38,19 @@ class Thrower {
     stream_ << value;
     return *this;
   }
+  std::string str() const { return stream_.str(); }
 
  private:
   std::ostringstream stream_;
   bool separated_ = false;
+};
+
+// `Raise<E>() & message << ...` throws E once the whole message is streamed
+// (`&` binds looser than `<<`). The operator is [[noreturn]], so the compiler
+// knows a function ending in COHORT_THROW returns nothing.
+template <typename E>
+struct Raise {
+  [[noreturn]] void operator&(const Message& m) const { throw E(m.str()); }
 };
 
 template <typename T>
@@ -77,13 +82,15 @@ std::optional<std::string> check_op(const A& a, const B& b, Pred pred, const cha
 
 }  // namespace cohort::detail
 
-#define COHORT_THROW(Kind) ::cohort::detail::Thrower<::cohort::Kind>(__FILE__, __LINE__, #Kind)
+#define COHORT_THROW(Kind) \
+  ::cohort::detail::Raise<::cohort::Kind>() & ::cohort::detail::Message(__FILE__, __LINE__, #Kind)
 
 #define COHORT_CHECK_AS(Kind, cond)                                          \
   if (cond) [[likely]]                                                       \
     ;                                                                        \
   else                                                                       \
-    ::cohort::detail::Thrower<::cohort::Kind>(__FILE__, __LINE__, "check failed: " #cond)
+    ::cohort::detail::Raise<::cohort::Kind>() &                             \
+        ::cohort::detail::Message(__FILE__, __LINE__, "check failed: " #cond)
 
 #define COHORT_CHECK(cond) COHORT_CHECK_AS(Error, cond)
 
@@ -93,7 +100,8 @@ std::optional<std::string> check_op(const A& a, const B& b, Pred pred, const cha
       !cohort_check_failure_) [[likely]]                                                  \
     ;                                                                                    \
   else                                                                                   \
-    ::cohort::detail::Thrower<::cohort::Kind>(__FILE__, __LINE__, std::move(*cohort_check_failure_))
+    ::cohort::detail::Raise<::cohort::Kind>() &                                          \
+        ::cohort::detail::Message(__FILE__, __LINE__, std::move(*cohort_check_failure_))
 
 #define COHORT_CHECK_EQ(a, b) COHORT_CHECK_OP_AS_(Error, a, ==, b)
 #define COHORT_CHECK_NE(a, b) COHORT_CHECK_OP_AS_(Error, a, !=, b)

@@ -157,14 +157,16 @@ TEST_P(WorldSize, GatherAndScatter) {
         TypedBuffer send(DType::f64, count), recv(DType::f64, r == root ? count * n : 0);
         for (size_t i = 0; i < count; ++i) send.set(i, code(r, root, i));
         c.gather(send.view(), recv.view(), root);
-        if (r == root)
+        if (r == root) {
           for (int p = 0; p < n; ++p)
             for (size_t i = 0; i < count; ++i) ASSERT_EQ(recv.get(p * count + i), code(p, root, i));
+        }
 
         TypedBuffer blocks(DType::f64, r == root ? count * n : 0), mine(DType::f64, count);
-        if (r == root)
+        if (r == root) {
           for (int p = 0; p < n; ++p)
             for (size_t i = 0; i < count; ++i) blocks.set(p * count + i, code(root, p, i));
+        }
         c.scatter(blocks.view(), mine.view(), root);
         for (size_t i = 0; i < count; ++i) ASSERT_EQ(mine.get(i), code(root, r, i)) << "root " << root;
       }

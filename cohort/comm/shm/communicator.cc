@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "cohort/common/check.h"
+#include "cohort/common/copy.h"
 #include "cohort/common/logging.h"
 #include "cohort/common/reduce.h"
 #include "cohort/common/tunables.h"
@@ -30,6 +31,9 @@ constexpr const char* kKindNames[] = {"?",       "allreduce", "broadcast",      
                                       "gather",  "scatter",   "barrier",        "setup"};
 
 constexpr uint8_t kNoOp = 0xff;
+
+// Allreduce results from this size on are written with streaming stores.
+constexpr size_t kStreamingBytes = size_t(4) << 20;
 
 Signature make_signature(Kind kind, DType dtype, uint64_t count, uint8_t op = kNoOp, int root = -1) {
   return {uint64_t(kind) | uint64_t(dtype) << 8 | uint64_t(op) << 16 | uint64_t(root + 1) << 24, count};
@@ -355,6 +359,9 @@ void Communicator::allreduce_large(BufferView send, BufferView recv, ReduceOp op
   const size_t piece = piece_elements(segment_.geometry().slot_bytes, size_, es);
   const size_t chunk = piece * size_;
   const size_t align = std::max<size_t>(1, kCacheLine / es);
+  // Results larger than the caches go to memory anyway; skip the
+  // read-for-ownership. Smaller ones stay cached for the caller.
+  const bool stream = send.bytes() >= kStreamingBytes;
   auto& srcs = srcs_;
   for (size_t off = 0; off < send.count; off += chunk) {
     const size_t m = std::min(chunk, send.count - off);
@@ -374,19 +381,24 @@ void Communicator::allreduce_large(BufferView send, BufferView recv, ReduceOp op
         wait_peer(p);
         srcs[i++] = peer_slot(p) + size_t(rank_) * q * es;
       }
-    std::byte* mine = at(recv, off + begin(rank_));
+    // Every peer has published this step, so every peer is done with my
+    // other buffer: reduce straight into it, ready to share in step 2.
+    begin_write();
+    std::byte* mine = my_slot();
     reduce(op, send.dtype, mine, srcs, length(rank_));
     if (op == ReduceOp::avg) finish_average(recv.dtype, mine, length(rank_), size_);
 
-    // Step 2: share my reduced piece; collect the others'.
-    begin_write();
-    std::memcpy(my_slot(), mine, length(rank_) * es);
+    // Step 2: share my reduced piece; collect every piece into recv. recv is
+    // written once, with streaming stores when the message is large.
     publish_step();
-    for (int p = 0; p < size_; ++p)
-      if (p != rank_) {
-        wait_peer(p);
-        std::memcpy(at(recv, off + begin(p)), peer_slot(p), length(p) * es);
-      }
+    for (int p = 0; p < size_; ++p) {
+      if (p != rank_) wait_peer(p);
+      const std::byte* piece_data = p == rank_ ? mine : peer_slot(p);
+      if (stream)
+        copy_streaming(at(recv, off + begin(p)), piece_data, length(p) * es);
+      else
+        std::memcpy(at(recv, off + begin(p)), piece_data, length(p) * es);
+    }
   }
 }
 

@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# Installs every Debian package cohort needs to build, test and benchmark.
+#
+# Usage: scripts/bootstrap.sh [--with-torch] [--check]
+#   --with-torch  also install LibTorch (libtorch-dev, python3-torch) for
+#                 cohort/torch and the training examples; not needed by the core.
+#   --check       install nothing; exit 0 when everything is present, 1 otherwise
+#                 (the Makefile uses it to skip bootstrap quickly).
+#
+# Idempotent: packages already installed are left alone, and `apt-get update`
+# runs once, only when something is missing. Works as root, or through sudo
+# otherwise. Nothing is downloaded from outside the Debian archive.
+set -euo pipefail
+
+# The core: compiler, build system, test and benchmark libraries, OpenSSL
+# (store authentication), OpenMPI (the peer in bench/allreduce_vs_mpi.sh),
+# iproute2 (network-namespace tests), python3 (scripts), OpenBLAS (the
+# threaded BLAS LibTorch picks up at run time).
+core_packages=(
+  build-essential
+  g++
+  cmake
+  ninja-build
+  pkg-config
+  libgtest-dev
+  googletest
+  libbenchmark-dev
+  libssl-dev
+  zlib1g-dev
+  libopenmpi-dev
+  openmpi-bin
+  iproute2
+  python3
+  libopenblas0-pthread
+)
+
+# Optional: LibTorch, for cohort/torch (COHORT_WITH_TORCH) and the training
+# demo of a later issue. Large (about 1 GiB installed); opt in with --with-torch.
+torch_packages=(
+  libtorch-dev
+  python3-torch
+)
+
+with_torch=0
+check_only=0
+for arg in "$@"; do
+  case "$arg" in
+    --with-torch) with_torch=1 ;;
+    --check) check_only=1 ;;
+    -h|--help)
+      sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
+      exit 0
+      ;;
+    *)
+      echo "bootstrap.sh: unknown argument '$arg' (expected --with-torch, --check, --help)" >&2
+      exit 2
+      ;;
+  esac
+done
+
+wanted=("${core_packages[@]}")
+if [[ $with_torch == 1 ]]; then
+  wanted+=("${torch_packages[@]}")
+fi
+
+if ! command -v dpkg-query >/dev/null 2>&1; then
+  echo "bootstrap.sh: dpkg-query not found; this script supports Debian and its derivatives only" >&2
+  exit 1
+fi
+
+# One dpkg-query for all packages keeps the no-op path fast (tens of ms).
+missing=()
+while IFS=$'\t' read -r name status; do
+  if [[ $status != "install ok installed" ]]; then
+    missing+=("$name")
+  fi
+done < <(
+  for pkg in "${wanted[@]}"; do
+    # A package dpkg has never heard of prints nothing on stdout; report it
+    # as missing explicitly.
+    line=$(dpkg-query -W -f='${Package}\t${Status}\n' "$pkg" 2>/dev/null | head -n1 || true)
+    if [[ -z $line ]]; then
+      printf '%s\tnot-installed\n' "$pkg"
+    else
+      printf '%s\n' "$line"
+    fi
+  done
+)
+
+if [[ ${#missing[@]} -eq 0 ]]; then
+  [[ $check_only == 1 ]] || echo "bootstrap.sh: all ${#wanted[@]} packages present"
+  exit 0
+fi
+if [[ $check_only == 1 ]]; then
+  echo "bootstrap.sh: missing: ${missing[*]}"
+  exit 1
+fi
+
+if [[ $(id -u) -eq 0 ]]; then
+  as_root=()
+elif command -v sudo >/dev/null 2>&1; then
+  as_root=(sudo)
+else
+  echo "bootstrap.sh: need root to install ${missing[*]}; run as root or install sudo" >&2
+  exit 1
+fi
+
+echo "bootstrap.sh: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
+"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive \
+  apt-get install -y -q --no-install-recommends "${missing[@]}"
+echo "bootstrap.sh: done"
