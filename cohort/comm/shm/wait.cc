@@ -2,6 +2,7 @@
 
 #include <linux/futex.h>
 #include <sys/syscall.h>
+#include <sched.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -18,6 +19,9 @@
 
 namespace cohort::comm::shm {
 namespace {
+
+// Iterations of _mm_pause (about 40 ns each on recent x86) before yielding.
+constexpr unsigned kPureSpins = 128;
 
 // Shared (not FUTEX_PRIVATE) futexes: the word lives in a MAP_SHARED segment
 // that other processes map at other addresses.
@@ -40,9 +44,15 @@ bool wait_slow(const Flag& flag, uint32_t target, const WaitPolicy& policy, Cloc
     const auto spin_end = Clock::now() + policy.spin;
     for (unsigned i = 1;; ++i) {
       if (reached(value.load(std::memory_order_acquire), target)) return true;
-      COHORT_CPU_RELAX();
+      // A few microseconds of pure spinning catch a peer running on another
+      // core; past that the peer is more likely waiting for our core (another
+      // process took its own), so yield it on every round.
+      if (i < kPureSpins)
+        COHORT_CPU_RELAX();
+      else
+        sched_yield();
       // Reading the clock costs ~20 ns; do it only now and then.
-      if ((i & 63) == 0 && Clock::now() >= spin_end) break;
+      if ((i & 15) == 0 && Clock::now() >= spin_end) break;
     }
   }
   // Sleep on the futex in slices so that the probe runs regularly even when
