@@ -1,0 +1,81 @@
+// An idle engine sleeps on the doorbell without burning CPU (asserted on
+// process CPU time, a resource measure, with a generous bound), and wakes
+// when any rank submits.
+#include <gtest/gtest.h>
+
+#include "tests/engine/engine_ranks.h"
+
+namespace cohort::testing {
+namespace {
+
+using engine::Engine;
+
+TEST(EngineIdle, SleepsWithoutBurningCpuAndWakesOnWork) {
+  const int n = 3;
+  std::atomic<int> asleep{0}, measured{0};
+  double cpu_used = -1;
+  run_engine_ranks(n, [&](EngineRank& info, Engine& e) {
+    std::vector<float> a(256, 1.0f);
+    e.allreduce_async("warm", BufferView{a.data(), a.size(), DType::f32}).wait();
+    const auto sleeps_before = e.stats().sleeps;
+    // Every engine goes to sleep after its linger time.
+    ASSERT_TRUE(eventually([&] { return e.stats().sleeps > sleeps_before; }));
+    ++asleep;
+    ASSERT_TRUE(eventually([&] { return asleep.load() == n; }));
+    if (info.rank == 0) {
+      const auto cycles = e.stats().cycles;
+      const double cpu0 = process_cpu_seconds();
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      cpu_used = process_cpu_seconds() - cpu0;
+      EXPECT_EQ(e.stats().cycles, cycles) << "cycles ran while every rank was idle";
+      measured = 1;
+    }
+    ASSERT_TRUE(eventually([&] { return measured.load() == 1; }));
+    // One rank's submission wakes the group; the others' complete the op.
+    if (info.rank == n - 1) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    e.allreduce_async("after", BufferView{a.data(), a.size(), DType::f32}).wait();
+    EXPECT_EQ(a[0], float(n * n));
+  });
+  // Three engines asleep for a second: far below one core-second (a spinning
+  // engine thread alone would use about 1 s).
+  EXPECT_GE(cpu_used, 0.0);
+  EXPECT_LT(cpu_used, 0.2) << "idle engines used " << cpu_used << " s of CPU in 1 s";
+}
+
+TEST(EngineIdle, RingCountsAndBurstsWithinTheLingerDoNotRing) {
+  auto options = engine_test_options();
+  options.linger = std::chrono::seconds(30);  // never sleeps during this test
+  run_engine_ranks(2, [&](EngineRank& info, Engine& e) {
+    std::vector<float> a(4, 1.0f);
+    for (int i = 0; i < 20; ++i) e.allreduce_async("burst", BufferView{a.data(), 4, DType::f32}).wait();
+    EXPECT_EQ(e.stats().sleeps, 0u);
+    EXPECT_EQ(e.stats().rings, 0u) << "a running engine is not rung";
+  }, options);
+}
+
+TEST(EngineIdle, ARankWaitingOnOpsWakesTheGroupForLivenessProbes) {
+  auto options = engine_test_options();
+  options.liveness_probe = std::chrono::milliseconds(30);
+  std::atomic<bool> probed{false};
+  run_engine_ranks(2, [&](EngineRank& info, Engine& e) {
+    std::vector<float> a(4, 1.0f);
+    if (info.rank == 0) {
+      engine::Handle h = e.allreduce_async("late", BufferView{a.data(), 4, DType::f32});
+      // Asleep with an op waiting: the engine rings every probe interval, and
+      // each ring runs a cycle on every rank (where the communicator would
+      // notice a dead peer).
+      const auto cycles = e.stats().cycles;
+      EXPECT_TRUE(eventually([&] { return e.stats().rings >= 3 && e.stats().cycles > cycles + 2; }));
+      probed = true;
+      h.wait();
+    } else {
+      ASSERT_TRUE(eventually([&] { return probed.load(); }));
+      EXPECT_EQ(e.stats().rings, 0u) << "a rank with nothing waiting does not probe";
+      e.allreduce_async("late", BufferView{a.data(), 4, DType::f32}).wait();
+    }
+    EXPECT_EQ(a[0], 2.0f);
+  }, options);
+}
+
+}  // namespace
+}  // namespace cohort::testing
