@@ -3,7 +3,9 @@
 # and then its job; on a machine already set up they go straight to it.
 #
 #   make test    build, then run the test suite (ctest)
-#   make demo    build, then run `cohortrun -np 4 cohort-bench allreduce`
+#   make demo    build, then train Fashion-MNIST on 2 ranks (cohortrun -np 2
+#                build/examples/fashion_mnist): 2 epochs of the cnn, which must
+#                reach 85% test accuracy; metrics and checkpoint in $(DEMO_DIR)
 #   make bench   build, then bench/allreduce_vs_mpi.sh (cohort vs OpenMPI)
 #   make build   set up and build only
 #   make clean   remove the build directory
@@ -11,8 +13,8 @@
 # Variables: BUILD_DIR (build), BUILD_TYPE (RelWithDebInfo), JOBS (2, build
 # parallelism), TEST_JOBS (2, tests at once: they spawn processes),
 # CMAKE_FLAGS (extra -D options; given, they force a re-configure),
-# CTEST_FLAGS (e.g. -R shm), DEMO_ARGS, BENCH_ARGS, BOOTSTRAP_FLAGS
-# (--with-torch adds LibTorch).
+# CTEST_FLAGS (e.g. -R shm), DEMO_ARGS (fashion_mnist flags), DEMO_DIR
+# (build/demo), BENCH_ARGS, BOOTSTRAP_FLAGS (--with-torch adds python3-torch).
 
 BUILD_DIR ?= build
 BUILD_TYPE ?= RelWithDebInfo
@@ -20,7 +22,8 @@ JOBS ?= 2
 TEST_JOBS ?= 2
 CMAKE_FLAGS ?=
 CTEST_FLAGS ?=
-DEMO_ARGS ?= allreduce
+DEMO_DIR ?= $(BUILD_DIR)/demo
+DEMO_ARGS ?= --epochs 2 --model cnn --target-accuracy 85
 BENCH_ARGS ?=
 BOOTSTRAP_FLAGS ?=
 
@@ -46,8 +49,12 @@ build: configure
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(TEST_JOBS) $(CTEST_FLAGS)
 
+# fashion_mnist prints the final accuracy and where the metrics and the
+# checkpoint went; --target-accuracy makes the run fail below 85%.
 demo: build
-	$(BUILD_DIR)/cohort/launcher/cohortrun -np 4 $(BUILD_DIR)/tools/cohort-bench $(DEMO_ARGS)
+	@mkdir -p $(DEMO_DIR)
+	$(BUILD_DIR)/cohort/launcher/cohortrun -np 2 $(BUILD_DIR)/examples/fashion_mnist $(DEMO_ARGS) \
+	  --metrics $(DEMO_DIR)/metrics.jsonl --checkpoint $(DEMO_DIR)/checkpoint.bin
 
 bench: build
 	bash bench/allreduce_vs_mpi.sh --build-dir $(BUILD_DIR) $(BENCH_ARGS)

@@ -2,8 +2,8 @@
 # Installs every Debian package cohort needs to build, test and benchmark.
 #
 # Usage: scripts/bootstrap.sh [--with-torch] [--check]
-#   --with-torch  also install LibTorch (libtorch-dev, python3-torch) for
-#                 cohort/torch and the training examples; not needed by the core.
+#   --with-torch  also install python3-torch (PyTorch for Python, for
+#                 comparisons); LibTorch itself is in the default set.
 #   --check       install nothing; exit 0 when everything is present, 1 otherwise
 #                 (the Makefile uses it to skip bootstrap quickly).
 #
@@ -13,9 +13,12 @@
 set -euo pipefail
 
 # The core: compiler, build system, test and benchmark libraries, OpenSSL
-# (store authentication), OpenMPI (the peer in bench/allreduce_vs_mpi.sh),
+# (store authentication), OpenMPI (the mpi communicator, and the peer in
+# bench/allreduce_vs_mpi.sh), Gloo (the gloo communicator; it pulls in
+# libibverbs-dev and libhiredis-dev, which Debian's Gloo links),
 # iproute2 (network-namespace tests), python3 (scripts), OpenBLAS (the
-# threaded BLAS LibTorch picks up at run time).
+# threaded BLAS LibTorch picks up at run time); then LibTorch and
+# Fashion-MNIST for cohort/torch and `make demo`, which trains on it.
 core_packages=(
   build-essential
   g++
@@ -29,15 +32,16 @@ core_packages=(
   zlib1g-dev
   libopenmpi-dev
   openmpi-bin
+  libgloo-dev
   iproute2
   python3
   libopenblas0-pthread
+  libtorch-dev
+  dataset-fashion-mnist
 )
 
-# Optional: LibTorch, for cohort/torch (COHORT_WITH_TORCH) and the training
-# demo of a later issue. Large (about 1 GiB installed); opt in with --with-torch.
+# Optional: PyTorch for Python (large; not needed to build, test or demo).
 torch_packages=(
-  libtorch-dev
   python3-torch
 )
 

@@ -1,6 +1,7 @@
 #include "cohort/comm/create.h"
 
 #include <cstdlib>
+#include <optional>
 
 #include "cohort/comm/shm/communicator.h"
 #include "cohort/common/check.h"
@@ -10,54 +11,238 @@
 #include "cohort/rendezvous/prefix_store.h"
 #include "cohort/rendezvous/tcp_store.h"
 
+#ifdef COHORT_HAVE_GLOO
+#include "cohort/comm/gloo/communicator.h"
+#include "cohort/comm/gloo/network_interface.h"
+#include "cohort/comm/hierarchical/communicator.h"  // issue 5 item 3: hierarchical over gloo
+#endif
+#ifdef COHORT_HAVE_MPI
+#include "cohort/comm/mpi/communicator.h"
+#include "cohort/comm/mpi/store_bootstrap.h"
+#endif
+
+extern char** environ;
+
 namespace cohort::comm {
+namespace {
+
+rendezvous::Environment this_environment() {
+  rendezvous::Environment env;
+  for (char** p = environ; p && *p; ++p) {
+    const std::string entry = *p;
+    const size_t eq = entry.find('=');
+    if (eq != std::string::npos) env.emplace(entry.substr(0, eq), entry.substr(eq + 1));
+  }
+  return env;
+}
+
+std::string available_text() {
+  std::string text;
+  for (const auto& b : available_backends()) text += (text.empty() ? "" : ", ") + b;
+  return text;
+}
+
+// The shared store: rank 0 serves it when the launcher does not.
+void connect_store(World& world) {
+  const auto& info = world.info;
+  if (info.store_host.empty()) {
+    COHORT_CHECK_AS(ConfigError, info.size == 1)
+        << "no store address for a job of " << info.size
+        << " ranks: set COHORT_STORE_ADDR or MASTER_ADDR/MASTER_PORT, or launch with cohortrun";
+    world.store = std::make_shared<rendezvous::MemoryStore>();
+    return;
+  }
+  if (info.store_in_rank0 && info.rank == 0 && !world.store_server) {
+    world.store_server = std::make_shared<rendezvous::TcpStoreServer>(
+        rendezvous::TcpStoreServerOptions{.host = "0.0.0.0", .port = info.store_port, .secret = info.secret});
+  }
+  world.store = std::make_shared<rendezvous::TcpStore>(rendezvous::TcpStoreOptions{
+      .host = info.store_host, .port = info.store_port, .secret = info.secret});
+}
+
+#ifdef COHORT_HAVE_MPI
+// Started by mpirun or srun, in discovery's order of precedence: cohortrun's
+// and torchrun's variables win over MPI's.
+std::optional<rendezvous::LaunchSource> mpi_launch(const rendezvous::Environment& env) {
+  auto has = [&](const char* v) {
+    auto it = env.find(v);
+    return it != env.end() && !it->second.empty();
+  };
+  if (has("COHORT_RANK") || has("RANK")) return std::nullopt;
+  if (has("OMPI_COMM_WORLD_RANK")) return rendezvous::LaunchSource::openmpi;
+  if (has("SLURM_PROCID")) return rendezvous::LaunchSource::slurm;
+  return std::nullopt;
+}
+
+// The job under MPI, or nullopt (backend auto) when MPI's world is not the
+// job (srun without an MPI plugin gives every task a world of one).
+std::optional<World> init_mpi_world(rendezvous::Environment env, rendezvous::LaunchSource source,
+                                    const CommunicatorOptions& options) {
+  mpi::Options mo = mpi::options_from_env();
+  if (options.timeout.count() > 0) mo.timeout = options.timeout;
+  auto comm = std::make_unique<mpi::Communicator>(std::move(mo));
+  auto number = [&](const char* v) { return env.count(v) ? std::atoi(env.at(v).c_str()) : -1; };
+  const int expected = source == rendezvous::LaunchSource::openmpi ? number("OMPI_COMM_WORLD_SIZE")
+                                                                   : number("SLURM_NTASKS");
+  if (expected > 0 && comm->size() != expected) {
+    COHORT_CHECK_AS(ConfigError, options.backend != "mpi")
+        << "COHORT_BACKEND=mpi, but MPI's world has " << comm->size() << " ranks where the launcher started "
+        << expected << " (srun needs --mpi=pmix or pmi2)";
+    COHORT_LOG(warn) << "MPI's world has " << comm->size() << " ranks, the launcher started " << expected
+                     << "; not using MPI";
+    return std::nullopt;
+  }
+  World world;
+  const bool configured = env.count("COHORT_STORE_ADDR") || env.count("MASTER_ADDR") || env.count("MASTER_PORT");
+  if (!configured && comm->size() > 1) {
+    const bool all_local = source == rendezvous::LaunchSource::openmpi
+                               ? number("OMPI_COMM_WORLD_LOCAL_SIZE") == comm->size()
+                               : number("SLURM_JOB_NUM_NODES") == 1;
+    auto store = mpi::bootstrap_store(*comm, all_local);
+    env["COHORT_STORE_ADDR"] = store.host + ":" + std::to_string(store.port);
+    env["COHORT_SECRET"] = store.secret;
+    world.store_server = std::move(store.server);
+  }
+  world.info = rendezvous::discover(env);
+  COHORT_CHECK_AS(ConfigError, world.info.rank == comm->rank() && world.info.size == comm->size())
+      << "the launcher says rank " << world.info.rank << " of " << world.info.size << ", MPI says rank "
+      << comm->rank() << " of " << comm->size();
+  logging::set_rank(world.info.rank);
+  connect_store(world);
+  world.comm = std::move(comm);
+  return world;
+}
+#endif
+
+}  // namespace
 
 CommunicatorOptions options_from_env() {
   CommunicatorOptions o;
   o.backend = tunables::backend();
   o.timeout = std::chrono::milliseconds(static_cast<int64_t>(tunables::timeout_s() * 1000));
   if (const char* job = std::getenv("COHORT_JOB_ID"); job && *job) o.job_id = job;
+  o.iface = tunables::iface();
   return o;
+}
+
+std::vector<std::string> available_backends() {
+  std::vector<std::string> b{"shm"};
+#ifdef COHORT_HAVE_GLOO
+  b.push_back("gloo");
+  b.push_back("hierarchical");  // issue 5 item 3: shm inside hosts, gloo across them
+#endif
+#ifdef COHORT_HAVE_MPI
+  b.push_back("mpi");
+#endif
+  return b;
+}
+
+std::string resolve_backend(const CommunicatorOptions& options) {
+  const std::string& b = options.backend;
+  if (b == "auto") {
+    const bool mpi_launched = options.launch_source == rendezvous::LaunchSource::openmpi ||
+                              options.launch_source == rendezvous::LaunchSource::slurm;
+#ifdef COHORT_HAVE_MPI
+    if (mpi_launched) return "mpi";
+#endif
+    (void)mpi_launched;
+    if (options.all_local) return "shm";
+#ifdef COHORT_HAVE_GLOO
+    // --- issue 5 item 3: ranks span hosts: shm inside each, gloo between.
+    return "hierarchical";
+#else
+    COHORT_THROW(ConfigError) << "the ranks span several hosts, but this build has only the single-host "
+                              << "backends (" << available_text()
+                              << "): install libgloo-dev (scripts/bootstrap.sh) and reconfigure";
+#endif
+  }
+  for (const auto& known : available_backends())
+    if (b == known) return b;
+  if (b == "shm" || b == "gloo" || b == "mpi" || b == "hierarchical")
+    COHORT_THROW(ConfigError) << "backend '" << b << "' is not available in this build (available: auto, "
+                              << available_text() << "); install its package (scripts/bootstrap.sh) and reconfigure";
+  COHORT_THROW(ConfigError) << "unknown backend '" << b << "' (COHORT_BACKEND): expected auto, "
+                            << available_text();
 }
 
 std::unique_ptr<Communicator> create_communicator(std::shared_ptr<rendezvous::Store> store, int rank,
                                                   int size, const CommunicatorOptions& options) {
-  if (options.backend == "auto" || options.backend == "shm") {
+  const std::string backend = resolve_backend(options);
+  if (backend == "shm") {
     shm::Options o = shm::options_from_env();
     if (options.timeout.count() > 0) o.timeout = options.timeout;
     o.job_id = options.job_id;
     return std::make_unique<shm::Communicator>(std::move(store), rank, size, std::move(o));
   }
-  COHORT_THROW(ConfigError) << "backend '" << options.backend
-                            << "' is not available in this build (available: auto, shm)";
+#ifdef COHORT_HAVE_GLOO
+  if (backend == "gloo") {
+    gloo::Options o = gloo::options_from_env();
+    if (options.timeout.count() > 0) o.timeout = options.timeout;
+    // The interface: COHORT_IFACE; else loopback for one host; else the one
+    // that routes to the store, which every rank reaches; else (empty) the
+    // gloo backend's own choice (primary_interface()).
+    o.iface = options.iface;
+    if (o.iface.empty() && options.all_local) o.iface = "lo";
+    if (o.iface.empty() && !options.store_host.empty()) o.hostname = local_address_toward(options.store_host);
+    return std::make_unique<gloo::Communicator>(std::move(store), rank, size, std::move(o));
+  }
+  // --- issue 5 item 3: hierarchical = shm per host + a flat gloo communicator
+  // over all ranks for the cross-host part (see hierarchical/communicator.h).
+  if (backend == "hierarchical") {
+    gloo::Options o = gloo::options_from_env();
+    if (options.timeout.count() > 0) o.timeout = options.timeout;
+    o.iface = options.iface;
+    if (o.iface.empty() && options.all_local) o.iface = "lo";
+    if (o.iface.empty() && !options.store_host.empty()) o.hostname = local_address_toward(options.store_host);
+    auto flat = std::make_unique<gloo::Communicator>(std::make_shared<rendezvous::PrefixStore>("flat", store), rank,
+                                                     size, std::move(o));
+    hierarchical::Options h = hierarchical::options_from_env();
+    if (options.timeout.count() > 0) h.shm.timeout = options.timeout;
+    h.shm.job_id = options.job_id;
+    return std::make_unique<hierarchical::Communicator>(
+        std::move(flat), std::make_shared<rendezvous::PrefixStore>("local", store), std::move(h));
+  }
+#endif
+#ifdef COHORT_HAVE_MPI
+  if (backend == "mpi") {
+    mpi::Options o = mpi::options_from_env();
+    if (options.timeout.count() > 0) o.timeout = options.timeout;
+    auto comm = std::make_unique<mpi::Communicator>(std::move(o));
+    COHORT_CHECK_AS(ConfigError, comm->rank() == rank && comm->size() == size)
+        << "the mpi backend is MPI's world, rank " << comm->rank() << " of " << comm->size()
+        << ", but rank " << rank << " of " << size << " was asked for (start the job with mpirun or srun)";
+    return comm;
+  }
+#endif
+  COHORT_THROW(ConfigError) << "backend '" << backend << "' is not available in this build";
 }
 
 World init_world() {
+  CommunicatorOptions options = options_from_env();
+  const rendezvous::Environment env = this_environment();
+  bool mpi_declined = false;
+#ifdef COHORT_HAVE_MPI
+  // Under mpirun/srun, MPI's world is the communicator; it needs no store
+  // address (one is bootstrapped over MPI for the engine).
+  if (options.backend == "auto" || options.backend == "mpi")
+    if (auto source = mpi_launch(env)) {
+      if (auto world = init_mpi_world(env, *source, options)) return std::move(*world);
+      mpi_declined = true;
+    }
+#endif
+  COHORT_CHECK_AS(ConfigError, options.backend != "mpi")
+      << "COHORT_BACKEND=mpi needs a job started by mpirun or srun"
+      << (std::string(" and a build with MPI (available: ") + available_text() + ")");
   World world;
-  world.info = rendezvous::discover();
+  world.info = rendezvous::discover(env);
   const auto& info = world.info;
   logging::set_rank(info.rank);
-  CommunicatorOptions options = options_from_env();
   options.job_id = info.job_id;
-  if (info.size > 1) {
-    // shm is the only backend so far: it needs every rank on this host.
-    COHORT_CHECK_AS(ConfigError, info.local_size == info.size)
-        << "the job spans several hosts (local size " << info.local_size << " of " << info.size
-        << "), but this build has only the single-host shm backend";
-  }
-  if (info.store_host.empty()) {
-    COHORT_CHECK_AS(ConfigError, info.size == 1)
-        << "no store address for a job of " << info.size
-        << " ranks: set COHORT_STORE_ADDR or MASTER_ADDR/MASTER_PORT, or launch with cohortrun";
-    world.store = std::make_shared<rendezvous::MemoryStore>();
-  } else {
-    if (info.store_in_rank0 && info.rank == 0) {
-      world.store_server = std::make_shared<rendezvous::TcpStoreServer>(
-          rendezvous::TcpStoreServerOptions{.host = "0.0.0.0", .port = info.store_port, .secret = info.secret});
-    }
-    world.store = std::make_shared<rendezvous::TcpStore>(rendezvous::TcpStoreOptions{
-        .host = info.store_host, .port = info.store_port, .secret = info.secret});
-  }
+  // After MPI declined the job, "auto" must not pick it again.
+  options.launch_source = mpi_declined ? rendezvous::LaunchSource::single : info.source;
+  options.all_local = info.local_size == info.size;
+  options.store_host = info.store_host;
+  connect_store(world);
   auto store = std::make_shared<rendezvous::PrefixStore>("world", world.store);
   world.comm = create_communicator(std::move(store), info.rank, info.size, options);
   return world;

@@ -1,19 +1,28 @@
 #include "cohort/launcher/launcher.h"
 
+#include <fcntl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <map>
 #include <optional>
 #include <string>
 
+#include "cohort/common/check.h"
 #include "cohort/launcher/job_id.h"
+#include "cohort/launcher/launch_plan.h"
+#include "cohort/launcher/placement.h"
 #include "cohort/launcher/rank_environment.h"
 #include "cohort/launcher/report.h"
 #include "cohort/launcher/shm_cleanup.h"
 #include "cohort/launcher/signals.h"
 #include "cohort/launcher/spawn.h"
+#include "cohort/launcher/start_watch.h"
+#include "cohort/launcher/store_address.h"
 #include "cohort/launcher/supervisor.h"
 #include "cohort/rendezvous/auth.h"
 #include "cohort/rendezvous/tcp_store.h"
@@ -63,60 +72,113 @@ void raise_descriptor_limit(int ranks) {
   }
 }
 
+// Writes a remote rank's payload into its launch command's stdin pipe. The
+// pipe is grown to hold all of it, so this never blocks on a remote end that
+// has not started reading yet (ssh still connecting).
+void send_payload(int fd, const RemotePayload& payload) {
+  const std::string bytes = encode_payload(payload);
+  if (bytes.size() > 65536) ::fcntl(fd, F_SETPIPE_SZ, static_cast<int>(bytes.size()));
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    COHORT_CHECK(n > 0) << "cannot pass rank " << payload.rank << "'s environment (" << bytes.size()
+                        << " bytes) to its launch command: "
+                        << (n < 0 && errno == EAGAIN ? "larger than a pipe holds" : std::strerror(errno));
+    done += static_cast<size_t>(n);
+  }
+}
+
 }  // namespace
 
 int run_job(const LaunchOptions& options) {
   SignalEvents signals;
   const std::string job_id = options.job_id.empty() ? generate_job_id() : options.job_id;
-  SegmentCleanup cleanup(job_id, options.verbose);
+  SegmentCleanup cleanup(job_id, options.verbose && !options.dry_run);
+
+  const bool multi_host = !options.hosts.empty();
+  std::vector<RankPlacement> placement;
+  StoreAddress store_address;
+  try {
+    placement = multi_host ? place_ranks(options.hosts, options.num_ranks)
+                           : place_locally(options.num_ranks, this_host_name());
+    store_address = choose_store_address(placement, options.store_addr);
+  } catch (const ConfigError& e) {
+    print_error(e.what());
+    return 1;
+  }
+  const int ranks_here = static_cast<int>(
+      std::count_if(placement.begin(), placement.end(), [](const RankPlacement& p) { return !p.remote; }));
 
   JobEnvironment job;
   job.job_id = job_id;
-  job.secret = rendezvous::generate_secret();
   job.size = options.num_ranks;
   job.backend = options.backend;
-  job.extra = options.env;
-  job.threads_per_rank = threads_per_rank(available_cores(), options.num_ranks);
+  job.store_host = store_address.advertised;
+  job.store_port = options.port;
+  job.multi_host = multi_host;
+  if (!options.network_interface.empty()) job.extra.emplace_back("COHORT_IFACE", options.network_interface);
+  job.extra.insert(job.extra.end(), options.env.begin(), options.env.end());
+  job.threads_per_rank = threads_per_rank(available_cores(), std::max(1, ranks_here));
   const EnvironmentMap base = current_environment();
 
-  // Ranks search PATH as they will see it, --env included.
-  std::string path_variable = base.contains("PATH") ? base.at("PATH") : "";
-  for (const auto& [key, value] : options.env)
-    if (key == "PATH") path_variable = value;
-  std::string program;
+  LaunchPlan plan;
   try {
-    program = resolve_program(options.command.front(), path_variable);
+    plan = make_launch_plan(options, job, base, placement, store_address, self_executable());
   } catch (const ExecError& e) {
     print_error(e.what());
     return e.exit_code();
+  } catch (const Error& e) {
+    print_error(e.what());
+    return 1;
+  }
+  if (options.dry_run) {
+    const std::string text = describe_plan(plan, options, job);
+    [[maybe_unused]] ssize_t n = ::write(STDOUT_FILENO, text.data(), text.size());
+    return 0;
   }
 
+  // The real values, now that nothing can fail before the store exists.
+  job.secret = rendezvous::generate_secret();
   std::optional<rendezvous::TcpStoreServer> store;
   try {
-    store.emplace(rendezvous::TcpStoreServerOptions{.host = job.store_host, .port = options.port, .secret = job.secret});
+    store.emplace(rendezvous::TcpStoreServerOptions{
+        .host = store_address.bind, .port = options.port, .secret = job.secret});
   } catch (const Error& e) {
     print_error(std::string("cannot start the store: ") + e.what());
     return 1;
   }
   job.store_port = store->port();
+  plan = make_launch_plan(options, job, base, placement, store_address, self_executable());
   if (options.verbose)
-    print("cohortrun: job " + job_id + ": " + std::to_string(options.num_ranks) + " rank(s) of " + program +
-          ", store at " + job.store_host + ":" + std::to_string(job.store_port) + ", " +
-          std::to_string(job.threads_per_rank) + " thread(s) per rank\n");
+    print("cohortrun: job " + job_id + ": " + std::to_string(options.num_ranks) + " rank(s) of " +
+          options.command.front() + (multi_host ? " on " + std::to_string(host_count(placement)) + " host(s)" : "") +
+          ", store at " + job.store_host + ":" + std::to_string(job.store_port) + " (" + store_address.reason +
+          "), " + std::to_string(job.threads_per_rank) + " thread(s) per rank here\n");
 
   raise_descriptor_limit(options.num_ranks);
   Supervisor supervisor(SupervisorOptions{.grace_s = options.grace_s, .verbose = options.verbose}, signals);
   std::string launch_error;
   int launch_error_code = 0;
-  for (int rank = 0; rank < options.num_ranks; ++rank) {
-    SpawnRequest request{.path = program,
-                         .argv = options.command,
-                         .envp = to_envp(rank_environment(base, job, rank))};
+  std::map<int, std::string> remote_ranks;
+  for (const RankLaunch& launch : plan.ranks) {
+    const int rank = launch.where.rank;
+    SpawnRequest request{.path = launch.path,
+                         .argv = launch.argv,
+                         .envp = launch.envp,
+                         .stdin_pipe = launch.payload.has_value()};
     try {
       const SpawnedProcess process = spawn_process(request);
-      supervisor.add(rank, process);
+      supervisor.add(rank, process, launch.where.remote ? launch.where.host : std::string());
+      if (launch.payload) {
+        send_payload(process.stdin_fd, *launch.payload);
+        remote_ranks.emplace(rank, launch.where.host);
+      }
       if (options.verbose)
-        print("cohortrun: rank " + std::to_string(rank) + ": pid " + std::to_string(process.pid) + "\n");
+        print("cohortrun: rank " + std::to_string(rank) +
+              (launch.where.remote ? " on " + launch.where.host : std::string()) + ": pid " +
+              std::to_string(process.pid) + "\n");
     } catch (const Error& e) {
       // The ranks already running are stopped like after a failure.
       const auto* exec_error = dynamic_cast<const ExecError*>(&e);
@@ -127,12 +189,28 @@ int run_job(const LaunchOptions& options) {
     }
   }
 
+  std::optional<StartWatch> start_watch;
+  if (!remote_ranks.empty() && launch_error.empty()) {
+    try {
+      auto client = std::make_shared<rendezvous::TcpStore>(rendezvous::TcpStoreOptions{
+          .host = store_address.bind, .port = job.store_port, .secret = job.secret,
+          .connect_timeout = std::chrono::seconds(10)});
+      start_watch.emplace(std::move(client), std::move(remote_ranks));
+      supervisor.watch_start(*start_watch, options.start_timeout_s);
+    } catch (const Error& e) {
+      launch_error = std::string("cannot watch the remote ranks start: ") + e.what();
+      launch_error_code = 1;
+      supervisor.stop();
+    }
+  }
+
   const SupervisionResult result = supervisor.run();
   if (!launch_error.empty()) {
     print_error(launch_error);
     return launch_error_code;
   }
   if (result.reason == StopReason::rank_failed) print(failure_report(result));
+  else if (result.reason == StopReason::start_timeout) print_error(result.start_error);
   else print(stop_summary(result));
   return exit_code(result);
 }

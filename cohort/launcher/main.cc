@@ -10,6 +10,7 @@
 
 #include "cohort/launcher/launcher.h"
 #include "cohort/launcher/options.h"
+#include "cohort/launcher/remote_rank.h"
 
 int main(int argc, char** argv) {
   // Pipes created later must not land on fds 0-2 if the caller closed them:
@@ -19,6 +20,8 @@ int main(int argc, char** argv) {
 
   using namespace cohort::launcher;
   const std::vector<std::string> args(argv + 1, argv + argc);
+  // The remote end of a rank started through the launch template.
+  if (!args.empty() && args.front() == kRemoteRankFlag) return run_remote_rank(args);
   LaunchOptions options;
   try {
     options = parse_options(args);

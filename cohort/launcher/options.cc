@@ -1,5 +1,6 @@
 #include "cohort/launcher/options.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -16,8 +17,19 @@ constexpr const char* kLauncherVariables[] = {
     "COHORT_RANK",  "COHORT_SIZE", "COHORT_LOCAL_RANK", "COHORT_LOCAL_SIZE",
     "COHORT_STORE_ADDR", "COHORT_JOB_ID", "COHORT_SECRET", "RANK",
     "WORLD_SIZE",   "LOCAL_RANK",  "LOCAL_WORLD_SIZE",  "MASTER_ADDR",
-    "MASTER_PORT",
+    "MASTER_PORT",  "COHORT_HOST",
 };
+
+constexpr const char* kBackends[] = {"auto", "shm", "gloo", "mpi", "hierarchical"};
+
+// Seconds in (0, limit]; false for anything else.
+bool parse_seconds(const std::string& text, double limit, double& out) {
+  char* end = nullptr;
+  const double s = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || !std::isfinite(s) || s <= 0 || s > limit) return false;
+  out = s;
+  return true;
+}
 
 // Parses a whole decimal integer; false for anything else (sign, spaces,
 // trailing characters, overflow).
@@ -75,6 +87,7 @@ namespace {
 LaunchOptions parse_arguments(std::span<const std::string> args) {
   LaunchOptions options;
   bool np_given = false;
+  std::string hosts_flag;  // the flag that gave the hosts, for conflicts
   size_t i = 0;
   for (; i < args.size(); ++i) {
     const std::string& arg = args[i];
@@ -119,9 +132,45 @@ LaunchOptions parse_arguments(std::span<const std::string> args) {
       np_given = true;
     } else if (name == "--backend") {
       const std::string text = value();
-      if (text != "auto" && text != "shm")
-        throw UsageError("--backend must be auto or shm, got " + quoted(text));
+      if (std::find(std::begin(kBackends), std::end(kBackends), text) == std::end(kBackends))
+        throw UsageError("--backend must be auto, shm, gloo, mpi or hierarchical, got " + quoted(text));
       options.backend = text;
+    } else if (name == "-H" || name == "--host") {
+      const std::string text = value();
+      if (!hosts_flag.empty()) throw UsageError(name + " conflicts with " + hosts_flag + " (give the hosts once)");
+      options.hosts = parse_host_list(text);
+      hosts_flag = name;
+    } else if (name == "--hostfile") {
+      const std::string text = value();
+      if (!hosts_flag.empty()) throw UsageError(name + " conflicts with " + hosts_flag + " (give the hosts once)");
+      options.hosts = read_hostfile(text);
+      hosts_flag = name;
+    } else if (name == "--launch-template") {
+      options.launch_template = value();
+      LaunchTemplate check(options.launch_template);  // reports a malformed template now
+    } else if (name == "--store-addr") {
+      const std::string text = value();
+      if (text.empty() || text.find_first_of(" \t/[]") != std::string::npos)
+        throw UsageError("--store-addr needs an address of this machine (e.g. 10.0.0.1), got " + quoted(text));
+      options.store_addr = text;
+    } else if (name == "--start-timeout") {
+      const std::string text = value();
+      if (!parse_seconds(text, 86400, options.start_timeout_s))
+        throw UsageError("--start-timeout needs seconds in (0, 86400], got " + quoted(text));
+    } else if (name == "--network-interface") {
+      const std::string text = value();
+      if (text.empty() || text.size() > 15 || text.find_first_of(" \t/=:") != std::string::npos)
+        throw UsageError("--network-interface needs an interface name (e.g. eth0), got " + quoted(text));
+      options.network_interface = text;
+    } else if (name == "--remote-cohortrun") {
+      const std::string text = value();
+      if (text.empty() || text[0] != '/' || !is_shell_safe(text))
+        throw UsageError("--remote-cohortrun needs an absolute path without blanks or shell characters, got " +
+                         quoted(text));
+      options.remote_cohortrun = text;
+    } else if (name == "--dry-run") {
+      no_value();
+      options.dry_run = true;
     } else if (name == "--env") {
       const std::string text = value();
       const size_t eq = text.find('=');
@@ -161,13 +210,26 @@ LaunchOptions parse_arguments(std::span<const std::string> args) {
   options.command.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
 
   if (options.help) return options;
-  if (!np_given) throw UsageError("-np N is required (the number of ranks to start)");
+  if (!options.hosts.empty()) {
+    if (!np_given) options.num_ranks = std::min(total_slots(options.hosts), kMaxRanks);
+    if (options.num_ranks > total_slots(options.hosts))
+      throw UsageError("-np " + std::to_string(options.num_ranks) + " is more than the " +
+                       std::to_string(total_slots(options.hosts)) + " slot(s) of the hosts " +
+                       format_host_list(options.hosts));
+  } else if (!np_given) {
+    throw UsageError("-np N is required (the number of ranks to start)");
+  }
   if (options.command.empty())
     throw UsageError("no program to run (usage: cohortrun -np N [flags] prog args...)");
   if (!options.backend.empty())
     for (const auto& [key, v] : options.env)
       if (key == "COHORT_BACKEND")
         throw UsageError("--env COHORT_BACKEND=" + v + " conflicts with --backend " + options.backend);
+  if (!options.network_interface.empty())
+    for (const auto& [key, v] : options.env)
+      if (key == "COHORT_IFACE")
+        throw UsageError("--env COHORT_IFACE=" + v + " conflicts with --network-interface " +
+                         options.network_interface);
   return options;
 }
 
@@ -176,13 +238,17 @@ LaunchOptions parse_arguments(std::span<const std::string> args) {
 std::string usage_text() {
   std::ostringstream os;
   os << "usage: cohortrun -np N [flags] [--] prog [args...]\n"
+        "       cohortrun [-np N] -H host1:2,host2:2 | --hostfile F [flags] [--] prog [args...]\n"
         "\n"
-        "Starts N ranks of prog on this machine, with a TCP store for rendezvous,\n"
-        "prefixes their output with [rank], and stops all of them when one fails.\n"
+        "Starts N ranks of prog on this machine (or on the hosts given), with a TCP\n"
+        "store for rendezvous, prefixes their output with [rank], and stops all of them\n"
+        "when one fails.\n"
         "\n"
         "flags:\n"
-        "  -np, -n, --np N       number of ranks to start (1.." << kMaxRanks << ")\n"
-        "  --backend auto|shm    communicator backend (sets COHORT_BACKEND)\n"
+        "  -np, -n, --np N       number of ranks to start (1.." << kMaxRanks << "; with hosts, default: all\n"
+        "                        their slots)\n"
+        "  --backend B           communicator backend: auto, shm, gloo, mpi, hierarchical\n"
+        "                        (sets COHORT_BACKEND)\n"
         "  --env K=V             set K=V for every rank (repeatable)\n"
         "  --port P              TCP port of the store (default 0: a free port)\n"
         "  --job-id ID           job id (letters, digits, '_', '.'; default: generated)\n"
@@ -191,20 +257,46 @@ std::string usage_text() {
         "  -v, --verbose         report the store, the ranks' pids and how each ended\n"
         "  -h, --help            print this help\n"
         "\n"
+        "multi-host flags:\n"
+        "  -H, --host LIST       hosts and their slots: host1:2,host2:2 (slots default 1);\n"
+        "                        ranks fill them in order (host1 gets ranks 0 and 1, ...)\n"
+        "  --hostfile F          hosts from a file: one 'host slots=N' per line, '#' comments\n"
+        "  --launch-template T   how to start a rank on a host; {host} is replaced by the\n"
+        "                        host (default: '" << kDefaultLaunchTemplate << "';\n"
+        "                        for the network namespaces of scripts/cluster.sh:\n"
+        "                        'ip netns exec {host}')\n"
+        "  --store-addr A        this machine's address the hosts reach the store at (default:\n"
+        "                        the source address of the route to the hosts); the store\n"
+        "                        binds it\n"
+        "  --start-timeout S     seconds remote ranks may take to start (default 60)\n"
+        "  --network-interface I network interface the ranks communicate on (sets COHORT_IFACE)\n"
+        "  --remote-cohortrun P  path of cohortrun on the hosts (default: this one's path)\n"
+        "  --dry-run             print which rank would run where, and how; start nothing\n"
+        "\n"
+        "A rank on another host is started as '<template> <cohortrun> --remote-rank R';\n"
+        "its program, arguments, working directory and variables (the job secret among\n"
+        "them) travel on that command's standard input, never on a command line. There,\n"
+        "the rank gets its host's login environment plus the COHORT_* variables below,\n"
+        "the launcher's COHORT_* tunables and thread counts, and --env; it stops when\n"
+        "the launch command ends (ssh's connection closes). Hosts named localhost or\n"
+        "like this machine run their ranks directly. With hosts, ranks also get\n"
+        "COHORT_HOST (their host's name); COHORT_LOCAL_RANK/SIZE count ranks per host.\n"
+        "\n"
         "Each rank gets COHORT_RANK, COHORT_SIZE, COHORT_LOCAL_RANK, COHORT_LOCAL_SIZE,\n"
         "COHORT_STORE_ADDR (host:port), COHORT_JOB_ID, COHORT_SECRET, torchrun's RANK,\n"
         "WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, and\n"
-        "OMP_NUM_THREADS, OPENBLAS_NUM_THREADS, MKL_NUM_THREADS = max(1, cores / N)\n"
-        "unless already set. Ranks read stdin from /dev/null and inherit no file\n"
-        "descriptors beyond stdin, stdout and stderr. Each rank runs in its own process\n"
-        "group and is killed if cohortrun dies. SIGINT, SIGTERM and SIGHUP are\n"
+        "OMP_NUM_THREADS, OPENBLAS_NUM_THREADS, MKL_NUM_THREADS = max(1, cores / ranks\n"
+        "on the host) unless already set. Ranks read stdin from /dev/null and inherit\n"
+        "no file descriptors beyond stdin, stdout and stderr. Each rank runs in its own\n"
+        "process group and is killed if cohortrun dies. SIGINT, SIGTERM and SIGHUP are\n"
         "forwarded to every rank; a second one kills them with SIGKILL.\n"
         "Shared-memory segments /dev/shm/cohort-<job id>-* left behind are removed.\n"
         "\n"
         "exit status:\n"
         "  0        every rank exited with code 0\n"
         "  1        a rank exited with a non-zero code (the first one is reported),\n"
-        "           or cohortrun could not start the job\n"
+        "           or cohortrun could not start the job (remote ranks did not start\n"
+        "           within --start-timeout)\n"
         "  128+S    a rank was killed by signal S, or cohortrun was stopped by signal S\n"
         "  2        bad command line\n"
         "  126/127  the program cannot be executed / was not found\n"

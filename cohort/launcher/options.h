@@ -1,7 +1,11 @@
 // cohortrun's command line: the options it understands and their parser.
 //
-//   cohortrun -np N [--backend auto|shm] [--env K=V]... [--port P]
+//   cohortrun -np N [--backend B] [--env K=V]... [--port P]
 //             [--job-id ID] [--grace-s S] [--verbose] [--] prog args...
+//   cohortrun [-np N] -H host1:2,host2:2 | --hostfile F
+//             [--launch-template T] [--store-addr A] [--start-timeout S]
+//             [--network-interface I] [--remote-cohortrun PATH] [--dry-run]
+//             [other flags] [--] prog args...
 //
 // Flags come before the program; the first argument that is not a flag (or
 // everything after "--") is the program, and every argument after it belongs
@@ -15,6 +19,8 @@
 #include <vector>
 
 #include "cohort/common/error.h"
+#include "cohort/launcher/host_list.h"
+#include "cohort/launcher/launch_template.h"
 
 namespace cohort::launcher {
 
@@ -26,7 +32,7 @@ class UsageError : public ConfigError {
 };
 
 struct LaunchOptions {
-  int num_ranks = 0;              // -np; at least 1
+  int num_ranks = 0;              // -np; at least 1 (default with hosts: their slots)
   std::string backend;            // --backend; empty: leave COHORT_BACKEND alone
   std::vector<std::pair<std::string, std::string>> env;  // --env K=V, in order
   int port = 0;                   // --port; 0 picks a free port
@@ -35,6 +41,15 @@ struct LaunchOptions {
   bool verbose = false;           // --verbose / -v
   bool help = false;              // --help / -h: print usage and exit 0
   std::vector<std::string> command;  // the program and its arguments
+
+  // Multi-host (empty hosts: every rank on this machine).
+  std::vector<HostSlots> hosts;   // -H / --host, or --hostfile (read while parsing)
+  std::string launch_template = kDefaultLaunchTemplate;  // --launch-template
+  std::string store_addr;         // --store-addr; empty: chosen (store_address.h)
+  double start_timeout_s = 60;    // --start-timeout: remote ranks must start by then
+  std::string network_interface;  // --network-interface: COHORT_IFACE for every rank
+  std::string remote_cohortrun;   // --remote-cohortrun; empty: this cohortrun's path
+  bool dry_run = false;           // --dry-run: print what would run where, start nothing
 };
 
 // Most ranks cohortrun starts on one machine.
@@ -44,10 +59,12 @@ inline constexpr int kMaxRanks = 4096;
 std::span<const char* const> launcher_variables();
 
 // Parses the arguments after argv[0]. Throws UsageError for an unknown flag,
-// a missing or malformed value (-np missing, 0, negative or not a number; a
-// --env without '='; an unknown backend; a port outside 0..65535; a job id
-// that is not a safe file-name word), a launcher variable in --env, or a
-// missing program (unless --help was given, which needs nothing else).
+// a missing or malformed value (-np missing without hosts, 0, negative or not
+// a number, or more than the hosts' slots; a --env without '='; an unknown
+// backend; a port outside 0..65535; a job id that is not a safe file-name
+// word; a malformed -H, hostfile line or launch template; both -H and
+// --hostfile), a launcher variable in --env, or a missing program (unless
+// --help was given, which needs nothing else).
 LaunchOptions parse_options(std::span<const std::string> args);
 
 // The --help text: usage, flags, what ranks receive, exit codes, and the

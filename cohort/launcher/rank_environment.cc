@@ -41,34 +41,65 @@ int available_cores() {
 
 int threads_per_rank(int cores, int ranks) { return std::max(1, cores / std::max(1, ranks)); }
 
+namespace {
+constexpr const char* kThreadVariables[] = {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"};
+}  // namespace
+
 EnvironmentMap rank_environment(const EnvironmentMap& base, const JobEnvironment& job, int rank) {
+  return rank_environment(base, job,
+                          RankPlacement{.rank = rank, .host = {}, .local_rank = rank, .local_size = job.size});
+}
+
+EnvironmentMap rank_environment(const EnvironmentMap& base, const JobEnvironment& job, const RankPlacement& where) {
   EnvironmentMap env = base;
-  const std::string r = std::to_string(rank);
+  const std::string r = std::to_string(where.rank);
   const std::string n = std::to_string(job.size);
+  const std::string local_rank = std::to_string(where.local_rank);
+  const std::string local_size = std::to_string(where.local_size);
   const std::string port = std::to_string(job.store_port);
   env["COHORT_RANK"] = r;
   env["COHORT_SIZE"] = n;
-  env["COHORT_LOCAL_RANK"] = r;
-  env["COHORT_LOCAL_SIZE"] = n;
-  env["COHORT_STORE_ADDR"] = job.store_host + ":" + port;
+  env["COHORT_LOCAL_RANK"] = local_rank;
+  env["COHORT_LOCAL_SIZE"] = local_size;
+  if (job.multi_host) env["COHORT_HOST"] = where.host;
+  // An IPv6 address needs brackets before the port.
+  const bool v6 = job.store_host.find(':') != std::string::npos;
+  env["COHORT_STORE_ADDR"] = (v6 ? "[" + job.store_host + "]" : job.store_host) + ":" + port;
   env["COHORT_JOB_ID"] = job.job_id;
   env["COHORT_SECRET"] = job.secret;
   if (!job.backend.empty()) env["COHORT_BACKEND"] = job.backend;
   env["RANK"] = r;
   env["WORLD_SIZE"] = n;
-  env["LOCAL_RANK"] = r;
-  env["LOCAL_WORLD_SIZE"] = n;
+  env["LOCAL_RANK"] = local_rank;
+  env["LOCAL_WORLD_SIZE"] = local_size;
   env["MASTER_ADDR"] = job.store_host;
   env["MASTER_PORT"] = port;
 
-  for (const char* var : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"}) {
+  for (const char* var : kThreadVariables) {
     const bool user_set =
         base.contains(var) ||
         std::any_of(job.extra.begin(), job.extra.end(), [&](const auto& kv) { return kv.first == var; });
-    if (!user_set) env[var] = std::to_string(job.threads_per_rank);
+    if (!user_set && job.threads_per_rank > 0) env[var] = std::to_string(job.threads_per_rank);
   }
   for (const auto& [key, value] : job.extra) env[key] = value;
   return env;
+}
+
+std::vector<std::pair<std::string, std::string>> remote_rank_variables(const EnvironmentMap& base,
+                                                                       const JobEnvironment& job,
+                                                                       const RankPlacement& where) {
+  // The rest of the launcher's environment (PATH, HOME, ...) describes this
+  // machine, not the rank's host, and is left to the remote login.
+  EnvironmentMap forwarded;
+  for (const auto& [key, value] : base) {
+    const bool thread_variable =
+        std::any_of(std::begin(kThreadVariables), std::end(kThreadVariables), [&](const char* v) { return key == v; });
+    if (key.starts_with("COHORT_") || thread_variable) forwarded.emplace(key, value);
+  }
+  JobEnvironment remote = job;
+  remote.threads_per_rank = 0;
+  const EnvironmentMap env = rank_environment(forwarded, remote, where);
+  return {env.begin(), env.end()};
 }
 
 std::vector<std::string> to_envp(const EnvironmentMap& env) {

@@ -6,6 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include "cohort/launcher/placement.h"
+
 namespace cohort::launcher {
 
 using EnvironmentMap = std::map<std::string, std::string>;
@@ -19,7 +21,11 @@ struct JobEnvironment {
   int size = 1;
   std::string backend;  // empty: COHORT_BACKEND is not set by cohortrun
   std::vector<std::pair<std::string, std::string>> extra;  // --env, applied last
-  int threads_per_rank = 1;  // for OMP_NUM_THREADS & co. unless already set
+  // For OMP_NUM_THREADS & co. unless already set; 0 leaves them unset (a
+  // remote rank's end sets them from its host's cores).
+  int threads_per_rank = 1;
+  // Set COHORT_HOST (a host list was given: ranks may span hosts).
+  bool multi_host = false;
 };
 
 // The environment of the launcher process.
@@ -38,6 +44,19 @@ int threads_per_rank(int cores, int ranks);
 // MKL_NUM_THREADS when neither `base` nor `job.extra` sets them, then
 // `job.extra` in order.
 EnvironmentMap rank_environment(const EnvironmentMap& base, const JobEnvironment& job, int rank);
+
+// The same for a rank placed on a host: COHORT_LOCAL_RANK, LOCAL_RANK,
+// COHORT_LOCAL_SIZE, LOCAL_WORLD_SIZE from `where`, and with job.multi_host
+// COHORT_HOST = where.host (the name communicators group ranks by).
+EnvironmentMap rank_environment(const EnvironmentMap& base, const JobEnvironment& job, const RankPlacement& where);
+
+// What a remote rank gets on top of its host's own environment: the job's
+// variables for `where` (as above, without thread counts unless the user set
+// them) and, from the launcher's environment `base`, the COHORT_* tunables and
+// OMP_NUM_THREADS, OPENBLAS_NUM_THREADS, MKL_NUM_THREADS when set there.
+std::vector<std::pair<std::string, std::string>> remote_rank_variables(const EnvironmentMap& base,
+                                                                       const JobEnvironment& job,
+                                                                       const RankPlacement& where);
 
 // "K=V" strings for execve.
 std::vector<std::string> to_envp(const EnvironmentMap& env);

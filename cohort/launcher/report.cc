@@ -10,6 +10,13 @@ namespace {
 // A rank failed "on its own" unless it ended after the launcher signalled it.
 bool failed_on_its_own(const RankRecord& r) { return r.ended && !r.status.success() && r.signal_sent == 0; }
 
+// "rank 3", or "rank 3 on node2" for a rank on another host.
+std::string rank_name(const RankRecord& r) {
+  std::string text = "rank " + std::to_string(r.rank);
+  if (!r.host.empty()) text += " on " + r.host;
+  return text;
+}
+
 std::string how_it_ended(const RankRecord& r) {
   if (!r.ended) return "was still running";
   if (r.signal_sent != 0 && r.status.signaled() && r.status.signal() == r.signal_sent)
@@ -21,10 +28,10 @@ std::string how_it_ended(const RankRecord& r) {
 
 void append_tail(std::ostringstream& os, const RankRecord& r) {
   if (r.tail.lines().empty()) {
-    os << "cohortrun: rank " << r.rank << " (pid " << r.pid << ") printed nothing\n";
+    os << "cohortrun: " << rank_name(r) << " (pid " << r.pid << ") printed nothing\n";
     return;
   }
-  os << "cohortrun: last " << r.tail.lines().size() << " line(s) of rank " << r.rank << " (pid " << r.pid
+  os << "cohortrun: last " << r.tail.lines().size() << " line(s) of " << rank_name(r) << " (pid " << r.pid
      << "):\n";
   for (const std::string& line : r.tail.lines()) os << "    [" << r.rank << "] " << line << '\n';
 }
@@ -39,20 +46,22 @@ std::string failure_report(const SupervisionResult& result) {
 
   std::ostringstream os;
   const int others = static_cast<int>(result.ranks.size()) - 1;
-  os << "cohortrun: error: rank " << failed->rank << " " << describe(failed->status);
+  os << "cohortrun: error: " << rank_name(*failed) << " " << describe(failed->status);
+  if (!failed->host.empty() && failed->status.exited() && failed->status.code() == 255)
+    os << " (through ssh, 255 also means that the host could not be reached or the rank was killed by a signal)";
   if (others > 0) os << "; stopped the other " << others << " rank(s)";
   os << '\n';
   append_tail(os, *failed);
   for (const RankRecord& r : result.ranks)
     if (&r != failed && failed_on_its_own(r)) {
-      os << "cohortrun: rank " << r.rank << " also " << describe(r.status) << '\n';
+      os << "cohortrun: " << rank_name(r) << " also " << describe(r.status) << '\n';
       append_tail(os, r);
     }
   std::ostringstream rest;
   bool any = false;
   for (const RankRecord& r : result.ranks) {
     if (&r == failed || failed_on_its_own(r)) continue;
-    rest << (any ? "; " : "") << "rank " << r.rank << " " << how_it_ended(r);
+    rest << (any ? "; " : "") << rank_name(r) << " " << how_it_ended(r);
     any = true;
   }
   if (any) os << "cohortrun: other ranks: " << rest.str() << '\n';
@@ -74,6 +83,7 @@ int exit_code(const SupervisionResult& result) {
     case StopReason::signal:
       return 128 + result.signal;
     case StopReason::launch_failed:
+    case StopReason::start_timeout:
       return 1;
     case StopReason::rank_failed:
       for (const RankRecord& r : result.ranks)

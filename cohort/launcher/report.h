@@ -8,14 +8,16 @@
 namespace cohort::launcher {
 
 // For StopReason::rank_failed: names the first failing rank and how it ended
-// ("rank 2 was killed by signal 9 (SIGKILL)", "rank 1 exited with code 3"),
+// ("rank 2 was killed by signal 9 (SIGKILL)", "rank 1 exited with code 3";
+// a rank on another host is "rank 1 on node2"),
 // its last lines of output, then every other rank that failed on its own
 // (with its last lines) and how the remaining ranks ended. Lines start with
 // "cohortrun: "; the text ends with a newline.
 std::string failure_report(const SupervisionResult& result);
 
 // For the other reasons: one line for StopReason::signal ("cohortrun: stopped
-// by SIGINT; ..."), empty for none and launch_failed.
+// by SIGINT; ..."), empty for none, launch_failed and start_timeout (whose
+// message the launcher prints itself).
 std::string stop_summary(const SupervisionResult& result);
 
 // cohortrun's exit code for `result` (see usage_text()).

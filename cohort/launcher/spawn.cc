@@ -98,13 +98,21 @@ std::string resolve_program(const std::string& program, const std::string& path_
 
 SpawnedProcess spawn_process(const SpawnRequest& request) {
   COHORT_CHECK(!request.argv.empty()) << "spawn_process needs argv[0]";
-  Fd out_read, out_write, err_read, err_write, status_read, status_write;
-  make_pipe(out_read, out_write);
-  make_pipe(err_read, err_write);
+  Fd out_read, out_write, err_read, err_write, status_read, status_write, in_read, in_write;
+  if (request.capture_output) {
+    make_pipe(out_read, out_write);
+    make_pipe(err_read, err_write);
+  }
   // Carries errno from a failed execve; close-on-exec, so EOF means success.
   make_pipe(status_read, status_write);
-  Fd dev_null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
-  COHORT_CHECK(dev_null.get() >= 0) << "open /dev/null: " << std::strerror(errno);
+  Fd dev_null;
+  if (request.stdin_pipe) {
+    make_pipe(in_read, in_write);
+  } else {
+    dev_null.reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+    COHORT_CHECK(dev_null.get() >= 0) << "open /dev/null: " << std::strerror(errno);
+  }
+  const int child_stdin = request.stdin_pipe ? in_read.get() : dev_null.get();
 
   // Everything the child needs is prepared here: after fork() in a
   // multithreaded process only async-signal-safe calls are allowed.
@@ -125,9 +133,11 @@ SpawnedProcess spawn_process(const SpawnRequest& request) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     // The launcher may have died before prctl took effect.
     if (::getppid() != parent) ::_exit(127);
-    ::dup2(dev_null.get(), STDIN_FILENO);
-    ::dup2(out_write.get(), STDOUT_FILENO);
-    ::dup2(err_write.get(), STDERR_FILENO);
+    ::dup2(child_stdin, STDIN_FILENO);
+    if (out_write.get() >= 0) {
+      ::dup2(out_write.get(), STDOUT_FILENO);
+      ::dup2(err_write.get(), STDERR_FILENO);
+    }
     // Whatever else is open (the store's sockets, pipes of other ranks, fds
     // the launcher inherited) must not leak into the rank.
     if (::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
@@ -147,6 +157,7 @@ SpawnedProcess spawn_process(const SpawnRequest& request) {
   err_write.reset();
   status_write.reset();
   dev_null.reset();
+  in_read.reset();
 
   int child_errno = 0;
   ssize_t n;
@@ -162,8 +173,11 @@ SpawnedProcess spawn_process(const SpawnRequest& request) {
   }
 
   for (int fd : {out_read.get(), err_read.get()})
-    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
-  return SpawnedProcess{.pid = pid, .stdout_fd = out_read.release(), .stderr_fd = err_read.release()};
+    if (fd >= 0) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+  return SpawnedProcess{.pid = pid,
+                        .stdout_fd = out_read.release(),
+                        .stderr_fd = err_read.release(),
+                        .stdin_fd = in_write.release()};
 }
 
 }  // namespace cohort::launcher

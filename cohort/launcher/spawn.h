@@ -32,12 +32,19 @@ struct SpawnRequest {
   std::string path;               // from resolve_program
   std::vector<std::string> argv;  // argv[0] included
   std::vector<std::string> envp;  // "K=V"
+  // false: the child writes to this process's stdout and stderr instead of
+  // pipes (the remote end of a rank, which its launcher already reads).
+  bool capture_output = true;
+  // true: the child's stdin is a pipe whose write end is returned (a remote
+  // rank's launch command reads its payload there); false: /dev/null.
+  bool stdin_pipe = false;
 };
 
 struct SpawnedProcess {
   pid_t pid = -1;
   int stdout_fd = -1;  // read ends: non-blocking, close-on-exec; the caller closes them
-  int stderr_fd = -1;
+  int stderr_fd = -1;  // (-1 without capture_output)
+  int stdin_fd = -1;   // with stdin_pipe: the write end, blocking, close-on-exec
 };
 
 // Forks and execs `request`. The child runs in its own process group (its
@@ -45,7 +52,8 @@ struct SpawnedProcess {
 // Ctrl-C in the terminal reaches only the launcher, which forwards it), gets
 // SIGKILL when the launcher dies (PR_SET_PDEATHSIG; only the calling thread
 // must stay alive, so call this from the main thread), reads stdin from
-// /dev/null, writes stdout and stderr to the pipes, inherits no other file
+// /dev/null (or the stdin pipe), writes stdout and stderr to the pipes
+// (unless capture_output is false), inherits no other file
 // descriptor, and starts with an empty signal mask and SIGPIPE at its
 // default. Returns once the exec succeeded; when it failed, reaps the child
 // and throws ExecError with the reason. Safe in a multithreaded process:

@@ -14,6 +14,7 @@ namespace cohort::launcher {
 
 struct Supervisor::Rank {
   RankRecord record;
+  int stdin_fd = -1;
 };
 
 struct Supervisor::Stream {
@@ -41,12 +42,16 @@ Supervisor::~Supervisor() {
   }
   for (auto& stream : streams_)
     if (stream->fd >= 0) ::close(stream->fd);
+  for (auto& rank : ranks_)
+    if (rank->stdin_fd >= 0) ::close(rank->stdin_fd);
 }
 
-void Supervisor::add(int rank_id, const SpawnedProcess& process) {
+void Supervisor::add(int rank_id, const SpawnedProcess& process, std::string host) {
   auto rank = std::make_unique<Rank>();
   rank->record.rank = rank_id;
+  rank->record.host = std::move(host);
   rank->record.pid = process.pid;
+  rank->stdin_fd = process.stdin_fd;
   rank->record.tail = OutputTail(options_.tail_lines);
   Rank* r = rank.get();
   ranks_.push_back(std::move(rank));
@@ -54,6 +59,28 @@ void Supervisor::add(int rank_id, const SpawnedProcess& process) {
       r, process.stdout_fd, OutputForwarder({.rank = rank_id, .out_fd = options_.stdout_fd}, &r->record.tail)}));
   streams_.push_back(std::make_unique<Stream>(Stream{
       r, process.stderr_fd, OutputForwarder({.rank = rank_id, .out_fd = options_.stderr_fd}, &r->record.tail)}));
+}
+
+void Supervisor::watch_start(StartCheck& check, double timeout_s) {
+  start_check_ = &check;
+  start_deadline_ = Clock::now() + seconds(timeout_s);
+  next_start_check_ = Clock::now();
+}
+
+void Supervisor::check_start(Clock::time_point now) {
+  if (!start_check_ || now < next_start_check_) return;
+  if (reason_ != StopReason::none || start_check_->started()) {
+    start_check_ = nullptr;  // started, or the job is stopping anyway
+    return;
+  }
+  next_start_check_ = now + std::chrono::milliseconds(100);
+  if (now < start_deadline_) return;
+  reason_ = StopReason::start_timeout;
+  start_error_ = start_check_->describe_missing();
+  start_check_ = nullptr;
+  message("error: " + start_error_ + "; stopping the job");
+  signal_all(SIGTERM);
+  kill_deadline_ = Clock::now() + seconds(options_.grace_s);
 }
 
 void Supervisor::stop() {
@@ -104,6 +131,10 @@ void Supervisor::reap() {
 
 void Supervisor::on_rank_end(Rank& rank, int wait_status) {
   rank.record.ended = true;
+  if (rank.stdin_fd >= 0) {
+    ::close(rank.stdin_fd);
+    rank.stdin_fd = -1;
+  }
   rank.record.status = ExitStatus{wait_status};
   if (options_.verbose)
     message("rank " + std::to_string(rank.record.rank) + " (pid " + std::to_string(rank.record.pid) +
@@ -195,6 +226,7 @@ SupervisionResult Supervisor::run() {
         break;
       }
     }
+    if (live > 0) check_start(now);
     if (kill_deadline_ && now >= *kill_deadline_) {
       if (live > 0) {
         if (options_.verbose)
@@ -207,6 +239,7 @@ SupervisionResult Supervisor::run() {
     std::optional<Clock::time_point> wake;
     if (live > 0) wake = kill_deadline_;
     else wake = drain_deadline;
+    if (live > 0 && start_check_ && (!wake || next_start_check_ < *wake)) wake = next_start_check_;
     int timeout_ms = -1;
     if (wake) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*wake - now).count();
@@ -237,6 +270,7 @@ SupervisionResult Supervisor::run() {
   result.reason = reason_;
   result.failed_rank = failed_rank_;
   result.signal = received_signal_;
+  result.start_error = start_error_;
   for (const auto& rank : ranks_) result.ranks.push_back(rank->record);
   return result;
 }

@@ -8,6 +8,8 @@
 //  - The first SIGINT, SIGTERM or SIGHUP the launcher receives is forwarded
 //    to every rank's process group; the next one sends SIGKILL. No deadline
 //    applies in between: ranks may take their time to shut down cleanly.
+//  - With watch_start(), ranks that have not reported that they started by
+//    the deadline stop the job like a failure (StopReason::start_timeout).
 //  - Once every rank has ended, output still buffered in the pipes is
 //    forwarded; when a rank's descendants hold its pipes open after a failure
 //    or a signal, its process group gets SIGKILL, and after `drain_s` the
@@ -19,6 +21,7 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "cohort/launcher/exit_status.h"
@@ -41,11 +44,13 @@ enum class StopReason {
   none,          // every rank ended on its own
   rank_failed,   // a rank exited non-zero or died by a signal
   signal,        // the launcher received SIGINT, SIGTERM or SIGHUP
-  launch_failed  // stop() was called, e.g. a later rank could not be started
+  launch_failed,  // stop() was called, e.g. a later rank could not be started
+  start_timeout   // ranks did not report that they started in time
 };
 
 struct RankRecord {
   int rank = 0;
+  std::string host;  // where it runs when not this machine (reports name it)
   pid_t pid = -1;
   bool ended = false;
   ExitStatus status;
@@ -58,6 +63,18 @@ struct SupervisionResult {
   StopReason reason = StopReason::none;
   int failed_rank = -1;  // with rank_failed: the first rank that failed
   int signal = 0;        // with signal: the first signal the launcher received
+  std::string start_error;  // with start_timeout: which ranks were missing
+};
+
+// Tells the supervisor whether every rank has started (remote ranks report
+// it through the store, see StartWatch in start_watch.h).
+class StartCheck {
+ public:
+  virtual ~StartCheck() = default;
+  // True once every rank it watches has started; called every ~100 ms.
+  virtual bool started() = 0;
+  // Once the deadline has passed: which ranks are missing, in one line.
+  virtual std::string describe_missing() = 0;
 };
 
 class Supervisor {
@@ -69,8 +86,14 @@ class Supervisor {
   Supervisor(const Supervisor&) = delete;
   Supervisor& operator=(const Supervisor&) = delete;
 
-  // Takes ownership of a spawned rank's pid and pipes.
-  void add(int rank, const SpawnedProcess& process);
+  // Takes ownership of a spawned rank's pid and pipes (its stdin pipe, if
+  // any, is closed once the rank has ended). `host` names a remote host.
+  void add(int rank, const SpawnedProcess& process, std::string host = {});
+
+  // From now on, run() asks `check` whether every rank started until it says
+  // so; still missing `timeout_s` after this call, the job is stopped with
+  // StopReason::start_timeout. `check` must outlive run().
+  void watch_start(StartCheck& check, double timeout_s);
 
   // Stops the ranks added so far (SIGTERM, SIGKILL after the grace period);
   // run() then reports StopReason::launch_failed.
@@ -85,6 +108,7 @@ class Supervisor {
   using Clock = std::chrono::steady_clock;
 
   void reap();
+  void check_start(Clock::time_point now);
   void on_rank_end(Rank& rank, int wait_status);
   void on_launcher_signal(int signo);
   void signal_all(int signo);
@@ -103,6 +127,10 @@ class Supervisor {
   int failed_rank_ = -1;
   int received_signal_ = 0;
   std::optional<Clock::time_point> kill_deadline_;
+  StartCheck* start_check_ = nullptr;
+  Clock::time_point start_deadline_;
+  Clock::time_point next_start_check_;
+  std::string start_error_;
 };
 
 }  // namespace cohort::launcher

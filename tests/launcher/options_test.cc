@@ -95,7 +95,8 @@ TEST(Options, RejectsMalformedValues) {
   EXPECT_EQ(error_of({"-np", "2", "--env", "NOVALUE", "p"}), "--env needs KEY=VALUE, got 'NOVALUE'");
   EXPECT_NE(error_of({"-np", "2", "--env", "=v", "p"}).find("is not a variable name"), std::string::npos);
   EXPECT_NE(error_of({"-np", "2", "--env", "1X=v", "p"}).find("is not a variable name"), std::string::npos);
-  EXPECT_EQ(error_of({"-np", "2", "--backend", "gloo", "p"}), "--backend must be auto or shm, got 'gloo'");
+  EXPECT_EQ(error_of({"-np", "2", "--backend", "nccl", "p"}),
+            "--backend must be auto, shm, gloo, mpi or hierarchical, got 'nccl'");
   EXPECT_NE(error_of({"-np", "2", "--port", "65536", "p"}).find("--port needs"), std::string::npos);
   EXPECT_NE(error_of({"-np", "2", "--port", "http", "p"}).find("--port needs"), std::string::npos);
   EXPECT_NE(error_of({"-np", "2", "--grace-s", "-1", "p"}).find("--grace-s needs"), std::string::npos);
@@ -126,8 +127,63 @@ TEST(Options, ErrorsAreOneLine) {
 TEST(Options, UsageListsFlagsAndTunables) {
   const std::string text = usage_text();
   for (const char* needle : {"-np", "--backend", "--env", "--port", "--job-id", "--grace-s", "--verbose",
-                             "--help", "COHORT_TIMEOUT_S", "COHORT_SHM_SLOT_BYTES", "OMP_NUM_THREADS"})
+                             "--help", "COHORT_TIMEOUT_S", "COHORT_SHM_SLOT_BYTES", "OMP_NUM_THREADS", "-H, --host",
+                             "--hostfile", "--launch-template", "--store-addr", "--start-timeout",
+                             "--network-interface", "--remote-cohortrun", "--dry-run", "COHORT_HOST"})
     EXPECT_NE(text.find(needle), std::string::npos) << needle;
+}
+
+TEST(Options, AcceptsEveryBackend) {
+  for (const char* backend : {"auto", "shm", "gloo", "mpi", "hierarchical"})
+    EXPECT_EQ(parse({"-np", "2", "--backend", backend, "p"}).backend, backend);
+}
+
+TEST(Options, HostsGiveTheDefaultRankCount) {
+  const LaunchOptions o = parse({"-H", "a:2,b:3", "prog"});
+  EXPECT_EQ(o.num_ranks, 5);
+  EXPECT_EQ(o.hosts, (std::vector<HostSlots>{{"a", 2}, {"b", 3}}));
+  EXPECT_EQ(parse({"-np", "3", "--host", "a:2,b:3", "prog"}).num_ranks, 3);
+  EXPECT_EQ(error_of({"-np", "6", "-H", "a:2,b:3", "prog"}), "-np 6 is more than the 5 slot(s) of the hosts a:2,b:3");
+  EXPECT_NE(error_of({"-H", "a", "--hostfile", "/nonexistent", "prog"}).find("conflicts with -H"), std::string::npos);
+  EXPECT_NE(error_of({"--hostfile", "/nonexistent/hosts", "prog"}).find("cannot read it"), std::string::npos);
+  // Without hosts, -np stays required.
+  EXPECT_EQ(error_of({"prog"}), "-np N is required (the number of ranks to start)");
+}
+
+TEST(Options, ParsesTheMultiHostFlags) {
+  const LaunchOptions o =
+      parse({"-H", "n1", "--launch-template", "ip netns exec {host}", "--store-addr", "10.1.2.1", "--start-timeout",
+             "2.5", "--network-interface", "eth0", "--remote-cohortrun", "/opt/cohort/bin/cohortrun", "--dry-run",
+             "prog"});
+  EXPECT_EQ(o.launch_template, "ip netns exec {host}");
+  EXPECT_EQ(o.store_addr, "10.1.2.1");
+  EXPECT_DOUBLE_EQ(o.start_timeout_s, 2.5);
+  EXPECT_EQ(o.network_interface, "eth0");
+  EXPECT_EQ(o.remote_cohortrun, "/opt/cohort/bin/cohortrun");
+  EXPECT_TRUE(o.dry_run);
+  const LaunchOptions d = parse({"-np", "1", "prog"});
+  EXPECT_EQ(d.launch_template, "ssh -o BatchMode=yes {host}");
+  EXPECT_DOUBLE_EQ(d.start_timeout_s, 60);
+  EXPECT_FALSE(d.dry_run);
+}
+
+TEST(Options, RejectsMalformedMultiHostValues) {
+  EXPECT_NE(error_of({"-H", "a", "--launch-template", "ssh", "p"}).find("has no {host}"), std::string::npos);
+  EXPECT_NE(error_of({"-H", "a", "--launch-template", "ssh '{host}", "p"}).find("unterminated single quote"),
+            std::string::npos);
+  EXPECT_NE(error_of({"-H", "a", "--start-timeout", "0", "p"}).find("--start-timeout needs"), std::string::npos);
+  EXPECT_NE(error_of({"-H", "a", "--start-timeout", "x", "p"}).find("--start-timeout needs"), std::string::npos);
+  EXPECT_NE(error_of({"-H", "a", "--store-addr", "", "p"}).find("--store-addr needs"), std::string::npos);
+  EXPECT_NE(error_of({"-H", "a", "--network-interface", "a/b", "p"}).find("--network-interface needs"),
+            std::string::npos);
+  EXPECT_NE(error_of({"-H", "a", "--remote-cohortrun", "bin/cohortrun", "p"}).find("absolute path"),
+            std::string::npos);
+  EXPECT_NE(error_of({"-H", "a", "--remote-cohortrun", "/my dir/cohortrun", "p"}).find("absolute path"),
+            std::string::npos);
+  EXPECT_NE(error_of({"-H", "a", "--dry-run=1", "p"}).find("takes no value"), std::string::npos);
+  EXPECT_NE(error_of({"-H", "a:0", "p"}).find("slots must be"), std::string::npos);
+  EXPECT_NE(error_of({"-H", "a", "--network-interface", "eth0", "--env", "COHORT_IFACE=lo", "p"}).find("conflicts"),
+            std::string::npos);
 }
 
 TEST(JobId, GeneratedIdsAreSafeAndDistinct) {

@@ -66,6 +66,54 @@ TEST(RankEnvironment, ExtraVariablesApplyLastAndInOrder) {
   EXPECT_EQ(env.at("X"), "2");
 }
 
+TEST(RankEnvironment, PlacementSetsLocalRankSizeAndHost) {
+  JobEnvironment job = job_of(5);
+  const RankPlacement where{.rank = 3, .host = "node2", .host_index = 1, .local_rank = 1, .local_size = 2,
+                            .remote = true};
+  EnvironmentMap env = rank_environment({}, job, where);
+  EXPECT_EQ(env.at("COHORT_RANK"), "3");
+  EXPECT_EQ(env.at("COHORT_SIZE"), "5");
+  EXPECT_EQ(env.at("COHORT_LOCAL_RANK"), "1");
+  EXPECT_EQ(env.at("COHORT_LOCAL_SIZE"), "2");
+  EXPECT_EQ(env.at("LOCAL_RANK"), "1");
+  EXPECT_EQ(env.at("LOCAL_WORLD_SIZE"), "2");
+  EXPECT_EQ(env.at("RANK"), "3");
+  EXPECT_FALSE(env.contains("COHORT_HOST"));  // a single-host job does not name hosts
+  job.multi_host = true;
+  env = rank_environment({}, job, where);
+  EXPECT_EQ(env.at("COHORT_HOST"), "node2");
+}
+
+TEST(RankEnvironment, Ipv6StoreAddressesAreBracketed) {
+  JobEnvironment job = job_of(1);
+  job.store_host = "fd00::1";
+  const EnvironmentMap env = rank_environment({}, job, 0);
+  EXPECT_EQ(env.at("COHORT_STORE_ADDR"), "[fd00::1]:4242");
+  EXPECT_EQ(env.at("MASTER_ADDR"), "fd00::1");
+}
+
+TEST(RankEnvironment, RemoteRanksGetTheJobAndTheLaunchersTunablesOnly) {
+  JobEnvironment job = job_of(4);
+  job.multi_host = true;
+  job.extra = {{"FOO", "bar"}};
+  const EnvironmentMap base{{"PATH", "/launcher/bin"}, {"HOME", "/root"}, {"COHORT_TIMEOUT_S", "5"},
+                            {"OMP_NUM_THREADS", "2"}, {"COHORT_RANK", "9"}};
+  const RankPlacement where{.rank = 2, .host = "b", .host_index = 1, .local_rank = 0, .local_size = 2,
+                            .remote = true};
+  const auto list = remote_rank_variables(base, job, where);
+  const EnvironmentMap env(list.begin(), list.end());
+  EXPECT_FALSE(env.contains("PATH"));
+  EXPECT_FALSE(env.contains("HOME"));
+  EXPECT_EQ(env.at("COHORT_TIMEOUT_S"), "5");
+  EXPECT_EQ(env.at("OMP_NUM_THREADS"), "2");         // set by the user: passed on
+  EXPECT_FALSE(env.contains("MKL_NUM_THREADS"));     // left to the remote host's cores
+  EXPECT_EQ(env.at("COHORT_RANK"), "2");             // the launcher's own identity is replaced
+  EXPECT_EQ(env.at("COHORT_LOCAL_SIZE"), "2");
+  EXPECT_EQ(env.at("COHORT_HOST"), "b");
+  EXPECT_EQ(env.at("COHORT_SECRET"), "s3cr3t");
+  EXPECT_EQ(env.at("FOO"), "bar");
+}
+
 TEST(RankEnvironment, ThreadsPerRankDividesCores) {
   EXPECT_EQ(threads_per_rank(8, 1), 8);
   EXPECT_EQ(threads_per_rank(8, 2), 4);

@@ -15,6 +15,11 @@
 //   stdin          print "stdin: eof" when stdin is immediately at its end
 //   store          meet the other ranks through the TCP store
 //   sleep:S        sleep S seconds; exit:N exits with N; kill:N raises N
+//   secret-scan    print "secret on command lines: N" (processes whose
+//                  /proc/PID/cmdline holds $COHORT_SECRET) and "secret in
+//                  environment: yes|no"
+//   cwd            print "cwd <working directory>"
+//   netns          print "netns <network namespace>" (/proc/self/ns/net)
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -125,7 +130,7 @@ void run(const std::string& action, int rank, int size) {
          {"COHORT_RANK", "COHORT_SIZE", "COHORT_LOCAL_RANK", "COHORT_LOCAL_SIZE", "COHORT_STORE_ADDR",
           "COHORT_JOB_ID", "COHORT_SECRET", "COHORT_BACKEND", "RANK", "WORLD_SIZE", "LOCAL_RANK",
           "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
-          "MKL_NUM_THREADS", "FOO"}) {
+          "MKL_NUM_THREADS", "FOO", "COHORT_HOST", "COHORT_IFACE", "COHORT_TEST_HOST", "COHORT_TIMEOUT_S"}) {
       if (const char* v = std::getenv(name)) std::printf("%s=%s\n", name, v);
       else std::printf("%s unset\n", name);
     }
@@ -178,6 +183,31 @@ void run(const std::string& action, int rank, int size) {
     std::printf("stdin: %s\n", n == 0 ? "eof" : "data");
   } else if (action == "store") {
     store_meeting();
+  } else if (action == "secret-scan") {
+    const std::string secret = env_str("COHORT_SECRET");
+    int found = 0;
+    if (DIR* d = opendir("/proc")) {
+      while (const dirent* e = readdir(d)) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+        // Plain reads: a process may exit while it is read (ESRCH).
+        std::string cmdline;
+        const int fd = open((std::string("/proc/") + e->d_name + "/cmdline").c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd < 0) continue;
+        char chunk[4096];
+        for (ssize_t n; (n = read(fd, chunk, sizeof chunk)) > 0;) cmdline.append(chunk, static_cast<size_t>(n));
+        close(fd);
+        if (!secret.empty() && cmdline.find(secret) != std::string::npos) ++found;
+      }
+      closedir(d);
+    }
+    std::printf("secret on command lines: %d\n", found);
+    std::printf("secret in environment: %s\n", secret.size() == 64 ? "yes" : "no");
+  } else if (action == "netns") {
+    char buffer[256] = {};
+    std::printf("netns %s\n", readlink("/proc/self/ns/net", buffer, sizeof buffer - 1) > 0 ? buffer : "?");
+  } else if (action == "cwd") {
+    char buffer[4096] = {};
+    std::printf("cwd %s\n", getcwd(buffer, sizeof buffer) ? buffer : "?");
   } else if (action.starts_with("sleep:")) {
     std::fflush(stdout);
     std::this_thread::sleep_for(std::chrono::duration<double>(std::atof(arg("sleep:").c_str())));

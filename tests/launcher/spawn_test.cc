@@ -144,6 +144,36 @@ TEST(SpawnProcess, StdinIsDevNull) {
   EXPECT_EQ(wait_exit(p.pid), 0);
 }
 
+TEST(SpawnProcess, StdinPipeCarriesDataAndItsEnd) {
+  const SpawnedProcess p = spawn_process(
+      {.path = "/bin/sh", .argv = {"sh", "-c", "cat; echo end"}, .envp = {"PATH=/bin:/usr/bin"}, .stdin_pipe = true});
+  ASSERT_GE(p.stdin_fd, 0);
+  EXPECT_EQ(::fcntl(p.stdin_fd, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
+  ASSERT_EQ(::write(p.stdin_fd, "payload\n", 8), 8);
+  ::close(p.stdin_fd);
+  EXPECT_EQ(read_all(p.stdout_fd), "payload\nend\n");
+  ::close(p.stderr_fd);
+  EXPECT_EQ(wait_exit(p.pid), 0);
+}
+
+TEST(SpawnProcess, WithoutCaptureTheChildWritesToOurOutput) {
+  // The child's stdout is ours, here redirected to a pipe for the test.
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const int saved = ::dup(STDOUT_FILENO);
+  ::dup2(fds[1], STDOUT_FILENO);
+  const SpawnedProcess p = spawn_process(
+      {.path = "/bin/sh", .argv = {"sh", "-c", "echo direct"}, .envp = {}, .capture_output = false});
+  ::dup2(saved, STDOUT_FILENO);
+  ::close(saved);
+  ::close(fds[1]);
+  EXPECT_EQ(p.stdout_fd, -1);
+  EXPECT_EQ(p.stderr_fd, -1);
+  EXPECT_EQ(p.stdin_fd, -1);
+  EXPECT_EQ(wait_exit(p.pid), 0);
+  EXPECT_EQ(read_all(fds[0]), "direct\n");
+}
+
 TEST(SpawnProcess, FailedExecIsReportedAndReaped) {
   testing::TempDir dir;
   const std::string path = dir.path() + "/not_a_program";

@@ -1,5 +1,7 @@
 #include "cohort/launcher/supervisor.h"
 
+#include "cohort/launcher/report.h"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -56,6 +58,59 @@ class SupervisorTest : public ::testing::Test {
   SignalEvents signals_;  // first: ranks are spawned with the signals blocked, like in cohortrun
   Sink out_, err_;
 };
+
+// A StartCheck whose ranks start when told to.
+class FakeStart : public StartCheck {
+ public:
+  bool started() override {
+    ++calls;
+    return done;
+  }
+  std::string describe_missing() override { return "rank 1 on nowhere did not start"; }
+  bool done = false;
+  int calls = 0;
+};
+
+TEST_F(SupervisorTest, RanksThatDoNotStartInTimeStopTheJob) {
+  const auto start = Clock::now();
+  FakeStart check;
+  Supervisor s(options(), signals_);
+  s.add(0, sh("sleep 30"));
+  s.add(1, sh("sleep 30"), "nowhere");
+  s.watch_start(check, 0.3);
+  const SupervisionResult r = s.run();
+  EXPECT_LT(seconds_since(start), kBoundSeconds);
+  EXPECT_EQ(r.reason, StopReason::start_timeout);
+  EXPECT_EQ(r.start_error, "rank 1 on nowhere did not start");
+  EXPECT_GE(check.calls, 2);  // asked repeatedly until the deadline
+  ASSERT_EQ(r.ranks.size(), 2u);
+  EXPECT_EQ(r.ranks[1].host, "nowhere");
+  for (const RankRecord& rank : r.ranks) EXPECT_EQ(rank.signal_sent, SIGTERM);
+  EXPECT_EQ(exit_code(r), 1);
+}
+
+TEST_F(SupervisorTest, StartedRanksRunToTheirEnd) {
+  FakeStart check;
+  check.done = true;
+  Supervisor s(options(), signals_);
+  s.add(0, sh("sleep 0.5; echo done"));
+  s.watch_start(check, 0.1);
+  const SupervisionResult r = s.run();
+  EXPECT_EQ(r.reason, StopReason::none);
+  EXPECT_EQ(check.calls, 1);  // not asked again once started
+  EXPECT_EQ(out_.take(), "[0] done\n");
+}
+
+TEST_F(SupervisorTest, AStdinPipeIsClosedWhenItsRankEnds) {
+  Supervisor s(options(), signals_);
+  SpawnedProcess p = spawn_process(
+      {.path = "/bin/sh", .argv = {"sh", "-c", "true"}, .envp = {"PATH=/bin:/usr/bin"}, .stdin_pipe = true});
+  const int fd = p.stdin_fd;
+  s.add(0, p);
+  s.run();
+  // The descriptor number is free again (closed by the supervisor).
+  EXPECT_EQ(::fcntl(fd, F_GETFD), -1);
+}
 
 TEST_F(SupervisorTest, AllRanksSucceed) {
   Supervisor s(options(), signals_);

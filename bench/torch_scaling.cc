@@ -1,0 +1,137 @@
+// torch_scaling: training throughput of cohort's DistributedOptimizer on the
+// fashion_mnist models, run under cohortrun at several rank counts by
+// torch_scaling.sh (see torch_scaling.md).
+//
+// Each rank trains on a fixed synthetic batch (no data loading in the
+// measurement), in two phases measured the same way:
+//   local        the plain optimizer, no communication: what the machine
+//                computes at this rank count (the ceiling);
+//   distributed  the same steps through DistributedOptimizer (allreduce of
+//                every gradient, overlapped with backward).
+// The step count is calibrated so that a phase lasts about --seconds; the
+// phases alternate --rounds times and the best round of each counts, so both
+// see the same machine state. A phase's time is the largest over ranks; rank
+// 0 prints one JSON line.
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+#include "cohort/common/error.h"
+#include "cohort/torch/broadcast_state.h"
+#include "cohort/torch/collectives.h"
+#include "cohort/torch/distributed_optimizer.h"
+#include "cohort/torch/runtime.h"
+#include "examples/fashion_mnist/models.h"
+
+namespace ct = cohort::torch;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct Flags {
+  std::string model = "cnn";
+  int batch_size = 64;
+  double seconds = 1.0;  // per phase and round
+  int rounds = 3;
+  int warmup_steps = 10;
+  int threads = 0;
+  std::string compression = "none";
+};
+
+Flags parse(int argc, char** argv) {
+  Flags f;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) throw cohort::ConfigError(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--model") f.model = value();
+    else if (a == "--batch-size") f.batch_size = std::stoi(value());
+    else if (a == "--seconds") f.seconds = std::stod(value());
+    else if (a == "--rounds") f.rounds = std::stoi(value());
+    else if (a == "--warmup-steps") f.warmup_steps = std::stoi(value());
+    else if (a == "--threads") f.threads = std::stoi(value());
+    else if (a == "--compression") f.compression = value();
+    else throw cohort::ConfigError("unknown flag '" + a +
+                                   "' (flags: --model --batch-size --seconds --rounds --warmup-steps --threads "
+                                   "--compression)");
+  }
+  if (f.batch_size < 1 || f.seconds <= 0 || f.rounds < 1 || f.warmup_steps < 1)
+    throw cohort::ConfigError("--batch-size, --seconds, --rounds and --warmup-steps must be positive");
+  return f;
+}
+
+// The largest of `seconds` over ranks.
+double slowest(const std::string& name, double seconds) {
+  return ct::allreduce(torch::tensor({seconds}, torch::kDouble), {.name = name, .op = cohort::ReduceOp::max})
+      .item<double>();
+}
+
+// Seconds for `steps` steps, started together, the largest over ranks.
+template <typename Step>
+double timed(const std::string& name, int steps, Step step) {
+  ct::barrier({.name = name + "/start"});
+  const auto t0 = Clock::now();
+  for (int i = 0; i < steps; ++i) step();
+  return slowest(name + "/time", std::chrono::duration<double>(Clock::now() - t0).count());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const Flags f = parse(argc, argv);
+    ct::init();
+    if (f.threads > 0) torch::set_num_threads(f.threads);
+    const int rank = ct::rank(), size = ct::size();
+    torch::manual_seed(1 + rank);
+    const at::Tensor x = torch::randn({f.batch_size, 1, 28, 28});
+    const at::Tensor y = torch::randint(0, 10, {f.batch_size}, torch::kLong);
+
+    torch::nn::Sequential model = cohort::examples::make_model(f.model);
+    ct::broadcast_parameters(*model, 0);
+    torch::optim::SGD sgd(model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
+    auto train_step = [&](auto& optimizer) {
+      optimizer.zero_grad();
+      torch::nn::functional::cross_entropy(model->forward(x), y).backward();
+      optimizer.step();
+    };
+    const ct::DistributedOptimizerOptions dist_options{.compression = ct::parse_compression(f.compression)};
+    auto local_step = [&] { train_step(sgd); };
+    // The wrapper lives only during its phase: its gradient hooks would
+    // otherwise fire in the local phase too.
+    auto distributed_phase = [&](const std::string& name, int steps) {
+      ct::DistributedOptimizer dist(sgd, model->named_parameters(), dist_options);
+      return timed(name, steps, [&] { train_step(dist); });
+    };
+    // Warm-up (allocator, caches, the engine's response cache), which also
+    // calibrates the step count on the slower of the two.
+    const double warm =
+        std::max(timed("warmup/local", f.warmup_steps, local_step), distributed_phase("warmup/distributed", f.warmup_steps));
+    const int steps = std::max(5, int(f.seconds * f.warmup_steps / warm));
+    double local = 1e300, distributed = 1e300;
+    for (int round = 0; round < f.rounds; ++round) {
+      const std::string r = std::to_string(round);
+      local = std::min(local, timed("local/" + r, steps, local_step));
+      distributed = std::min(distributed, distributed_phase("distributed/" + r, steps));
+    }
+
+    if (rank == 0) {
+      const double samples = double(f.batch_size) * steps * size;
+      std::printf("{\"bench\":\"torch_scaling\",\"model\":\"%s\",\"ranks\":%d,\"batch_per_rank\":%d,\"steps\":%d,"
+                  "\"threads\":%d,\"compression\":\"%s\",\"local_samples_per_s\":%.1f,\"samples_per_s\":%.1f,"
+                  "\"step_ms\":%.3f}\n",
+                  f.model.c_str(), size, f.batch_size, steps, torch::get_num_threads(), f.compression.c_str(),
+                  samples / local, samples / distributed, 1e3 * distributed / steps);
+      std::fflush(stdout);
+    }
+    ct::shutdown();
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "torch_scaling: error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,161 @@
+// The gloo communicator: ranks on any hosts, over Gloo's TCP transport
+// (Debian's libgloo-dev), rendezvous through a cohort Store.
+//
+// Construction is collective: every rank publishes the addresses of its
+// connections under the store it was given (keys "<rank>", see
+// store_adapter.h; give each communicator a fresh namespace) and connects a
+// full mesh. The network interface comes from Options::iface, else
+// Options::hostname, else the default route's interface, else the first
+// other interface with an IPv4 address, else this host's name (see
+// network_interface.h). split() shares the parent's device (one event loop
+// thread per process) with its own connections.
+//
+// The first communicator sets SIGPIPE to ignored when it has the default
+// disposition: Gloo writes to sockets with writev(2), and a peer that is gone
+// must be an error, not the end of this process.
+//
+// Operations:
+// - allreduce: Gloo's bcube (log n steps) up to Options::bcube_max_bytes,
+//   Gloo's pipelined ring above; reductions run cohort's kernels (every
+//   DType and ReduceOp; avg is a sum and then finish_average). Every rank
+//   ends with the same bits.
+// - reduce_scatter: a ring of our own over unbound buffers, in chunks of at
+//   most Options::chunk_bytes so that memory stays bounded.
+// - broadcast, allgather(v), alltoall(v), gather, scatter, barrier: Gloo's
+//   algorithms.
+// - send/recv: a 32-byte header (tag, dtype, count) travels before the data,
+//   or with it up to Options::eager_bytes; messages up to that size are
+//   buffered, so a sender may run Options::eager_window messages ahead of its
+//   receiver per peer before send blocks.
+//
+// Agreement: every collective's Gloo tag is a hash of the call's sequence
+// number and signature (kind, dtype, count, op, root), so ranks that disagree
+// never exchange a byte: their messages wait in different slots instead of
+// overrunning buffers. They then time out, and the failure report below turns
+// the timeout into a MismatchError naming both calls.
+//
+// Failures: a timeout (no progress for Options::timeout), a lost connection
+// or a disagreement makes the failing rank write a report under its store
+// ("failure/<rank>") and read the reports of the ranks involved for up to
+// Options::failure_grace, so that every rank raises the error that explains
+// the failure: MismatchError naming both calls, TimeoutError naming the rank
+// that timed out, PeerLostError naming the rank whose connection broke (with
+// its last words when it reported any). A rank whose communicator is
+// destroyed by an exception reports that it left. After a failure the
+// communicator is unusable.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cohort/comm/communicator.h"
+#include "cohort/rendezvous/store.h"
+
+namespace gloo {
+class Context;
+namespace transport {
+class Device;
+class UnboundBuffer;
+}  // namespace transport
+}  // namespace gloo
+
+namespace cohort::comm::gloo {
+
+class FailureReport;
+struct FailureRecord;
+
+struct Options {
+  std::chrono::milliseconds timeout{300000};
+  // The network interface to bind (e.g. "eth0", "lo"); COHORT_IFACE.
+  std::string iface;
+  // Used when iface is empty: a host name or address of this host to bind.
+  // Both empty: primary_interface() (network_interface.h), else the host
+  // name's address.
+  std::string hostname;
+  size_t bcube_max_bytes = 64 * 1024;  // allreduce algorithm switch
+  size_t chunk_bytes = 1 << 20;        // reduce_scatter pipeline chunk
+  size_t eager_bytes = 16 * 1024;      // p2p payloads sent with their header (the ranks' smallest wins)
+  int eager_window = 4;                // buffered sends per peer
+  // How long a failing rank waits for its peers' failure reports.
+  std::chrono::milliseconds failure_grace{1000};
+  // World rank of each member, for messages; empty means identity.
+  std::vector<int> world_ranks;
+};
+
+// The options from the COHORT_* tunables (COHORT_TIMEOUT_S, COHORT_IFACE,
+// COHORT_GLOO_BCUBE_BYTES).
+Options options_from_env();
+
+class Communicator final : public comm::Communicator {
+ public:
+  // Collective over the `size` ranks that pass the same `store` namespace.
+  Communicator(std::shared_ptr<rendezvous::Store> store, int rank, int size, Options options);
+  ~Communicator() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string backend() const override { return "gloo"; }
+
+  void allreduce(BufferView send, BufferView recv, const AllreduceOptions& options = {}) override;
+  using comm::Communicator::allreduce;
+  void broadcast(BufferView buffer, int root) override;
+  void allgather(BufferView send, BufferView recv) override;
+  void allgatherv(BufferView send, BufferView recv, std::span<const size_t> counts) override;
+  void reduce_scatter(BufferView send, BufferView recv, const ReduceScatterOptions& options = {}) override;
+  void alltoall(BufferView send, BufferView recv) override;
+  void alltoallv(BufferView send, std::span<const size_t> send_counts, BufferView recv,
+                 std::span<const size_t> recv_counts) override;
+  void gather(BufferView send, BufferView recv, int root) override;
+  void scatter(BufferView send, BufferView recv, int root) override;
+  void barrier() override;
+  void send(BufferView buffer, int dst, uint32_t tag) override;
+  void recv(BufferView buffer, int src, uint32_t tag) override;
+  std::unique_ptr<comm::Communicator> split(int color, int key) override;
+
+  // The address this rank's device is bound to, e.g. "[127.0.0.1]" (tests,
+  // logs).
+  std::string device_address() const;
+
+ private:
+  struct Call;
+  struct Outgoing;
+
+  Communicator(std::shared_ptr<rendezvous::Store> store, int rank, int size, Options options,
+               std::shared_ptr<::gloo::transport::Device> device);
+
+  // Starts a collective: numbers it and returns the tag of its slots.
+  uint32_t begin(Call& call);
+  // Runs `body`, turning Gloo's exceptions into cohort's (see the file
+  // comment); `body` may also throw cohort errors.
+  template <typename Body>
+  void guarded(const Call& call, Body&& body);
+  [[noreturn]] void fail_from_gloo(const Call& call, const std::string& what, bool timed_out);
+  [[noreturn]] void fail_mismatch(const Call& call, const std::string& message);
+  std::string describe_rank(int r) const;
+  std::vector<int> broken_peers();
+
+  void reduce_scatter_ring(BufferView send, BufferView recv, ReduceOp op, uint32_t tag);
+  void reap_outgoing(int peer, size_t keep);
+
+  std::shared_ptr<rendezvous::Store> store_;
+  int rank_;
+  int size_;
+  Options options_;
+  std::shared_ptr<::gloo::transport::Device> device_;
+  std::shared_ptr<::gloo::Context> context_;
+  std::unique_ptr<FailureReport> report_;
+  uint64_t calls_ = 0;  // collectives started, the sequence number in tags
+  int splits_ = 0;
+  bool failed_ = false;
+  // Buffered point-to-point sends per destination, oldest first.
+  std::vector<std::deque<std::unique_ptr<Outgoing>>> outgoing_;
+  std::vector<std::unique_ptr<Outgoing>> spare_;  // completed, for reuse
+  std::vector<char> header_in_;                   // receive staging
+  std::unique_ptr<::gloo::transport::UnboundBuffer> header_in_buffer_;
+};
+
+}  // namespace cohort::comm::gloo

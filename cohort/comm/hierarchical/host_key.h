@@ -1,0 +1,23 @@
+// The host key: what tells ranks on the same machine apart from ranks on
+// other machines, so that the hierarchical communicator can group them.
+//
+// COHORT_HOST when set (cohortrun sets it to the host's name from -H or the
+// hostfile); otherwise the host name, the kernel's boot id and the inode of
+// this process's network namespace. The host name alone is not enough: the
+// network namespaces of an emulated cluster (scripts/cluster.sh) share one
+// host name, and containers may share names across machines; ranks on one
+// kernel in one network namespace are on one host.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace cohort::comm::hierarchical {
+
+// "COHORT_HOST" or "hostname/boot_id/net:[inode]".
+std::string host_key();
+
+// A 64-bit FNV-1a hash of `key`, which ranks exchange instead of the text.
+uint64_t host_key_hash(const std::string& key);
+
+}  // namespace cohort::comm::hierarchical

@@ -1,0 +1,43 @@
+// What cohortrun sends a remote rank on the launch command's standard input:
+// everything the rank needs that must not appear on a command line (the job
+// secret) or that a remote shell would mangle (arguments with blanks or
+// quotes).
+//
+// Encoding: the line "cohortrun-remote 1", then records "NAME LENGTH\n"
+// followed by LENGTH bytes and "\n", then the line "end". Any byte may
+// appear in a value. A reader never needs more than kMaxPayloadBytes.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace cohort::launcher {
+
+inline constexpr size_t kMaxPayloadBytes = size_t(1) << 20;
+
+struct RemotePayload {
+  int rank = 0;
+  int local_size = 1;  // ranks on the rank's host, for thread counts there
+  std::string host;    // the host's name in the host list, for messages
+  double grace_s = 3.0;          // SIGTERM to SIGKILL when the launcher goes away
+  double start_timeout_s = 60;   // how long the store may take to answer
+  std::string cwd;               // the launcher's working directory
+  std::vector<std::string> argv;  // the program and its arguments
+  // Variables set for the rank on top of the remote environment, in order.
+  std::vector<std::pair<std::string, std::string>> env;
+  bool operator==(const RemotePayload&) const = default;
+};
+
+std::string encode_payload(const RemotePayload& payload);
+
+// Throws Error naming what is malformed.
+RemotePayload decode_payload(std::string_view bytes);
+
+// Reads one payload from `fd` (blocking), no byte past its end. Throws
+// Error when the stream ends first or holds something else.
+RemotePayload read_payload(int fd);
+
+}  // namespace cohort::launcher

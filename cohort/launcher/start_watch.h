@@ -1,0 +1,30 @@
+// StartWatch: whether the ranks started through the launch template are
+// running, from the keys their remote ends set in the job's store (see
+// started_key() in remote_rank.h). Backs cohortrun's --start-timeout.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "cohort/launcher/supervisor.h"
+#include "cohort/rendezvous/store.h"
+
+namespace cohort::launcher {
+
+class StartWatch final : public StartCheck {
+ public:
+  // `ranks` maps each watched rank to its host (for the message).
+  StartWatch(std::shared_ptr<rendezvous::Store> store, std::map<int, std::string> ranks);
+
+  bool started() override;
+  // "rank 2 on node2 and rank 3 on node2 did not start within the start
+  // timeout (...)"; names at most 8 ranks.
+  std::string describe_missing() override;
+
+ private:
+  std::shared_ptr<rendezvous::Store> store_;
+  std::map<int, std::string> pending_;
+};
+
+}  // namespace cohort::launcher

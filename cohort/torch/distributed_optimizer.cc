@@ -1,0 +1,199 @@
+#include "cohort/torch/distributed_optimizer.h"
+
+#include <torch/torch.h>
+
+#include <exception>
+#include <mutex>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "cohort/common/check.h"
+#include "cohort/torch/runtime.h"
+#include "cohort/torch/tensor_view.h"
+
+namespace cohort::torch {
+
+struct DistributedOptimizer::Impl {
+  struct Entry {
+    std::string name;     // the parameter's
+    std::string op_name;  // the engine op's
+    at::Tensor param;
+    unsigned hook = 0;
+    int passes = 0;        // backward passes since the last synchronize
+    bool submitted = false;
+    at::Tensor in, out;    // the engine reads in and writes out until handle completes
+    engine::Handle handle;
+  };
+
+  engine::Engine* engine = nullptr;
+  DistributedOptimizerOptions options;
+  engine::AllreduceOptions reduce;  // op and scales, the same for every entry
+  std::mutex mutex;
+  std::vector<Entry> entries;
+  bool synchronized = false;
+
+  // Called with the mutex held.
+  void submit(Entry& e, const at::Tensor& gradient) {
+    COHORT_CHECK_AS(ConfigError, gradient.layout() == c10::kStrided)
+        << "DistributedOptimizer: parameter '" << e.name << "' has a sparse gradient, which is not supported";
+    e.in = compress(gradient, options.compression);
+    e.out = at::empty_like(e.in, at::MemoryFormat::Contiguous);
+    engine::AllreduceOptions o = reduce;
+    o.shape = e.param.sizes().vec();
+    const std::string what = "DistributedOptimizer gradient of '" + e.name + "'";
+    e.handle = engine->allreduce_async(e.op_name, view_of(e.in, what), view_of(e.out, what), std::move(o));
+    e.submitted = true;
+  }
+
+  void on_gradient(size_t index, const at::Tensor& grad) {
+    std::lock_guard lock(mutex);
+    Entry& e = entries[index];
+    synchronized = false;
+    ++e.passes;
+    COHORT_CHECK_AS(ConfigError, e.passes <= options.backward_passes_per_step)
+        << "DistributedOptimizer: the gradient of '" << e.name << "' was computed " << e.passes
+        << " times since the last step(), more than backward_passes_per_step = " << options.backward_passes_per_step
+        << "; call step() (or synchronize()) after every " << options.backward_passes_per_step << " backward passes";
+    if (e.passes < options.backward_passes_per_step) return;
+    // The hook runs before autograd accumulates `grad` into .grad(), so the
+    // gradient to reduce is what .grad() will hold after this pass.
+    ::torch::NoGradGuard no_grad;
+    const at::Tensor& accumulated = e.param.grad();
+    submit(e, accumulated.defined() ? accumulated + grad : grad);
+  }
+
+  // Waits for every submitted op, even after a failure, so that no op is
+  // left writing into buffers that are about to be released.
+  std::exception_ptr wait_all() {
+    std::exception_ptr first;
+    for (Entry& e : entries) {
+      if (!e.submitted) continue;
+      try {
+        e.handle.wait();
+      } catch (...) {
+        if (!first) first = std::current_exception();
+      }
+    }
+    return first;
+  }
+};
+
+DistributedOptimizer::DistributedOptimizer(::torch::optim::Optimizer& optimizer,
+                                           const ::torch::OrderedDict<std::string, at::Tensor>& named_parameters,
+                                           DistributedOptimizerOptions options)
+    : optimizer_(optimizer), options_(std::move(options)), impl_(std::make_shared<Impl>()) {
+  COHORT_CHECK_AS(ConfigError, options_.op == ReduceOp::avg || options_.op == ReduceOp::sum)
+      << "DistributedOptimizer: op must be avg or sum, got " << reduce_op_name(options_.op);
+  COHORT_CHECK_AS(ConfigError, options_.backward_passes_per_step >= 1)
+      << "DistributedOptimizer: backward_passes_per_step must be at least 1, got "
+      << options_.backward_passes_per_step;
+  COHORT_CHECK_AS(ConfigError, options_.gradient_predivide_factor > 0)
+      << "DistributedOptimizer: gradient_predivide_factor must be positive, got "
+      << options_.gradient_predivide_factor;
+  COHORT_CHECK_AS(ConfigError, options_.op == ReduceOp::avg || options_.gradient_predivide_factor == 1.0)
+      << "DistributedOptimizer: gradient_predivide_factor applies to op avg only";
+  Impl& impl = *impl_;
+  impl.engine = &resolve_engine(options_.engine);
+  impl.options = options_;
+  const double passes = options_.average_backward_passes ? options_.backward_passes_per_step : 1;
+  impl.reduce.op = options_.op;
+  impl.reduce.prescale = 1.0 / (options_.gradient_predivide_factor * passes);
+  impl.reduce.postscale = options_.gradient_predivide_factor;
+
+  std::unordered_map<const void*, std::string> names;
+  std::unordered_set<std::string> seen;
+  for (const auto& item : named_parameters) {
+    COHORT_CHECK_AS(ConfigError, seen.insert(item.key()).second)
+        << "DistributedOptimizer: parameter name '" << item.key() << "' appears twice";
+    names.emplace(item.value().unsafeGetTensorImpl(), item.key());  // a shared tensor keeps its first name
+  }
+  std::unordered_set<const void*> added;
+  size_t group_index = 0;
+  for (const auto& group : optimizer.param_groups()) {
+    size_t param_index = 0;
+    for (const at::Tensor& p : group.params()) {
+      auto it = names.find(p.unsafeGetTensorImpl());
+      COHORT_CHECK_AS(ConfigError, it != names.end())
+          << "DistributedOptimizer: parameter " << param_index << " of param group " << group_index << " (shape "
+          << p.sizes() << ") is not among the named parameters; pass module->named_parameters() of the module "
+                          "the optimizer trains";
+      ++param_index;
+      if (!p.requires_grad() || !added.insert(p.unsafeGetTensorImpl()).second) continue;
+      check_tensor(p, "DistributedOptimizer parameter '" + it->second + "'");
+      Impl::Entry e;
+      e.name = it->second;
+      e.op_name = options_.name_prefix + "/" + e.name;
+      e.param = p;
+      impl.entries.push_back(std::move(e));
+    }
+    ++group_index;
+  }
+  std::weak_ptr<Impl> weak = impl_;
+  for (size_t i = 0; i < impl.entries.size(); ++i) {
+    impl.entries[i].hook = impl.entries[i].param.register_hook([weak, i](const at::Tensor& grad) {
+      if (auto self = weak.lock()) self->on_gradient(i, grad);
+    });
+  }
+}
+
+DistributedOptimizer::~DistributedOptimizer() {
+  std::lock_guard lock(impl_->mutex);
+  (void)impl_->wait_all();
+  for (auto& e : impl_->entries) {
+    try {
+      e.param.remove_hook(e.hook);
+    } catch (...) {
+      // The parameter no longer requires grad; its hooks went with that.
+    }
+  }
+}
+
+void DistributedOptimizer::synchronize() {
+  Impl& impl = *impl_;
+  std::lock_guard lock(impl.mutex);
+  ::torch::NoGradGuard no_grad;
+  std::exception_ptr error;
+  try {
+    for (auto& e : impl.entries) {
+      if (e.submitted) continue;
+      const at::Tensor& g = e.param.grad();
+      impl.submit(e, g.defined() ? g : at::zeros_like(e.param));
+    }
+  } catch (...) {
+    error = std::current_exception();
+  }
+  std::exception_ptr wait_error = impl.wait_all();
+  if (!error) error = wait_error;
+  for (auto& e : impl.entries) {
+    if (e.submitted && !error) e.param.mutable_grad() = decompress(e.out, e.param.scalar_type());
+    e.submitted = false;
+    e.passes = 0;
+    e.in = at::Tensor();
+    e.out = at::Tensor();
+    e.handle = engine::Handle();
+  }
+  if (error) std::rethrow_exception(error);
+  impl.synchronized = true;
+}
+
+void DistributedOptimizer::step() {
+  bool synchronized;
+  {
+    std::lock_guard lock(impl_->mutex);
+    synchronized = impl_->synchronized;
+  }
+  if (!synchronized) synchronize();
+  optimizer_.step();
+  std::lock_guard lock(impl_->mutex);
+  impl_->synchronized = false;
+}
+
+void DistributedOptimizer::zero_grad() {
+  for (auto& group : optimizer_.param_groups())
+    for (auto& p : group.params())
+      if (p.grad().defined()) p.mutable_grad() = at::Tensor();
+}
+
+size_t DistributedOptimizer::num_reduced_parameters() const { return impl_->entries.size(); }
+
+}  // namespace cohort::torch

@@ -1,0 +1,41 @@
+// Command-line flags of the fashion_mnist example.
+//
+// Flags take "--flag value" or "--flag=value"; a bad flag or value throws
+// ConfigError naming it, and main() prints usage().
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace cohort::examples {
+
+struct TrainOptions {
+  int epochs = 2;
+  int batch_size = 64;         // per rank
+  double lr = 0.02;            // for one rank at batch_size; scaled by the world size
+  std::string lr_scaling = "size";  // "size" (Horovod's linear rule) or "none"
+  double warmup_epochs = 0.5;  // linear warm-up from lr to the scaled lr
+  std::string optimizer = "sgd";    // "sgd" (momentum) or "adam"
+  double momentum = 0.9;
+  std::string model = "cnn";   // "mlp" or "cnn"
+  std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  std::string checkpoint;      // empty: no checkpoints
+  bool resume = false;         // continue from --checkpoint
+  int64_t checkpoint_every = 0;  // also every N steps (0: at epoch ends only)
+  std::string metrics;         // JSON lines; empty: none
+  int threads = 0;             // intra-op threads per rank; 0: LibTorch's default (OMP_NUM_THREADS)
+  std::string compression = "none";
+  uint64_t seed = 42;
+  int64_t limit_train = 0;     // use only the first N examples (0: all)
+  int64_t limit_test = 0;
+  int64_t log_every = 100;     // steps between metric lines
+  std::string progress = "auto";  // "auto" (bar on a terminal), "bar", "lines", "none"
+  double target_accuracy = 0;  // percent; exit 3 when the final test accuracy is below (0: no target)
+  bool help = false;
+};
+
+TrainOptions parse_options(const std::vector<std::string>& args);
+std::string usage();
+
+}  // namespace cohort::examples

@@ -1,0 +1,161 @@
+// Failures of the gloo communicator, ranks as threads over real TCP: each
+// kind raises its own error on every rank involved, naming the calls and
+// ranks, well before a rank would have waited out a long timeout.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <stdexcept>
+#include <thread>
+
+#include "cohort/common/error.h"
+#include "tests/comm/gloo_ranks.h"
+
+namespace cohort::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+void short_timeout(int, comm::gloo::Options& o) {
+  o.timeout = 1s;
+  o.failure_grace = 1s;
+}
+
+template <typename E>
+std::string expect_error(const std::exception_ptr& e, const char* who) {
+  EXPECT_TRUE(e) << who << " did not fail";
+  if (!e) return {};
+  try {
+    std::rethrow_exception(e);
+  } catch (const E& error) {
+    return error.what();
+  } catch (const std::exception& other) {
+    ADD_FAILURE() << who << " raised the wrong kind of error: " << other.what();
+  }
+  return {};
+}
+
+TEST(GlooFailures, TimeoutNamesTheCallAndTheSilentRank) {
+  const auto start = Clock::now();
+  auto errors = run_gloo_ranks_collect(
+      2,
+      [](int r, comm::Communicator& c) {
+        float v[4] = {1, 2, 3, 4};
+        if (r == 1) std::this_thread::sleep_for(2500ms);  // misses rank 0's deadline
+        c.allreduce(BufferView{v, 4, DType::f32});
+      },
+      short_timeout);
+  const std::string m0 = expect_error<TimeoutError>(errors[0], "rank 0");
+  EXPECT_NE(m0.find("allreduce(4 f32, sum)"), std::string::npos) << m0;
+  EXPECT_NE(m0.find("timed out after 1 s on rank 0"), std::string::npos) << m0;
+  EXPECT_NE(m0.find("reported no failure"), std::string::npos) << m0;
+  // Rank 1 arrives to closed connections and learns why from rank 0's report.
+  const std::string m1 = expect_error<TimeoutError>(errors[1], "rank 1");
+  EXPECT_NE(m1.find("timed out on rank 0"), std::string::npos) << m1;
+  EXPECT_LT(Clock::now() - start, 8s);
+}
+
+TEST(GlooFailures, DifferentCountsRaiseMismatchOnBothRanks) {
+  auto errors = run_gloo_ranks_collect(
+      2,
+      [](int r, comm::Communicator& c) {
+        std::vector<float> v(r == 0 ? 10 : 12, 1.0f);
+        c.allreduce(BufferView{v.data(), v.size(), DType::f32});
+      },
+      short_timeout);
+  for (int r = 0; r < 2; ++r) {
+    const std::string m = expect_error<MismatchError>(errors[r], r ? "rank 1" : "rank 0");
+    EXPECT_NE(m.find("allreduce(10 f32, sum)"), std::string::npos) << m;
+    EXPECT_NE(m.find("allreduce(12 f32, sum)"), std::string::npos) << m;
+  }
+}
+
+TEST(GlooFailures, DifferentCollectivesRaiseMismatch) {
+  auto errors = run_gloo_ranks_collect(
+      3,
+      [](int r, comm::Communicator& c) {
+        float v[8] = {};
+        if (r == 2)
+          c.broadcast(BufferView{v, 8, DType::f32}, 0);
+        else
+          c.allreduce(BufferView{v, 8, DType::f32}, {.op = ReduceOp::max});
+      },
+      short_timeout);
+  int mismatches = 0;
+  for (auto& e : errors) {
+    try {
+      if (e) std::rethrow_exception(e);
+    } catch (const MismatchError& m) {
+      ++mismatches;
+      EXPECT_NE(std::string(m.what()).find("broadcast(8 f32, root 0)"), std::string::npos) << m.what();
+    } catch (const std::exception& other) {
+      ADD_FAILURE() << "wrong error: " << other.what();
+    }
+  }
+  EXPECT_EQ(mismatches, 3);
+}
+
+TEST(GlooFailures, PointToPointTagMismatchRaisesOnBothSides) {
+  for (size_t count : {size_t(3), size_t(100000)}) {  // eager and not
+    const auto start = Clock::now();
+    auto errors = run_gloo_ranks_collect(2, [count](int r, comm::Communicator& c) {
+      std::vector<float> v(count, 1.0f);
+      if (r == 0) {
+        c.send(BufferView{v.data(), count, DType::f32}, 1, 1);
+        c.recv(BufferView{v.data(), count, DType::f32}, 1, 1);  // the receiver fails first
+      } else {
+        c.recv(BufferView{v.data(), count, DType::f32}, 0, 2);
+      }
+    });
+    const std::string m1 = expect_error<MismatchError>(errors[1], "receiver");
+    EXPECT_NE(m1.find("expected tag 2"), std::string::npos) << m1;
+    EXPECT_NE(m1.find("sent tag 1"), std::string::npos) << m1;
+    const std::string m0 = expect_error<MismatchError>(errors[0], "sender");
+    EXPECT_EQ(m0, m1);
+    EXPECT_LT(Clock::now() - start, 20s) << "the sender must not wait out its 60 s timeout";
+  }
+}
+
+TEST(GlooFailures, RankLeavingOnAnExceptionIsNamedAsLost) {
+  const auto start = Clock::now();
+  auto errors = run_gloo_ranks_collect(3, [](int r, comm::Communicator& c) {
+    double v[3] = {1, 2, 3};
+    c.allreduce(BufferView{v, 3, DType::f64});
+    if (r == 2) throw std::runtime_error("user code failed");
+    c.allreduce(BufferView{v, 3, DType::f64});
+  });
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(errors[r]) << "rank " << r;
+    try {
+      std::rethrow_exception(errors[r]);
+    } catch (const PeerLostError& e) {
+      EXPECT_EQ(e.rank(), 2) << e.what();
+      EXPECT_NE(std::string(e.what()).find("left the communicator on an exception"), std::string::npos) << e.what();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "rank " << r << ": " << e.what();
+    }
+  }
+  EXPECT_LT(Clock::now() - start, 20s) << "peers must learn at once, not at their 60 s timeout";
+}
+
+TEST(GlooFailures, BadArgumentsLeaveTheCommunicatorUsable) {
+  run_gloo_ranks(2, [](int r, comm::Communicator& c) {
+    float a[4] = {1, 1, 1, 1}, b[3] = {};
+    EXPECT_THROW(c.allreduce(BufferView{a, 4, DType::f32}, BufferView{b, 3, DType::f32}), Error);
+    EXPECT_THROW(c.broadcast(BufferView{a, 4, DType::f32}, 2), Error);
+    EXPECT_THROW(c.send(BufferView{a, 4, DType::f32}, r, 0), Error);
+    c.allreduce(BufferView{a, 4, DType::f32});
+    EXPECT_EQ(a[3], 2.0f);
+  });
+}
+
+TEST(GlooFailures, UnknownInterfaceIsAConfigErrorNamingIt) {
+  auto errors = run_gloo_ranks_collect(
+      1, [](int, comm::Communicator&) {}, [](int, comm::gloo::Options& o) { o.iface = "nosuch0"; });
+  const std::string m = expect_error<ConfigError>(errors[0], "rank 0");
+  EXPECT_NE(m.find("COHORT_IFACE='nosuch0'"), std::string::npos) << m;
+  EXPECT_NE(m.find("lo"), std::string::npos) << "lists the interfaces there are: " << m;
+}
+
+}  // namespace
+}  // namespace cohort::testing

@@ -1,0 +1,239 @@
+// End-to-end tests of multi-host cohortrun that need no second machine and
+// no privileges: the launch template `env COHORT_TEST_HOST={host}` runs each
+// "remote" rank's remote end (cohortrun --remote-rank) on this machine, so
+// placement, the payload on stdin, the start watch, exit codes and fail-fast
+// across hosts run through the same code as with ssh. The network-namespace
+// version of these paths is tests/cluster.
+#include <signal.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <regex>
+
+#include <gtest/gtest.h>
+
+#include "tests/launcher/cohortrun_process.h"
+
+namespace cohort::launcher::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr double kStopBoundSeconds = 15;
+const std::string kEnvTemplate = "env COHORT_TEST_HOST={host}";
+// Like ssh, the remote end outlives the launch command: setsid puts it in a
+// session of its own (no signal from the launcher reaches it) and it keeps the
+// command's stdin, whose end is all it learns.
+const std::string kDetachedTemplate = "sh -c 'exec 3<&0; setsid \"$@\" <&3 & wait $!' {host}";
+
+std::map<int, std::map<std::string, std::string>> parse_env(const std::string& out) {
+  std::map<int, std::map<std::string, std::string>> by_rank;
+  const std::regex line(R"(\[(\d+)\] ([A-Z_]+)=(.*))");
+  for (const std::string& l : split_lines(out)) {
+    std::smatch m;
+    if (std::regex_match(l, m, line)) by_rank[std::stoi(m[1])][m[2]] = m[3];
+  }
+  return by_rank;
+}
+
+class MultiHostTest : public ::testing::Test {
+ protected:
+  RunResult run(std::vector<std::string> flags, std::vector<std::string> actions,
+                std::map<std::string, std::string> env = {}, std::chrono::seconds timeout = 60s) {
+    std::vector<std::string> a{"--env", "HELPER_DIR=" + dir_.path(), "--store-addr", "127.0.0.1"};
+    a.insert(a.end(), flags.begin(), flags.end());
+    a.push_back(RANK_HELPER_PATH);
+    a.insert(a.end(), actions.begin(), actions.end());
+    CohortrunProcess p(COHORTRUN_PATH, a, dir_.path(), env);
+    return p.wait(timeout);
+  }
+
+  TempDir dir_;
+};
+
+TEST_F(MultiHostTest, RanksGetTheirHostAndLocalRanks) {
+  const RunResult r = run({"-H", "hosta:2,hostb:1,hostc:2", "--launch-template", kEnvTemplate, "--backend", "gloo",
+                           "--network-interface", "eth7"},
+                          {"env", "out:two words 'quoted' $HOME"});
+  ASSERT_TRUE(r.finished);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto env = parse_env(r.out);
+  ASSERT_EQ(env.size(), 5u) << r.out;
+  const std::vector<std::tuple<std::string, int, int>> expected{
+      {"hosta", 0, 2}, {"hosta", 1, 2}, {"hostb", 0, 1}, {"hostc", 0, 2}, {"hostc", 1, 2}};
+  for (int rank = 0; rank < 5; ++rank) {
+    SCOPED_TRACE("rank " + std::to_string(rank));
+    const auto& e = env.at(rank);
+    const auto& [host, local_rank, local_size] = expected[rank];
+    EXPECT_EQ(e.at("COHORT_TEST_HOST"), host);  // the template ran for this host
+    EXPECT_EQ(e.at("COHORT_HOST"), host);
+    EXPECT_EQ(e.at("COHORT_RANK"), std::to_string(rank));
+    EXPECT_EQ(e.at("COHORT_SIZE"), "5");
+    EXPECT_EQ(e.at("COHORT_LOCAL_RANK"), std::to_string(local_rank));
+    EXPECT_EQ(e.at("COHORT_LOCAL_SIZE"), std::to_string(local_size));
+    EXPECT_EQ(e.at("LOCAL_RANK"), std::to_string(local_rank));
+    EXPECT_EQ(e.at("LOCAL_WORLD_SIZE"), std::to_string(local_size));
+    EXPECT_EQ(e.at("COHORT_BACKEND"), "gloo");
+    EXPECT_EQ(e.at("COHORT_IFACE"), "eth7");
+    EXPECT_TRUE(std::regex_match(e.at("COHORT_STORE_ADDR"), std::regex(R"(127\.0\.0\.1:\d+)")));
+    EXPECT_EQ(e.at("COHORT_SECRET"), env.at(0).at("COHORT_SECRET"));
+    // Arguments arrive as given, blanks and quotes included.
+    EXPECT_NE(r.out.find("[" + std::to_string(rank) + "] two words 'quoted' $HOME\n"), std::string::npos) << r.out;
+  }
+}
+
+TEST_F(MultiHostTest, LocalhostRanksStartDirectlyBesideRemoteOnes) {
+  const RunResult r = run({"-H", "localhost:1,far:1", "--launch-template", kEnvTemplate}, {"env", "store"});
+  ASSERT_TRUE(r.finished);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto env = parse_env(r.out);
+  ASSERT_EQ(env.size(), 2u) << r.out;
+  EXPECT_FALSE(env[0].contains("COHORT_TEST_HOST"));  // not through the template
+  EXPECT_EQ(env[0].at("COHORT_HOST"), "localhost");
+  EXPECT_EQ(env[1].at("COHORT_TEST_HOST"), "far");
+  EXPECT_EQ(env[1].at("COHORT_HOST"), "far");
+  EXPECT_NE(r.out.find("[0] store ok 0 of 2"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("[1] store ok 1 of 2"), std::string::npos) << r.out;
+}
+
+TEST_F(MultiHostTest, RemoteRanksMeetThroughTheStoreAndTheSecretStaysOffCommandLines) {
+  auto env = clean_environment();
+  env["COHORT_TIMEOUT_S"] = "17";
+  const RunResult r = run({"-H", "a:2,b:2", "--launch-template", kEnvTemplate}, {"store", "secret-scan", "env", "cwd"},
+                          env);
+  ASSERT_TRUE(r.finished);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  char cwd[4096];
+  ASSERT_NE(getcwd(cwd, sizeof cwd), nullptr);
+  for (int rank = 0; rank < 4; ++rank) {
+    const std::string p = "[" + std::to_string(rank) + "] ";
+    EXPECT_NE(r.out.find(p + "store ok " + std::to_string(rank) + " of 4"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(p + "secret on command lines: 0"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(p + "secret in environment: yes"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(p + "cwd " + std::string(cwd) + "\n"), std::string::npos) << r.out;
+  }
+  // The launcher's tunables reach remote ranks.
+  EXPECT_EQ(parse_env(r.out)[3].at("COHORT_TIMEOUT_S"), "17");
+}
+
+TEST_F(MultiHostTest, ARemoteFailureStopsEveryHostAndIsReportedWithItsHost) {
+  const RunResult r = run({"-H", "a:2,b:2", "--launch-template", kEnvTemplate, "--grace-s", "1"},
+                          {"pid", "barrier", "@3:err:giving up", "@3:exit:3", "sleep:60"});
+  ASSERT_TRUE(r.finished) << "cohortrun did not stop the other ranks";
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_LT(r.seconds, kStopBoundSeconds);
+  EXPECT_NE(r.err.find("cohortrun: error: rank 3 on b exited with code 3; stopped the other 3 rank(s)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("    [3] giving up"), std::string::npos) << r.err;
+  const auto pids = wait_for_pids(dir_.path(), "pid.", 4, 1s);
+  ASSERT_EQ(pids.size(), 4u);
+  for (pid_t pid : pids) EXPECT_FALSE(process_alive(pid)) << pid;
+}
+
+TEST_F(MultiHostTest, SignalDeathsComeBack) {
+  const RunResult r = run({"-H", "a,b", "--launch-template", kEnvTemplate, "--grace-s", "1"},
+                          {"@1:kill:9", "sleep:60"});
+  ASSERT_TRUE(r.finished);
+  EXPECT_EQ(r.exit_code, 128 + SIGKILL) << r.err;
+  EXPECT_NE(r.err.find("rank 1 on b was killed by signal 9 (SIGKILL)"), std::string::npos) << r.err;
+}
+
+TEST_F(MultiHostTest, RanksWhoseLaunchCommandDiesAreStoppedThroughTheirStdin) {
+  // rank 0 fails; cohortrun then kills the other launch commands, which
+  // cannot pass a signal on: their remote ends see stdin close and stop
+  // their ranks, as they would across ssh.
+  const RunResult r = run({"-H", "a:2,b:2", "--launch-template", kDetachedTemplate, "--grace-s", "1"},
+                          {"pid", "barrier", "@0:exit:5", "sleep:60"});
+  ASSERT_TRUE(r.finished);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("rank 0 on a exited with code 5"), std::string::npos) << r.err;
+  const auto pids = wait_for_pids(dir_.path(), "pid.", 4, 1s);
+  ASSERT_EQ(pids.size(), 4u);
+  const auto deadline = Clock::now() + 10s;
+  for (pid_t pid : pids) {
+    while (process_alive(pid) && Clock::now() < deadline) std::this_thread::sleep_for(20ms);
+    EXPECT_FALSE(process_alive(pid)) << "rank process " << pid << " outlived its launch command by 10 s";
+  }
+}
+
+TEST_F(MultiHostTest, RanksThatNeverStartHitTheStartTimeout) {
+  // A launch command that never runs cohortrun's remote end (a host that
+  // never answers).
+  const RunResult r = run({"-H", "a:1,b:2", "--launch-template", "sh -c 'sleep 30' {host}", "--start-timeout", "1",
+                           "--grace-s", "1"},
+                          {"out:never"});
+  ASSERT_TRUE(r.finished);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_LT(r.seconds, 10);
+  EXPECT_NE(r.err.find("cohortrun: error: rank 0 on a, rank 1 on b, rank 2 on b did not start within the start "
+                       "timeout"),
+            std::string::npos)
+      << r.err;
+}
+
+TEST_F(MultiHostTest, AMissingRemoteProgramIsReported) {
+  std::vector<std::string> a{"-H", "a", "--launch-template", kEnvTemplate, "--store-addr", "127.0.0.1",
+                             "/nonexistent/prog"};
+  CohortrunProcess p(COHORTRUN_PATH, a, dir_.path());
+  const RunResult r = p.wait(30s);
+  ASSERT_TRUE(r.finished);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("rank 0 on a exited with code 127"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("cannot execute '/nonexistent/prog'"), std::string::npos) << r.err;
+}
+
+TEST_F(MultiHostTest, AMissingLaunchCommandIsReportedBeforeAnythingStarts) {
+  const RunResult r = run({"-H", "a", "--launch-template", "no-such-agent-xyz {host}"}, {"pid"});
+  ASSERT_TRUE(r.finished);
+  EXPECT_EQ(r.exit_code, 127);
+  EXPECT_NE(r.err.find("cannot execute 'no-such-agent-xyz'"), std::string::npos) << r.err;
+}
+
+TEST_F(MultiHostTest, UnresolvableHostsNeedAStoreAddress) {
+  std::vector<std::string> a{"-H", "no-such-host.invalid:2", RANK_HELPER_PATH, "pid"};
+  CohortrunProcess p(COHORTRUN_PATH, a, dir_.path());
+  const RunResult r = p.wait(30s);
+  ASSERT_TRUE(r.finished);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("'no-such-host.invalid' does not resolve"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("pass --store-addr"), std::string::npos) << r.err;
+}
+
+TEST_F(MultiHostTest, DryRunPrintsWhatWouldRunWhereAndStartsNothing) {
+  const std::string hostfile = dir_.path() + "/hosts";
+  std::ofstream(hostfile) << "# two hosts\nnode1 slots=2\nnode2 slots=1\nlocalhost slots=1\n";
+  std::vector<std::string> a{"--hostfile", hostfile, "--launch-template", "ip netns exec {host}", "--store-addr",
+                             "10.9.8.1", "--dry-run", "--job-id", "dry1", "--env", "FOO=a b",
+                             RANK_HELPER_PATH, "pid", "out:x y"};
+  CohortrunProcess p(COHORTRUN_PATH, a, dir_.path());
+  const RunResult r = p.wait(30s);
+  ASSERT_TRUE(r.finished);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string& o = r.out;
+  EXPECT_NE(o.find("cohortrun: dry run, nothing is started\n"), std::string::npos) << o;
+  EXPECT_NE(o.find("job dry1: 4 rank(s) on 3 host(s) of node1:2,node2:1,localhost:1\n"), std::string::npos) << o;
+  EXPECT_NE(o.find(std::string("program: ") + RANK_HELPER_PATH + " pid 'out:x y'\n"), std::string::npos) << o;
+  EXPECT_NE(o.find("store: 10.9.8.1:<free port> (--store-addr), bound to 10.9.8.1\n"), std::string::npos) << o;
+  const std::regex remote(R"(rank 1 on node1, local rank 1 of 2: ip netns exec node1 /\S*cohortrun --remote-rank 1 )");
+  EXPECT_TRUE(std::regex_search(o, remote)) << o;
+  EXPECT_NE(o.find("rank 2 on node2, local rank 0 of 1: ip netns exec node2 "), std::string::npos) << o;
+  EXPECT_NE(o.find(std::string("rank 3 on localhost (this machine), local rank 0 of 1: ") + RANK_HELPER_PATH +
+                   " pid 'out:x y'\n"),
+            std::string::npos)
+      << o;
+  EXPECT_NE(o.find(" COHORT_HOST=node1 COHORT_LOCAL_RANK=1 COHORT_LOCAL_SIZE=2 COHORT_RANK=1"), std::string::npos)
+      << o;
+  EXPECT_NE(o.find("COHORT_SECRET=<generated at start>"), std::string::npos) << o;
+  EXPECT_NE(o.find("FOO='a b'"), std::string::npos) << o;
+  EXPECT_NE(o.find("COHORT_STORE_ADDR=10.9.8.1:<free port>"), std::string::npos) << o;
+  EXPECT_TRUE(wait_for_pids(dir_.path(), "pid.", 1, 0s).empty()) << "a rank ran";
+}
+
+TEST_F(MultiHostTest, DryRunReportsProblemsTheRealRunWouldHit) {
+  const RunResult r = run({"-H", "a", "--launch-template", "no-such-agent-xyz {host}", "--dry-run"}, {"pid"});
+  EXPECT_EQ(r.exit_code, 127) << r.out;
+}
+
+}  // namespace
+}  // namespace cohort::launcher::testing

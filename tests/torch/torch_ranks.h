@@ -1,0 +1,73 @@
+// Test support for cohort/torch: ranks as threads, each with its own shm
+// communicator and Engine (tests/engine/engine_ranks.h), bound as the
+// thread's engine so that cohort::torch calls need no engine argument.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <functional>
+#include <mutex>
+#include <vector>
+
+#include "cohort/torch/runtime.h"
+#include "tests/engine/engine_ranks.h"
+
+namespace cohort::testing {
+
+// Runs fn(rank, size) on n rank threads with their engines bound.
+inline void run_torch_ranks(int n, const std::function<void(int rank, int size)>& fn) {
+  // One intra-op thread: the ranks are the parallelism, and results must not
+  // depend on how a machine splits the work.
+  ::torch::set_num_threads(1);
+  run_engine_ranks(n, [&](EngineRank& info, engine::Engine& e) {
+    cohort::torch::EngineScope scope(e);
+    fn(info.rank, info.size);
+  });
+}
+
+// Values every rank records, compared after the threads have joined (gtest
+// assertions inside rank threads would not stop the other ranks).
+template <typename T>
+class PerRank {
+ public:
+  explicit PerRank(int n) : values_(size_t(n)) {}
+  void add(int rank, T value) {
+    std::lock_guard lock(mutex_);
+    values_[size_t(rank)].push_back(std::move(value));
+  }
+  const std::vector<T>& of(int rank) const { return values_[size_t(rank)]; }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::vector<T>> values_;
+};
+
+// All parameters of a module flattened into one float64 vector (a copy).
+inline at::Tensor flat_parameters(::torch::nn::Module& m) {
+  std::vector<at::Tensor> parts;
+  for (const auto& p : m.parameters()) parts.push_back(p.detach().reshape({-1}).to(at::kDouble));
+  return at::cat(parts);
+}
+
+// Exactly the parameters (same dtype), for bitwise comparisons.
+inline std::vector<at::Tensor> copy_parameters(::torch::nn::Module& m) {
+  std::vector<at::Tensor> out;
+  for (const auto& p : m.parameters()) out.push_back(p.detach().clone());
+  return out;
+}
+
+inline bool bitwise_equal(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].sizes() != b[i].sizes() || a[i].scalar_type() != b[i].scalar_type()) return false;
+    if (std::memcmp(a[i].data_ptr(), b[i].data_ptr(), size_t(a[i].nbytes())) != 0) return false;
+  }
+  return true;
+}
+
+// The largest |a - b| / (|b| + floor) over the elements.
+inline double max_relative_difference(const at::Tensor& a, const at::Tensor& b, double floor = 1e-6) {
+  return ((a - b).abs() / (b.abs() + floor)).max().item<double>();
+}
+
+}  // namespace cohort::testing
