@@ -1,5 +1,7 @@
 #include "cohort/comm/gloo/communicator.h"
 
+#include "cohort/comm/buffer_util.h"
+
 #include <gloo/allgather.h>
 #include <gloo/allgatherv.h>
 #include <gloo/allreduce.h>
@@ -68,22 +70,6 @@ uint64_t mix(uint64_t h, uint64_t v) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
   return z ^ (z >> 31);
-}
-
-std::byte* at(BufferView v, size_t element) { return v.byte_data() + element * dtype_size(v.dtype); }
-
-std::vector<size_t> displacements(std::span<const size_t> counts) {
-  std::vector<size_t> d(counts.size() + 1, 0);
-  std::partial_sum(counts.begin(), counts.end(), d.begin() + 1);
-  return d;
-}
-
-void check_no_partial_overlap(BufferView a, BufferView b, const char* what) {
-  if (a.data == b.data || a.bytes() == 0 || b.bytes() == 0) return;
-  const auto* a0 = a.byte_data();
-  const auto* b0 = b.byte_data();
-  COHORT_CHECK(a0 + a.bytes() <= b0 || b0 + b.bytes() <= a0)
-      << what << ": send and recv buffers overlap without being the same buffer";
 }
 
 // Gloo's typed setters want an element type of the right size; reductions

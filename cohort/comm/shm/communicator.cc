@@ -1,5 +1,7 @@
 #include "cohort/comm/shm/communicator.h"
 
+#include "cohort/comm/buffer_util.h"
+
 #include <poll.h>
 #include <sched.h>
 #include <sys/syscall.h>
@@ -53,8 +55,6 @@ std::string describe_signature(const Signature& s) {
   return os.str();
 }
 
-std::byte* at(BufferView v, size_t element) { return v.byte_data() + element * dtype_size(v.dtype); }
-
 size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 
 // Elements per piece when a slot is cut into `parts` pieces: cache-line
@@ -73,20 +73,6 @@ int online_cpus() {
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
   return static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
-}
-
-std::vector<size_t> displacements(std::span<const size_t> counts) {
-  std::vector<size_t> d(counts.size() + 1, 0);
-  std::partial_sum(counts.begin(), counts.end(), d.begin() + 1);
-  return d;
-}
-
-void check_no_partial_overlap(BufferView a, BufferView b, const char* what) {
-  if (a.data == b.data || a.bytes() == 0 || b.bytes() == 0) return;
-  const auto* a0 = a.byte_data();
-  const auto* b0 = b.byte_data();
-  COHORT_CHECK(a0 + a.bytes() <= b0 || b0 + b.bytes() <= a0)
-      << what << ": send and recv buffers overlap without being the same buffer";
 }
 
 }  // namespace
