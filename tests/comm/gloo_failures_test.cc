@@ -41,7 +41,7 @@ TEST(GlooFailures, TimeoutNamesTheCallAndTheSilentRank) {
       2,
       [](int r, comm::Communicator& c) {
         float v[4] = {1, 2, 3, 4};
-        if (r == 1) std::this_thread::sleep_for(2500ms);  // misses rank 0's deadline
+        if (r == 1) std::this_thread::sleep_for(3500ms);  // misses rank 0's deadline and grace
         c.allreduce(BufferView{v, 4, DType::f32});
       },
       short_timeout);

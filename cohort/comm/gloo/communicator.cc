@@ -334,7 +334,7 @@ void Communicator::fail_from_gloo(const Call& call, const std::string& what, boo
   std::vector<int> peers;
   for (int p = 0; p < size_; ++p)
     if (p != rank_) peers.push_back(p);
-  const std::vector<int> broken = timed_out ? std::vector<int>{} : broken_peers();
+  std::vector<int> broken = timed_out ? std::vector<int>{} : broken_peers();
 
   FailureRecord mine;
   mine.kind = timed_out ? FailureRecord::Kind::timeout : FailureRecord::Kind::lost;
@@ -351,7 +351,18 @@ void Communicator::fail_from_gloo(const Call& call, const std::string& what, boo
     context_->closeConnections();
   } catch (const std::exception&) {
   }
-  const auto records = report_->collect(timed_out || broken.empty() ? peers : broken);
+  auto records = report_->collect(timed_out || broken.empty() ? peers : broken);
+  // A peer that only lost a connection too names the rank it blames: read
+  // that one's account as well (its connection to us may not have broken
+  // yet when we looked).
+  std::vector<int> blamed;
+  for (const auto& [p, r] : records)
+    if (r.kind == FailureRecord::Kind::lost && r.culprit >= 0) {
+      const auto it = std::find(options_.world_ranks.begin(), options_.world_ranks.end(), r.culprit);
+      const int q = int(it - options_.world_ranks.begin());
+      if (it != options_.world_ranks.end() && q != rank_ && !records.count(q)) blamed.push_back(q);
+    }
+  if (!blamed.empty()) records.merge(report_->collect(blamed));
 
   // 1. Disagreement: a peer saw a mismatch, or failed inside another call.
   for (const auto& [p, r] : records) {
@@ -391,6 +402,8 @@ void Communicator::fail_from_gloo(const Call& call, const std::string& what, boo
     if (r.kind == FailureRecord::Kind::timeout)
       throw TimeoutError(r.message + "; " + me + " was in " + where);
   // 5. A lost connection: a peer that wrote nothing died or is unreachable.
+  for (int p : blamed)
+    if (!records.count(p)) broken.insert(broken.begin(), p);
   for (int p : broken)
     if (!records.count(p))
       throw PeerLostError(describe_rank(p) + " died or became unreachable during " + where + " on " + me + " (" +

@@ -15,10 +15,12 @@
 // must be an error, not the end of this process.
 //
 // Operations:
-// - allreduce: Gloo's bcube (log n steps) up to Options::bcube_max_bytes,
-//   Gloo's pipelined ring above; reductions run cohort's kernels (every
-//   DType and ReduceOp; avg is a sum and then finish_average). Every rank
-//   ends with the same bits.
+// - allreduce: Gloo's bcube (log n steps, latency-bound sizes; it needs
+//   scratch memory the size of the message) up to Options::bcube_max_bytes,
+//   Gloo's pipelined ring above (two 1 MiB segments of scratch, one
+//   connection busy per rank: the bandwidth-optimal choice across hosts).
+//   Reductions run cohort's kernels (every DType and ReduceOp; avg is a sum
+//   and then finish_average). Every rank ends with the same bits.
 // - reduce_scatter: a ring of our own over unbound buffers, in chunks of at
 //   most Options::chunk_bytes so that memory stays bounded.
 // - broadcast, allgather(v), alltoall(v), gather, scatter, barrier: Gloo's
@@ -76,7 +78,7 @@ struct Options {
   // Both empty: primary_interface() (network_interface.h), else the host
   // name's address.
   std::string hostname;
-  size_t bcube_max_bytes = 64 * 1024;  // allreduce algorithm switch
+  size_t bcube_max_bytes = 1 << 20;    // allreduce algorithm switch (bcube's scratch is the message)
   size_t chunk_bytes = 1 << 20;        // reduce_scatter pipeline chunk
   size_t eager_bytes = 16 * 1024;      // p2p payloads sent with their header (the ranks' smallest wins)
   int eager_window = 4;                // buffered sends per peer
