@@ -2,7 +2,9 @@
 // collective. Header-only; internal to cohort/comm.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <numeric>
 #include <span>
 #include <vector>
@@ -30,6 +32,18 @@ inline void check_no_partial_overlap(BufferView a, BufferView b, const char* wha
   const auto* b0 = b.byte_data();
   COHORT_CHECK(a0 + a.bytes() <= b0 || b0 + b.bytes() <= a0)
       << what << ": send and recv buffers overlap without being the same buffer";
+}
+
+// The members of a split() group: the ranks whose (color, key) pair in
+// `color_key` (2 entries per rank, as allgathered) has `color`, ordered by
+// (key, rank), as every backend's split promises.
+inline std::vector<int> split_members(std::span<const int32_t> color_key, int color) {
+  std::vector<int> members;
+  for (size_t p = 0; p < color_key.size() / 2; ++p)
+    if (color_key[2 * p] == color) members.push_back(int(p));
+  std::stable_sort(members.begin(), members.end(),
+                   [&](int a, int b) { return color_key[2 * a + 1] < color_key[2 * b + 1]; });
+  return members;
 }
 
 }  // namespace cohort::comm

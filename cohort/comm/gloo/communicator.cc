@@ -822,10 +822,7 @@ std::unique_ptr<comm::Communicator> Communicator::split(int color, int key) {
   allgather(BufferView{mine, 2, DType::i32}, BufferView{all.data(), all.size(), DType::i32});
   const int id = splits_++;
   if (color < 0) return nullptr;
-  std::vector<int> members;
-  for (int p = 0; p < size_; ++p)
-    if (all[2 * p] == color) members.push_back(p);
-  std::stable_sort(members.begin(), members.end(), [&](int a, int b) { return all[2 * a + 1] < all[2 * b + 1]; });
+  const std::vector<int> members = split_members(all, color);
   Options sub = options_;
   sub.world_ranks.clear();
   for (int p : members) sub.world_ranks.push_back(options_.world_ranks[p]);
