@@ -18,7 +18,8 @@ set -euo pipefail
 # libibverbs-dev and libhiredis-dev, which Debian's Gloo links),
 # iproute2 (network-namespace tests), python3 (scripts), OpenBLAS (the
 # threaded BLAS LibTorch picks up at run time); then LibTorch and
-# Fashion-MNIST for cohort/torch and `make demo`, which trains on it.
+# Fashion-MNIST for cohort/torch and `make demo`, which trains on it, and
+# fortunes, whose plain-text quotations are the corpus of examples/char_lm.
 core_packages=(
   build-essential
   g++
@@ -38,6 +39,7 @@ core_packages=(
   libopenblas0-pthread
   libtorch-dev
   dataset-fashion-mnist
+  fortunes
 )
 
 # Optional: PyTorch for Python (large; not needed to build, test or demo).

@@ -81,6 +81,33 @@ int local_size() {
   return world_or_throw().world.info.local_size;
 }
 
+std::shared_ptr<rendezvous::Store> world_store() {
+  std::lock_guard lock(g_mutex);
+  return world_or_throw().world.store;
+}
+
+std::unique_ptr<comm::Communicator> create_world_communicator(const std::string& name) {
+  std::shared_ptr<rendezvous::Store> store;
+  comm::CommunicatorOptions options = comm::options_from_env();
+  int rank = 0, size = 0;
+  {
+    std::lock_guard lock(g_mutex);
+    const WorldRuntime& w = world_or_throw();
+    store = w.world.store;
+    const auto& info = w.world.info;
+    rank = info.rank;
+    size = info.size;
+    // The world's own backend, not a fresh "auto" choice: the same one the
+    // job already runs on (init_world may have declined MPI).
+    options.backend = w.comm->backend();
+    options.job_id = info.job_id;
+    options.launch_source = info.source;
+    options.all_local = info.local_size == info.size;
+    options.store_host = info.store_host;
+  }
+  return comm::create_communicator(std::make_shared<rendezvous::PrefixStore>(name, store), rank, size, options);
+}
+
 engine::Engine& current_engine() {
   if (t_engine) return *t_engine;
   std::lock_guard lock(g_mutex);

@@ -17,9 +17,12 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
+#include "cohort/comm/communicator.h"
 #include "cohort/engine/engine.h"
 #include "cohort/engine/options.h"
+#include "cohort/rendezvous/store.h"
 
 namespace cohort::torch {
 
@@ -40,6 +43,15 @@ int rank();
 int size();
 int local_rank();
 int local_size();
+
+// The job's store of init() (groups built on the world take namespaces in
+// it); ConfigError when not initialized.
+std::shared_ptr<rendezvous::Store> world_store();
+// A new communicator over all of init()'s ranks, of the world's backend,
+// rendezvousing under `name` in the world store. Collective; every rank
+// passes the same name, used once. For code that splits the world (Mesh):
+// the world engine's communicator belongs to the engine's thread.
+std::unique_ptr<comm::Communicator> create_world_communicator(const std::string& name);
 
 // The engine calls use when their options name none (see the file comment).
 engine::Engine& current_engine();

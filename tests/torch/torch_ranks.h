@@ -25,6 +25,44 @@ inline void run_torch_ranks(int n, const std::function<void(int rank, int size)>
   });
 }
 
+// A rank of run_world_ranks: its own world communicator (shm over the
+// run's MemoryStore) and that store, no engine. For code that builds its own
+// groups and engines from the world (Mesh).
+struct WorldRank {
+  int rank = 0;
+  int size = 0;
+  std::shared_ptr<rendezvous::Store> store;  // the job's store
+  std::shared_ptr<comm::Communicator> world;
+};
+
+// Runs fn(rank-info) on n threads and returns each rank's exception (null
+// when it succeeded). A throwing rank's communicators unwind with the
+// exception, which aborts them for the other ranks.
+inline std::vector<std::exception_ptr> run_world_ranks_collect(int n, const std::function<void(WorldRank&)>& fn) {
+  ::torch::set_num_threads(1);
+  auto store = std::make_shared<rendezvous::MemoryStore>();
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        WorldRank info{r, n, store, nullptr};
+        info.world = std::make_shared<comm::shm::Communicator>(
+            std::make_shared<rendezvous::PrefixStore>("world", store), r, n, engine_comm_options());
+        fn(info);
+      } catch (...) {
+        errors[size_t(r)] = std::current_exception();
+      }
+    });
+  for (auto& t : threads) t.join();
+  return errors;
+}
+
+inline void run_world_ranks(int n, const std::function<void(WorldRank&)>& fn) {
+  for (auto& e : run_world_ranks_collect(n, fn))
+    if (e) std::rethrow_exception(e);
+}
+
 // Values every rank records, compared after the threads have joined (gtest
 // assertions inside rank threads would not stop the other ranks).
 template <typename T>

@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""The PyTorch peer of examples/synthetic_benchmark: PyTorch
+DistributedDataParallel (gloo backend) on the same models, synthetic batches,
+per-rank batch, SGD with momentum 0.9, measured the same way: --warmup steps,
+then --steps steps each timed on every rank; a step's time is the slowest
+rank's; the median step counts. Spawns --ranks processes itself; rank 0
+prints one JSON line. Needs Debian's python3-torch (/usr/bin/python3).
+"""
+import argparse
+import json
+import os
+import socket
+import statistics
+import time
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn as nn
+
+
+class BasicBlock(nn.Module):
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.shortcut = None
+        if stride != 1 or cin != cout:
+            self.shortcut = nn.Conv2d(cin, cout, 1, stride, bias=False)
+            self.shortcut_bn = nn.BatchNorm2d(cout)
+
+    def forward(self, x):
+        y = torch.relu(self.bn1(self.conv1(x)))
+        y = self.bn2(self.conv2(y))
+        return torch.relu(y + (self.shortcut_bn(self.shortcut(x)) if self.shortcut is not None else x))
+
+
+def make_model(kind):
+    # Must match examples/synthetic_benchmark/models.cc.
+    if kind == "mlp":
+        return nn.Sequential(nn.Flatten(), nn.Linear(784, 4096), nn.ReLU(), nn.Linear(4096, 4096), nn.ReLU(),
+                             nn.Linear(4096, 10))
+    if kind == "cnn":
+        return nn.Sequential(nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(),
+                             nn.MaxPool2d(2), nn.Conv2d(64, 128, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                             nn.Flatten(), nn.Linear(6272, 256), nn.ReLU(), nn.Linear(256, 10))
+    return nn.Sequential(nn.Conv2d(1, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU(), BasicBlock(16, 16, 1),
+                         BasicBlock(16, 32, 2), BasicBlock(32, 64, 2), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                         nn.Linear(64, 10))
+
+
+def worker(rank, args, port):
+    torch.set_num_threads(args.threads)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=args.ranks)
+    torch.manual_seed(42 + rank)
+    model = nn.parallel.DistributedDataParallel(make_model(args.model),
+                                                gradient_as_bucket_view=bool(args.bucket_view))
+    opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
+    loss_fn = nn.CrossEntropyLoss()
+    x = torch.randn(args.batch_size, 1, 28, 28)
+    y = torch.randint(0, 10, (args.batch_size,))
+
+    def step():
+        opt.zero_grad()
+        loss_fn(model(x), y).backward()
+        opt.step()
+
+    for _ in range(args.warmup):
+        step()
+    dist.barrier()
+    local = []
+    for _ in range(args.steps):
+        t0 = time.perf_counter()
+        step()
+        local.append(time.perf_counter() - t0)
+    times = torch.tensor(local, dtype=torch.float64)
+    dist.all_reduce(times, op=dist.ReduceOp.MAX)
+    step_s = statistics.median(times.tolist())
+    if rank == 0:
+        print(json.dumps({"bench": "pytorch_ddp_synthetic", "model": args.model, "ranks": args.ranks,
+                          "batch_per_rank": args.batch_size, "steps": args.steps, "threads": args.threads,
+                          "bucket_view": args.bucket_view, "torch": torch.__version__, "step_ms": round(1e3 * step_s, 3),
+                          "samples_per_s": round(args.batch_size * args.ranks / step_s, 1)}), flush=True)
+    # As bench/torch_ddp_peer.py: skip teardown, where Debian's torch 1.13
+    # gloo workers can hang after their work is done.
+    dist.barrier()
+    os._exit(0)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--ranks", type=int, default=2)
+    p.add_argument("--model", choices=["mlp", "cnn", "resnet"], default="mlp")
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument("--bucket-view", type=int, choices=[0, 1], default=1,
+                   help="DDP gradient_as_bucket_view (default 1, as synthetic_benchmark)")
+    args = p.parse_args()
+    for name in ("ranks", "batch_size", "steps", "threads"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name.replace('_', '-')} must be at least 1")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
+    mp.spawn(worker, args=(args, port), nprocs=args.ranks, join=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,106 @@
+#include "examples/synthetic_benchmark/options.h"
+
+#include <algorithm>
+#include <charconv>
+#include <functional>
+#include <map>
+
+#include "cohort/common/check.h"
+
+namespace cohort::examples::synthetic {
+namespace {
+
+template <typename T>
+T parse_number(const std::string& flag, const std::string& text, T min) {
+  T value{};
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  COHORT_CHECK_AS(ConfigError, ec == std::errc() && ptr == end && !text.empty())
+      << flag << " expects a number, got '" << text << "'";
+  COHORT_CHECK_AS(ConfigError, value >= min) << flag << " must be at least " << min << ", got " << text;
+  return value;
+}
+
+std::string one_of(const std::string& flag, const std::string& text, const std::vector<std::string>& allowed) {
+  if (std::find(allowed.begin(), allowed.end(), text) != allowed.end()) return text;
+  std::string list;
+  for (const auto& a : allowed) list += (list.empty() ? "" : "|") + a;
+  COHORT_THROW(ConfigError) << flag << " expects " << list << ", got '" << text << "'";
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : "|") + x;
+  return s;
+}
+
+}  // namespace
+
+std::string usage(const std::vector<std::string>& modes) {
+  return "usage: synthetic_benchmark [flags]\n"
+         "Training throughput on synthetic 1x28x28 images, 10 classes, SGD with momentum 0.9\n"
+         "(Horovod's pytorch_synthetic_benchmark.py). Under cohortrun for several ranks:\n"
+         "  cohortrun -np 2 synthetic_benchmark --model cnn --mode ddp\n\n"
+         "  --model mlp|cnn|resnet  mlp: Linear 784-4096-4096-10 (~20M params); cnn: 3 convs\n"
+         "                          (32,64,128) + Linear 6272-256-10 (~1.7M); resnet: a ResNet-8 for\n"
+         "                          28x28 (conv16, residual stages 16/32/64 of one basic block with\n"
+         "                          BatchNorm, stride 2 between stages, global average pool; ~78K) (mlp)\n"
+         "  --mode " + join(modes) + "  horovod: DistributedOptimizer; ddp: DistributedDataParallel;\n"
+         "                          dp: DataParallel, --replicas threads in one process;\n"
+         "                          single: no communication (ddp)\n"
+         "  --batch-size N          examples per rank per step (64)\n"
+         "  --steps N               measured steps (20)\n"
+         "  --warmup N              steps run before measuring (5)\n"
+         "  --threads N             intra-op threads per rank (0: OMP_NUM_THREADS, as cohortrun sets it)\n"
+         "  --lr X                  learning rate (0.01)\n"
+         "  --replicas N            dp: CPU replicas, one thread each (2)\n"
+         "  --bucket-view 0|1       ddp: gradient_as_bucket_view, .grad() aliases the buckets (1)\n"
+         "  --quiet                 no per-step lines\n"
+         "  --help                  this text\n"
+         "Prints each measured step's time (the slowest rank's) and samples/s, then the median\n"
+         "and one JSON line for scripts (bench/vs_pytorch_ddp.sh).\n";
+}
+
+BenchmarkOptions parse_options(const std::vector<std::string>& args, const std::vector<std::string>& modes) {
+  BenchmarkOptions o;
+  using Setter = std::function<void(const std::string&, const std::string&)>;
+  const std::map<std::string, Setter> with_value = {
+      {"--model", [&](auto& f, auto& v) { o.model = one_of(f, v, {"mlp", "cnn", "resnet"}); }},
+      {"--mode", [&](auto& f, auto& v) { o.mode = one_of(f, v, modes); }},
+      {"--batch-size", [&](auto& f, auto& v) { o.batch_size = parse_number<int>(f, v, 1); }},
+      {"--steps", [&](auto& f, auto& v) { o.steps = parse_number<int>(f, v, 1); }},
+      {"--warmup", [&](auto& f, auto& v) { o.warmup = parse_number<int>(f, v, 0); }},
+      {"--threads", [&](auto& f, auto& v) { o.threads = parse_number<int>(f, v, 0); }},
+      {"--lr", [&](auto& f, auto& v) { o.lr = parse_number<double>(f, v, 0.0); }},
+      {"--replicas", [&](auto& f, auto& v) { o.replicas = parse_number<int>(f, v, 1); }},
+      {"--bucket-view", [&](auto& f, auto& v) { o.bucket_view = one_of(f, v, {"0", "1"}) == "1"; }},
+  };
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string flag = args[i], value;
+    bool has_value = false;
+    if (auto eq = flag.find('='); eq != std::string::npos && flag.rfind("--", 0) == 0) {
+      value = flag.substr(eq + 1);
+      flag = flag.substr(0, eq);
+      has_value = true;
+    }
+    if (flag == "--help" || flag == "-h") {
+      o.help = true;
+      continue;
+    }
+    if (flag == "--quiet") {
+      COHORT_CHECK_AS(ConfigError, !has_value) << "--quiet takes no value";
+      o.quiet = true;
+      continue;
+    }
+    auto it = with_value.find(flag);
+    COHORT_CHECK_AS(ConfigError, it != with_value.end()) << "unknown flag '" << flag << "'";
+    if (!has_value) {
+      COHORT_CHECK_AS(ConfigError, i + 1 < args.size()) << flag << " needs a value";
+      value = args[++i];
+    }
+    it->second(flag, value);
+  }
+  return o;
+}
+
+}  // namespace cohort::examples::synthetic
