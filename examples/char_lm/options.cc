@@ -1,35 +1,12 @@
 #include "examples/char_lm/options.h"
 
-#include <charconv>
 #include <functional>
 #include <map>
 
 #include "cohort/common/check.h"
+#include "examples/common/flag_parsing.h"
 
 namespace cohort::examples::char_lm {
-namespace {
-
-template <typename T>
-T parse_number(const std::string& flag, const std::string& text) {
-  T value{};
-  const char* end = text.data() + text.size();
-  auto [ptr, ec] = std::from_chars(text.data(), end, value);
-  COHORT_CHECK_AS(ConfigError, ec == std::errc() && ptr == end && !text.empty())
-      << flag << " expects a number, got '" << text << "'";
-  return value;
-}
-
-std::string one_of(const std::string& flag, const std::string& text, std::initializer_list<const char*> allowed) {
-  std::string list;
-  for (const char* a : allowed) {
-    if (text == a) return text;
-    list += list.empty() ? a : std::string(", ") + a;
-  }
-  COHORT_THROW(ConfigError) << flag << " expects one of " << list << ", got '" << text << "'";
-}
-
-}  // namespace
-
 std::string usage() {
   return R"(usage: char_lm [flags]
 Trains a character-level transformer language model on the fortunes of Debian's
