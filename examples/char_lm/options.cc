@@ -1,8 +1,5 @@
 #include "examples/char_lm/options.h"
 
-#include <functional>
-#include <map>
-
 #include "cohort/common/check.h"
 #include "examples/common/flag_parsing.h"
 
@@ -45,8 +42,7 @@ Trains a character-level transformer language model on the fortunes of Debian's
 
 CharLmOptions parse_options(const std::vector<std::string>& args) {
   CharLmOptions o;
-  using Setter = std::function<void(const std::string&, const std::string&)>;
-  const std::map<std::string, Setter> with_value = {
+  const std::map<std::string, FlagSetter> with_value = {
       {"--dp", [&](auto& f, auto& v) { o.dp = parse_number<int>(f, v); }},
       {"--pp", [&](auto& f, auto& v) { o.pp = parse_number<int>(f, v); }},
       {"--tp", [&](auto& f, auto& v) { o.tp = parse_number<int>(f, v); }},
@@ -80,26 +76,7 @@ CharLmOptions parse_options(const std::vector<std::string>& args) {
       {"--prompt", [&](auto&, auto& v) { o.prompt = v; }},
       {"--threads", [&](auto& f, auto& v) { o.threads = parse_number<int>(f, v); }},
   };
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string flag = args[i], value;
-    bool has_value = false;
-    if (const size_t eq = flag.find('='); flag.rfind("--", 0) == 0 && eq != std::string::npos) {
-      value = flag.substr(eq + 1);
-      flag = flag.substr(0, eq);
-      has_value = true;
-    }
-    if (flag == "--help" || flag == "-h") {
-      o.help = true;
-      continue;
-    }
-    auto it = with_value.find(flag);
-    COHORT_CHECK_AS(ConfigError, it != with_value.end()) << "unknown flag '" << args[i] << "'";
-    if (!has_value) {
-      COHORT_CHECK_AS(ConfigError, i + 1 < args.size()) << flag << " needs a value";
-      value = args[++i];
-    }
-    it->second(flag, value);
-  }
+  parse_flags(args, with_value, {{"--help", [&] { o.help = true; }}, {"-h", [&] { o.help = true; }}});
   COHORT_CHECK_AS(ConfigError, o.dp >= 1 && o.pp >= 1 && o.tp >= 1)
       << "--dp, --pp and --tp must be at least 1, got " << o.dp << ", " << o.pp << ", " << o.tp;
   COHORT_CHECK_AS(ConfigError, o.micro_batches >= 1) << "--micro-batches must be at least 1, got " << o.micro_batches;

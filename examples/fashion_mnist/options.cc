@@ -1,7 +1,5 @@
 #include "examples/fashion_mnist/options.h"
 
-#include <functional>
-#include <map>
 #include <sstream>
 
 #include "cohort/common/check.h"
@@ -40,8 +38,7 @@ under cohortrun for several ranks:  cohortrun -np 2 fashion_mnist --epochs 2
 
 TrainOptions parse_options(const std::vector<std::string>& args) {
   TrainOptions o;
-  using Setter = std::function<void(const std::string&, const std::string&)>;
-  const std::map<std::string, Setter> with_value = {
+  const std::map<std::string, FlagSetter> with_value = {
       {"--epochs", [&](auto& f, auto& v) { o.epochs = parse_number<int>(f, v); }},
       {"--batch-size", [&](auto& f, auto& v) { o.batch_size = parse_number<int>(f, v); }},
       {"--lr", [&](auto& f, auto& v) { o.lr = parse_number<double>(f, v); }},
@@ -63,31 +60,8 @@ TrainOptions parse_options(const std::vector<std::string>& args) {
       {"--progress", [&](auto& f, auto& v) { o.progress = one_of(f, v, {"auto", "bar", "lines", "none"}); }},
       {"--target-accuracy", [&](auto& f, auto& v) { o.target_accuracy = parse_number<double>(f, v); }},
   };
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string flag = args[i], value;
-    bool has_value = false;
-    if (const size_t eq = flag.find('='); flag.rfind("--", 0) == 0 && eq != std::string::npos) {
-      value = flag.substr(eq + 1);
-      flag = flag.substr(0, eq);
-      has_value = true;
-    }
-    if (flag == "--help" || flag == "-h") {
-      o.help = true;
-      continue;
-    }
-    if (flag == "--resume") {
-      COHORT_CHECK_AS(ConfigError, !has_value) << "--resume takes no value";
-      o.resume = true;
-      continue;
-    }
-    auto it = with_value.find(flag);
-    COHORT_CHECK_AS(ConfigError, it != with_value.end()) << "unknown flag '" << args[i] << "'";
-    if (!has_value) {
-      COHORT_CHECK_AS(ConfigError, i + 1 < args.size()) << flag << " needs a value";
-      value = args[++i];
-    }
-    it->second(flag, value);
-  }
+  parse_flags(args, with_value,
+              {{"--help", [&] { o.help = true; }}, {"-h", [&] { o.help = true; }}, {"--resume", [&] { o.resume = true; }}});
   COHORT_CHECK_AS(ConfigError, o.epochs >= 1) << "--epochs must be at least 1, got " << o.epochs;
   COHORT_CHECK_AS(ConfigError, o.batch_size >= 1) << "--batch-size must be at least 1, got " << o.batch_size;
   COHORT_CHECK_AS(ConfigError, o.lr > 0) << "--lr must be positive, got " << o.lr;

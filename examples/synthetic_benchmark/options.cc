@@ -1,32 +1,10 @@
 #include "examples/synthetic_benchmark/options.h"
 
-#include <algorithm>
-#include <charconv>
-#include <functional>
-#include <map>
-
 #include "cohort/common/check.h"
+#include "examples/common/flag_parsing.h"
 
 namespace cohort::examples::synthetic {
 namespace {
-
-template <typename T>
-T parse_number(const std::string& flag, const std::string& text, T min) {
-  T value{};
-  const char* end = text.data() + text.size();
-  auto [ptr, ec] = std::from_chars(text.data(), end, value);
-  COHORT_CHECK_AS(ConfigError, ec == std::errc() && ptr == end && !text.empty())
-      << flag << " expects a number, got '" << text << "'";
-  COHORT_CHECK_AS(ConfigError, value >= min) << flag << " must be at least " << min << ", got " << text;
-  return value;
-}
-
-std::string one_of(const std::string& flag, const std::string& text, const std::vector<std::string>& allowed) {
-  if (std::find(allowed.begin(), allowed.end(), text) != allowed.end()) return text;
-  std::string list;
-  for (const auto& a : allowed) list += (list.empty() ? "" : "|") + a;
-  COHORT_THROW(ConfigError) << flag << " expects " << list << ", got '" << text << "'";
-}
 
 std::string join(const std::vector<std::string>& v) {
   std::string s;
@@ -63,8 +41,7 @@ std::string usage(const std::vector<std::string>& modes) {
 
 BenchmarkOptions parse_options(const std::vector<std::string>& args, const std::vector<std::string>& modes) {
   BenchmarkOptions o;
-  using Setter = std::function<void(const std::string&, const std::string&)>;
-  const std::map<std::string, Setter> with_value = {
+  const std::map<std::string, FlagSetter> with_value = {
       {"--model", [&](auto& f, auto& v) { o.model = one_of(f, v, {"mlp", "cnn", "resnet"}); }},
       {"--mode", [&](auto& f, auto& v) { o.mode = one_of(f, v, modes); }},
       {"--batch-size", [&](auto& f, auto& v) { o.batch_size = parse_number<int>(f, v, 1); }},
@@ -75,31 +52,8 @@ BenchmarkOptions parse_options(const std::vector<std::string>& args, const std::
       {"--replicas", [&](auto& f, auto& v) { o.replicas = parse_number<int>(f, v, 1); }},
       {"--bucket-view", [&](auto& f, auto& v) { o.bucket_view = one_of(f, v, {"0", "1"}) == "1"; }},
   };
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string flag = args[i], value;
-    bool has_value = false;
-    if (auto eq = flag.find('='); eq != std::string::npos && flag.rfind("--", 0) == 0) {
-      value = flag.substr(eq + 1);
-      flag = flag.substr(0, eq);
-      has_value = true;
-    }
-    if (flag == "--help" || flag == "-h") {
-      o.help = true;
-      continue;
-    }
-    if (flag == "--quiet") {
-      COHORT_CHECK_AS(ConfigError, !has_value) << "--quiet takes no value";
-      o.quiet = true;
-      continue;
-    }
-    auto it = with_value.find(flag);
-    COHORT_CHECK_AS(ConfigError, it != with_value.end()) << "unknown flag '" << flag << "'";
-    if (!has_value) {
-      COHORT_CHECK_AS(ConfigError, i + 1 < args.size()) << flag << " needs a value";
-      value = args[++i];
-    }
-    it->second(flag, value);
-  }
+  parse_flags(args, with_value,
+              {{"--help", [&] { o.help = true; }}, {"-h", [&] { o.help = true; }}, {"--quiet", [&] { o.quiet = true; }}});
   return o;
 }
 

@@ -2,6 +2,7 @@
 // errors name the ranks and the operation, and no rank hangs.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <thread>
 
@@ -99,6 +100,41 @@ TEST(ShmFailures, RankThatThrowsMakesOthersFailWithItsReason) {
     const std::string m = message_of<PeerLostError>(errors[r]);
     EXPECT_NE(m.find("rank 3"), std::string::npos) << "rank " << r << ": " << m;
   }
+}
+
+// A root that finishes its broadcast and then leaves on an exception does not
+// take the broadcast away from a receiver that arrives late: the data is
+// complete. The receiver's next collective, which needs the root, names it.
+TEST(ShmFailures, ACollectiveThatCompletedSurvivesAPeerThatLeftAfterIt) {
+  auto store = std::make_shared<rendezvous::MemoryStore>();
+  std::atomic<bool> root_gone{false};
+  std::exception_ptr receiver_error;
+  int64_t received = 0;
+  std::thread root([&] {
+    try {
+      comm::shm::Communicator c(store, 0, 2, test_options());
+      int64_t rows = 3;
+      c.broadcast(BufferView{&rows, 1, DType::i64}, 0);
+      throw std::runtime_error("the root's own error");
+    } catch (const std::runtime_error&) {
+      root_gone = true;  // its communicator recorded the abort while unwinding
+    }
+  });
+  std::thread receiver([&] {
+    try {
+      comm::shm::Communicator c(store, 1, 2, test_options());
+      while (!root_gone) std::this_thread::sleep_for(1ms);
+      c.broadcast(BufferView{&received, 1, DType::i64}, 0);
+      c.barrier();
+    } catch (...) {
+      receiver_error = std::current_exception();
+    }
+  });
+  root.join();
+  receiver.join();
+  EXPECT_EQ(received, 3);
+  const std::string m = message_of<PeerLostError>(receiver_error);
+  EXPECT_NE(m.find("rank 0 left the communicator on an exception"), std::string::npos) << m;
 }
 
 TEST(ShmFailures, UsableNoMoreAfterAFailure) {

@@ -168,7 +168,12 @@ Communicator::~Communicator() {
 
 void Communicator::begin_collective(const char* name, Signature sig) {
   COHORT_CHECK(!failed_) << "the communicator failed earlier; create a new one";
-  check_abort();
+  // No abort check here: a peer may finish a collective, leave on an
+  // exception and record an abort before this rank has even started the same
+  // collective, whose data is already complete. Refusing it would replace
+  // this rank's own outcome with the peer's. Every wait that is not satisfied
+  // at once checks the abort record, so a collective that needs a peer that
+  // failed still raises its error.
   op_name_ = name;
   current_ = sig;
   deadline_ = Clock::now() + options_.timeout;
