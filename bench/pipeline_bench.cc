@@ -31,6 +31,7 @@
 #include "cohort/torch/mesh.h"
 #include "cohort/torch/pipeline.h"
 #include "cohort/torch/runtime.h"
+#include "cohort/torch/threads.h"
 
 namespace ct = cohort::torch;
 using Clock = std::chrono::steady_clock;
@@ -93,7 +94,7 @@ TORCH_MODULE(Stage);
 
 int main(int argc, char** argv) try {
   const Flags f = parse(argc, argv);
-  torch::set_num_threads(1);
+  ct::set_intra_op_threads(1);
   ct::init();
   const int p = ct::size();
   ct::Mesh mesh({.pp = p}, {.engines = false});

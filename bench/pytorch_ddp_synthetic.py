@@ -7,6 +7,7 @@ rank's; the median step counts. Spawns --ranks processes itself; rank 0
 prints one JSON line. Needs Debian's python3-torch (/usr/bin/python3).
 """
 import argparse
+import ctypes
 import json
 import os
 import socket
@@ -51,6 +52,14 @@ def make_model(kind):
                          nn.Linear(64, 10))
 
 
+def blas_threads():
+    """OpenBLAS's own pool size (-1 when the BLAS is not OpenBLAS): torch.set_num_threads does not set it."""
+    try:
+        return ctypes.CDLL("libopenblas.so.0").openblas_get_num_threads()
+    except (OSError, AttributeError):
+        return -1
+
+
 def worker(rank, args, port):
     torch.set_num_threads(args.threads)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=args.ranks)
@@ -81,6 +90,7 @@ def worker(rank, args, port):
     if rank == 0:
         print(json.dumps({"bench": "pytorch_ddp_synthetic", "model": args.model, "ranks": args.ranks,
                           "batch_per_rank": args.batch_size, "steps": args.steps, "threads": args.threads,
+                          "blas_threads": blas_threads(),
                           "bucket_view": args.bucket_view, "torch": torch.__version__, "step_ms": round(1e3 * step_s, 3),
                           "samples_per_s": round(args.batch_size * args.ranks / step_s, 1)}), flush=True)
     # As bench/torch_ddp_peer.py: skip teardown, where Debian's torch 1.13
@@ -107,7 +117,11 @@ def main():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
+    # Read by the spawned ranks' OpenMP and BLAS when they load torch: Debian's
+    # OpenBLAS (pthread build) sizes its own pool from OPENBLAS_NUM_THREADS or
+    # the core count, whatever torch.set_num_threads says.
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = str(args.threads)
     mp.spawn(worker, args=(args, port), nprocs=args.ranks, join=True)
 
 

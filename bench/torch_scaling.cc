@@ -23,6 +23,7 @@
 #include "cohort/torch/collectives.h"
 #include "cohort/torch/distributed_optimizer.h"
 #include "cohort/torch/runtime.h"
+#include "cohort/torch/threads.h"
 #include "examples/fashion_mnist/models.h"
 
 namespace ct = cohort::torch;
@@ -85,7 +86,7 @@ int main(int argc, char** argv) {
   try {
     const Flags f = parse(argc, argv);
     ct::init();
-    if (f.threads > 0) torch::set_num_threads(f.threads);
+    if (f.threads > 0) ct::set_intra_op_threads(f.threads);
     const int rank = ct::rank(), size = ct::size();
     torch::manual_seed(1 + rank);
     const at::Tensor x = torch::randn({f.batch_size, 1, 28, 28});

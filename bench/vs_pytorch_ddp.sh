@@ -4,7 +4,7 @@
 # synthetic batches, same per-rank batch, 1 thread per rank, SGD momentum 0.9.
 #
 # Usage: bench/vs_pytorch_ddp.sh [--build-dir DIR] [--models "mlp cnn"]
-#          [--ranks "1 2"] [--impls "pytorch ddp horovod"] [--steps N]
+#          [--ranks "1 2"] [--impls "pytorch ddp horovod single"] [--steps N]
 #          [--warmup N] [--reps N] [--batch-size N] [--bucket-view 0|1]
 #          [--python PY] [--out DIR]
 #
@@ -13,12 +13,19 @@
 #   pytorch  bench/pytorch_ddp_synthetic.py (PyTorch DDP, gloo backend)
 #   ddp      cohortrun -np N build/examples/synthetic_benchmark --mode ddp
 #   horovod  cohortrun -np N build/examples/synthetic_benchmark --mode horovod
+#   single   the same with --mode single: N ranks that train alone, without
+#            communication; their efficiency is what the machine allows any
+#            implementation (cores that share caches, memory bandwidth)
 # interleaved, in alternating order from rep to rep, so that every
 # implementation meets the same machine state. A run reports the median over
 # --steps (default 20) measured steps, after --warmup (default 5), of the
 # slowest rank's step time; a configuration's figure is the median of its
 # --reps runs (default 3). --bucket-view (default 1) sets
-# gradient_as_bucket_view for both DDPs (cohort's and PyTorch's). Prints per model, ranks and implementation:
+# gradient_as_bucket_view for both DDPs (cohort's and PyTorch's). One thread
+# per rank means OMP_NUM_THREADS, OPENBLAS_NUM_THREADS and MKL_NUM_THREADS = 1
+# for every run: Debian's OpenBLAS keeps its own pool, which
+# torch.set_num_threads does not size (every result line records blas_threads).
+# Prints per model, ranks and implementation:
 #   step ms       median step time (slowest rank)
 #   samples/s     ranks x batch / step time
 #   scaling eff   samples/s at N / (N x samples/s at 1 rank), same impl
@@ -34,7 +41,7 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build_dir=$repo/build
 models="mlp cnn"
 ranks="1 2"
-impls="pytorch ddp horovod"
+impls="pytorch ddp horovod single"
 steps=20
 warmup=5
 reps=3
@@ -72,7 +79,8 @@ for m in $models; do
   [[ $m == mlp || $m == cnn || $m == resnet ]] || usage_error "--models takes mlp, cnn, resnet; got '$m'"
 done
 for i in $impls; do
-  [[ $i == pytorch || $i == ddp || $i == horovod ]] || usage_error "--impls takes pytorch, ddp, horovod; got '$i'"
+  [[ $i == pytorch || $i == ddp || $i == horovod || $i == single ]] \
+    || usage_error "--impls takes pytorch, ddp, horovod, single; got '$i'"
 done
 out_dir=${out_dir:-$build_dir/bench/results}
 
@@ -93,7 +101,9 @@ cmake --build "$build_dir" --target synthetic_benchmark cohortrun -- -j2 >/dev/n
 mkdir -p "$out_dir"
 results=$out_dir/vs_pytorch_ddp.jsonl
 : > "$results"
-echo "vs_pytorch_ddp.sh: load average at start: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores" >&2
+cores=$(nproc)  # before the export below: nproc honours OMP_NUM_THREADS
+echo "vs_pytorch_ddp.sh: load average at start: $(cut -d' ' -f1-3 /proc/loadavg), $cores cores" >&2
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 
 run_one() {  # impl model ranks rep
   local impl=$1 model=$2 n=$3 rep=$4 log=$out_dir/vs_pytorch_ddp_$1_$2_$3_$4.log line
@@ -103,7 +113,7 @@ run_one() {  # impl model ranks rep
       >"$log" 2>&1 || die "run failed: $impl $model on $n rank(s) (see $log)"
     line=$(grep '"bench": "pytorch_ddp_synthetic"' "$log" || true)
   else
-    OMP_NUM_THREADS=1 timeout 900 "$build_dir/cohort/launcher/cohortrun" -np "$n" \
+    timeout 900 "$build_dir/cohort/launcher/cohortrun" -np "$n" \
       "$build_dir/examples/synthetic_benchmark" --mode "$impl" --threads 1 --quiet "${common[@]}" \
       >"$log" 2>&1 || die "run failed: $impl $model on $n rank(s) (see $log)"
     line=$(sed -n 's/^\(\[0\] \)\{0,1\}\({"bench":"synthetic_benchmark".*\)$/\2/p' "$log")
@@ -128,7 +138,7 @@ for ((rep = 1; rep <= reps; rep++)); do
   done
 done
 
-"$python" - "$results" "$(nproc)" "$(cut -d' ' -f1-3 /proc/loadavg)" "$reps" <<'PY'
+"$python" - "$results" "$cores" "$(cut -d' ' -f1-3 /proc/loadavg)" "$reps" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 cores, load, reps = sys.argv[2], sys.argv[3], sys.argv[4]
@@ -141,14 +151,14 @@ torch_version = next((r["torch"] for r in rows if "torch" in r), "?")
 print(f"\nvs_pytorch_ddp: batch {batch} per rank, 1 thread per rank, {cores} cores, median of {reps} run(s) "
       f"of the median step; PyTorch {torch_version} DDP (gloo); load average at end {load}")
 print(f"{'model':6} {'ranks':>5} {'impl':8} {'step ms':>9} {'samples/s':>10} {'scaling eff':>12} {'vs PyTorch':>11}")
-order = {"pytorch": 0, "ddp": 1, "horovod": 2}
+order = {"pytorch": 0, "ddp": 1, "horovod": 2, "single": 3}
 for (model, n, impl) in sorted(step, key=lambda k: (k[0], k[1], order[k[2]])):
     ms = step[(model, n, impl)]
     sps = 1e3 * batch * n / ms
     one = step.get((model, 1, impl))
     eff = f"{sps / (n * 1e3 * batch / one):12.0%}" if one else f"{'-':>12}"
     peer = step.get((model, n, "pytorch"))
-    ratio = f"{ms / peer:10.2f}x" if peer and impl != "pytorch" else f"{'-':>11}"
+    ratio = f"{ms / peer:10.2f}x" if peer and impl not in ("pytorch", "single") else f"{'-':>11}"
     print(f"{model:6} {n:>5} {impl:8} {ms:9.1f} {sps:10.1f} {eff} {ratio}")
 targets = {"mlp": (0.5, 0.80), "cnn": (1.0, 0.95)}
 print("\ntargets at 2 ranks (issue 6): step <= R x PyTorch DDP and scaling efficiency >= E")
@@ -162,4 +172,9 @@ for model, (r_max, e_min) in targets.items():
         ok = ratio <= r_max and eff >= e_min
         print(f"  {model} {impl:8} {ratio:5.2f}x (<= {r_max}), efficiency {eff:4.0%} (>= {e_min:.0%}): "
               f"{'met' if ok else 'missed'}")
+    s1, s2 = step.get((model, 1, "single")), step.get((model, 2, "single"))
+    if s1 and s2:
+        print(f"  {model} ranks without communication (single): efficiency {s1 / s2:4.0%}, the machine's ceiling")
+blas = sorted({r.get("blas_threads", "?") for r in rows}, key=str)
+print(f"BLAS threads per rank seen: {', '.join(map(str, blas))} (-1: not OpenBLAS)")
 PY

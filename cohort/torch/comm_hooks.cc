@@ -17,8 +17,9 @@ class AllreduceHook final : public CommHook {
     BufferView v = view_of(bucket.buffer, "DistributedDataParallel bucket");
     // In place on the bucket: no scratch, no copy; a bucket above the fusion
     // threshold goes to the communicator as it is.
-    handles_[bucket.index] = engine.submit_ordered_allreduce(v, v, {.op = ReduceOp::sum});
+    handles_[bucket.index] = engine.submit_ordered_allreduce(v, v, {.op = ReduceOp::avg});
   }
+  bool averages_over_ranks() const override { return true; }
   void finish(GradBucket& bucket, engine::Engine&) override {
     auto it = handles_.find(bucket.index);
     engine::Handle h = std::move(it->second);

@@ -9,7 +9,9 @@
 // - launch(bucket, engine): as soon as the bucket's last gradient is ready,
 //   on autograd's thread. bucket.buffer holds this rank's gradient divided
 //   by the number of ranks (the Reducer folds that into its copy), so the sum
-//   over ranks is the average. Start communication here (ordered submissions) so that it
+//   over ranks is the average; unless the hook's averages_over_ranks() is
+//   true: then it holds the gradient itself and the hook's communication
+//   divides. Start communication here (ordered submissions) so that it
 //   overlaps the rest of backward; do not wait.
 // - finish(bucket, engine): at the end of backward, after every bucket was
 //   launched. On return bucket.buffer must hold the average over ranks (or
@@ -49,10 +51,15 @@ class CommHook {
   virtual void launch(GradBucket& bucket, engine::Engine& engine) = 0;
   virtual void finish(GradBucket& bucket, engine::Engine& engine) = 0;
   virtual void buckets_rebuilt() {}
+  // True: launch() gets undivided gradients and averages them itself, e.g.
+  // with an avg allreduce whose division rides on the reduction (a bucket
+  // that autograd filled in place then costs no scaling pass at all).
+  virtual bool averages_over_ranks() const { return false; }
 };
 
-// The default: the bucket is summed in place over ranks (no scratch, no
-// scaling pass). Exact up to float rounding.
+// The default: the bucket is averaged in place over ranks by one allreduce,
+// whose division rides on the reduction (no scratch, no scaling pass). Exact
+// up to float rounding.
 std::shared_ptr<CommHook> allreduce_hook();
 
 // The bucket travels as float16 (already divided by the number of ranks, so

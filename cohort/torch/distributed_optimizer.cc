@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "cohort/common/check.h"
+#include "cohort/torch/accumulated_grad_hooks.h"
 #include "cohort/torch/runtime.h"
 #include "cohort/torch/tensor_view.h"
 
@@ -18,10 +19,9 @@ struct DistributedOptimizer::Impl {
     std::string name;     // the parameter's
     std::string op_name;  // the engine op's
     at::Tensor param;
-    unsigned hook = 0;
     int passes = 0;        // backward passes since the last synchronize
     bool submitted = false;
-    at::Tensor in, out;    // the engine reads in and writes out until handle completes
+    at::Tensor wire;       // reduced in place by the engine until handle completes
     engine::Handle handle;
   };
 
@@ -30,22 +30,25 @@ struct DistributedOptimizer::Impl {
   engine::AllreduceOptions reduce;  // op and scales, the same for every entry
   std::mutex mutex;
   std::vector<Entry> entries;
+  std::unique_ptr<AccumulatedGradHooks> hooks;
   bool synchronized = false;
 
-  // Called with the mutex held.
+  // Called with the mutex held. Without compression the wire is the gradient
+  // itself (contiguous), reduced in place: no buffer to allocate and fault in,
+  // no copy back.
   void submit(Entry& e, const at::Tensor& gradient) {
     COHORT_CHECK_AS(ConfigError, gradient.layout() == c10::kStrided)
         << "DistributedOptimizer: parameter '" << e.name << "' has a sparse gradient, which is not supported";
-    e.in = compress(gradient, options.compression);
-    e.out = at::empty_like(e.in, at::MemoryFormat::Contiguous);
+    e.wire = compress(gradient, options.compression);
     engine::AllreduceOptions o = reduce;
     o.shape = e.param.sizes().vec();
-    const std::string what = "DistributedOptimizer gradient of '" + e.name + "'";
-    e.handle = engine->allreduce_async(e.op_name, view_of(e.in, what), view_of(e.out, what), std::move(o));
+    const BufferView v = view_of(e.wire, "DistributedOptimizer gradient of '" + e.name + "'");
+    e.handle = engine->allreduce_async(e.op_name, v, v, std::move(o));
     e.submitted = true;
   }
 
-  void on_gradient(size_t index, const at::Tensor& grad) {
+  // After autograd accumulated this pass's gradient into .grad().
+  void on_accumulated(size_t index) {
     std::lock_guard lock(mutex);
     Entry& e = entries[index];
     synchronized = false;
@@ -55,11 +58,8 @@ struct DistributedOptimizer::Impl {
         << " times since the last step(), more than backward_passes_per_step = " << options.backward_passes_per_step
         << "; call step() (or synchronize()) after every " << options.backward_passes_per_step << " backward passes";
     if (e.passes < options.backward_passes_per_step) return;
-    // The hook runs before autograd accumulates `grad` into .grad(), so the
-    // gradient to reduce is what .grad() will hold after this pass.
     ::torch::NoGradGuard no_grad;
-    const at::Tensor& accumulated = e.param.grad();
-    submit(e, accumulated.defined() ? accumulated + grad : grad);
+    submit(e, e.param.grad());
   }
 
   // Waits for every submitted op, even after a failure, so that no op is
@@ -128,24 +128,18 @@ DistributedOptimizer::DistributedOptimizer(::torch::optim::Optimizer& optimizer,
     }
     ++group_index;
   }
+  std::vector<at::Tensor> params;
+  for (const auto& e : impl.entries) params.push_back(e.param);
   std::weak_ptr<Impl> weak = impl_;
-  for (size_t i = 0; i < impl.entries.size(); ++i) {
-    impl.entries[i].hook = impl.entries[i].param.register_hook([weak, i](const at::Tensor& grad) {
-      if (auto self = weak.lock()) self->on_gradient(i, grad);
-    });
-  }
+  impl.hooks = std::make_unique<AccumulatedGradHooks>(params, [weak](size_t i) {
+    if (auto self = weak.lock()) self->on_accumulated(i);
+  });
 }
 
 DistributedOptimizer::~DistributedOptimizer() {
   std::lock_guard lock(impl_->mutex);
   (void)impl_->wait_all();
-  for (auto& e : impl_->entries) {
-    try {
-      e.param.remove_hook(e.hook);
-    } catch (...) {
-      // The parameter no longer requires grad; its hooks went with that.
-    }
-  }
+  impl_->hooks->remove();
 }
 
 void DistributedOptimizer::synchronize() {
@@ -165,11 +159,13 @@ void DistributedOptimizer::synchronize() {
   std::exception_ptr wait_error = impl.wait_all();
   if (!error) error = wait_error;
   for (auto& e : impl.entries) {
-    if (e.submitted && !error) e.param.mutable_grad() = decompress(e.out, e.param.scalar_type());
+    // Reduced in place unless the wire is a compressed or contiguous copy
+    // (or the zeros of a parameter that got no gradient).
+    if (e.submitted && !error && !e.wire.is_same(e.param.grad()))
+      e.param.mutable_grad() = decompress(e.wire, e.param.scalar_type());
     e.submitted = false;
     e.passes = 0;
-    e.in = at::Tensor();
-    e.out = at::Tensor();
+    e.wire = at::Tensor();
     e.handle = engine::Handle();
   }
   if (error) std::rethrow_exception(error);

@@ -8,11 +8,11 @@
 //   cohort::torch::broadcast_optimizer_state(sgd, 0);
 //   ... loss.backward(); opt.step(); opt.zero_grad();
 //
-// How: a hook on every trained parameter fires the moment autograd has its
-// gradient for this backward pass and submits the parameter's allreduce
-// (named "<name_prefix>/<parameter name>") to the engine, so communication
-// overlaps the rest of backward. step() waits for them, puts the reduced
-// gradients in .grad() and steps the wrapped optimizer.
+// How: a hook on every trained parameter fires the moment autograd has
+// accumulated its gradient for this backward pass into .grad() and submits
+// the parameter's allreduce (named "<name_prefix>/<parameter name>") to the
+// engine, which reduces .grad() in place while the rest of backward runs.
+// step() waits for them and steps the wrapped optimizer.
 //
 // Contracts:
 // - Every parameter of the optimizer's param groups must be among

@@ -2,7 +2,6 @@
 
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/function.h>
-#include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
 #include <torch/torch.h>
 
@@ -13,6 +12,7 @@
 #include <unordered_set>
 
 #include "cohort/common/check.h"
+#include "cohort/torch/accumulated_grad_hooks.h"
 #include "cohort/torch/runtime.h"
 #include "cohort/torch/tensor_view.h"
 
@@ -64,8 +64,7 @@ struct Reducer::Impl : std::enable_shared_from_this<Reducer::Impl> {
   std::shared_ptr<CommHook> hook;
   std::vector<std::string> names;
   std::vector<at::Tensor> params;
-  std::vector<std::shared_ptr<::torch::autograd::Node>> accumulators;
-  std::vector<uintptr_t> hook_keys;
+  std::unique_ptr<AccumulatedGradHooks> ready_hooks;
 
   std::mutex mutex;
   std::vector<Bucket> buckets;
@@ -133,10 +132,9 @@ struct Reducer::Impl : std::enable_shared_from_this<Reducer::Impl> {
     Bucket& b = buckets[locations[i].bucket];
     at::Tensor& view = b.views[locations[i].position];
     const at::Tensor& g = params[i].grad();
-    // The 1/size of the average is applied here, per parameter, while its
-    // gradient is hot in cache (folded into the copy when there is one),
-    // instead of in one more pass over the whole bucket later.
-    const double inv = 1.0 / engine->size();
+    // The 1/size of the average, unless the hook divides (averages_over_ranks):
+    // folded into the copy when there is one, else one pass over the view.
+    const double inv = hook->averages_over_ranks() ? 1.0 : 1.0 / engine->size();
     if (options.gradient_as_bucket_view) {
       // Autograd accumulated straight into the bucket unless .grad() was
       // replaced (zero_grad(set_to_none), first use): then copy once and
@@ -258,16 +256,6 @@ struct Reducer::Impl : std::enable_shared_from_this<Reducer::Impl> {
     return os.str();
   }
 
-  struct ReadyHook final : ::torch::autograd::FunctionPostHook {
-    ReadyHook(std::weak_ptr<Impl> impl, size_t index) : impl(std::move(impl)), index(index) {}
-    ::torch::autograd::variable_list operator()(const ::torch::autograd::variable_list& outputs,
-                                                const ::torch::autograd::variable_list& /*inputs*/) override {
-      if (auto self = impl.lock()) self->on_ready(index);
-      return outputs;
-    }
-    std::weak_ptr<Impl> impl;
-    size_t index;
-  };
 };
 
 Reducer::Reducer(std::vector<std::string> names, std::vector<at::Tensor> params, ReducerOptions options)
@@ -297,13 +285,12 @@ Reducer::Reducer(std::vector<std::string> names, std::vector<at::Tensor> params,
   std::vector<size_t> reverse(impl.params.size());
   for (size_t k = 0; k < reverse.size(); ++k) reverse[k] = reverse.size() - 1 - k;
   impl.build(assign_buckets(impl.params, reverse, impl.options.first_bucket_bytes, impl.options.bucket_bytes));
-  for (size_t i = 0; i < impl.params.size(); ++i) {
-    // After accumulation (not a tensor hook, which runs before it): the
-    // bucket then sees the accumulated .grad(), which no_sync relies on.
-    auto acc = ::torch::autograd::impl::grad_accumulator(impl.params[i]);
-    impl.hook_keys.push_back(acc->add_post_hook(std::make_unique<Impl::ReadyHook>(impl_, i)));
-    impl.accumulators.push_back(std::move(acc));
-  }
+  // After accumulation (not a tensor hook, which runs before it): the
+  // bucket then sees the accumulated .grad(), which no_sync relies on.
+  std::weak_ptr<Impl> weak = impl_;
+  impl.ready_hooks = std::make_unique<AccumulatedGradHooks>(impl.params, [weak](size_t i) {
+    if (auto self = weak.lock()) self->on_ready(i);
+  });
 }
 
 Reducer::~Reducer() {
@@ -316,7 +303,7 @@ Reducer::~Reducer() {
     } catch (...) {
     }
   }
-  for (size_t i = 0; i < impl.accumulators.size(); ++i) impl.accumulators[i]->del_post_hook(impl.hook_keys[i]);
+  impl.ready_hooks->remove();
 }
 
 void Reducer::prepare_for_forward() {
@@ -346,7 +333,7 @@ void Reducer::prepare_for_backward(const std::vector<at::Tensor>& outputs) {
       if (edge.function) stack.push_back(edge.function.get());
   }
   for (size_t i = 0; i < impl.params.size(); ++i)
-    if (!seen.count(impl.accumulators[i].get()) && !impl.ready[i]) impl.mark_ready(i);
+    if (!seen.count(impl.ready_hooks->accumulator(i)) && !impl.ready[i]) impl.mark_ready(i);
 }
 
 void Reducer::set_require_sync(bool require_sync) {

@@ -19,6 +19,7 @@
 #include "cohort/common/error.h"
 #include "cohort/torch/mesh.h"
 #include "cohort/torch/runtime.h"
+#include "cohort/torch/threads.h"
 #include "examples/char_lm/batches.h"
 #include "examples/char_lm/corpus.h"
 #include "examples/char_lm/options.h"
@@ -70,7 +71,7 @@ void train(const lm::CharLmOptions& o, int world_rank) {
   const lm::Vocabulary& vocab = data.vocab;
   const lm::ModelShape& shape = data.shape;
   const lm::WindowBatches& batches = *data.batches;
-  if (o.threads > 0) torch::set_num_threads(o.threads);
+  if (o.threads > 0) ct::set_intra_op_threads(o.threads);
 
   ct::Mesh mesh({.dp = o.dp, .pp = o.pp, .tp = o.tp});
   const ct::Schedule schedule = o.schedule == "gpipe" ? ct::Schedule::gpipe : ct::Schedule::one_f_one_b;

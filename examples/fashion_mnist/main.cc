@@ -16,6 +16,7 @@
 #include "cohort/torch/distributed_optimizer.h"
 #include "cohort/torch/distributed_sampler.h"
 #include "cohort/torch/runtime.h"
+#include "cohort/torch/threads.h"
 #include "examples/fashion_mnist/dataset.h"
 #include "examples/fashion_mnist/lr_schedule.h"
 #include "examples/fashion_mnist/metrics.h"
@@ -70,7 +71,7 @@ int64_t count_parameters(torch::nn::Module& model) {
 int train(const ex::TrainOptions& o) {
   ct::init();
   const int rank = ct::rank(), size = ct::size();
-  if (o.threads > 0) torch::set_num_threads(o.threads);
+  if (o.threads > 0) ct::set_intra_op_threads(o.threads);
   torch::manual_seed(o.seed);
 
   const ex::FashionMnist data = ex::load_fashion_mnist(o.data_dir, o.limit_train, o.limit_test);

@@ -19,6 +19,7 @@
 #include "cohort/torch/distributed_data_parallel.h"
 #include "cohort/torch/distributed_optimizer.h"
 #include "cohort/torch/runtime.h"
+#include "cohort/torch/threads.h"
 #include "examples/synthetic_benchmark/models.h"
 #include "examples/synthetic_benchmark/options.h"
 
@@ -105,7 +106,7 @@ double median(std::vector<double> v) {
 }
 
 int run(const synthetic::BenchmarkOptions& o) {
-  if (o.threads > 0) ::torch::set_num_threads(o.threads);
+  if (o.threads > 0) ct::set_intra_op_threads(o.threads);
   ct::init();
   const int rank = ct::rank(), size = ct::size();
   ::torch::manual_seed(42 + rank);
@@ -140,9 +141,10 @@ int run(const synthetic::BenchmarkOptions& o) {
                     double(o.batch_size) * size / slowest[i]);
     std::printf("median of %d steps: %.2f ms/step, %.1f samples/s\n", o.steps, 1e3 * step_s, samples_per_s);
     std::printf("{\"bench\":\"synthetic_benchmark\",\"model\":\"%s\",\"mode\":\"%s\",\"ranks\":%d,"
-                "\"batch_per_rank\":%d,\"steps\":%d,\"threads\":%d,\"step_ms\":%.3f,\"samples_per_s\":%.1f}\n",
+                "\"batch_per_rank\":%d,\"steps\":%d,\"threads\":%d,\"blas_threads\":%d,\"step_ms\":%.3f,"
+                "\"samples_per_s\":%.1f}\n",
                 o.model.c_str(), o.mode.c_str(), size, o.batch_size, o.steps, ::torch::get_num_threads(),
-                1e3 * step_s, samples_per_s);
+                ct::blas_threads(), 1e3 * step_s, samples_per_s);
     std::fflush(stdout);
   }
   ct::shutdown();

@@ -92,7 +92,9 @@ TEST_P(HookWorld, Fp16WithinHalfPrecision) {
   auto run = run_hook(GetParam(), [] { return fp16_compress_hook(); });
   const double err = worst_relative(run);
   EXPECT_LT(err, 2e-3);
-  if (GetParam() > 1) EXPECT_GT(err, 1e-6);  // it did go through float16
+  if (GetParam() > 1) {
+    EXPECT_GT(err, 1e-6);  // it did go through float16
+  }
 }
 
 TEST_P(HookWorld, PowerSgdFullRankIsExact) {

@@ -1,0 +1,29 @@
+// set_intra_op_threads sizes both LibTorch's pool and OpenBLAS's (which
+// at::set_num_threads alone leaves at OPENBLAS_NUM_THREADS or the core count).
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "cohort/common/error.h"
+#include "cohort/torch/threads.h"
+
+namespace cohort::testing {
+namespace {
+
+TEST(IntraOpThreads, SetsLibTorchsPoolAndOpenBlassPool) {
+  torch::set_intra_op_threads(1);
+  EXPECT_EQ(at::get_num_threads(), 1);
+  if (torch::blas_threads() < 0) GTEST_SKIP() << "this LibTorch's BLAS is not OpenBLAS";
+  EXPECT_EQ(torch::blas_threads(), 1);
+  torch::set_intra_op_threads(2);
+  EXPECT_EQ(at::get_num_threads(), 2);
+  EXPECT_EQ(torch::blas_threads(), 2);
+  torch::set_intra_op_threads(1);
+  EXPECT_EQ(torch::blas_threads(), 1);
+}
+
+TEST(IntraOpThreads, AtLeastOne) {
+  EXPECT_THROW(torch::set_intra_op_threads(0), ConfigError);
+}
+
+}  // namespace
+}  // namespace cohort::testing
