@@ -72,7 +72,7 @@ def worker(rank, args, port):
     y = torch.randint(0, 10, (args.batch_size,))
 
     def step():
-        opt.zero_grad()
+        opt.zero_grad(set_to_none=True)  # as synthetic_benchmark (PyTorch 2 default)
         loss_fn(model(x), y).backward()
         opt.step()
 

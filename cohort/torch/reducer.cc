@@ -31,6 +31,14 @@ std::vector<std::vector<size_t>> assign_buckets(const std::vector<at::Tensor>& p
   for (size_t i : order) {
     const at::Tensor& p = params.at(i);
     auto it = open.find(p.scalar_type());
+    // A parameter that fills a bucket by itself gets one of its own: it is
+    // then reduced in place in its .grad(), without a copy into a shared
+    // buffer, and the smaller ones gathered so far need not wait for it.
+    if (it != open.end() && int64_t(p.nbytes()) >= cap && !it->second.members.empty()) {
+      done.emplace_back(it->second.created, std::move(it->second.members));
+      open.erase(it);
+      it = open.end();
+    }
     if (it == open.end()) it = open.emplace(p.scalar_type(), Open{created++, 0, {}}).first;
     Open& b = it->second;
     b.members.push_back(i);
@@ -54,6 +62,9 @@ struct Reducer::Impl : std::enable_shared_from_this<Reducer::Impl> {
     std::vector<at::Tensor> views;  // per member, shaped like the parameter
     size_t pending = 0;
     GradBucket grad_bucket;
+    // This iteration, a one-parameter bucket reduces the parameter's .grad()
+    // itself (grad_bucket points at it) instead of buffer.
+    bool grad_in_place = false;
   };
   struct Location {
     size_t bucket = 0, position = 0;
@@ -135,7 +146,15 @@ struct Reducer::Impl : std::enable_shared_from_this<Reducer::Impl> {
     // The 1/size of the average, unless the hook divides (averages_over_ranks):
     // folded into the copy when there is one, else one pass over the view.
     const double inv = hook->averages_over_ranks() ? 1.0 : 1.0 / engine->size();
-    if (options.gradient_as_bucket_view) {
+    if (b.params.size() == 1 && g.defined() && g.data_ptr() != view.data_ptr() && g.is_contiguous() &&
+        g.scalar_type() == view.scalar_type()) {
+      // A gradient autograd allocated (zero_grad(set_to_none), first use) or
+      // kept from an earlier in-place iteration: reduce it where it is.
+      if (inv != 1.0) g.mul_(inv);
+      b.grad_in_place = true;
+      b.grad_bucket.buffer = g.view({-1});
+      b.grad_bucket.gradients = {g};
+    } else if (options.gradient_as_bucket_view) {
       // Autograd accumulated straight into the bucket unless .grad() was
       // replaced (zero_grad(set_to_none), first use): then copy once and
       // make .grad() the view again.
@@ -194,10 +213,13 @@ struct Reducer::Impl : std::enable_shared_from_this<Reducer::Impl> {
         if (!error) error = std::current_exception();
       }
     }
+    std::vector<char> in_place(buckets.size(), 0);
+    for (size_t b = 0; b < buckets.size(); ++b) in_place[b] = buckets[b].grad_in_place;
     reset_iteration();
     if (error) std::rethrow_exception(error);
     ::torch::NoGradGuard no_grad;
     for (size_t i = 0; i < params.size(); ++i) {
+      if (in_place[locations[i].bucket]) continue;  // .grad() holds the result
       const at::Tensor& view = buckets[locations[i].bucket].views[locations[i].position];
       at::Tensor& g = params[i].mutable_grad();
       if (options.gradient_as_bucket_view) {
@@ -215,7 +237,12 @@ struct Reducer::Impl : std::enable_shared_from_this<Reducer::Impl> {
     std::fill(ready.begin(), ready.end(), 0);
     ready_count = 0;
     next_launch = 0;
-    for (Bucket& b : buckets) b.pending = b.params.size();
+    for (Bucket& b : buckets) {
+      b.pending = b.params.size();
+      b.grad_in_place = false;
+      b.grad_bucket.buffer = b.buffer;
+      b.grad_bucket.gradients = b.views;
+    }
   }
 
   void rebuild() {

@@ -82,7 +82,9 @@ class Reducer {
 
 // Parameter indices per bucket: `order` lists the parameters in the order to
 // fill buckets; a bucket is closed once it reaches its cap (first cap, then
-// cap). Parameters of different dtypes never share a bucket.
+// cap). A parameter of at least `cap` bytes gets a bucket of its own (the
+// Reducer reduces such a bucket in the parameter's .grad(), without a copy).
+// Parameters of different dtypes never share a bucket.
 std::vector<std::vector<size_t>> assign_buckets(const std::vector<at::Tensor>& params,
                                                 const std::vector<size_t>& order, int64_t first_cap, int64_t cap);
 

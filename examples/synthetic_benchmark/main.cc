@@ -38,6 +38,14 @@ at::Tensor loss_of(const at::Tensor& out, const at::Tensor& y) {
   return ::torch::nn::functional::cross_entropy(out, y);
 }
 
+// PyTorch 2's zero_grad(set_to_none=True), the default there (LibTorch
+// 1.13's zero_grad() zeroes in place, which costs a pass to zero and a pass
+// to accumulate into): every mode and bench/pytorch_ddp_synthetic.py do this.
+void zero_grad_to_none(const ::torch::optim::Optimizer& optimizer) {
+  for (const auto& group : optimizer.param_groups())
+    for (auto p : group.params()) p.mutable_grad() = at::Tensor();
+}
+
 ::torch::optim::SGDOptions sgd_options(const synthetic::BenchmarkOptions& o) {
   return ::torch::optim::SGDOptions(o.lr).momentum(0.9);
 }
@@ -49,7 +57,7 @@ const std::map<std::string, TrainerFactory>& trainers() {
        [](Sequential model, const synthetic::BenchmarkOptions& o) -> StepFn {
          auto sgd = std::make_shared<::torch::optim::SGD>(model->parameters(), sgd_options(o));
          return [model, sgd](const at::Tensor& x, const at::Tensor& y) mutable {
-           sgd->zero_grad();
+           zero_grad_to_none(*sgd);
            loss_of(model->forward(x), y).backward();
            sgd->step();
          };
@@ -72,7 +80,7 @@ const std::map<std::string, TrainerFactory>& trainers() {
          auto dp = std::make_shared<ct::DataParallel<Sequential>>(model, ct::DataParallelOptions{.replicas = o.replicas});
          auto sgd = std::make_shared<::torch::optim::SGD>(model->parameters(), sgd_options(o));
          return [dp, sgd](const at::Tensor& x, const at::Tensor& y) {
-           sgd->zero_grad();
+           zero_grad_to_none(*sgd);
            dp->train_step(x, y, loss_of);
            sgd->step();
          };
@@ -84,7 +92,7 @@ const std::map<std::string, TrainerFactory>& trainers() {
          auto ddp = std::make_shared<ct::DistributedDataParallel<Sequential>>(model, ddp_options);
          auto sgd = std::make_shared<::torch::optim::SGD>(model->parameters(), sgd_options(o));
          return [ddp, sgd](const at::Tensor& x, const at::Tensor& y) {
-           sgd->zero_grad();
+           zero_grad_to_none(*sgd);
            loss_of((*ddp)(x), y).backward();
            sgd->step();
          };

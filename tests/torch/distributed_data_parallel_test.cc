@@ -48,8 +48,15 @@ struct TrainSetup {
   int micro = 1;  // micro-batches per step; all but the last under no_sync
   bool adam = false;
   bool use_extra = true;
+  bool set_to_none = false;  // zero_grad drops .grad() (PyTorch 2's default)
   DistributedDataParallelOptions ddp;
 };
+
+void zero_grad(::torch::optim::Optimizer& opt, bool set_to_none) {
+  if (!set_to_none) return opt.zero_grad();
+  for (auto& group : opt.param_groups())
+    for (auto& p : group.params()) p.mutable_grad() = at::Tensor();
+}
 
 std::unique_ptr<::torch::optim::Optimizer> make_optimizer(Net& net, bool adam) {
   if (adam) return std::make_unique<::torch::optim::Adam>(net->parameters(), ::torch::optim::AdamOptions(0.01));
@@ -89,7 +96,7 @@ void expect_matches_reference(const TrainSetup& s) {
     auto before = ddp.reducer().bucket_indices();
     auto opt = make_optimizer(net, s.adam);
     for (int k = 0; k < s.steps; ++k) {
-      opt->zero_grad();
+      zero_grad(*opt, s.set_to_none);
       for (int m = 0; m < s.micro; ++m) {
         // Rank r's m-th micro-batch: rows [(r * micro + m) * kBatch, +kBatch).
         const int64_t row = (int64_t(rank) * s.micro + m) * kBatch;
@@ -177,6 +184,25 @@ TEST_P(DdpWorld, UnusedParametersWithFindUnused) {
   expect_matches_reference(s);
 }
 
+// Caps below every parameter's size: each parameter is a bucket of its own,
+// reduced in place in its .grad() whenever autograd allocated that .grad()
+// (zero_grad to none), with and without bucket views, accumulating or not.
+TEST_P(DdpWorld, OneParameterBucketsReduceTheGradientInPlace) {
+  TrainSetup s;
+  s.world = GetParam();
+  s.set_to_none = true;
+  s.ddp.first_bucket_bytes = 8;
+  s.ddp.bucket_bytes = 8;
+  expect_matches_reference(s);
+  s.adam = true;
+  s.ddp.gradient_as_bucket_view = true;
+  expect_matches_reference(s);
+  s.micro = 2;
+  expect_matches_reference(s);
+  s.set_to_none = false;
+  expect_matches_reference(s);
+}
+
 TEST_P(DdpWorld, DefaultBucketsMatchSingleProcess) {
   TrainSetup s;
   s.world = GetParam();
@@ -241,6 +267,12 @@ TEST(DdpBuckets, AssignBucketsCapsAndOrder) {
   EXPECT_EQ(b[0], (std::vector<size_t>{3}));
   EXPECT_EQ(b[1], (std::vector<size_t>{2}));
   EXPECT_EQ(b[2], (std::vector<size_t>{0, 1}));
+  // A parameter of at least the cap closes the open bucket and goes alone.
+  b = assign_buckets({at::zeros({2}), at::zeros({30}), at::zeros({2})}, {0, 1, 2}, 400, 100);
+  ASSERT_EQ(b.size(), 3u);
+  EXPECT_EQ(b[0], (std::vector<size_t>{0}));
+  EXPECT_EQ(b[1], (std::vector<size_t>{1}));
+  EXPECT_EQ(b[2], (std::vector<size_t>{2}));
 }
 
 TEST(DdpErrors, UnusedParameterWithoutFindUnusedNamesIt) {

@@ -323,6 +323,13 @@ void Communicator::allreduce(BufferView send, BufferView recv, const AllreduceOp
   COHORT_CHECK_EQ(send.count, recv.count) << "allreduce send and recv counts differ";
   COHORT_CHECK(send.dtype == recv.dtype) << "allreduce send and recv dtypes differ";
   check_no_partial_overlap(send, recv, "allreduce");
+  if (size_ == 1) {
+    // Alone the sum is the input (and avg, min, max too): no staging through
+    // the slots, which would cost two passes over the buffer.
+    COHORT_CHECK(!failed_) << "the communicator failed earlier; create a new one";
+    if (send.data != recv.data) std::memcpy(recv.data, send.data, send.bytes());
+    return;
+  }
   begin_collective("allreduce",
                    make_signature(Kind::allreduce, send.dtype, send.count, uint8_t(options.op)));
   const size_t bytes = send.bytes();
