@@ -170,7 +170,7 @@ for model, (r_max, e_min) in targets.items():
         eff = step[k1] / step[k2]  # samples/s(2) / (2 x samples/s(1)) with equal per-rank batches
         ratio = step[k2] / step[p2] if p2 in step else float("nan")
         ok = ratio <= r_max and eff >= e_min
-        print(f"  {model} {impl:8} {ratio:5.2f}x (<= {r_max}), efficiency {eff:4.0%} (>= {e_min:.0%}): "
+        print(f"  {model} {impl:8} {ratio:5.2f}x (<= {r_max}), efficiency {eff:5.1%} (>= {e_min:.0%}): "
               f"{'met' if ok else 'missed'}")
     s1, s2 = step.get((model, 1, "single")), step.get((model, 2, "single"))
     if s1 and s2:
