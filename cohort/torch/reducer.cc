@@ -81,6 +81,9 @@ struct Reducer::Impl : std::enable_shared_from_this<Reducer::Impl> {
   std::vector<Bucket> buckets;
   std::vector<Location> locations;
   std::vector<char> ready;
+  // find_unused_parameters: 1 where autograd produced a gradient this
+  // iteration; summed over ranks at the end of backward.
+  at::Tensor used;
   size_t ready_count = 0;
   size_t next_launch = 0;
   bool in_backward = false;
@@ -131,8 +134,8 @@ struct Reducer::Impl : std::enable_shared_from_this<Reducer::Impl> {
   }
 
   // Called with the mutex held, on autograd's thread (or in forward for
-  // parameters find_unused_parameters found unused).
-  void mark_ready(size_t i) {
+  // parameters find_unused_parameters found unused: `from_autograd` false).
+  void mark_ready(size_t i, bool from_autograd) {
     COHORT_CHECK_AS(ConfigError, !ready[i])
         << "DistributedDataParallel: parameter " << names[i] << " was marked ready twice in one backward pass on rank "
         << engine->rank() << " (a module used twice through reentrant backward, or several backward passes per "
@@ -160,12 +163,11 @@ struct Reducer::Impl : std::enable_shared_from_this<Reducer::Impl> {
       // make .grad() the view again.
       if (g.defined() && g.data_ptr() == view.data_ptr()) {
         if (inv != 1.0) view.mul_(inv);
-      } else {
-        if (g.defined())
-          at::mul_out(view, g, at::scalar_tensor(inv, g.options()));
-        else
-          view.zero_();
+      } else if (g.defined()) {
+        at::mul_out(view, g, at::scalar_tensor(inv, g.options()));
         params[i].mutable_grad() = view;
+      } else {
+        view.zero_();  // .grad() stays undefined unless another rank used it (finalize)
       }
     } else if (g.defined()) {
       if (inv != 1.0)
@@ -175,6 +177,7 @@ struct Reducer::Impl : std::enable_shared_from_this<Reducer::Impl> {
     } else {
       view.zero_();
     }
+    if (from_autograd && used.defined()) used.data_ptr<int32_t>()[i] = 1;
     if (--b.pending == 0) launch_ready();
   }
 
@@ -197,7 +200,7 @@ struct Reducer::Impl : std::enable_shared_from_this<Reducer::Impl> {
       });
     }
     if (!rebuilt) arrival.push_back(i);
-    mark_ready(i);
+    mark_ready(i, /*from_autograd=*/true);
   }
 
   // End of backward: every bucket launched means every gradient arrived.
@@ -213,6 +216,19 @@ struct Reducer::Impl : std::enable_shared_from_this<Reducer::Impl> {
         if (!error) error = std::current_exception();
       }
     }
+    // As PyTorch: a parameter no rank used keeps its .grad() as it was
+    // (undefined stays undefined, so optimizers skip it), one small ordered
+    // allreduce after the buckets.
+    at::Tensor used_anywhere;
+    if (!error && used.defined()) {
+      used_anywhere = used.clone();
+      try {
+        const BufferView v = view_of(used_anywhere, "DistributedDataParallel used-parameter map");
+        engine->submit_ordered_allreduce(v, v, {.op = ReduceOp::sum}).wait();
+      } catch (...) {
+        error = std::current_exception();
+      }
+    }
     std::vector<char> in_place(buckets.size(), 0);
     for (size_t b = 0; b < buckets.size(); ++b) in_place[b] = buckets[b].grad_in_place;
     reset_iteration();
@@ -220,6 +236,8 @@ struct Reducer::Impl : std::enable_shared_from_this<Reducer::Impl> {
     ::torch::NoGradGuard no_grad;
     for (size_t i = 0; i < params.size(); ++i) {
       if (in_place[locations[i].bucket]) continue;  // .grad() holds the result
+      if (used_anywhere.defined() && used_anywhere.data_ptr<int32_t>()[i] == 0 && !params[i].grad().defined())
+        continue;
       const at::Tensor& view = buckets[locations[i].bucket].views[locations[i].position];
       at::Tensor& g = params[i].mutable_grad();
       if (options.gradient_as_bucket_view) {
@@ -235,6 +253,7 @@ struct Reducer::Impl : std::enable_shared_from_this<Reducer::Impl> {
 
   void reset_iteration() {
     std::fill(ready.begin(), ready.end(), 0);
+    if (used.defined()) used.zero_();
     ready_count = 0;
     next_launch = 0;
     for (Bucket& b : buckets) {
@@ -309,6 +328,7 @@ Reducer::Reducer(std::vector<std::string> names, std::vector<at::Tensor> params,
   impl.names = std::move(names);
   impl.params = std::move(params);
   impl.ready.assign(impl.params.size(), 0);
+  if (impl.options.find_unused_parameters) impl.used = at::zeros({int64_t(impl.params.size())}, at::kInt);
   std::vector<size_t> reverse(impl.params.size());
   for (size_t k = 0; k < reverse.size(); ++k) reverse[k] = reverse.size() - 1 - k;
   impl.build(assign_buckets(impl.params, reverse, impl.options.first_bucket_bytes, impl.options.bucket_bytes));
@@ -360,7 +380,7 @@ void Reducer::prepare_for_backward(const std::vector<at::Tensor>& outputs) {
       if (edge.function) stack.push_back(edge.function.get());
   }
   for (size_t i = 0; i < impl.params.size(); ++i)
-    if (!seen.count(impl.ready_hooks->accumulator(i)) && !impl.ready[i]) impl.mark_ready(i);
+    if (!seen.count(impl.ready_hooks->accumulator(i)) && !impl.ready[i]) impl.mark_ready(i, /*from_autograd=*/false);
 }
 
 void Reducer::set_require_sync(bool require_sync) {

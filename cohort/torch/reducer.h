@@ -21,7 +21,10 @@
 //   .grad(); the next synchronised backward reduces the accumulated sum.
 // - find_unused_parameters: prepare_for_backward(outputs) walks the autograd
 //   graph from the outputs; parameters not in it are marked ready at once
-//   (their current .grad(), or zeros). Without it, a parameter that got no
+//   (their current .grad(), or zeros). A parameter that no rank used keeps
+//   its .grad() as it was (an undefined one stays undefined, so optimizers
+//   skip it, as in PyTorch): one more small allreduce, of the used-parameter
+//   map, at the end of backward. Without it, a parameter that got no
 //   gradient leaves its bucket unlaunched and the next prepare_for_forward()
 //   throws a ConfigError naming the parameter(s) and the rank.
 // - Not thread-safe across calls except that hooks (autograd's thread) are

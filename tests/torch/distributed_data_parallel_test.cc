@@ -258,6 +258,56 @@ TEST(DdpUnused, ParameterUsedOnOneRankOnly) {
   EXPECT_FALSE(at::equal(finals.of(1)[0].back(), initial.back()));
 }
 
+// A parameter no rank uses keeps an undefined .grad(), as in PyTorch, so the
+// optimizer skips it: with weight decay it would otherwise shrink. Both with
+// and without bucket views; the used parameters still train as the reference.
+TEST(DdpUnused, ParameterUnusedEverywhereKeepsNoGradient) {
+  for (const bool bucket_view : {false, true}) {
+    constexpr int kWorld = 2, kSteps = 2;
+    ::torch::manual_seed(11);
+    Net init;
+    const auto initial = cohort::testing::copy_parameters(*init);
+    at::Tensor xs = at::randn({kSteps, kWorld * kBatch, 4}), ys = at::randn({kSteps, kWorld * kBatch, 3});
+    const auto sgd = ::torch::optim::SGDOptions(0.1).momentum(0.9).weight_decay(0.1);
+    Net ref(6, /*use_extra=*/false);
+    copy_into(*ref, initial);
+    ::torch::optim::SGD ref_opt(ref->parameters(), sgd);
+    for (int k = 0; k < kSteps; ++k) {
+      ref_opt.zero_grad();
+      ::torch::mse_loss(ref(xs[k]), ys[k]).backward();
+      ref_opt.step();
+    }
+    PerRank<std::vector<at::Tensor>> finals(kWorld);
+    PerRank<int> extra_grad_defined(kWorld);
+    run_torch_ranks(kWorld, [&](int rank, int) {
+      Net net(6, /*use_extra=*/false);
+      if (rank == 0) copy_into(*net, initial);
+      DistributedDataParallelOptions o = small_buckets();
+      o.find_unused_parameters = true;
+      o.gradient_as_bucket_view = bucket_view;
+      DistributedDataParallel<Net> ddp(net, o);
+      ::torch::optim::SGD opt(net->parameters(), sgd);
+      for (int k = 0; k < kSteps; ++k) {
+        opt.zero_grad();
+        at::Tensor x = xs[k].narrow(0, rank * kBatch, kBatch), y = ys[k].narrow(0, rank * kBatch, kBatch);
+        ::torch::mse_loss(ddp(x), y).backward();
+        extra_grad_defined.add(rank, net->extra->weight.grad().defined() || net->extra->bias.grad().defined());
+        opt.step();
+      }
+      finals.add(rank, cohort::testing::copy_parameters(*net));
+    });
+    const auto expected = cohort::testing::copy_parameters(*ref);
+    for (int r = 0; r < kWorld; ++r) {
+      for (int defined : extra_grad_defined.of(r)) EXPECT_EQ(defined, 0) << "rank " << r << " view " << bucket_view;
+      const auto& got = finals.of(r)[0];
+      for (size_t i = 0; i < got.size(); ++i)
+        EXPECT_LT(cohort::testing::max_relative_difference(got[i].to(at::kDouble), expected[i].to(at::kDouble), 1e-3),
+                  1e-4)
+            << "rank " << r << " parameter " << i << " view " << bucket_view;
+    }
+  }
+}
+
 TEST(DdpBuckets, AssignBucketsCapsAndOrder) {
   std::vector<at::Tensor> p = {at::zeros({10}), at::zeros({10}), at::zeros({10}, at::kDouble), at::zeros({30})};
   // First cap 40 bytes, then 100: float 3 then 0 -> closes after 3 (120 B);
