@@ -119,6 +119,7 @@ int run_job(const LaunchOptions& options) {
   job.store_port = options.port;
   job.multi_host = multi_host;
   if (!options.network_interface.empty()) job.extra.emplace_back("COHORT_IFACE", options.network_interface);
+  if (!options.timeline.empty()) job.extra.emplace_back("COHORT_TIMELINE", options.timeline);
   job.extra.insert(job.extra.end(), options.env.begin(), options.env.end());
   job.threads_per_rank = threads_per_rank(available_cores(), std::max(1, ranks_here));
   const EnvironmentMap base = current_environment();

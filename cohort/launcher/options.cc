@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <sstream>
 
+#include <unistd.h>
+
 #include "cohort/common/tunables.h"
 #include "cohort/launcher/job_id.h"
 
@@ -168,6 +170,16 @@ LaunchOptions parse_arguments(std::span<const std::string> args) {
         throw UsageError("--remote-cohortrun needs an absolute path without blanks or shell characters, got " +
                          quoted(text));
       options.remote_cohortrun = text;
+    } else if (name == "--timeline") {
+      const std::string text = value();
+      if (text.empty()) throw UsageError("--timeline needs a file path for the Chrome trace, got ''");
+      // Absolute: ranks may start in another directory (remote hosts).
+      options.timeline = text;
+      if (text[0] != '/') {
+        char cwd[4096];
+        if (!getcwd(cwd, sizeof cwd)) throw UsageError("--timeline: cannot read the working directory");
+        options.timeline = std::string(cwd) + "/" + text;
+      }
     } else if (name == "--dry-run") {
       no_value();
       options.dry_run = true;
@@ -225,6 +237,10 @@ LaunchOptions parse_arguments(std::span<const std::string> args) {
     for (const auto& [key, v] : options.env)
       if (key == "COHORT_BACKEND")
         throw UsageError("--env COHORT_BACKEND=" + v + " conflicts with --backend " + options.backend);
+  if (!options.timeline.empty())
+    for (const auto& [key, v] : options.env)
+      if (key == "COHORT_TIMELINE")
+        throw UsageError("--env COHORT_TIMELINE=" + v + " conflicts with --timeline " + options.timeline);
   if (!options.network_interface.empty())
     for (const auto& [key, v] : options.env)
       if (key == "COHORT_IFACE")
@@ -250,6 +266,8 @@ std::string usage_text() {
         "  --backend B           communicator backend: auto, shm, gloo, mpi, hierarchical\n"
         "                        (sets COHORT_BACKEND)\n"
         "  --env K=V             set K=V for every rank (repeatable)\n"
+        "  --timeline F          write the engines' Chrome trace to F (rank 0 of each engine;\n"
+        "                        sets COHORT_TIMELINE; opens in Perfetto or chrome://tracing)\n"
         "  --port P              TCP port of the store (default 0: a free port)\n"
         "  --job-id ID           job id (letters, digits, '_', '.'; default: generated)\n"
         "  --grace-s S           seconds between SIGTERM and SIGKILL when stopping\n"

@@ -34,6 +34,7 @@ class UsageError : public ConfigError {
 struct LaunchOptions {
   int num_ranks = 0;              // -np; at least 1 (default with hosts: their slots)
   std::string backend;            // --backend; empty: leave COHORT_BACKEND alone
+  std::string timeline;           // --timeline, made absolute: COHORT_TIMELINE for every rank
   std::vector<std::pair<std::string, std::string>> env;  // --env K=V, in order
   int port = 0;                   // --port; 0 picks a free port
   std::string job_id;             // --job-id; empty: generate one

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <regex>
 #include <set>
@@ -142,6 +143,17 @@ TEST_P(CohortrunSizes, SetsTheRankEnvironment) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, CohortrunSizes, ::testing::Values(1, 2, 3, 4));
+
+TEST_F(CohortrunTest, TimelineReachesEveryRankAsAnAbsolutePath) {
+  const RunResult r = run(2, {"--timeline", "trace.json"}, {"env"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto by_rank = parse_env(r.out);
+  ASSERT_EQ(by_rank.size(), 2u);
+  for (const auto& [rank, e] : by_rank) {
+    ASSERT_TRUE(e.count("COHORT_TIMELINE")) << r.out;
+    EXPECT_EQ(e.at("COHORT_TIMELINE"), (std::filesystem::current_path() / "trace.json").string());
+  }
+}
 
 TEST_F(CohortrunTest, KeepsThreadCountsTheUserSet) {
   auto env = clean_environment();

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "cohort/launcher/job_id.h"
 
 namespace cohort::launcher {
@@ -129,7 +131,7 @@ TEST(Options, UsageListsFlagsAndTunables) {
   for (const char* needle : {"-np", "--backend", "--env", "--port", "--job-id", "--grace-s", "--verbose",
                              "--help", "COHORT_TIMEOUT_S", "COHORT_SHM_SLOT_BYTES", "OMP_NUM_THREADS", "-H, --host",
                              "--hostfile", "--launch-template", "--store-addr", "--start-timeout",
-                             "--network-interface", "--remote-cohortrun", "--dry-run", "COHORT_HOST"})
+                             "--network-interface", "--remote-cohortrun", "--dry-run", "COHORT_HOST", "--timeline"})
     EXPECT_NE(text.find(needle), std::string::npos) << needle;
 }
 
@@ -165,6 +167,15 @@ TEST(Options, ParsesTheMultiHostFlags) {
   EXPECT_EQ(d.launch_template, "ssh -o BatchMode=yes {host}");
   EXPECT_DOUBLE_EQ(d.start_timeout_s, 60);
   EXPECT_FALSE(d.dry_run);
+}
+
+TEST(Options, TimelineIsAnAbsolutePathForEveryRank) {
+  const LaunchOptions o = parse({"-np", "2", "--timeline", "t.json", "prog"});
+  EXPECT_EQ(o.timeline, (std::filesystem::current_path() / "t.json").string());
+  EXPECT_EQ(parse({"-np", "2", "--timeline=/tmp/x.json", "prog"}).timeline, "/tmp/x.json");
+  EXPECT_NE(error_of({"-np", "2", "--timeline", "", "p"}).find("--timeline needs"), std::string::npos);
+  EXPECT_NE(error_of({"-np", "2", "--timeline", "a.json", "--env", "COHORT_TIMELINE=b.json", "p"}).find("conflicts"),
+            std::string::npos);
 }
 
 TEST(Options, RejectsMalformedMultiHostValues) {

@@ -130,7 +130,8 @@ void run(const std::string& action, int rank, int size) {
          {"COHORT_RANK", "COHORT_SIZE", "COHORT_LOCAL_RANK", "COHORT_LOCAL_SIZE", "COHORT_STORE_ADDR",
           "COHORT_JOB_ID", "COHORT_SECRET", "COHORT_BACKEND", "RANK", "WORLD_SIZE", "LOCAL_RANK",
           "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
-          "MKL_NUM_THREADS", "FOO", "COHORT_HOST", "COHORT_IFACE", "COHORT_TEST_HOST", "COHORT_TIMEOUT_S"}) {
+          "MKL_NUM_THREADS", "FOO", "COHORT_HOST", "COHORT_IFACE", "COHORT_TEST_HOST", "COHORT_TIMEOUT_S",
+          "COHORT_TIMELINE"}) {
       if (const char* v = std::getenv(name)) std::printf("%s=%s\n", name, v);
       else std::printf("%s unset\n", name);
     }
