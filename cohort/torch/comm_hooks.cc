@@ -12,14 +12,15 @@ namespace {
 
 class AllreduceHook final : public CommHook {
  public:
+  explicit AllreduceHook(ReduceOp op) : op_(op) {}
   std::string name() const override { return "allreduce"; }
   void launch(GradBucket& bucket, engine::Engine& engine) override {
     BufferView v = view_of(bucket.buffer, "DistributedDataParallel bucket");
     // In place on the bucket: no scratch, no copy; a bucket above the fusion
     // threshold goes to the communicator as it is.
-    handles_[bucket.index] = engine.submit_ordered_allreduce(v, v, {.op = ReduceOp::avg});
+    handles_[bucket.index] = engine.submit_ordered_allreduce(v, v, {.op = op_});
   }
-  bool averages_over_ranks() const override { return true; }
+  bool averages_over_ranks() const override { return op_ == ReduceOp::avg; }
   void finish(GradBucket& bucket, engine::Engine&) override {
     auto it = handles_.find(bucket.index);
     engine::Handle h = std::move(it->second);
@@ -28,6 +29,7 @@ class AllreduceHook final : public CommHook {
   }
 
  private:
+  ReduceOp op_;
   std::unordered_map<size_t, engine::Handle> handles_;
 };
 
@@ -61,7 +63,9 @@ class Fp16CompressHook final : public CommHook {
 
 }  // namespace
 
-std::shared_ptr<CommHook> allreduce_hook() { return std::make_shared<AllreduceHook>(); }
+std::shared_ptr<CommHook> allreduce_hook() { return std::make_shared<AllreduceHook>(ReduceOp::avg); }
+
+std::shared_ptr<CommHook> sum_allreduce_hook() { return std::make_shared<AllreduceHook>(ReduceOp::sum); }
 std::shared_ptr<CommHook> fp16_compress_hook() { return std::make_shared<Fp16CompressHook>(); }
 
 }  // namespace cohort::torch

@@ -62,6 +62,11 @@ class CommHook {
 // up to float rounding.
 std::shared_ptr<CommHook> allreduce_hook();
 
+// The bucket is summed in place over ranks: with averages_over_ranks() false,
+// the Reducer has already divided it, so the sum is the average. For hooks
+// that fall back to a plain allreduce on such buckets (PowerSGD's warm-up).
+std::shared_ptr<CommHook> sum_allreduce_hook();
+
 // The bucket travels as float16 (already divided by the number of ranks, so
 // the sum overflows only where the average would) and comes back in its own
 // dtype.

@@ -51,6 +51,9 @@ struct DistributedOptimizer::Impl {
   void on_accumulated(size_t index) {
     std::lock_guard lock(mutex);
     Entry& e = entries[index];
+    // Autograd runs the node for an undefined gradient too; that is no
+    // gradient (step() submits the parameter then).
+    if (!e.param.grad().defined()) return;
     synchronized = false;
     ++e.passes;
     COHORT_CHECK_AS(ConfigError, e.passes <= options.backward_passes_per_step)

@@ -36,6 +36,10 @@
 //   gradient_predivide_factor = 1. Other reduce ops are a ConfigError.
 // - Compression (compression.h) applies on the wire only; .grad() keeps the
 //   parameter's dtype.
+// - Between backward() and synchronize() (or step()) the engine is writing
+//   the reduced gradients into .grad(): read or modify .grad() (clipping,
+//   NaN checks) only after synchronize(), then call step(), which does not
+//   reduce again (Horovod's synchronize-then-clip pattern).
 // - Gradients are reduced identically on every rank, so ranks that start
 //   identical (broadcast_parameters, broadcast_optimizer_state) stay bitwise
 //   identical.

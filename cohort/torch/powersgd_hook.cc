@@ -13,7 +13,7 @@ namespace {
 
 class PowerSgdHook final : public CommHook {
  public:
-  explicit PowerSgdHook(PowerSgdOptions options) : options_(options), plain_(allreduce_hook()) {
+  explicit PowerSgdHook(PowerSgdOptions options) : options_(options), plain_(sum_allreduce_hook()) {
     COHORT_CHECK_AS(ConfigError, options_.rank >= 1) << "PowerSGD: rank must be at least 1, got " << options_.rank;
     COHORT_CHECK_AS(ConfigError, options_.start_iteration >= 0)
         << "PowerSGD: start_iteration must be >= 0, got " << options_.start_iteration;

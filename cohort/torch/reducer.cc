@@ -134,8 +134,8 @@ struct Reducer::Impl : std::enable_shared_from_this<Reducer::Impl> {
   }
 
   // Called with the mutex held, on autograd's thread (or in forward for
-  // parameters find_unused_parameters found unused: `from_autograd` false).
-  void mark_ready(size_t i, bool from_autograd) {
+  // parameters find_unused_parameters found unused).
+  void mark_ready(size_t i) {
     COHORT_CHECK_AS(ConfigError, !ready[i])
         << "DistributedDataParallel: parameter " << names[i] << " was marked ready twice in one backward pass on rank "
         << engine->rank() << " (a module used twice through reentrant backward, or several backward passes per "
@@ -146,6 +146,9 @@ struct Reducer::Impl : std::enable_shared_from_this<Reducer::Impl> {
     Bucket& b = buckets[locations[i].bucket];
     at::Tensor& view = b.views[locations[i].position];
     const at::Tensor& g = params[i].grad();
+    // Used: it has a gradient here, from this pass or accumulated under
+    // no_sync; only a parameter without one on every rank stays undefined.
+    if (used.defined() && g.defined()) used.data_ptr<int32_t>()[i] = 1;
     // The 1/size of the average, unless the hook divides (averages_over_ranks):
     // folded into the copy when there is one, else one pass over the view.
     const double inv = hook->averages_over_ranks() ? 1.0 : 1.0 / engine->size();
@@ -177,7 +180,6 @@ struct Reducer::Impl : std::enable_shared_from_this<Reducer::Impl> {
     } else {
       view.zero_();
     }
-    if (from_autograd && used.defined()) used.data_ptr<int32_t>()[i] = 1;
     if (--b.pending == 0) launch_ready();
   }
 
@@ -200,7 +202,7 @@ struct Reducer::Impl : std::enable_shared_from_this<Reducer::Impl> {
       });
     }
     if (!rebuilt) arrival.push_back(i);
-    mark_ready(i, /*from_autograd=*/true);
+    mark_ready(i);
   }
 
   // End of backward: every bucket launched means every gradient arrived.
@@ -218,15 +220,16 @@ struct Reducer::Impl : std::enable_shared_from_this<Reducer::Impl> {
     }
     // As PyTorch: a parameter no rank used keeps its .grad() as it was
     // (undefined stays undefined, so optimizers skip it), one small ordered
-    // allreduce after the buckets.
+    // allreduce after the buckets. Submitted even after a hook failed here,
+    // so that this rank's ordered submissions stay in step with its peers'.
     at::Tensor used_anywhere;
-    if (!error && used.defined()) {
+    if (used.defined()) {
       used_anywhere = used.clone();
       try {
         const BufferView v = view_of(used_anywhere, "DistributedDataParallel used-parameter map");
         engine->submit_ordered_allreduce(v, v, {.op = ReduceOp::sum}).wait();
       } catch (...) {
-        error = std::current_exception();
+        if (!error) error = std::current_exception();
       }
     }
     std::vector<char> in_place(buckets.size(), 0);
@@ -380,7 +383,7 @@ void Reducer::prepare_for_backward(const std::vector<at::Tensor>& outputs) {
       if (edge.function) stack.push_back(edge.function.get());
   }
   for (size_t i = 0; i < impl.params.size(); ++i)
-    if (!seen.count(impl.ready_hooks->accumulator(i)) && !impl.ready[i]) impl.mark_ready(i, /*from_autograd=*/false);
+    if (!seen.count(impl.ready_hooks->accumulator(i)) && !impl.ready[i]) impl.mark_ready(i);
 }
 
 void Reducer::set_require_sync(bool require_sync) {

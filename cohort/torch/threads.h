@@ -10,8 +10,9 @@
 namespace cohort::torch {
 
 // n >= 1 (ConfigError otherwise). Sets OpenBLAS's pool when the process's
-// BLAS is OpenBLAS (found by symbol); another BLAS is left to its own
-// variables (MKL_NUM_THREADS, ...).
+// BLAS is OpenBLAS, found by symbol in the global scope (a program linked
+// against LibTorch; not a LibTorch dlopen'ed with RTLD_LOCAL, as Python's);
+// another BLAS is left to its own variables (MKL_NUM_THREADS, ...).
 void set_intra_op_threads(int n);
 
 // The BLAS's pool size: OpenBLAS's when found, else -1.

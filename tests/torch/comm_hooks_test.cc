@@ -106,6 +106,13 @@ TEST_P(HookWorld, PowerSgdFullRankIsExact) {
   EXPECT_LT(worst_relative(run), 1e-4);
 }
 
+// Before start_iteration PowerSGD reduces plainly: the exact average, not
+// the average divided by the world size once more.
+TEST_P(HookWorld, PowerSgdWarmUpIsThePlainAverage) {
+  auto run = run_hook(GetParam(), [] { return powersgd_hook({.rank = 1, .start_iteration = 10}); }, 2);
+  EXPECT_LT(worst_relative(run), 1e-6);
+}
+
 INSTANTIATE_TEST_SUITE_P(Worlds, HookWorld, ::testing::Values(1, 2, 3));
 
 // Low rank, error feedback and warm start, driving the hook directly on a

@@ -308,6 +308,35 @@ TEST(DdpUnused, ParameterUnusedEverywhereKeepsNoGradient) {
   }
 }
 
+// A gradient accumulated under no_sync counts as use: rank 0 uses `extra`
+// in a no_sync pass, no rank in the synchronised pass; both ranks must then
+// hold the same reduced .grad() (not rank 0 alone), and stay identical.
+TEST(DdpUnused, GradientFromANoSyncPassCountsAsUse) {
+  PerRank<std::vector<at::Tensor>> finals(2);
+  PerRank<int> defined(2);
+  run_torch_ranks(2, [&](int rank, int) {
+    ::torch::manual_seed(13);
+    Net net(6, /*use_extra=*/rank == 0);
+    DistributedDataParallelOptions o = small_buckets();
+    o.find_unused_parameters = true;
+    DistributedDataParallel<Net> ddp(net, o);
+    ::torch::optim::SGD opt(net->parameters(), ::torch::optim::SGDOptions(0.1).weight_decay(0.1));
+    at::Tensor x = at::randn({kBatch, 4}), y = at::randn({kBatch, 3});
+    {
+      auto guard = ddp.no_sync();
+      ::torch::mse_loss(ddp(x), y).backward();
+    }
+    net->use_extra = false;
+    ::torch::mse_loss(ddp(x), y).backward();
+    defined.add(rank, net->extra->weight.grad().defined() ? 1 : 0);
+    opt.step();
+    finals.add(rank, cohort::testing::copy_parameters(*net));
+  });
+  EXPECT_EQ(defined.of(0)[0], 1);
+  EXPECT_EQ(defined.of(1)[0], 1);
+  EXPECT_TRUE(cohort::testing::bitwise_equal(finals.of(0)[0], finals.of(1)[0]));
+}
+
 TEST(DdpBuckets, AssignBucketsCapsAndOrder) {
   std::vector<at::Tensor> p = {at::zeros({10}), at::zeros({10}), at::zeros({10}, at::kDouble), at::zeros({30})};
   // First cap 40 bytes, then 100: float 3 then 0 -> closes after 3 (120 B);

@@ -171,9 +171,10 @@ void Communicator::begin_collective(const char* name, Signature sig) {
   // No abort check here: a peer may finish a collective, leave on an
   // exception and record an abort before this rank has even started the same
   // collective, whose data is already complete. Refusing it would replace
-  // this rank's own outcome with the peer's. Every wait that is not satisfied
-  // at once checks the abort record, so a collective that needs a peer that
-  // failed still raises its error.
+  // this rank's own outcome with the peer's. A wait that is not satisfied
+  // while spinning checks the abort record, so a collective that needs a
+  // peer that failed still raises its error; a part that only writes (a
+  // broadcast root) learns of it at the rank's next such wait.
   op_name_ = name;
   current_ = sig;
   deadline_ = Clock::now() + options_.timeout;
