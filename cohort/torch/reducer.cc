@@ -158,6 +158,12 @@ struct Reducer::Impl : std::enable_shared_from_this<Reducer::Impl> {
       // kept from an earlier in-place iteration: reduce it where it is.
       if (inv != 1.0) g.mul_(inv);
       b.grad_in_place = true;
+      if (options.gradient_as_bucket_view) {
+        // .grad() may alias the bucket: it becomes the bucket's storage, so
+        // the largest parameters do not keep a second buffer of their size.
+        b.buffer = g.view({-1});
+        b.views[0] = g;
+      }
       b.grad_bucket.buffer = g.view({-1});
       b.grad_bucket.gradients = {g};
     } else if (options.gradient_as_bucket_view) {
