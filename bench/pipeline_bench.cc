@@ -32,6 +32,7 @@
 #include "cohort/torch/pipeline.h"
 #include "cohort/torch/runtime.h"
 #include "cohort/torch/threads.h"
+#include "examples/common/flag_parsing.h"
 
 namespace ct = cohort::torch;
 using Clock = std::chrono::steady_clock;
@@ -47,22 +48,15 @@ struct Flags {
 };
 
 Flags parse(int argc, char** argv) {
+  namespace ex = cohort::examples;
   Flags f;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw cohort::ConfigError(a + " needs a value");
-      return argv[++i];
-    };
-    if (a == "--ms") f.ms = std::stod(value());
-    else if (a == "--steps") f.steps = std::stoi(value());
-    else if (a == "--max-m") f.max_m = std::stoi(value());
-    else if (a == "--rows") f.rows_per_micro_batch = std::stoi(value());
-    else if (a == "--width") f.width = std::stoi(value());
-    else throw cohort::ConfigError("unknown flag '" + a + "' (flags: --ms --steps --max-m --rows --width)");
-  }
-  if (f.steps < 1 || f.max_m < 1 || f.ms < 0 || f.rows_per_micro_batch < 1 || f.width < 1)
-    throw cohort::ConfigError("--steps, --max-m, --rows and --width must be >= 1, --ms >= 0");
+  ex::parse_flags(std::vector<std::string>(argv + 1, argv + argc),
+                  {{"--ms", [&](auto& n, auto& v) { f.ms = ex::parse_number<double>(n, v, 0.0); }},
+                   {"--steps", [&](auto& n, auto& v) { f.steps = ex::parse_number<int>(n, v, 1); }},
+                   {"--max-m", [&](auto& n, auto& v) { f.max_m = ex::parse_number<int>(n, v, 1); }},
+                   {"--rows", [&](auto& n, auto& v) { f.rows_per_micro_batch = ex::parse_number<int>(n, v, 1); }},
+                   {"--width", [&](auto& n, auto& v) { f.width = ex::parse_number<int>(n, v, 1); }}},
+                  {});
   return f;
 }
 
@@ -155,6 +149,6 @@ int main(int argc, char** argv) try {
   }
   return 0;
 } catch (const std::exception& e) {
-  std::fprintf(stderr, "pipeline_bench: %s\n", e.what());
+  std::fprintf(stderr, "pipeline_bench: %s\n", cohort::examples::one_line_message(e).c_str());
   return 1;
 }

@@ -24,6 +24,7 @@
 #include "cohort/torch/distributed_optimizer.h"
 #include "cohort/torch/runtime.h"
 #include "cohort/torch/threads.h"
+#include "examples/common/flag_parsing.h"
 #include "examples/fashion_mnist/models.h"
 
 namespace ct = cohort::torch;
@@ -42,26 +43,19 @@ struct Flags {
 };
 
 Flags parse(int argc, char** argv) {
+  namespace ex = cohort::examples;
   Flags f;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw cohort::ConfigError(a + " needs a value");
-      return argv[++i];
-    };
-    if (a == "--model") f.model = value();
-    else if (a == "--batch-size") f.batch_size = std::stoi(value());
-    else if (a == "--seconds") f.seconds = std::stod(value());
-    else if (a == "--rounds") f.rounds = std::stoi(value());
-    else if (a == "--warmup-steps") f.warmup_steps = std::stoi(value());
-    else if (a == "--threads") f.threads = std::stoi(value());
-    else if (a == "--compression") f.compression = value();
-    else throw cohort::ConfigError("unknown flag '" + a +
-                                   "' (flags: --model --batch-size --seconds --rounds --warmup-steps --threads "
-                                   "--compression)");
-  }
-  if (f.batch_size < 1 || f.seconds <= 0 || f.rounds < 1 || f.warmup_steps < 1)
-    throw cohort::ConfigError("--batch-size, --seconds, --rounds and --warmup-steps must be positive");
+  ex::parse_flags(
+      std::vector<std::string>(argv + 1, argv + argc),
+      {{"--model", [&](auto&, auto& v) { f.model = v; }},
+       {"--batch-size", [&](auto& n, auto& v) { f.batch_size = ex::parse_number<int>(n, v, 1); }},
+       {"--seconds", [&](auto& n, auto& v) { f.seconds = ex::parse_number<double>(n, v); }},
+       {"--rounds", [&](auto& n, auto& v) { f.rounds = ex::parse_number<int>(n, v, 1); }},
+       {"--warmup-steps", [&](auto& n, auto& v) { f.warmup_steps = ex::parse_number<int>(n, v, 1); }},
+       {"--threads", [&](auto& n, auto& v) { f.threads = ex::parse_number<int>(n, v, 0); }},
+       {"--compression", [&](auto&, auto& v) { f.compression = v; }}},
+      {});
+  if (f.seconds <= 0) throw cohort::ConfigError("--seconds must be positive");
   return f;
 }
 
@@ -132,7 +126,7 @@ int main(int argc, char** argv) {
     ct::shutdown();
     return 0;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "torch_scaling: error: %s\n", e.what());
+    std::fprintf(stderr, "torch_scaling: error: %s\n", cohort::examples::one_line_message(e).c_str());
     return 1;
   }
 }

@@ -11,6 +11,7 @@
 #include "cohort/torch/accumulated_grad_hooks.h"
 #include "cohort/torch/runtime.h"
 #include "cohort/torch/tensor_view.h"
+#include "cohort/torch/zero_grad.h"
 
 namespace cohort::torch {
 
@@ -187,11 +188,7 @@ void DistributedOptimizer::step() {
   impl_->synchronized = false;
 }
 
-void DistributedOptimizer::zero_grad() {
-  for (auto& group : optimizer_.param_groups())
-    for (auto& p : group.params())
-      if (p.grad().defined()) p.mutable_grad() = at::Tensor();
-}
+void DistributedOptimizer::zero_grad() { zero_grad_to_none(optimizer_); }
 
 size_t DistributedOptimizer::num_reduced_parameters() const { return impl_->entries.size(); }
 

@@ -238,13 +238,13 @@ struct Reducer::Impl : std::enable_shared_from_this<Reducer::Impl> {
         if (!error) error = std::current_exception();
       }
     }
-    std::vector<char> in_place(buckets.size(), 0);
-    for (size_t b = 0; b < buckets.size(); ++b) in_place[b] = buckets[b].grad_in_place;
-    reset_iteration();
-    if (error) std::rethrow_exception(error);
+    if (error) {
+      reset_iteration();
+      std::rethrow_exception(error);
+    }
     ::torch::NoGradGuard no_grad;
     for (size_t i = 0; i < params.size(); ++i) {
-      if (in_place[locations[i].bucket]) continue;  // .grad() holds the result
+      if (buckets[locations[i].bucket].grad_in_place) continue;  // .grad() holds the result
       if (used_anywhere.defined() && used_anywhere.data_ptr<int32_t>()[i] == 0 && !params[i].grad().defined())
         continue;
       const at::Tensor& view = buckets[locations[i].bucket].views[locations[i].position];
@@ -257,6 +257,7 @@ struct Reducer::Impl : std::enable_shared_from_this<Reducer::Impl> {
         g = view.clone();
       }
     }
+    reset_iteration();
     ++iterations;
   }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <charconv>
+#include <exception>
 #include <functional>
 #include <map>
 #include <string>
@@ -41,6 +42,20 @@ inline std::string one_of(const std::string& flag, const std::string& text,
     list += list.empty() ? a : ", " + a;
   }
   COHORT_THROW(ConfigError) << flag << " expects one of " << list << ", got '" << text << "'";
+}
+
+// An error's text for one line on a terminal: a failed check's message
+// without its file, line and condition ("--steps expects a number, got 'x'").
+inline std::string one_line_message(const std::exception& e) {
+  std::string what = e.what();
+  for (const std::string marker : {"check failed: ", "ConfigError: "})
+    if (auto at = what.find(marker); at != std::string::npos) {
+      what = what.substr(at + marker.size());
+      if (marker[0] == 'c')
+        if (auto sep = what.find(": "); sep != std::string::npos) what = what.substr(sep + 2);
+      break;
+    }
+  return what;
 }
 
 using FlagSetter = std::function<void(const std::string& flag, const std::string& value)>;

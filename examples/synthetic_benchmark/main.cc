@@ -20,6 +20,8 @@
 #include "cohort/torch/distributed_optimizer.h"
 #include "cohort/torch/runtime.h"
 #include "cohort/torch/threads.h"
+#include "cohort/torch/zero_grad.h"
+#include "examples/common/flag_parsing.h"
 #include "examples/synthetic_benchmark/models.h"
 #include "examples/synthetic_benchmark/options.h"
 
@@ -38,14 +40,6 @@ at::Tensor loss_of(const at::Tensor& out, const at::Tensor& y) {
   return ::torch::nn::functional::cross_entropy(out, y);
 }
 
-// PyTorch 2's zero_grad(set_to_none=True), the default there (LibTorch
-// 1.13's zero_grad() zeroes in place, which costs a pass to zero and a pass
-// to accumulate into): every mode and bench/pytorch_ddp_synthetic.py do this.
-void zero_grad_to_none(const ::torch::optim::Optimizer& optimizer) {
-  for (const auto& group : optimizer.param_groups())
-    for (auto p : group.params()) p.mutable_grad() = at::Tensor();
-}
-
 ::torch::optim::SGDOptions sgd_options(const synthetic::BenchmarkOptions& o) {
   return ::torch::optim::SGDOptions(o.lr).momentum(0.9);
 }
@@ -57,7 +51,7 @@ const std::map<std::string, TrainerFactory>& trainers() {
        [](Sequential model, const synthetic::BenchmarkOptions& o) -> StepFn {
          auto sgd = std::make_shared<::torch::optim::SGD>(model->parameters(), sgd_options(o));
          return [model, sgd](const at::Tensor& x, const at::Tensor& y) mutable {
-           zero_grad_to_none(*sgd);
+           ct::zero_grad_to_none(*sgd);  // as every mode and bench/pytorch_ddp_synthetic.py
            loss_of(model->forward(x), y).backward();
            sgd->step();
          };
@@ -80,7 +74,7 @@ const std::map<std::string, TrainerFactory>& trainers() {
          auto dp = std::make_shared<ct::DataParallel<Sequential>>(model, ct::DataParallelOptions{.replicas = o.replicas});
          auto sgd = std::make_shared<::torch::optim::SGD>(model->parameters(), sgd_options(o));
          return [dp, sgd](const at::Tensor& x, const at::Tensor& y) {
-           zero_grad_to_none(*sgd);
+           ct::zero_grad_to_none(*sgd);
            dp->train_step(x, y, loss_of);
            sgd->step();
          };
@@ -92,7 +86,7 @@ const std::map<std::string, TrainerFactory>& trainers() {
          auto ddp = std::make_shared<ct::DistributedDataParallel<Sequential>>(model, ddp_options);
          auto sgd = std::make_shared<::torch::optim::SGD>(model->parameters(), sgd_options(o));
          return [ddp, sgd](const at::Tensor& x, const at::Tensor& y) {
-           zero_grad_to_none(*sgd);
+           ct::zero_grad_to_none(*sgd);
            loss_of((*ddp)(x), y).backward();
            sgd->step();
          };
@@ -166,16 +160,8 @@ int main(int argc, char** argv) {
   try {
     o = synthetic::parse_options(std::vector<std::string>(argv + 1, argv + argc), mode_names());
   } catch (const cohort::ConfigError& e) {
-    // One line for users: the message without the check's location and condition.
-    std::string what = e.what();
-    for (const std::string marker : {"check failed: ", "ConfigError: "})
-      if (auto at = what.find(marker); at != std::string::npos) {
-        what = what.substr(at + marker.size());
-        if (marker[0] == 'c')
-          if (auto sep = what.find(": "); sep != std::string::npos) what = what.substr(sep + 2);
-        break;
-      }
-    std::fprintf(stderr, "synthetic_benchmark: %s (see --help)\n", what.c_str());
+    std::fprintf(stderr, "synthetic_benchmark: %s (see --help)\n",
+                 cohort::examples::one_line_message(e).c_str());
     return 2;
   }
   if (o.help) {

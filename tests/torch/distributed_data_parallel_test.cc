@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include "cohort/common/error.h"
+#include "cohort/torch/zero_grad.h"
 #include "tests/torch/torch_ranks.h"
 
 namespace cohort::torch {
@@ -53,9 +54,10 @@ struct TrainSetup {
 };
 
 void zero_grad(::torch::optim::Optimizer& opt, bool set_to_none) {
-  if (!set_to_none) return opt.zero_grad();
-  for (auto& group : opt.param_groups())
-    for (auto& p : group.params()) p.mutable_grad() = at::Tensor();
+  if (set_to_none)
+    zero_grad_to_none(opt);
+  else
+    opt.zero_grad();
 }
 
 std::unique_ptr<::torch::optim::Optimizer> make_optimizer(Net& net, bool adam) {
