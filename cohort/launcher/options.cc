@@ -316,6 +316,8 @@ std::string usage_text() {
         "           or cohortrun could not start the job (remote ranks did not start\n"
         "           within --start-timeout)\n"
         "  128+S    a rank was killed by signal S, or cohortrun was stopped by signal S\n"
+        "  C        cohortrun was stopped by a signal and every rank then exited with\n"
+        "           the same code C > 0 (a preempted fit() exits with 75: launch again)\n"
         "  2        bad command line\n"
         "  126/127  the program cannot be executed / was not found\n"
         "\n"

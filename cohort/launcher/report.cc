@@ -80,8 +80,17 @@ int exit_code(const SupervisionResult& result) {
   switch (result.reason) {
     case StopReason::none:
       return 0;
-    case StopReason::signal:
-      return 128 + result.signal;
+    case StopReason::signal: {
+      // Ranks that handled the forwarded signal and all exited with one
+      // code of their own give that code (fit()'s preemption exits with 75:
+      // backed up, launch again to resume); otherwise 128 + the signal.
+      int common = -1;
+      for (const RankRecord& r : result.ranks) {
+        if (!r.status.exited() || (common >= 0 && r.status.code() != common)) return 128 + result.signal;
+        common = r.status.code();
+      }
+      return common > 0 ? common : 128 + result.signal;
+    }
     case StopReason::launch_failed:
     case StopReason::start_timeout:
       return 1;

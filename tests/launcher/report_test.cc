@@ -105,6 +105,16 @@ TEST(Report, SignalStopAndSuccess) {
   EXPECT_EQ(exit_code(result), 130);
   EXPECT_EQ(failure_report(result), "");
 
+  // Ranks that handled the signal and exited with one code of their own
+  // (a preempted fit(): 75) give that code; mixed endings give 128 + S.
+  result.signal = SIGTERM;
+  result.ranks = {record(0, exited(75), SIGTERM), record(1, exited(75), SIGTERM)};
+  EXPECT_EQ(exit_code(result), 75);
+  result.ranks = {record(0, exited(75), SIGTERM), record(1, exited(0), SIGTERM)};
+  EXPECT_EQ(exit_code(result), 128 + SIGTERM);
+  result.ranks = {record(0, exited(0), SIGTERM), record(1, exited(0), SIGTERM)};
+  EXPECT_EQ(exit_code(result), 128 + SIGTERM);
+
   SupervisionResult ok;
   ok.ranks = {record(0, exited(0))};
   EXPECT_EQ(exit_code(ok), 0);

@@ -79,62 +79,12 @@ std::vector<char> serialize(const torch::nn::Module& module, const torch::optim:
   save_optimizer(optimizer, optim);
   archive.write("model", model);
   archive.write("optimizer", optim);
-  int64_t seed_bits;
-  std::memcpy(&seed_bits, &state.seed, sizeof seed_bits);
-  archive.write("training_state",
-                at::tensor(std::vector<int64_t>{kStateFormat, state.epoch, state.batch, state.step, seed_bits},
-                           at::TensorOptions().dtype(at::kLong)));
-  std::vector<char> bytes;
-  archive.save_to([&bytes](const void* data, size_t n) {
-    bytes.insert(bytes.end(), static_cast<const char*>(data), static_cast<const char*>(data) + n);
-    return n;
-  });
-  return bytes;
+  save_training_state(archive, state);
+  return archive_bytes(archive);
 }
 
 std::string damaged(const std::string& path) {
   return "checkpoint " + path + " is unusable (the previous one, if any, is " + previous_checkpoint_path(path) + ")";
-}
-
-// The verified payload of the checkpoint at `path`.
-std::vector<char> read_verified(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  COHORT_CHECK_AS(ConfigError, fd >= 0) << "cannot open checkpoint " << path << ": " << errno_text();
-  std::vector<char> file;
-  char buffer[1 << 16];
-  for (;;) {
-    const ssize_t r = ::read(fd, buffer, sizeof buffer);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) {
-      const int saved = errno;
-      ::close(fd);
-      errno = saved;
-      COHORT_CHECK_AS(ConfigError, r == 0) << "reading checkpoint " << path << ": " << errno_text();
-      break;
-    }
-    file.insert(file.end(), buffer, buffer + r);
-  }
-  COHORT_CHECK_AS(ConfigError, file.size() >= kHeaderBytes)
-      << damaged(path) << ": truncated: " << file.size() << " bytes, shorter than the " << kHeaderBytes
-      << "-byte header";
-  COHORT_CHECK_AS(ConfigError, std::memcmp(file.data(), kMagic, sizeof kMagic) == 0)
-      << damaged(path) << ": not a cohort checkpoint (bad magic)";
-  COHORT_CHECK_AS(ConfigError, get<uint32_t>(file.data(), 28) == crc32_of(file.data(), 28))
-      << damaged(path) << ": corrupt header (checksum mismatch)";
-  const auto version = get<uint32_t>(file.data(), 8);
-  COHORT_CHECK_AS(ConfigError, version == kVersion)
-      << damaged(path) << ": format version " << version << ", this build reads version " << kVersion;
-  const auto payload = get<uint64_t>(file.data(), 16);
-  const size_t present = file.size() - kHeaderBytes;
-  COHORT_CHECK_AS(ConfigError, present >= payload)
-      << damaged(path) << ": truncated: the header announces " << payload << " payload bytes, the file holds "
-      << present;
-  COHORT_CHECK_AS(ConfigError, present == payload)
-      << damaged(path) << ": " << (present - payload) << " unexpected bytes after the payload";
-  COHORT_CHECK_AS(ConfigError, get<uint32_t>(file.data(), 24) == crc32_of(file.data() + kHeaderBytes, payload))
-      << damaged(path) << ": corrupt payload (checksum mismatch)";
-  file.erase(file.begin(), file.begin() + kHeaderBytes);
-  return file;
 }
 
 // Checks that `archive` holds a tensor of the right shape and dtype for
@@ -179,10 +129,66 @@ TrainingState state_from(const at::Tensor& t, const std::string& path) {
 
 std::string previous_checkpoint_path(const std::string& path) { return path + ".prev"; }
 
-void save_checkpoint(const std::string& path, const torch::nn::Module& module,
-                     const torch::optim::Optimizer& optimizer, const TrainingState& state,
-                     const CheckpointOptions& options) {
-  const std::vector<char> payload = serialize(module, optimizer, state);
+void save_training_state(torch::serialize::OutputArchive& archive, const TrainingState& state) {
+  int64_t seed_bits;
+  std::memcpy(&seed_bits, &state.seed, sizeof seed_bits);
+  archive.write("training_state",
+                at::tensor(std::vector<int64_t>{kStateFormat, state.epoch, state.batch, state.step, seed_bits},
+                           at::TensorOptions().dtype(at::kLong)));
+}
+
+std::vector<char> archive_bytes(torch::serialize::OutputArchive& archive) {
+  std::vector<char> bytes;
+  archive.save_to([&bytes](const void* data, size_t n) {
+    bytes.insert(bytes.end(), static_cast<const char*>(data), static_cast<const char*>(data) + n);
+    return n;
+  });
+  return bytes;
+}
+
+std::vector<char> read_checkpoint_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  COHORT_CHECK_AS(ConfigError, fd >= 0) << "cannot open checkpoint " << path << ": " << errno_text();
+  std::vector<char> file;
+  char buffer[1 << 16];
+  for (;;) {
+    const ssize_t r = ::read(fd, buffer, sizeof buffer);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      const int saved = errno;
+      ::close(fd);
+      errno = saved;
+      COHORT_CHECK_AS(ConfigError, r == 0) << "reading checkpoint " << path << ": " << errno_text();
+      break;
+    }
+    file.insert(file.end(), buffer, buffer + r);
+  }
+  COHORT_CHECK_AS(ConfigError, file.size() >= kHeaderBytes)
+      << damaged(path) << ": truncated: " << file.size() << " bytes, shorter than the " << kHeaderBytes
+      << "-byte header";
+  COHORT_CHECK_AS(ConfigError, std::memcmp(file.data(), kMagic, sizeof kMagic) == 0)
+      << damaged(path) << ": not a cohort checkpoint (bad magic)";
+  COHORT_CHECK_AS(ConfigError, get<uint32_t>(file.data(), 28) == crc32_of(file.data(), 28))
+      << damaged(path) << ": corrupt header (checksum mismatch)";
+  const auto version = get<uint32_t>(file.data(), 8);
+  COHORT_CHECK_AS(ConfigError, version == kVersion)
+      << damaged(path) << ": format version " << version << ", this build reads version " << kVersion;
+  const auto payload = get<uint64_t>(file.data(), 16);
+  const size_t present = file.size() - kHeaderBytes;
+  COHORT_CHECK_AS(ConfigError, present >= payload)
+      << damaged(path) << ": truncated: the header announces " << payload << " payload bytes, the file holds "
+      << present;
+  COHORT_CHECK_AS(ConfigError, present == payload)
+      << damaged(path) << ": " << (present - payload) << " unexpected bytes after the payload";
+  COHORT_CHECK_AS(ConfigError, get<uint32_t>(file.data(), 24) == crc32_of(file.data() + kHeaderBytes, payload))
+      << damaged(path) << ": corrupt payload (checksum mismatch)";
+  file.erase(file.begin(), file.begin() + kHeaderBytes);
+  return file;
+}
+
+
+void write_checkpoint_file(const std::string& path, const std::vector<char>& payload,
+                           const CheckpointOptions& options) {
   std::array<char, kHeaderBytes> header{};
   std::memcpy(header.data(), kMagic, sizeof kMagic);
   put<uint32_t>(header, 8, kVersion);
@@ -190,7 +196,6 @@ void save_checkpoint(const std::string& path, const torch::nn::Module& module,
   put<uint64_t>(header, 16, payload.size());
   put<uint32_t>(header, 24, crc32_of(payload.data(), payload.size()));
   put<uint32_t>(header, 28, crc32_of(header.data(), 28));
-
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   COHORT_CHECK(fd >= 0) << "cannot create " << tmp << ": " << errno_text();
@@ -232,11 +237,17 @@ void save_checkpoint(const std::string& path, const torch::nn::Module& module,
   fsync_directory_of(path);
 }
 
-void verify_checkpoint(const std::string& path) { (void)read_verified(path); }
+void save_checkpoint(const std::string& path, const torch::nn::Module& module,
+                     const torch::optim::Optimizer& optimizer, const TrainingState& state,
+                     const CheckpointOptions& options) {
+  write_checkpoint_file(path, serialize(module, optimizer, state), options);
+}
+
+void verify_checkpoint(const std::string& path) { (void)read_checkpoint_file(path); }
 
 TrainingState load_checkpoint(const std::string& path, torch::nn::Module& module,
                               torch::optim::Optimizer& optimizer) {
-  const std::vector<char> payload = read_verified(path);
+  const std::vector<char> payload = read_checkpoint_file(path);
   torch::serialize::InputArchive archive, model, optim;
   at::Tensor state;
   try {
