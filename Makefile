@@ -23,7 +23,7 @@ TEST_JOBS ?= 2
 CMAKE_FLAGS ?=
 CTEST_FLAGS ?=
 DEMO_DIR ?= $(BUILD_DIR)/demo
-DEMO_ARGS ?= --epochs 2 --model cnn --target-accuracy 85
+DEMO_ARGS ?= --strategy multi_worker --epochs 2 --model cnn --target-accuracy 85
 BENCH_ARGS ?=
 BOOTSTRAP_FLAGS ?=
 
@@ -57,7 +57,7 @@ demo: configure
 	cmake --build $(BUILD_DIR) -j $(JOBS) --target cohortrun fashion_mnist
 	@mkdir -p $(DEMO_DIR)
 	$(BUILD_DIR)/cohort/launcher/cohortrun -np 2 $(BUILD_DIR)/examples/fashion_mnist $(DEMO_ARGS) \
-	  --metrics $(DEMO_DIR)/metrics.jsonl --checkpoint $(DEMO_DIR)/checkpoint.bin
+	  --metrics $(DEMO_DIR)/metrics.jsonl --checkpoint $(DEMO_DIR)/checkpoint.bin --csv $(DEMO_DIR)/history.csv
 
 bench: build
 	bash bench/allreduce_vs_mpi.sh --build-dir $(BUILD_DIR) $(BENCH_ARGS)

@@ -2,10 +2,13 @@
 // cohortrun: float64 model with dropout (random numbers), Adam (state),
 // ReduceLROnPlateau and EarlyStopping (callback state) and
 // BackupAndRestore after every step; it prints
-// "step N" after each step's backup (so a test can kill it at a step it
-// chooses) and writes the final parameters' bytes to --out.
+// "step N" after each step's backup and writes the final parameters' bytes
+// to --out. For the tests: --hang-at K stops every rank after step K's
+// backup (the test then kills the job there), --step-delay-ms D slows each
+// step (so that a signal arrives mid-run).
 //
 //   fit_resume_program --backup DIR --out FILE [--style ddp|horovod] [--epochs N]
+//                      [--hang-at K] [--step-delay-ms D]
 #include <cohort/cohort.h>
 #include <torch/torch.h>
 
@@ -19,15 +22,19 @@
 namespace {
 
 struct Announcer : cohort::Callback {
+  int64_t hang_at = 0, delay_ms = 0;
   std::string name() const override { return "announcer"; }
   void on_train_begin(cohort::Model& model, const cohort::Logs&) override {
     std::printf("pid %d\n", int(::getpid()));
     std::fflush(stdout);
   }
   void on_train_batch_end(cohort::Model& model, int64_t, const cohort::Logs&) override {
-    if (!model.is_chief()) return;
-    std::printf("step %lld\n", (long long)model.position().step);
-    std::fflush(stdout);
+    if (model.is_chief()) {
+      std::printf("step %lld\n", (long long)model.position().step);
+      std::fflush(stdout);
+    }
+    if (model.position().step == hang_at) ::sleep(600);
+    if (delay_ms > 0) ::usleep(useconds_t(delay_ms * 1000));
   }
 };
 
@@ -36,12 +43,15 @@ struct Announcer : cohort::Callback {
 int main(int argc, char** argv) {
   std::string backup, out, style = "ddp";
   int64_t epochs = 4;
+  auto announcer = std::make_shared<Announcer>();
   try {
     cohort::flags::parse_flags(std::vector<std::string>(argv + 1, argv + argc),
                                {{"--backup", [&](auto&, auto& v) { backup = v; }},
                                 {"--out", [&](auto&, auto& v) { out = v; }},
                                 {"--style", [&](auto&, auto& v) { style = v; }},
-                                {"--epochs", [&](auto& f, auto& v) { epochs = cohort::flags::parse_number<int64_t>(f, v, 1); }}},
+                                {"--epochs", [&](auto& f, auto& v) { epochs = cohort::flags::parse_number<int64_t>(f, v, 1); }},
+                                {"--hang-at", [&](auto& f, auto& v) { announcer->hang_at = cohort::flags::parse_number<int64_t>(f, v, 1); }},
+                                {"--step-delay-ms", [&](auto& f, auto& v) { announcer->delay_ms = cohort::flags::parse_number<int64_t>(f, v, 0); }}},
                                {});
   } catch (const std::exception& e) {
     std::fprintf(stderr, "fit_resume_program: %s\n", cohort::flags::one_line_message(e).c_str());
@@ -69,7 +79,7 @@ int main(int argc, char** argv) {
        .seed = 3,
        .callbacks = {cohort::reduce_lr_on_plateau({.monitor = "loss", .factor = 0.5, .patience = 0}),
                      cohort::early_stopping({.monitor = "loss", .patience = 100}),
-                     cohort::backup_and_restore(backup, {.every_steps = 1}), std::make_shared<Announcer>()}});
+                     cohort::backup_and_restore(backup, {.every_steps = 1}), announcer}});
   if (h.preempted()) return cohort::kPreemptedExitCode;
   if (model.is_chief()) {
     std::ofstream f(out, std::ios::binary);

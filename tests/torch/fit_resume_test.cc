@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <cstring>
+#include <filesystem>
 #include <random>
 #include <regex>
 
@@ -18,7 +20,6 @@ namespace {
 using launcher::testing::CohortrunProcess;
 using launcher::testing::read_text;
 using launcher::testing::RunResult;
-using launcher::testing::TempDir;
 
 const std::string kCohortrun = std::string(COHORT_BINARY_DIR) + "/cohort/launcher/cohortrun";
 const std::string kProgram = std::string(COHORT_BINARY_DIR) + "/tests/torch/fit_resume_program";
@@ -26,15 +27,39 @@ const std::string kProgram = std::string(COHORT_BINARY_DIR) + "/tests/torch/fit_
 constexpr int kSteps = 32;
 
 std::vector<std::string> job_args(const std::string& dir, const std::string& backup, const std::string& out,
-                                  const std::string& style) {
-  return {"-np", "2", kProgram, "--backup", dir + "/" + backup, "--out", dir + "/" + out, "--style", style};
+                                  const std::string& style, std::vector<std::string> extra = {}) {
+  std::vector<std::string> args = {"-np", "2", kProgram, "--backup", dir + "/" + backup, "--out", dir + "/" + out,
+                                    "--style", style};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
 }
 
+// A fresh directory, removed with everything in it.
+class TempDir {
+ public:
+  TempDir() {
+    char pattern[] = "/tmp/cohort_fit_resume.XXXXXX";
+    path_ = ::mkdtemp(pattern);
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// A directory of its own for one launch's output files.
+std::string launch_dir(const std::string& dir, const std::string& name) {
+  std::filesystem::create_directories(dir + "/" + name);
+  return dir + "/" + name;
+}
+
+// The job's output, stdout then stderr (cohort's log lines are on stderr).
 std::string run_to_end(const std::string& dir, const std::vector<std::string>& args) {
   CohortrunProcess p(kCohortrun, args, dir);
   const RunResult r = p.wait(std::chrono::seconds(120));
   EXPECT_TRUE(r.finished && r.exit_code == 0) << "exit " << r.exit_code << "\n" << r.out << r.err;
-  return r.out;
+  return r.out + r.err;
 }
 
 // Waits until the job printed "step <step>" (the backup of that step is
@@ -47,6 +72,13 @@ bool wait_for_step(CohortrunProcess& p, const std::string& dir, int step) {
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   return false;
+}
+
+// The saved parameters as numbers, for a readable failure.
+std::vector<double> parameters(const std::string& bytes) {
+  std::vector<double> v(bytes.size() / sizeof(double));
+  std::memcpy(v.data(), bytes.data(), v.size() * sizeof(double));
+  return v;
 }
 
 std::vector<pid_t> rank_pids(const std::string& out) {
@@ -62,37 +94,45 @@ class FitResume : public ::testing::TestWithParam<std::string> {};
 TEST_P(FitResume, KilledAtARandomStepThenResumedEqualsAnUninterruptedRun) {
   const std::string style = GetParam();
   TempDir dir;
-  run_to_end(dir.path(), job_args(dir.path(), "backup_a", "a.bin", style));
+  run_to_end(launch_dir(dir.path(), "a"), job_args(dir.path(), "backup_a", "a.bin", style));
   const std::string uninterrupted = read_text(dir.path() + "/a.bin");
   ASSERT_FALSE(uninterrupted.empty());
 
   std::mt19937 rng(style == "ddp" ? 17 : 23);  // fixed seeds: the same kill points every run
   const int kill_at = 2 + int(rng() % (kSteps - 4));
   {
-    CohortrunProcess p(kCohortrun, job_args(dir.path(), "backup_b", "b.bin", style), dir.path());
-    ASSERT_TRUE(wait_for_step(p, dir.path(), kill_at)) << read_text(dir.path() + "/cohortrun.out");
+    // The ranks stop after step kill_at's backup, so that the kill lands
+    // there and not after the job has finished.
+    const std::string out_dir = launch_dir(dir.path(), "b1");
+    CohortrunProcess p(kCohortrun,
+                       job_args(dir.path(), "backup_b", "b.bin", style, {"--hang-at", std::to_string(kill_at)}),
+                       out_dir);
+    ASSERT_TRUE(wait_for_step(p, out_dir, kill_at)) << read_text(out_dir + "/cohortrun.out");
     // SIGKILL of the whole job: the launcher and every rank, at once.
-    const std::vector<pid_t> pids = rank_pids(read_text(dir.path() + "/cohortrun.out"));
+    const std::vector<pid_t> pids = rank_pids(read_text(out_dir + "/cohortrun.out"));
     ASSERT_EQ(pids.size(), 2u);
     p.signal(SIGKILL);
     for (pid_t pid : pids) ::kill(pid, SIGKILL);
     p.wait(std::chrono::seconds(10));
   }
-  const std::string out = run_to_end(dir.path(), job_args(dir.path(), "backup_b", "b.bin", style));
+  const std::string out = run_to_end(launch_dir(dir.path(), "b2"), job_args(dir.path(), "backup_b", "b.bin", style));
   EXPECT_NE(out.find("BackupAndRestore: resuming from"), std::string::npos) << out;
-  EXPECT_EQ(read_text(dir.path() + "/b.bin"), uninterrupted)
+  EXPECT_EQ(parameters(read_text(dir.path() + "/b.bin")), parameters(uninterrupted))
       << "killed after step " << kill_at << ": the resumed run's parameters differ";
 }
 
 TEST_P(FitResume, SigtermBacksUpExitsPreemptedAndTheNextLaunchFinishes) {
   const std::string style = GetParam();
   TempDir dir;
-  run_to_end(dir.path(), job_args(dir.path(), "backup_a", "a.bin", style));
+  run_to_end(launch_dir(dir.path(), "a"), job_args(dir.path(), "backup_a", "a.bin", style));
   const std::string uninterrupted = read_text(dir.path() + "/a.bin");
 
   {
-    CohortrunProcess p(kCohortrun, job_args(dir.path(), "backup_b", "b.bin", style), dir.path());
-    ASSERT_TRUE(wait_for_step(p, dir.path(), 11)) << read_text(dir.path() + "/cohortrun.out");
+    // Slow steps, so that the signal arrives while the job runs.
+    const std::string out_dir = launch_dir(dir.path(), "b1");
+    CohortrunProcess p(kCohortrun, job_args(dir.path(), "backup_b", "b.bin", style, {"--step-delay-ms", "100"}),
+                       out_dir);
+    ASSERT_TRUE(wait_for_step(p, out_dir, 11)) << read_text(out_dir + "/cohortrun.out");
     p.signal(SIGTERM);
     const RunResult r = p.wait(std::chrono::seconds(60));
     ASSERT_TRUE(r.finished) << r.out << r.err;
@@ -101,9 +141,9 @@ TEST_P(FitResume, SigtermBacksUpExitsPreemptedAndTheNextLaunchFinishes) {
     EXPECT_FALSE(std::regex_search(r.out, std::regex("\\] step " + std::to_string(kSteps) + "\\b")))
         << "the job ran to its end instead of stopping";
   }
-  const std::string out = run_to_end(dir.path(), job_args(dir.path(), "backup_b", "b.bin", style));
+  const std::string out = run_to_end(launch_dir(dir.path(), "b2"), job_args(dir.path(), "backup_b", "b.bin", style));
   EXPECT_NE(out.find("BackupAndRestore: resuming from"), std::string::npos) << out;
-  EXPECT_EQ(read_text(dir.path() + "/b.bin"), uninterrupted);
+  EXPECT_EQ(parameters(read_text(dir.path() + "/b.bin")), parameters(uninterrupted));
 }
 
 INSTANTIATE_TEST_SUITE_P(Styles, FitResume, ::testing::Values("ddp", "horovod"));

@@ -11,8 +11,10 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <sstream>
 
 #include "cohort/common/error.h"
+#include "cohort/torch/core/collectives.h"
 #include "cohort/torch/core/runtime.h"
 #include "cohort/torch/fit/early_stopping.h"
 #include "cohort/torch/fit/model.h"
@@ -145,7 +147,7 @@ class RecordingDataset : public Dataset {
 TEST(Fit, EverySampleExactlyOncePerEpochAtOneToFourRanks) {
   for (const int ranks : {1, 2, 3, 4})
     for (const int64_t n : {int64_t(1), int64_t(5), int64_t(29), int64_t(64)}) {
-      std::vector<std::vector<int64_t>> seen(size_t(ranks));
+      std::vector<std::vector<int64_t>> seen(static_cast<size_t>(ranks));
       PerRank<int64_t> epochs(ranks);
       run_torch_ranks(ranks, [&](int rank, int) {
         MultiWorkerStrategy strategy({.engine = &current_engine()});
@@ -310,6 +312,44 @@ TEST(MakeStrategy, SpecsRoundTrip) {
   EXPECT_EQ(s->replicas_in_sync(), 3);
   EXPECT_EQ(make_strategy("one_device")->spec(), "one_device");
   EXPECT_EQ(make_strategy("auto")->spec(), "one_device");  // not launched on several ranks
+}
+
+}  // namespace
+}  // namespace cohort::testing
+
+namespace cohort::testing {
+namespace {
+
+// A strategy loaded from another's saved state trains on in lock step (the
+// state every resume goes through).
+TEST(MultiWorkerState, LoadedStateTrainsInLockStepAndAsTheOriginal) {
+  const auto [x, y] = make_data(12);
+  for (const std::string style : {"ddp", "horovod"}) {
+    PerRank<at::Tensor> original(2), resumed(2);
+    run_torch_ranks(2, [&](int rank, int) {
+      const auto st = style == "ddp" ? MultiWorkerOptions::Style::ddp : MultiWorkerOptions::Style::horovod;
+      const Batch mine{x.narrow(0, rank * 6, 6), y.narrow(0, rank * 6, 6)};
+      MultiWorkerStrategy a({.style = st, .engine = &current_engine()});
+      a.prepare(training_model(make_net(), cross_entropy, optimizer_of("adam")));
+      a.train_step(mine, 12);
+      torch::serialize::OutputArchive saved;
+      a.save(saved);
+      std::stringstream bytes;
+      saved.save_to(bytes);
+      a.train_step(mine, 12);
+      original.add(rank, flat_parameters(a.module()));
+
+      MultiWorkerStrategy b({.style = st, .engine = &current_engine()});
+      b.prepare(training_model(make_net(), cross_entropy, optimizer_of("adam")));
+      torch::serialize::InputArchive in;
+      in.load_from(bytes);
+      b.load(in);
+      b.train_step(mine, 12);
+      resumed.add(rank, flat_parameters(b.module()));
+    });
+    for (int r = 0; r < 2; ++r)
+      EXPECT_TRUE(torch::equal(resumed.of(r).at(0), original.of(r).at(0))) << style << " rank " << r;
+  }
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "cohort/common/check.h"
 #include "cohort/common/logging.h"
 #include "cohort/torch/core/broadcast_state.h"
+#include "cohort/torch/core/module_state.h"
 #include "cohort/torch/core/optimizer_archive.h"
 #include "cohort/torch/core/runtime.h"
 
@@ -85,31 +86,6 @@ std::vector<char> serialize(const torch::nn::Module& module, const torch::optim:
 
 std::string damaged(const std::string& path) {
   return "checkpoint " + path + " is unusable (the previous one, if any, is " + previous_checkpoint_path(path) + ")";
-}
-
-// Checks that `archive` holds a tensor of the right shape and dtype for
-// every parameter and buffer of `module`, as Module::load will read them, so
-// that a checkpoint of another model fails before anything is overwritten.
-void check_fits(const torch::nn::Module& module, torch::serialize::InputArchive& archive,
-                const std::string& prefix, const std::string& path) {
-  auto check = [&](const std::string& key, const at::Tensor& have, bool is_buffer) {
-    at::Tensor saved;
-    COHORT_CHECK_AS(ConfigError, archive.try_read(key, saved, is_buffer))
-        << "checkpoint " << path << " does not fit the model: it has no " << (is_buffer ? "buffer" : "parameter")
-        << " '" << prefix << key << "'";
-    COHORT_CHECK_AS(ConfigError, saved.sizes() == have.sizes() && saved.scalar_type() == have.scalar_type())
-        << "checkpoint " << path << " does not fit the model: '" << prefix << key << "' is " << saved.sizes() << " "
-        << saved.scalar_type() << " there, " << have.sizes() << " " << have.scalar_type() << " here";
-  };
-  for (const auto& p : module.named_parameters(/*recurse=*/false)) check(p.key(), p.value(), false);
-  for (const auto& b : module.named_buffers(/*recurse=*/false)) check(b.key(), b.value(), true);
-  for (const auto& child : module.named_children()) {
-    if (!child.value()->is_serializable()) continue;
-    torch::serialize::InputArchive nested;
-    COHORT_CHECK_AS(ConfigError, archive.try_read(child.key(), nested))
-        << "checkpoint " << path << " does not fit the model: it has no module '" << prefix << child.key() << "'";
-    check_fits(*child.value(), nested, prefix + child.key() + ".", path);
-  }
 }
 
 TrainingState state_from(const at::Tensor& t, const std::string& path) {
@@ -259,7 +235,7 @@ TrainingState load_checkpoint(const std::string& path, torch::nn::Module& module
     COHORT_THROW(ConfigError) << damaged(path) << ": unreadable archive: " << e.what_without_backtrace();
   }
   const TrainingState result = state_from(state, path);
-  check_fits(module, model, "", path);
+  check_module_state(module, model, "checkpoint " + path);
   try {
     // The optimizer first: it can still refuse (another optimizer kind or
     // parameter layout), and the model must stay untouched if it does.
@@ -270,8 +246,9 @@ TrainingState load_checkpoint(const std::string& path, torch::nn::Module& module
     COHORT_THROW(ConfigError) << "checkpoint " << path
                               << " does not fit the optimizer: " << e.what_without_backtrace();
   }
-  torch::NoGradGuard no_grad;
-  module.load(model);
+  // In place: Module::load() would give the parameters new gradient
+  // accumulators and silently detach DDP's and DistributedOptimizer's hooks.
+  load_module_state(module, model, "checkpoint " + path);
   return result;
 }
 

@@ -97,7 +97,8 @@ template <typename ModuleHolder>
 TrainingModel training_model(ModuleHolder module, LossFn loss, OptimizerFactory optimizer) {
   using Impl = typename ModuleHolder::ContainedType;
   return {module.ptr(),
-          [](torch::nn::Module& m, const at::Tensor& x) -> at::Tensor { return static_cast<Impl&>(m).forward(x); },
+          // dynamic_cast: Module is a virtual base of the module types.
+          [](torch::nn::Module& m, const at::Tensor& x) -> at::Tensor { return dynamic_cast<Impl&>(m).forward(x); },
           std::move(loss), std::move(optimizer)};
 }
 

@@ -288,11 +288,15 @@ void Model::save_fit_state(torch::serialize::OutputArchive& archive) {
     if (!state.empty()) write_state(callbacks, c->name(), state);
   }
   archive.write("callbacks", callbacks);
+  // Each process's generator: ranks draw different amounts (dropout over
+  // rows of uneven shares), so their states differ.
   at::Generator generator = at::detail::getDefaultCPUGenerator();
+  at::Tensor mine;
   {
     std::lock_guard<std::mutex> lock(generator.mutex());
-    archive.write("rng", generator.get_state());
+    mine = generator.get_state();
   }
+  archive.write("rng", strategy_.all_gather(mine.unsqueeze(0)));
 }
 
 void Model::load_fit_state(torch::serialize::InputArchive& archive) {
@@ -321,9 +325,13 @@ void Model::load_fit_state(torch::serialize::InputArchive& archive) {
   resumed_ = true;
   history_.load(read_state(archive, "history"));
   for (const auto& c : fit_options_.callbacks) c->load_state(read_state(callbacks, c->name()));
+  // This process's generator, when the saved run had as many processes;
+  // otherwise (a resume at another world size) the chief's, the only
+  // state every process can take.
+  const int64_t row = rng.dim() == 2 && rng.size(0) == strategy_.process_count() ? strategy_.process_index() : 0;
   at::Generator generator = at::detail::getDefaultCPUGenerator();
   std::lock_guard<std::mutex> lock(generator.mutex());
-  generator.set_state(rng);
+  generator.set_state(rng.dim() == 2 ? rng[row].contiguous() : rng);
 }
 
 }  // namespace cohort

@@ -66,8 +66,8 @@ struct FitOptions {
   int64_t validation_batch_size = 0; // 0: batch_size
   bool shuffle = true;
   uint64_t seed = 0;                 // the data order is a function of (seed, epoch)
-  std::vector<std::shared_ptr<Callback>> callbacks;
   bool catch_preemption = true;      // SIGTERM/SIGINT: agree, call on_preemption, return
+  std::vector<std::shared_ptr<Callback>> callbacks;
 };
 
 struct EvaluateOptions {
@@ -125,8 +125,8 @@ class Model {
 
   // Everything a resumed fit() needs to continue bit for bit: the
   // strategy's model and optimizer state, the position, the partial epoch's
-  // metric states, the history, the callbacks' states and LibTorch's random
-  // generator. save_fit_state() is called on every process (the chief's
+  // metric states, the history, the callbacks' states and every process's
+  // LibTorch random generator. save_fit_state() is collective (the chief's
   // archive is the one written); load_fit_state() on every process with the
   // same archive, from a callback's restore() (fit() then continues from
   // it) or before fit().

@@ -25,15 +25,6 @@ const char* style_name(MultiWorkerOptions::Style s) {
   return s == MultiWorkerOptions::Style::ddp ? "ddp" : "horovod";
 }
 
-const char* compression_name(Compression c) {
-  switch (c) {
-    case Compression::none: return "none";
-    case Compression::fp16: return "fp16";
-    case Compression::bf16: return "bf16";
-  }
-  return "none";
-}
-
 }  // namespace
 
 MultiWorkerStrategy::MultiWorkerStrategy(MultiWorkerOptions options)
@@ -47,7 +38,7 @@ MultiWorkerStrategy::~MultiWorkerStrategy() = default;
 std::string MultiWorkerStrategy::spec() const {
   return std::string("multi_worker:bucket_mb=") + std::to_string(options_.bucket_bytes >> 20) +
          ",bucket_view=" + (options_.bucket_view ? "true" : "false") +
-         ",compression=" + compression_name(options_.compression) + ",style=" + style_name(options_.style);
+         ",compression=" + std::string(compression_name(options_.compression)) + ",style=" + style_name(options_.style);
 }
 
 int MultiWorkerStrategy::replicas_in_sync() const { return engine_->size(); }

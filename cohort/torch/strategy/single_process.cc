@@ -4,6 +4,7 @@
 
 #include "cohort/common/check.h"
 #include "cohort/rendezvous/discovery.h"
+#include "cohort/torch/core/module_state.h"
 #include "cohort/torch/core/optimizer_archive.h"
 
 namespace cohort::detail {
@@ -30,9 +31,9 @@ void load_replicated(torch::nn::Module& module, torch::optim::Optimizer& optimiz
   torch::serialize::InputArchive model, optim;
   archive.read("model", model);
   archive.read("optimizer", optim);
+  check_module_state(module, model);
   load_optimizer(optimizer, optim);
-  torch::NoGradGuard no_grad;
-  module.load(model);
+  load_module_state(module, model);  // in place: the data-parallel hooks stay attached
 }
 
 at::Tensor zero_loss(torch::nn::Module& module) {
