@@ -135,25 +135,31 @@ OutputRelay::~OutputRelay() {
 }
 
 void OutputRelay::pump() {
-  // Bounded, so that a chatty program cannot keep the caller from its
-  // other duties (signals, the launcher going away).
-  size_t budget = 1 << 20;
+  if (from_ < 0) return;
+  // A reader that went away loses the output, not the rank.
+  const bool open = read_available(from_, 1 << 20, [&](std::string_view bytes) { write_fully(to_, bytes); });
+  if (!open) {
+    ::close(from_);
+    from_ = -1;
+  }
+}
+
+bool read_available(int fd, size_t budget, const std::function<void(std::string_view)>& sink) {
   char buffer[64 * 1024];
-  while (from_ >= 0 && budget > 0) {
-    const ssize_t n = ::read(from_, buffer, sizeof buffer);
+  while (budget > 0) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
     if (n > 0) {
-      // A reader that went away loses the output, not the rank.
-      write_fully(to_, std::string_view(buffer, static_cast<size_t>(n)));
+      sink(std::string_view(buffer, static_cast<size_t>(n)));
       budget -= std::min(budget, static_cast<size_t>(n));
     } else if (n < 0 && errno == EINTR) {
       continue;
     } else if (n < 0 && errno == EAGAIN) {
-      return;
+      return true;
     } else {
-      ::close(from_);
-      from_ = -1;
+      return false;
     }
   }
+  return true;
 }
 
 }  // namespace cohort::launcher

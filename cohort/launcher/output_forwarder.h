@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <deque>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -117,5 +118,12 @@ class OutputRelay {
 // Writes all of `data` to `fd`, waiting while a non-blocking `fd` is full;
 // false when writing failed (the reader went away).
 bool write_fully(int fd, std::string_view data);
+
+// Reads what the non-blocking `fd` holds now, about `budget` bytes at most
+// (so that one chatty rank cannot starve the caller's other duties), and
+// passes each chunk to `sink`. False once `fd` has ended: end of file, or an
+// error that will not go away (EIO from a pseudo-terminal no process holds
+// any more); the caller closes it.
+bool read_available(int fd, size_t budget, const std::function<void(std::string_view)>& sink);
 
 }  // namespace cohort::launcher

@@ -181,21 +181,8 @@ void Supervisor::close_stream(Stream& stream) {
 }
 
 void Supervisor::drain(Stream& stream, size_t budget) {
-  char buffer[64 * 1024];
-  while (budget > 0) {
-    const ssize_t n = ::read(stream.fd, buffer, sizeof buffer);
-    if (n > 0) {
-      stream.forwarder.feed(std::string_view(buffer, static_cast<size_t>(n)));
-      budget -= std::min(budget, static_cast<size_t>(n));
-    } else if (n < 0 && errno == EINTR) {
-      continue;
-    } else if (n < 0 && errno == EAGAIN) {
-      return;
-    } else {
-      close_stream(stream);  // EOF, or an error that will not go away
-      return;
-    }
-  }
+  if (!read_available(stream.fd, budget, [&](std::string_view bytes) { stream.forwarder.feed(bytes); }))
+    close_stream(stream);
 }
 
 SupervisionResult Supervisor::run() {

@@ -10,6 +10,14 @@
 namespace cohort::launcher {
 namespace {
 
+// What the non-blocking `fd` holds now.
+std::string read_now(int fd) {
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
+  return out;
+}
+
 // Captures what a forwarder writes, through a pipe.
 class Capture {
  public:
@@ -23,13 +31,7 @@ class Capture {
     ::close(fds_[1]);
   }
   int fd() const { return fds_[1]; }
-  std::string take() {
-    std::string out;
-    char buf[4096];
-    ssize_t n;
-    while ((n = ::read(fds_[0], buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
-    return out;
-  }
+  std::string take() { return read_now(fds_[0]); }
 
  private:
   int fds_[2];
@@ -128,12 +130,7 @@ class Terminal {
     ::close(slave_);
   }
   int fd() const { return slave_; }
-  std::string take() {
-    std::string out;
-    char buf[4096];
-    for (ssize_t n; (n = ::read(master_, buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
-    return out;
-  }
+  std::string take() { return read_now(master_); }
 
  private:
   int master_ = -1, slave_ = -1;
