@@ -397,7 +397,8 @@ INSTANTIATE_TEST_SUITE_P(Signals, CohortrunSignals, ::testing::Values(SIGINT, SI
                          [](const auto& info) { return std::string(sigabbrev_np(info.param)); });
 
 TEST_F(CohortrunTest, SecondSignalKillsRanksThatIgnoreTheFirst) {
-  CohortrunProcess p(COHORTRUN_PATH, args(2, {}, {"pid", "ignore:TERM", "barrier", "sleep:60"}), dir_.path());
+  // "ignore" before "pid": once the test sees a rank's pid, it ignores SIGTERM.
+  CohortrunProcess p(COHORTRUN_PATH, args(2, {}, {"ignore:TERM", "pid", "barrier", "sleep:60"}), dir_.path());
   const std::vector<pid_t> pids = wait_for_pids(dir_.path(), "pid.", 2);
   ASSERT_EQ(pids.size(), 2u);
   p.signal(SIGTERM);
