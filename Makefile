@@ -14,7 +14,8 @@
 # parallelism), TEST_JOBS (2, tests at once: they spawn processes),
 # CMAKE_FLAGS (extra -D options; given, they force a re-configure),
 # CTEST_FLAGS (e.g. -R shm), DEMO_ARGS (fashion_mnist flags), DEMO_DIR
-# (build/demo), BENCH_ARGS, BOOTSTRAP_FLAGS (--with-torch adds python3-torch).
+# (build/demo), BENCH_ARGS, BOOTSTRAP_FLAGS (--with-torch adds python3-torch;
+# `make test` adds --with-slurm: tests/slurm runs cohort under a real Slurm).
 
 BUILD_DIR ?= build
 BUILD_TYPE ?= RelWithDebInfo
@@ -46,6 +47,8 @@ configure: bootstrap
 build: configure
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
+# Prerequisites see this too: bootstrap installs Slurm for tests/slurm.
+test: BOOTSTRAP_FLAGS += --with-slurm
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(TEST_JOBS) $(CTEST_FLAGS)
 

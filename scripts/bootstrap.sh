@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Installs every Debian package cohort needs to build, test and benchmark.
 #
-# Usage: scripts/bootstrap.sh [--with-torch] [--check]
+# Usage: scripts/bootstrap.sh [--with-torch] [--with-slurm] [--check]
 #   --with-torch  also install python3-torch (PyTorch for Python, for
 #                 comparisons); LibTorch itself is in the default set.
+#   --with-slurm  also install Slurm and munge (tests/slurm starts a
+#                 one-machine cluster; `make test` asks for them).
 #   --check       install nothing; exit 0 when everything is present, 1 otherwise
 #                 (the Makefile uses it to skip bootstrap quickly).
 #
@@ -47,18 +49,27 @@ torch_packages=(
   python3-torch
 )
 
+# Optional: Slurm's daemons and commands, and munge, its authentication,
+# for tests/slurm (3.5 MB; the services are not started or enabled).
+slurm_packages=(
+  slurm-wlm
+  munge
+)
+
 with_torch=0
+with_slurm=0
 check_only=0
 for arg in "$@"; do
   case "$arg" in
     --with-torch) with_torch=1 ;;
+    --with-slurm) with_slurm=1 ;;
     --check) check_only=1 ;;
     -h|--help)
-      sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
+      sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
     *)
-      echo "bootstrap.sh: unknown argument '$arg' (expected --with-torch, --check, --help)" >&2
+      echo "bootstrap.sh: unknown argument '$arg' (expected --with-torch, --with-slurm, --check, --help)" >&2
       exit 2
       ;;
   esac
@@ -67,6 +78,9 @@ done
 wanted=("${core_packages[@]}")
 if [[ $with_torch == 1 ]]; then
   wanted+=("${torch_packages[@]}")
+fi
+if [[ $with_slurm == 1 ]]; then
+  wanted+=("${slurm_packages[@]}")
 fi
 
 if ! command -v dpkg-query >/dev/null 2>&1; then

@@ -180,6 +180,11 @@ LaunchOptions parse_arguments(std::span<const std::string> args) {
         if (!getcwd(cwd, sizeof cwd)) throw UsageError("--timeline: cannot read the working directory");
         options.timeline = std::string(cwd) + "/" + text;
       }
+    } else if (name == "--output") {
+      const std::string text = value();
+      if (text == "pty") options.output = OutputMode::pty;
+      else if (text == "pipe") options.output = OutputMode::pipe;
+      else throw UsageError("--output must be pty or pipe, got " + quoted(text));
     } else if (name == "--dry-run") {
       no_value();
       options.dry_run = true;
@@ -272,6 +277,9 @@ std::string usage_text() {
         "  --job-id ID           job id (letters, digits, '_', '.'; default: generated)\n"
         "  --grace-s S           seconds between SIGTERM and SIGKILL when stopping\n"
         "                        ranks after a failure (default 3)\n"
+        "  --output pty|pipe     the ranks' stdout: a pseudo-terminal (default; their stdio\n"
+        "                        writes each line as it ends, progress bars see a terminal)\n"
+        "                        or a pipe (stdio then buffers it in blocks); stderr is a pipe\n"
         "  -v, --verbose         report the store, the ranks' pids and how each ended\n"
         "  -h, --help            print this help\n"
         "\n"

@@ -55,10 +55,11 @@ void Supervisor::add(int rank_id, const SpawnedProcess& process, std::string hos
   rank->record.tail = OutputTail(options_.tail_lines);
   Rank* r = rank.get();
   ranks_.push_back(std::move(rank));
-  streams_.push_back(std::make_unique<Stream>(Stream{
-      r, process.stdout_fd, OutputForwarder({.rank = rank_id, .out_fd = options_.stdout_fd}, &r->record.tail)}));
-  streams_.push_back(std::make_unique<Stream>(Stream{
-      r, process.stderr_fd, OutputForwarder({.rank = rank_id, .out_fd = options_.stderr_fd}, &r->record.tail)}));
+  for (const auto& [from, to] : {std::pair{process.stdout_fd, options_.stdout_fd}, std::pair{process.stderr_fd, options_.stderr_fd}})
+    streams_.push_back(std::make_unique<Stream>(Stream{
+        r, from,
+        OutputForwarder({.rank = rank_id, .out_fd = to, .live = ::isatty(to) ? &live_line_ : nullptr},
+                        &r->record.tail)}));
 }
 
 void Supervisor::watch_start(StartCheck& check, double timeout_s) {
@@ -100,7 +101,8 @@ int Supervisor::open_stream_count() const {
 
 void Supervisor::message(const std::string& text) {
   const std::string line = "cohortrun: " + text + "\n";
-  [[maybe_unused]] ssize_t n = ::write(options_.stderr_fd, line.data(), line.size());
+  if (::isatty(options_.stderr_fd)) live_line_.write_lines(options_.stderr_fd, line, nullptr);
+  else write_fully(options_.stderr_fd, line);
 }
 
 void Supervisor::signal_group(Rank& rank, int signo) {
@@ -179,21 +181,8 @@ void Supervisor::close_stream(Stream& stream) {
 }
 
 void Supervisor::drain(Stream& stream, size_t budget) {
-  char buffer[64 * 1024];
-  while (budget > 0) {
-    const ssize_t n = ::read(stream.fd, buffer, sizeof buffer);
-    if (n > 0) {
-      stream.forwarder.feed(std::string_view(buffer, static_cast<size_t>(n)));
-      budget -= std::min(budget, static_cast<size_t>(n));
-    } else if (n < 0 && errno == EINTR) {
-      continue;
-    } else if (n < 0 && errno == EAGAIN) {
-      return;
-    } else {
-      close_stream(stream);  // EOF, or an error that will not go away
-      return;
-    }
-  }
+  if (!read_available(stream.fd, budget, [&](std::string_view bytes) { stream.forwarder.feed(bytes); }))
+    close_stream(stream);
 }
 
 SupervisionResult Supervisor::run() {

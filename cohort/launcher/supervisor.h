@@ -121,6 +121,7 @@ class Supervisor {
 
   SupervisorOptions options_;
   SignalEvents& signals_;
+  LiveLine live_line_;  // the terminal's bottom line, for ranks' redrawn lines
   std::vector<std::unique_ptr<Rank>> ranks_;
   std::vector<std::unique_ptr<Stream>> streams_;
   StopReason reason_ = StopReason::none;

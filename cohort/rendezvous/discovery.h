@@ -9,11 +9,17 @@
 //   OpenMPI    OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE,
 //              OMPI_COMM_WORLD_LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_SIZE
 //   Slurm      SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID,
-//              SLURM_NTASKS_PER_NODE (or derived), SLURM_JOB_ID
+//              SLURM_NTASKS_PER_NODE (or derived), SLURM_JOB_ID, in a task
+//              of an srun step (SLURM_STEP_ID set; sbatch's batch script is
+//              not one, and runs as a single process)
 //   none       a single process: rank 0 of 1, no store needed
 // Under torchrun, OpenMPI and Slurm the store address comes from
 // COHORT_STORE_ADDR, else MASTER_ADDR/MASTER_PORT, and rank 0 hosts the
-// store server (store_in_rank0). COHORT_SECRET is used when set everywhere.
+// store server (store_in_rank0). Under srun with neither set, it is the
+// first node of SLURM_STEP_NODELIST at a port in [20000, 30000) derived from
+// SLURM_JOB_ID and SLURM_STEP_ID (task 0 must run on that node, as srun's
+// block and cyclic distributions place it). COHORT_SECRET is used when set
+// everywhere.
 //
 // Missing or contradictory values (rank >= size, a non-number, RANK set
 // without WORLD_SIZE, COHORT_RANK disagreeing with RANK, ...) throw
