@@ -9,6 +9,14 @@
 #   make bench   build, then bench/allreduce_vs_mpi.sh (cohort vs OpenMPI)
 #   make build   set up and build everything (library, tools, examples, tests)
 #   make clean   remove the build directory
+#   make test-tsan   ThreadSanitizer over the engine, store, shm and launcher
+#                tests, in its own build directory (build-tsan)
+#   make test-asan   AddressSanitizer + UndefinedBehaviorSanitizer over the
+#                whole suite, in its own build directory (build-asan)
+# The sanitizer targets are not part of `make test`. They build torch-free
+# (SANITIZER_CMAKE_FLAGS, default -DCOHORT_WITH_TORCH=OFF; give
+# SANITIZER_CMAKE_FLAGS= to let CMake find LibTorch, and test-asan covers the
+# torch tests too). Suppressions: tests/sanitizers/, third-party code only.
 #
 # Variables: BUILD_DIR (build), BUILD_TYPE (RelWithDebInfo), JOBS (2, build
 # parallelism), TEST_JOBS (2, tests at once: they spawn processes),
@@ -28,7 +36,7 @@ DEMO_ARGS ?= --strategy multi_worker --epochs 2 --model cnn --target-accuracy 85
 BENCH_ARGS ?=
 BOOTSTRAP_FLAGS ?=
 
-.PHONY: all bootstrap configure build test demo bench clean
+.PHONY: all bootstrap configure build test demo bench clean test-tsan test-asan
 
 all: build
 
@@ -67,3 +75,37 @@ bench: build
 
 clean:
 	rm -rf $(BUILD_DIR)
+
+# --- Sanitizers: a build directory each, configured once with the flags.
+TSAN_DIR ?= build-tsan
+ASAN_DIR ?= build-asan
+SANITIZER_CMAKE_FLAGS ?= -DCOHORT_WITH_TORCH=OFF
+TSAN_LABELS ?= ^(engine|rendezvous|shm|launcher)$$
+SUPPRESSIONS := $(CURDIR)/tests/sanitizers
+TSAN_FLAGS := -fsanitize=thread -fno-omit-frame-pointer
+ASAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+
+# $(call sanitized_build,DIR,FLAGS)
+define sanitized_build
+	@if [ ! -f $(1)/build.ninja ]; then \
+	  cmake -S . -B $(1) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo $(SANITIZER_CMAKE_FLAGS) \
+	    "-DCMAKE_C_FLAGS=$(2)" "-DCMAKE_CXX_FLAGS=$(2)" \
+	    "-DCMAKE_EXE_LINKER_FLAGS=$(2)" "-DCMAKE_SHARED_LINKER_FLAGS=$(2)"; \
+	fi
+	cmake --build $(1) -j $(JOBS)
+endef
+
+# A finding fails the test that made it (exit code 66 from TSan at exit; ASan
+# and UBSan stop the process at the first one), in the test process and in the
+# rank processes it starts, which inherit the options.
+test-tsan: bootstrap
+	$(call sanitized_build,$(TSAN_DIR),$(TSAN_FLAGS))
+	cd $(TSAN_DIR) && TSAN_OPTIONS="second_deadlock_stack=1 suppressions=$(SUPPRESSIONS)/tsan.supp" \
+	  ctest --output-on-failure -j $(TEST_JOBS) -L '$(TSAN_LABELS)' $(CTEST_FLAGS)
+
+test-asan: bootstrap
+	$(call sanitized_build,$(ASAN_DIR),$(ASAN_FLAGS))
+	cd $(ASAN_DIR) && ASAN_OPTIONS="detect_leaks=1 strict_string_checks=1 detect_stack_use_after_return=1" \
+	  LSAN_OPTIONS="suppressions=$(SUPPRESSIONS)/lsan.supp print_suppressions=0" \
+	  UBSAN_OPTIONS="print_stacktrace=1 halt_on_error=1" \
+	  ctest --output-on-failure -j $(TEST_JOBS) $(CTEST_FLAGS)
