@@ -1,19 +1,21 @@
 // A rank of the registration tests: joins its job from the launcher's
 // variables (init_world), then runs STEPS engine allreduces, each of
 // (rank + step) summed over the ranks and checked against the closed form,
-// sleeping SLEEP_MS between them.
+// sleeping SLEEP_MS between them. NAME (default "step") names the op: ranks
+// given different names stall.
 //
-//   rendezvous_job_program STEPS SLEEP_MS
+//   rendezvous_job_program STEPS SLEEP_MS [NAME]
 //
 // Prints "joined" once in the job and "finished" at the end. Exit 0: every
-// sum was right; 3: a wrong sum; 10: ConfigError; 11: another cohort error;
-// 12: anything else. Errors are printed on stderr.
+// sum was right; 3: a wrong sum; 10: ConfigError; 13: TimeoutError; 11:
+// another cohort error; 12: anything else. Errors are printed on stderr.
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -25,9 +27,10 @@
 using namespace cohort;
 
 int main(int argc, char** argv) {
-  if (argc != 3) return 64;
+  if (argc != 3 && argc != 4) return 64;
   const int steps = std::atoi(argv[1]);
   const int sleep_ms = std::atoi(argv[2]);
+  const std::string name = argc == 4 ? argv[3] : "step";
   try {
     comm::World world = comm::init_world();
     const int rank = world.comm->rank(), size = world.comm->size();
@@ -37,7 +40,7 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     for (int step = 0; step < steps; ++step) {
       std::vector<double> v(16, double(rank + step));
-      engine.allreduce_async("step", view_of(std::span(v))).wait();
+      engine.allreduce_async(name, view_of(std::span(v))).wait();
       // sum over ranks r of (r + step)
       const double want = double(size) * (size - 1) / 2 + double(size) * step;
       for (double x : v)
@@ -53,6 +56,9 @@ int main(int argc, char** argv) {
   } catch (const ConfigError& e) {
     std::fprintf(stderr, "config error: %s\n", e.what());
     return 10;
+  } catch (const TimeoutError& e) {
+    std::fprintf(stderr, "timeout: %s\n", e.what());
+    return 13;
   } catch (const Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 11;
