@@ -7,6 +7,8 @@
 #                build/examples/fashion_mnist): 2 epochs of the cnn, which must
 #                reach 85% test accuracy; metrics and checkpoint in $(DEMO_DIR)
 #   make bench   build, then bench/allreduce_vs_mpi.sh (cohort vs OpenMPI)
+#   make fuzz    build the libFuzzer harnesses with clang in $(FUZZ_BUILD_DIR)
+#                and run each for FUZZ_SECONDS (fuzz/README.md)
 #   make build   set up and build only
 #   make clean   remove the build directory
 #
@@ -14,7 +16,8 @@
 # parallelism), TEST_JOBS (2, tests at once: they spawn processes),
 # CMAKE_FLAGS (extra -D options; given, they force a re-configure),
 # CTEST_FLAGS (e.g. -R shm), DEMO_ARGS (fashion_mnist flags), DEMO_DIR
-# (build/demo), BENCH_ARGS, BOOTSTRAP_FLAGS (--with-torch adds python3-torch).
+# (build/demo), BENCH_ARGS, BOOTSTRAP_FLAGS (--with-torch adds python3-torch),
+# FUZZ_SECONDS (60, per harness), FUZZ_BUILD_DIR (build-fuzz).
 
 BUILD_DIR ?= build
 BUILD_TYPE ?= RelWithDebInfo
@@ -26,8 +29,10 @@ DEMO_DIR ?= $(BUILD_DIR)/demo
 DEMO_ARGS ?= --epochs 2 --model cnn --target-accuracy 85
 BENCH_ARGS ?=
 BOOTSTRAP_FLAGS ?=
+FUZZ_SECONDS ?= 60
+FUZZ_BUILD_DIR ?= build-fuzz
 
-.PHONY: all bootstrap configure build test demo bench clean
+.PHONY: all bootstrap configure build test demo bench fuzz clean
 
 all: build
 
@@ -58,6 +63,18 @@ demo: build
 
 bench: build
 	bash bench/allreduce_vs_mpi.sh --build-dir $(BUILD_DIR) $(BENCH_ARGS)
+
+# Its own build directory: clang, libFuzzer, ASan and UBSan over the core
+# (no tests, no LibTorch); only the fuzzers are built.
+fuzz:
+	@$(MAKE) --no-print-directory bootstrap BOOTSTRAP_FLAGS="$(BOOTSTRAP_FLAGS) --with-fuzz"
+	@if [ ! -f $(FUZZ_BUILD_DIR)/build.ninja ]; then \
+	  cmake -S . -B $(FUZZ_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
+	    -DCMAKE_CXX_COMPILER=clang++ -DCOHORT_FUZZ=ON -DCOHORT_BUILD_TESTS=OFF -DCOHORT_WITH_TORCH=OFF \
+	    -DCOHORT_WITH_GLOO=OFF -DCOHORT_WITH_MPI=OFF; \
+	fi
+	cmake --build $(FUZZ_BUILD_DIR) -j $(JOBS) --target cohort_fuzzers
+	bash fuzz/run.sh $(FUZZ_BUILD_DIR) $(FUZZ_SECONDS)
 
 clean:
 	rm -rf $(BUILD_DIR)

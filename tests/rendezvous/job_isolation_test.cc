@@ -165,6 +165,8 @@ TEST_F(JobIsolation, SecondJobOnTheSameStoreAddressIsRefusedAndTheFirstFinishes)
   EXPECT_EQ(a0.wait(deadline), 0) << a0.err();
   EXPECT_EQ(a1.wait(deadline), 0) << a1.err();
   EXPECT_NE(a0.out().find("finished"), std::string::npos);
+  // MASTER_ADDR=127.0.0.1: rank 0 served the store on loopback only.
+  EXPECT_NE(a0.err().find("store server on 127.0.0.1:" + std::to_string(port)), std::string::npos) << a0.err();
   EXPECT_NE(a1.out().find("finished"), std::string::npos);
 }
 
