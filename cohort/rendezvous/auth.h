@@ -78,9 +78,9 @@ class FrameMac {
   uint64_t frames() const { return sequence_; }
 
  private:
-  std::string tag_for(uint64_t sequence, std::string_view payload) const;
+  std::string tag_for(uint64_t sequence, std::string_view payload);
 
-  struct Keyed;  // an HMAC context keyed once, copied per frame
+  struct Keyed;  // an HMAC context keyed once, re-initialised per frame
   std::unique_ptr<Keyed> keyed_;
   uint64_t sequence_ = 0;
 };

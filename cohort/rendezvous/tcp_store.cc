@@ -191,7 +191,7 @@ struct TcpStoreServer::Impl {
   std::unordered_map<uint64_t, Socket> sockets;  // by the protocol's connection id
   bool listening = false;                         // listen_fd is in the epoll set
   std::optional<Clock::time_point> accept_retry;  // paused after an accept error
-  bool warned_full = false;
+  std::optional<Clock::time_point> last_full_notice;
 
   explicit Impl(TcpStoreServerOptions o) : options(std::move(o)) {
     COHORT_CHECK_AS(ConfigError, options.max_handshakes >= 1)
@@ -358,13 +358,15 @@ struct TcpStoreServer::Impl {
       for (uint64_t id : protocol->take_written()) flush(id);
       for (uint64_t id : protocol->take_ended()) close_socket(id);
       if (accept_retry && now >= *accept_retry) accept_retry.reset();
+      // A large job's ranks connecting at once fill the slots too: said
+      // quietly, and at most once a minute.
       const bool full = protocol->handshaking() >= options.max_handshakes;
-      if (full && !warned_full) {
-        COHORT_LOG(warn) << where << ": " << protocol->handshaking()
+      if (full && (!last_full_notice || now - *last_full_notice >= std::chrono::minutes(1))) {
+        COHORT_LOG(info) << where << ": " << protocol->handshaking()
                          << " connections are in the handshake at once; new ones wait until one "
                             "finishes or times out";
+        last_full_notice = now;
       }
-      warned_full = full;
       set_listening(!accept_retry && !full);
     }
   }
@@ -562,7 +564,14 @@ struct TcpStore::Impl {
     while (true) {
       const int candidate = try_connect(deadline, last_error);
       if (candidate >= 0) {
-        if (handshake(candidate, deadline, last_error)) {
+        bool done = false;
+        try {
+          done = handshake(candidate, deadline, last_error);
+        } catch (...) {
+          ::close(candidate);  // a refused or impostor store: no retry, no leak
+          throw;
+        }
+        if (done) {
           fd = candidate;
           return;
         }
