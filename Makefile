@@ -8,6 +8,8 @@
 #                reach 85% test accuracy; metrics and checkpoint in $(DEMO_DIR)
 #   make bench   build, then bench/allreduce_vs_mpi.sh (cohort vs OpenMPI)
 #   make build   set up and build everything (library, tools, examples, tests)
+#   make fuzz    build the libFuzzer harnesses with clang in $(FUZZ_BUILD_DIR)
+#                and run each for FUZZ_SECONDS (fuzz/README.md)
 #   make clean   remove the build directory
 #   make test-tsan   ThreadSanitizer over the engine, store, shm and launcher
 #                tests, in its own build directory (build-tsan)
@@ -23,7 +25,8 @@
 # CMAKE_FLAGS (extra -D options; given, they force a re-configure),
 # CTEST_FLAGS (e.g. -R shm), DEMO_ARGS (fashion_mnist flags), DEMO_DIR
 # (build/demo), BENCH_ARGS, BOOTSTRAP_FLAGS (--with-torch adds python3-torch;
-# `make test` adds --with-slurm: tests/slurm runs cohort under a real Slurm).
+# `make test` adds --with-slurm: tests/slurm runs cohort under a real Slurm),
+# FUZZ_SECONDS (60, per harness), FUZZ_BUILD_DIR (build-fuzz).
 
 BUILD_DIR ?= build
 BUILD_TYPE ?= RelWithDebInfo
@@ -35,8 +38,10 @@ DEMO_DIR ?= $(BUILD_DIR)/demo
 DEMO_ARGS ?= --strategy multi_worker --epochs 2 --model cnn --target-accuracy 85
 BENCH_ARGS ?=
 BOOTSTRAP_FLAGS ?=
+FUZZ_SECONDS ?= 60
+FUZZ_BUILD_DIR ?= build-fuzz
 
-.PHONY: all bootstrap configure build test demo bench clean test-tsan test-asan
+.PHONY: all bootstrap configure build test demo bench fuzz clean test-tsan test-asan
 
 all: build
 
@@ -72,6 +77,18 @@ demo: configure
 
 bench: build
 	bash bench/allreduce_vs_mpi.sh --build-dir $(BUILD_DIR) $(BENCH_ARGS)
+
+# Its own build directory: clang, libFuzzer, ASan and UBSan over the core
+# (no tests, no LibTorch); only the fuzzers are built.
+fuzz:
+	@$(MAKE) --no-print-directory bootstrap BOOTSTRAP_FLAGS="$(BOOTSTRAP_FLAGS) --with-fuzz"
+	@if [ ! -f $(FUZZ_BUILD_DIR)/build.ninja ]; then \
+	  cmake -S . -B $(FUZZ_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
+	    -DCMAKE_CXX_COMPILER=clang++ -DCOHORT_FUZZ=ON -DCOHORT_BUILD_TESTS=OFF -DCOHORT_WITH_TORCH=OFF \
+	    -DCOHORT_WITH_GLOO=OFF -DCOHORT_WITH_MPI=OFF; \
+	fi
+	cmake --build $(FUZZ_BUILD_DIR) -j $(JOBS) --target cohort_fuzzers
+	bash fuzz/run.sh $(FUZZ_BUILD_DIR) $(FUZZ_SECONDS)
 
 clean:
 	rm -rf $(BUILD_DIR)

@@ -14,6 +14,7 @@
 #include "cohort/common/tunables.h"
 #include "cohort/rendezvous/memory_store.h"
 #include "cohort/rendezvous/prefix_store.h"
+#include "cohort/rendezvous/registration.h"
 #include "cohort/rendezvous/tcp_store.h"
 
 #ifdef COHORT_HAVE_GLOO
@@ -58,11 +59,14 @@ void connect_store(World& world) {
     return;
   }
   if (info.store_in_rank0 && info.rank == 0 && !world.store_server) {
-    world.store_server = std::make_shared<rendezvous::TcpStoreServer>(
-        rendezvous::TcpStoreServerOptions{.host = "0.0.0.0", .port = info.store_port, .secret = info.secret});
+    world.store_server = std::make_shared<rendezvous::TcpStoreServer>(rendezvous::TcpStoreServerOptions{
+        .host = info.store_bind, .port = info.store_port, .secret = info.secret});
   }
   world.store = std::make_shared<rendezvous::TcpStore>(rendezvous::TcpStoreOptions{
       .host = info.store_host, .port = info.store_port, .secret = info.secret});
+  // Before anything else: a process of another job must not take a seat.
+  rendezvous::register_rank(*world.store, info,
+                            "store at " + info.store_host + ":" + std::to_string(info.store_port));
 }
 
 // The number of hosts the ranks run on. Collective, and made by every rank

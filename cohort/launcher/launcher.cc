@@ -160,7 +160,9 @@ int run_job(const LaunchOptions& options) {
           "), " + std::to_string(job.threads_per_rank) + " thread(s) per rank here\n");
 
   raise_descriptor_limit(options.num_ranks);
-  Supervisor supervisor(SupervisorOptions{.grace_s = options.grace_s, .verbose = options.verbose}, signals);
+  Supervisor supervisor(
+      SupervisorOptions{.grace_s = options.grace_s, .signal_grace_s = options.signal_grace_s, .verbose = options.verbose},
+      signals);
   std::string launch_error;
   int launch_error_code = 0;
   std::map<int, std::string> remote_ranks;

@@ -1,7 +1,8 @@
 // cohortrun's command line: the options it understands and their parser.
 //
 //   cohortrun -np N [--backend B] [--env K=V]... [--port P]
-//             [--job-id ID] [--grace-s S] [--output pty|pipe] [--verbose]
+//             [--job-id ID] [--grace-s S] [--signal-grace-s S]
+//             [--output pty|pipe] [--verbose]
 //             [--] prog args...
 //   cohortrun [-np N] -H host1:2,host2:2 | --hostfile F
 //             [--launch-template T] [--store-addr A] [--start-timeout S]
@@ -41,6 +42,7 @@ struct LaunchOptions {
   int port = 0;                   // --port; 0 picks a free port
   std::string job_id;             // --job-id; empty: generate one
   double grace_s = 3.0;           // --grace-s: SIGTERM to SIGKILL when stopping ranks
+  double signal_grace_s = 30.0;   // --signal-grace-s: a forwarded signal to SIGKILL
   bool verbose = false;           // --verbose / -v
   OutputMode output = OutputMode::pty;  // --output pty|pipe: ranks' stdout (spawn.h)
   bool help = false;              // --help / -h: print usage and exit 0

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "cohort/common/check.h"
@@ -26,6 +27,12 @@ struct Supervisor::Stream {
 namespace {
 std::chrono::steady_clock::duration seconds(double s) {
   return std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(s));
+}
+
+std::string format_seconds(double s) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", s);
+  return text;
 }
 }  // namespace
 
@@ -80,15 +87,13 @@ void Supervisor::check_start(Clock::time_point now) {
   start_error_ = start_check_->describe_missing();
   start_check_ = nullptr;
   message("error: " + start_error_ + "; stopping the job");
-  signal_all(SIGTERM);
-  kill_deadline_ = Clock::now() + seconds(options_.grace_s);
+  stop_all(SIGTERM, options_.grace_s);
 }
 
 void Supervisor::stop() {
   if (reason_ != StopReason::none) return;
   reason_ = StopReason::launch_failed;
-  signal_all(SIGTERM);
-  kill_deadline_ = Clock::now() + seconds(options_.grace_s);
+  stop_all(SIGTERM, options_.grace_s);
 }
 
 int Supervisor::live_count() const {
@@ -122,6 +127,13 @@ void Supervisor::signal_all(int signo) {
   }
 }
 
+// `signo` now, SIGKILL `grace_s` later to the ranks still running then.
+void Supervisor::stop_all(int signo, double grace_s) {
+  signal_all(signo);
+  kill_deadline_ = Clock::now() + seconds(grace_s);
+  kill_grace_s_ = grace_s;
+}
+
 void Supervisor::reap() {
   for (auto& rank : ranks_) {
     if (rank->record.ended) continue;
@@ -149,8 +161,7 @@ void Supervisor::on_rank_end(Rank& rank, int wait_status) {
     if (options_.verbose)
       message("rank " + std::to_string(rank.record.rank) + " failed; stopping the other " +
               std::to_string(others) + " rank(s)");
-    signal_all(SIGTERM);
-    kill_deadline_ = Clock::now() + seconds(options_.grace_s);
+    stop_all(SIGTERM, options_.grace_s);
   }
 }
 
@@ -161,8 +172,9 @@ void Supervisor::on_launcher_signal(int signo) {
     received_signal_ = signo;
     if (live > 0) {
       message("got " + signal_name(signo) + "; forwarding it to " + std::to_string(live) +
-              " rank(s) (send it again to kill them)");
-      signal_all(signo);
+              " rank(s) (they are killed if still running in " + format_seconds(options_.signal_grace_s) +
+              " s, or when it is sent again)");
+      stop_all(signo, options_.signal_grace_s);
     }
     return;
   }
@@ -218,8 +230,13 @@ SupervisionResult Supervisor::run() {
     if (live > 0) check_start(now);
     if (kill_deadline_ && now >= *kill_deadline_) {
       if (live > 0) {
-        if (options_.verbose)
-          message("grace period over; killing " + std::to_string(live) + " rank(s)");
+        // Said even without --verbose after a forwarded signal: the user
+        // asked the ranks to stop, and some did not.
+        if (options_.verbose || reason_ == StopReason::signal)
+          message("grace period of " + format_seconds(kill_grace_s_) + " s over; killing " +
+                  std::to_string(live) + " rank(s)");
+        for (auto& rank : ranks_)
+          if (!rank->record.ended) rank->record.killed_after_grace = true;
         signal_all(SIGKILL);
       }
       kill_deadline_.reset();
@@ -259,6 +276,7 @@ SupervisionResult Supervisor::run() {
   result.reason = reason_;
   result.failed_rank = failed_rank_;
   result.signal = received_signal_;
+  result.grace_s = kill_grace_s_;
   result.start_error = start_error_;
   for (const auto& rank : ranks_) result.ranks.push_back(rank->record);
   return result;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cohort/common/check.h"
+#include "cohort/rendezvous/tcp_store.h"
 
 extern char** environ;
 
@@ -161,7 +162,18 @@ void store_from_env(const Env& env, LaunchInfo& info, const char* rank_var) {
         << "' of " << info.size << " ranks but no store address is set: set COHORT_STORE_ADDR=host:port "
         << "(or MASTER_ADDR and MASTER_PORT) to an address every rank reaches; rank 0 serves it";
   }
-  info.store_in_rank0 = !info.store_host.empty();
+  if (info.store_host.empty()) return;
+  info.store_in_rank0 = true;
+  // Nobody beyond this host needs a store that every rank reaches locally:
+  // serve it on loopback, where other hosts cannot even try to join.
+  if (is_loopback_host(info.store_host)) {
+    info.store_bind = info.store_host;
+  } else if (info.local_size == info.size) {
+    info.store_host = "127.0.0.1";
+    info.store_bind = "127.0.0.1";
+  } else {
+    info.store_bind = "0.0.0.0";
+  }
 }
 
 void discover_cohortrun(const Env& env, LaunchInfo& info) {

@@ -414,6 +414,31 @@ TEST_F(CohortrunTest, SecondSignalKillsRanksThatIgnoreTheFirst) {
   expect_all_gone(pids);
 }
 
+std::vector<std::string> shm_entries(const std::string& prefix);
+
+TEST_F(CohortrunTest, RanksIgnoringAForwardedSignalAreKilledAfterTheSignalGracePeriod) {
+  const std::string job = "sg" + std::to_string(getpid());
+  CohortrunProcess p(COHORTRUN_PATH,
+                     args(2, {"--signal-grace-s", "1", "--job-id", job}, {"shm", "pid", "ignore:TERM", "barrier", "sleep:60"}),
+                     dir_.path());
+  const std::vector<pid_t> pids = wait_for_pids(dir_.path(), "pid.", 2);
+  ASSERT_EQ(pids.size(), 2u);
+  p.signal(SIGTERM);  // once: only the grace period can end the ranks
+  const RunResult r = p.wait();
+  ASSERT_TRUE(r.finished);
+  EXPECT_LT(r.seconds, kStopBoundSeconds);
+  EXPECT_EQ(r.exit_code, 128 + SIGTERM) << r.err;
+  EXPECT_NE(r.err.find("grace period of 1 s over; killing 2 rank(s)"), std::string::npos) << r.err;
+  // The report is still written, naming the ranks that had to be killed.
+  EXPECT_NE(r.err.find("stopped by SIGTERM; 0 of 2 rank(s) exited with code 0"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("were still running 1 s after SIGTERM (--signal-grace-s) and killed with SIGKILL"),
+            std::string::npos)
+      << r.err;
+  expect_all_gone(pids);
+  EXPECT_NE(r.out.find("[1] shm created /dev/shm/cohort-" + job + "-test-"), std::string::npos) << r.out;
+  EXPECT_TRUE(shm_entries("cohort-" + job + "-").empty()) << "a segment of the killed ranks was left";
+}
+
 TEST_F(CohortrunTest, KilledCohortrunLeavesNoOrphans) {
   CohortrunProcess p(COHORTRUN_PATH, args(3, {}, {"pid", "barrier", "sleep:60"}), dir_.path());
   const std::vector<pid_t> pids = wait_for_pids(dir_.path(), "pid.", 3);

@@ -204,6 +204,32 @@ TEST(DiscoveryTest, TorchrunMinimalEnvInit) {
   EXPECT_EQ(info.local_size, 1);
   // A job id unique to the running job, from its store address.
   EXPECT_EQ(info.job_id, "127.0.0.1-1234");
+  // A loopback store is served on loopback only.
+  EXPECT_EQ(info.store_bind, "127.0.0.1");
+}
+
+TEST(DiscoveryTest, Rank0ServesTheStoreOnLoopbackWhenNobodyElseNeedsIt) {
+  // Every rank on this host: loopback, whatever MASTER_ADDR names.
+  Environment env{{"RANK", "0"},        {"WORLD_SIZE", "4"},          {"LOCAL_RANK", "0"},
+                  {"LOCAL_WORLD_SIZE", "4"}, {"MASTER_ADDR", "node7"}, {"MASTER_PORT", "29500"}};
+  LaunchInfo info = discover(env);
+  EXPECT_TRUE(info.store_in_rank0);
+  EXPECT_EQ(info.store_bind, "127.0.0.1");
+  EXPECT_EQ(info.store_host, "127.0.0.1");
+  EXPECT_EQ(info.store_port, 29500);
+  // A loopback name is kept as given.
+  env["MASTER_ADDR"] = "localhost";
+  info = discover(env);
+  EXPECT_EQ(info.store_bind, "localhost");
+  EXPECT_EQ(info.store_host, "localhost");
+  // Ranks on other hosts must reach it: every interface, at the given address.
+  info = discover(torchrun_env());
+  EXPECT_EQ(info.store_bind, "0.0.0.0");
+  EXPECT_EQ(info.store_host, "10.0.0.1");
+  // cohortrun serves the store itself.
+  EXPECT_TRUE(discover(Environment{{"COHORT_RANK", "0"}, {"COHORT_SIZE", "2"}, {"COHORT_LOCAL_RANK", "0"},
+                                   {"COHORT_LOCAL_SIZE", "2"}, {"COHORT_STORE_ADDR", "127.0.0.1:5000"}})
+                  .store_bind.empty());
 }
 
 TEST(DiscoveryTest, TorchrunContradictionsAndGaps) {
