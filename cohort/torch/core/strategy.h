@@ -49,6 +49,8 @@
 #include <torch/optim/optimizer.h>
 #include <torch/serialize/archive.h>
 
+#include "cohort/torch/core/tensor_handle.h"
+
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -145,6 +147,13 @@ class Strategy {
   // Sum over processes of a float64 tensor (same shape everywhere).
   // Collective, in the same order on every process.
   virtual at::Tensor all_sum(const at::Tensor& values) = 0;
+  // all_sum() started now and finished by the handle's wait(), so that a
+  // caller can overlap it with a step (fit()'s per-step vote rides along
+  // with the step's gradient traffic). Same ordering rule as all_sum(): the
+  // calls, not the waits, must come in one order on every process. The
+  // default is all_sum() done at once, for strategies that have no
+  // collective to overlap.
+  virtual TensorHandle all_sum_async(const at::Tensor& values);
   // Every process's rows concatenated along dim 0, process 0's first (dim 0
   // may differ). Collective.
   virtual at::Tensor all_gather(const at::Tensor& rows) = 0;
@@ -159,5 +168,10 @@ class Strategy {
  protected:
   bool prepared_ = false;
 };
+
+inline TensorHandle Strategy::all_sum_async(const at::Tensor& values) {
+  at::Tensor sum = all_sum(values);
+  return TensorHandle({.name = "all_sum", .finish = [sum] { return sum; }});
+}
 
 }  // namespace cohort

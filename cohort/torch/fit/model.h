@@ -19,16 +19,18 @@
 //   once per epoch, by exactly one replica, whatever the number of ranks,
 //   and nothing is padded. The result equals training on one device with
 //   the same global batches (up to floating-point summation order).
-// - Agreement: before each step the processes add up [their rows, stop
-//   votes, preemption votes] in one tiny collective; a step with no rows
-//   anywhere ends the epoch, and a vote ends training at that step on every
-//   rank alike. At epoch end one more collective merges the metric states
-//   and agrees on stopping and on the chief's learning rate.
+// - Agreement: each step carries a tiny asynchronous vote [stop requests,
+//   preemption requests] for the next one: cast as step k starts, it runs
+//   beside the step's compute and is read before step k + 1, so a request
+//   made during step k - 1 (stop_training() in a batch callback) ends
+//   training after step k on every rank alike, and no step waits for it.
+//   At epoch end one more collective merges the metric states and agrees on
+//   stopping and on the chief's learning rate.
 // - Preemption: while fit() runs, SIGTERM and SIGINT are caught; the ranks
-//   agree on the next step boundary, call on_preemption() (BackupAndRestore
-//   saves there), and fit() returns a History with preempted() true. The
-//   program should then exit with kPreemptedExitCode; its next launch
-//   resumes at that step.
+//   agree on a step boundary (at most two steps after the signal, by the
+//   vote), call on_preemption() (BackupAndRestore saves there), and fit()
+//   returns a History with preempted() true. The program should then exit
+//   with kPreemptedExitCode; its next launch resumes at that step.
 #pragma once
 
 #include <ATen/Tensor.h>
@@ -116,7 +118,7 @@ class Model {
   // group's (agreed at epoch end: the chief's wins).
   double learning_rate();
   void set_learning_rate(double lr);
-  // Asks every rank to stop after the current step (see the file comment).
+  // Asks every rank to stop after the next step (see the file comment).
   void stop_training() { stop_requested_ = true; }
   bool stop_requested() const { return stop_requested_; }
   const FitPosition& position() const { return position_; }

@@ -1,5 +1,6 @@
 // TerminateOnNaN: stops training when a batch's loss is NaN or infinite
-// (every rank stops at the next step boundary, agreed).
+// (every rank stops after the next step, agreed by fit()'s vote; see
+// model.h).
 #pragma once
 
 #include <memory>

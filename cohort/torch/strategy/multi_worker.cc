@@ -118,6 +118,10 @@ at::Tensor MultiWorkerStrategy::all_sum(const at::Tensor& values) {
   return allreduce(values, {.op = ReduceOp::sum, .engine = engine_});
 }
 
+TensorHandle MultiWorkerStrategy::all_sum_async(const at::Tensor& values) {
+  return allreduce_async(values, {.op = ReduceOp::sum, .engine = engine_});
+}
+
 at::Tensor MultiWorkerStrategy::all_gather(const at::Tensor& rows) { return allgather(rows, {.engine = engine_}); }
 
 void MultiWorkerStrategy::save(torch::serialize::OutputArchive& archive) {

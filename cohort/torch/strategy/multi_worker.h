@@ -53,6 +53,7 @@ class MultiWorkerStrategy : public Strategy {
   StepResult train_step(const Batch& mine, int64_t global_rows) override;
   at::Tensor predict(const at::Tensor& input) override;
   at::Tensor all_sum(const at::Tensor& values) override;
+  TensorHandle all_sum_async(const at::Tensor& values) override;
   at::Tensor all_gather(const at::Tensor& rows) override;
   void save(torch::serialize::OutputArchive& archive) override;
   void load(torch::serialize::InputArchive& archive) override;
