@@ -13,6 +13,7 @@
 #include <unordered_set>
 
 #include "cohort/common/check.h"
+#include "cohort/common/json.h"
 #include "cohort/common/logging.h"
 #include "cohort/engine/cycle_state.h"
 #include "cohort/engine/doorbell.h"
@@ -684,7 +685,7 @@ void Engine::Impl::emit_timeline(const Request& r, const Work& w) {
   }
   std::ostringstream args;
   args << "\"bytes\": " << r.in.bytes() << ", \"cached\": " << (r.status == Request::Status::cached ? 1 : 0)
-       << ", \"fused\": " << (w.fused ? 1 : 0) << ", \"op\": \"" << json_escape(r.meta.describe()) << "\"";
+       << ", \"fused\": " << (w.fused ? 1 : 0) << ", \"op\": \"" << json::escape(r.meta.describe()) << "\"";
   if (w.error) args << ", \"failed\": 1";
   timeline->span(lane, upper(op_kind_name(r.meta.kind)).c_str(), r.submitted, w.end, args.str());
 }
