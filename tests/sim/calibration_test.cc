@@ -60,7 +60,7 @@ TEST(Calibration, ReadsCohortBenchCsv) {
         << "allreduce,2,0,0,f32,sum,0.5,0,0,0,100\n"
         << "allreduce,2,8,2,f32,sum,1.25,0.006,0.006,0,100000\n"
         << "allgather,2,8,2,f32,none,9,0.001,0.001,0,100\n"
-        << "allreduce,2,1048576,262144,f32,sum,310.5,3.37,3.37,0,400\n";
+        << "[0] allreduce,2,1048576,262144,f32,sum,310.5,3.37,3.37,0,400\n";  // as cohortrun tags it
   }
   int ranks = 0;
   const auto s = read_bench_csv(path, "allreduce", ranks);

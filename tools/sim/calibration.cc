@@ -126,6 +126,9 @@ std::vector<Sample> read_bench_csv(const std::string& path, const std::string& c
   std::vector<Sample> out;
   ranks = 0;
   for (size_t lineno = 1; std::getline(in, line); ++lineno) {
+    // cohortrun tags each line with its rank: "[0] ".
+    if (line.size() > 2 && line[0] == '[')
+      if (const size_t close = line.find("] "); close != std::string::npos) line = line.substr(close + 2);
     if (line.empty() || line[0] == '#') continue;
     const auto cells = split(line);
     if (header.empty()) {

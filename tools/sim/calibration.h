@@ -40,7 +40,7 @@ LinkFit fit_link(const Topology& t, Algorithm a, LinkClass which, const std::vec
 
 // cohort-bench --csv rows of `collective` (the header names the columns);
 // `ranks` gets the ranks column (every row must agree). Rows with size 0
-// are skipped. ConfigError naming the file and line on malformed input.
+// are skipped, and so is cohortrun's "[rank] " tag. ConfigError naming the file and line on malformed input.
 std::vector<Sample> read_bench_csv(const std::string& path, const std::string& collective, int& ranks);
 
 }  // namespace cohort::sim
