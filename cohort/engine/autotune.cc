@@ -78,37 +78,37 @@ std::optional<Autotuner::Point> Autotuner::propose_coordinate() {
       if (q == p) return s;
     return std::nullopt;
   };
-  // Golden-section search over one coordinate; `best` gets the winner.
-  auto golden = [&](size_t n, auto at, size_t& best) -> std::optional<Point> {
-    size_t lo = 0, hi = n - 1;
-    while (hi - lo > 2) {
-      const size_t cut = size_t(std::lround(double(hi - lo) * 0.381966));
-      const size_t m1 = lo + cut;
-      const size_t m2 = std::max(m1 + 1, hi - cut);
-      const auto f1 = first(at(m1));
-      if (!f1) return at(m1);
-      const auto f2 = first(at(m2));
-      if (!f2) return at(m2);
-      if (*f1 <= *f2)
-        hi = m2;
-      else
-        lo = m1;
-    }
+  // One coordinate, coarse to fine: both ends, the middle and the start,
+  // then from the best of them to better neighbours until none is better.
+  // `best` gets the winner.
+  auto search = [&](size_t n, size_t start, auto at, size_t& best) -> std::optional<Point> {
     double best_value = std::numeric_limits<double>::infinity();
-    for (size_t k = lo; k <= hi; ++k) {
+    auto consider = [&](size_t k) -> std::optional<Point> {
       const auto f = first(at(k));
       if (!f) return at(k);
       if (*f < best_value) {
         best_value = *f;
         best = k;
       }
+      return std::nullopt;
+    };
+    for (size_t k : {start, size_t(0), (n - 1) / 2, n - 1})
+      if (auto need = consider(k)) return need;
+    for (size_t centre = n; centre != best;) {
+      centre = best;
+      if (centre > 0)
+        if (auto need = consider(centre - 1)) return need;
+      if (centre + 1 < n)
+        if (auto need = consider(centre + 1)) return need;
     }
     return std::nullopt;
   };
   if (!first(start_point_)) return start_point_;
   size_t bi = start_point_.i, bj = start_point_.j;
-  if (auto need = golden(o_.fusion_thresholds.size(), [&](size_t k) { return Point{k, start_point_.j}; }, bi)) return need;
-  if (auto need = golden(o_.cycle_times_us.size(), [&](size_t k) { return Point{bi, k}; }, bj)) return need;
+  if (auto need = search(o_.fusion_thresholds.size(), start_point_.i, [&](size_t k) { return Point{k, start_point_.j}; }, bi))
+    return need;
+  if (auto need = search(o_.cycle_times_us.size(), start_point_.j, [&](size_t k) { return Point{bi, k}; }, bj))
+    return need;
   const Point winner{bi, bj};
   // A second sample of the winner and of the baseline; the better mean wins.
   if (!(winner == start_point_)) {

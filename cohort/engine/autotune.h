@@ -14,16 +14,19 @@
 //   - once converged, the best point is fixed for the rest of the job.
 //
 // The search (method coordinate): the start (the configured values) first,
-// as the baseline; then a golden-section search over the fusion thresholds
-// with the cycle time fixed, then over the cycle times with the threshold
-// found; finally the winner and the baseline are measured once more each
-// and the better mean wins, so that a lucky sample cannot make the job
-// slower than it was configured. Each coordinate's step time is close to
-// unimodal in log-scale (too small: more collectives and cycles; too large:
-// less overlap, larger copies), which a golden-section search needs; it
-// takes about log_phi(n) samples per coordinate. With the default grids (7
-// thresholds, 4 cycle times) it converges in at most 11 samples: under 50
-// steps with 3 warm-up steps, 3 per sample and 1 to settle after a change.
+// as the baseline; then the fusion thresholds with the cycle time fixed,
+// then the cycle times with the threshold found, each coarse to fine: the
+// grid's two ends and middle, then from the best so far to its better
+// neighbours until none is better; finally the winner and the baseline are
+// measured once more each and the better mean wins, so that a lucky sample
+// cannot make the job slower than it was configured. The coarse points
+// first make the early comparisons between settings far apart, whose
+// differences stand out of the noise; the neighbour steps need each
+// coordinate's step time to be unimodal in log scale (too small: more
+// collectives and cycles; too large: less overlap, larger copies). With the
+// default grids (7 thresholds, 4 cycle times) it takes about 11 samples:
+// under 50 steps with 3 warm-up steps, 3 per sample and 1 to settle after a
+// change.
 //
 // Why not Bayesian optimisation (Horovod's): with two parameters, a few
 // dozen points and samples that must stay within a job's first ~50 steps, a

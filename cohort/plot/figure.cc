@@ -44,10 +44,15 @@ void axis_range(const Axis& a, std::vector<double> values, double& lo, double& h
     dlo = a.log ? mid / 2 : mid - std::max(1.0, std::fabs(mid) * 0.1);
     dhi = a.log ? mid * 2 : mid + std::max(1.0, std::fabs(mid) * 0.1);
   }
-  if (!a.log && !a.min && !a.max) {
+  // Padding, so that markers at the ends are not cut in half.
+  if (!a.log) {
     const double pad = 0.04 * (dhi - dlo);
-    dlo -= pad;
-    dhi += pad;
+    if (!a.min) dlo -= pad;
+    if (!a.max) dhi += pad;
+  } else {
+    const double pad = std::pow(dhi / dlo, 0.03);
+    if (!a.min) dlo /= pad;
+    if (!a.max) dhi *= pad;
   }
   t = a.ticks.empty() ? ticks(dlo, dhi, a.log) : a.ticks;
   if (a.ticks.empty() && !a.min && !t.empty() && !a.log) dlo = std::min(dlo, t.front());
@@ -118,6 +123,8 @@ std::vector<double> ticks(double lo, double hi, bool log, int target) {
   return out;
 }
 
+Color palette_color(size_t i) { return kPalette[i % std::size(kPalette)]; }
+
 std::string tick_label(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.6g", v);
@@ -159,7 +166,7 @@ Color Layout::color(size_t i) const {
   size_t automatic = 0;
   for (size_t j = 0; j < i && j < f_.series.size(); ++j)
     if (!f_.series[j].color) ++automatic;
-  return kPalette[automatic % std::size(kPalette)];
+  return palette_color(automatic);
 }
 
 void write_png(const Figure& f, const std::string& path) {

@@ -87,6 +87,9 @@ class Layout {
 // when there are few decades).
 std::vector<double> ticks(double lo, double hi, bool log, int target = 6);
 
+// The i-th color of the palette series take in order when theirs is unset.
+Color palette_color(size_t i);
+
 // A tick's text: "0.25", "1e+06", "512".
 std::string tick_label(double v);
 

@@ -28,7 +28,7 @@ class Trace {
       events_ << ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 0, \"tid\": " << it->second
               << ", \"args\": {\"name\": \"" << lane << "\"}}";
     events_ << ",\n{\"name\": \"QUEUE\", \"ph\": \"X\", \"pid\": 0, \"tid\": " << it->second << ", \"ts\": " << ts_us
-            << ", \"dur\": 1}";
+            << ", \"dur\": " << (lane == "grad/c" ? 250 : 1) << "}";
     events_ << ",\n{\"name\": \"ALLREDUCE\", \"ph\": \"X\", \"pid\": 0, \"tid\": " << it->second << ", \"ts\": " << ts_us
             << ", \"dur\": " << dur_us << ", \"args\": {\"bytes\": " << bytes << ", \"cached\": 1"
             << (failed ? ", \"failed\": 1" : "") << "}}";
@@ -77,6 +77,8 @@ TEST(TimelineWorkload, RecoversTheStepFromNamedOps) {
   EXPECT_NEAR(w.tensors[2].ready_s, 0.095001, 1e-9);
   EXPECT_NEAR(w.compute_end_s, 0.095001, 1e-9);
   EXPECT_NEAR(w.measured_step_s, 0.100001, 1e-9);
+  // The first op of each step waited 250 us for a cycle.
+  EXPECT_NEAR(w.measured_wake_s, 250e-6, 1e-12);
 }
 
 TEST(TimelineWorkload, DdpBucketsOnTheOrderedLane) {

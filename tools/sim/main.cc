@@ -21,6 +21,7 @@
 
 #include "cohort/common/check.h"
 #include "cohort/common/json.h"
+#include "cohort/engine/autotune.h"
 #include "cohort/plot/figure.h"
 #include "examples/common/flag_parsing.h"
 #include "tools/sim/calibration.h"
@@ -58,6 +59,10 @@ constexpr const char* kUsage = R"(usage:
       under algorithm A; the topology's ranks_per_host and hosts must match the run
   cohort-sim plot --out F.png --series LABEL=PRED.json [--series ...] [--points LABEL=x:y,x:y]
       [--metric efficiency|step_ms] [--title T] [--x-label L] [--y-label L] [--log-x]
+  cohort-sim autotune --topology T.json --workload W.json [--mode M] [--backend B] [--noise F] [--seeds N]
+      the engine's autotuner (both search methods) on the simulated step-time surface over its grid,
+      each step's time multiplied by 1 + U(0, F) (default 0.05): steps to converge and the chosen
+      setting's step time against the best of the grid
 )";
 
 std::vector<std::string> split(const std::string& s, char sep) {
@@ -226,9 +231,11 @@ int workload(const std::vector<std::string>& args) {
     std::fputs(text.c_str(), stdout);
   else
     write_file(out, text);
-  std::fprintf(stderr, "cohort-sim: %zu %s, %s per step, step period %.3f ms, last gradient at %.3f ms\n",
+  std::fprintf(stderr,
+               "cohort-sim: %zu %s, %s per step, step period %.3f ms, last gradient at %.3f ms, "
+               "engine wake-up %.1f us\n",
                w.tensors.size(), w.ordered ? "buckets (ordered)" : "tensors", bytes_text(w.total_bytes()).c_str(),
-               1e3 * w.measured_step_s, 1e3 * w.compute_end_s);
+               1e3 * w.measured_step_s, 1e3 * w.compute_end_s, 1e6 * w.measured_wake_s);
   return 0;
 }
 
@@ -301,6 +308,9 @@ int plot_command(const std::vector<std::string>& args) {
   }
   for (const auto& [label, text] : points) {
     plot::Series s{.label = label, .line = false};
+    // Reference points share the color of the series their label starts with.
+    for (size_t i = 0; i < series.size(); ++i)
+      if (label.rfind(series[i].first, 0) == 0) s.color = plot::palette_color(i);
     for (const std::string& xy : split(text, ',')) {
       const auto parts = split(xy, ':');
       COHORT_CHECK_AS(ConfigError, parts.size() == 2) << "--points expects x:y pairs, got '" << xy << "'";
@@ -315,6 +325,81 @@ int plot_command(const std::vector<std::string>& args) {
     if (xs.size() <= 12) f.x.ticks = xs;
   }
   plot::write_png(f, out);
+  return 0;
+}
+
+// ---- autotune ---------------------------------------------------------------------
+
+int autotune(const std::vector<std::string>& args) {
+  std::string topology_path, workload_path;
+  Strategy st;
+  double noise = 0.05;
+  int seeds = 20;
+  examples::parse_flags(
+      args,
+      {{"--topology", [&](auto&, auto& v) { topology_path = v; }},
+       {"--workload", [&](auto&, auto& v) { workload_path = v; }},
+       {"--mode", [&](auto& f, auto& v) { st.mode = examples::one_of(f, v, {"horovod", "ddp"}) == "ddp" ? Mode::ddp : Mode::horovod; }},
+       {"--backend", [&](auto& f, auto& v) { st.backend = examples::one_of(f, v, {"auto", "shm", "ring", "hierarchical"}); }},
+       {"--noise", [&](auto& f, auto& v) { noise = examples::parse_number<double>(f, v, 0.0); }},
+       {"--seeds", [&](auto& f, auto& v) { seeds = examples::parse_number<int>(f, v, 1); }}},
+      {});
+  COHORT_CHECK_AS(ConfigError, !topology_path.empty() && !workload_path.empty()) << "autotune needs --topology and --workload";
+  const Topology t = read_topology_file(topology_path);
+  const Workload w = read_workload_file(workload_path);
+  const engine::AutotuneOptions grid;
+  const engine::AutotuneParams start{st.fusion_threshold_bytes, int64_t(st.cycle_time_s * 1e6)};
+  // The simulated surface over the grid (and the start), each point once.
+  std::map<std::pair<int64_t, int64_t>, double> surface;
+  auto cost = [&](const engine::AutotuneParams& p) {
+    auto [it, fresh] = surface.try_emplace({p.fusion_threshold_bytes, p.cycle_time_us}, 0.0);
+    if (fresh) {
+      Strategy s = st;
+      s.fusion_threshold_bytes = p.fusion_threshold_bytes;
+      s.cycle_time_s = double(p.cycle_time_us) * 1e-6;
+      it->second = simulate(t, w, s).step_s;
+    }
+    return it->second;
+  };
+  double best = kInfinity;
+  engine::AutotuneParams best_at;
+  std::vector<int64_t> thresholds = grid.fusion_thresholds, cycles = grid.cycle_times_us;
+  thresholds.push_back(start.fusion_threshold_bytes);
+  cycles.push_back(start.cycle_time_us);
+  for (int64_t a : thresholds)
+    for (int64_t b : cycles)
+      if (cost({a, b}) < best) {
+        best = cost({a, b});
+        best_at = {a, b};
+      }
+  std::printf("# surface: %zu settings; best %.3f ms/step at fusion %s, cycle %lld us; start %.3f ms/step\n",
+              surface.size(), 1e3 * best, bytes_text(double(best_at.fusion_threshold_bytes)).c_str(),
+              (long long)best_at.cycle_time_us, 1e3 * cost(start));
+  std::printf("%-11s %8s %10s %10s %10s %12s\n", "method", "runs", "steps_mean", "steps_max", "within_5%", "regret_mean");
+  for (auto method : {engine::AutotuneMethod::coordinate, engine::AutotuneMethod::bayesian}) {
+    double steps = 0, steps_max = 0, regret = 0;
+    int within = 0;
+    for (int seed = 1; seed <= seeds; ++seed) {
+      engine::AutotuneOptions o;
+      o.method = method;
+      o.seed = uint64_t(seed);
+      engine::Autotuner tuner(start, o);
+      uint64_t state = uint64_t(seed) * 0x9e3779b97f4a7c15ull;
+      while (!tuner.converged() && tuner.steps() < 10000) {
+        state = state * 6364136223846793005ull + 1442695040888963407ull;
+        const double u = double(state >> 11) / double(uint64_t(1) << 53);
+        tuner.on_step(cost(tuner.current()) * (1 + noise * u));
+      }
+      const double got = cost(tuner.current());
+      steps += tuner.converged_at_step();
+      steps_max = std::max(steps_max, double(tuner.converged_at_step()));
+      regret += got / best - 1;
+      within += got <= 1.05 * best;
+    }
+    std::printf("%-11s %8d %10.1f %10.0f %9d/%d %11.2f%%\n",
+                method == engine::AutotuneMethod::coordinate ? "coordinate" : "bayesian", seeds, steps / seeds,
+                steps_max, within, seeds, 100 * regret / seeds);
+  }
   return 0;
 }
 
@@ -333,7 +418,8 @@ int main(int argc, char** argv) {
     if (command == "workload") return workload(args);
     if (command == "fit") return fit(args);
     if (command == "plot") return plot_command(args);
-    std::fprintf(stderr, "cohort-sim: unknown command '%s' (predict, workload, fit, plot; see --help)\n", command.c_str());
+    if (command == "autotune") return autotune(args);
+    std::fprintf(stderr, "cohort-sim: unknown command '%s' (predict, workload, fit, plot, autotune; see --help)\n", command.c_str());
     return 2;
   } catch (const ConfigError& e) {
     std::fprintf(stderr, "cohort-sim: %s\n", examples::one_line_message(e).c_str());

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 #include <numeric>
 
 #include "cohort/common/check.h"
@@ -14,6 +15,7 @@ struct Event {
   std::string lane;
   double bytes = 0;
   double submitted = 0, completed = 0;  // seconds
+  double queued = 0;                    // its QUEUE phase: submitted -> picked up by a cycle
 };
 
 double median(std::vector<double> v) {
@@ -31,10 +33,16 @@ std::vector<Event> allreduces(const json::Value& trace) {
   }
   if (!events->is_array()) field_error(*events, "", "not a Chrome trace: expected an array of events");
   std::map<std::pair<int64_t, int64_t>, std::string> lanes;  // (pid, tid) -> thread_name
+  std::map<std::tuple<int64_t, int64_t, double>, double> queue;  // (pid, tid, ts) -> QUEUE dur
   for (const json::Value& e : events->items()) {
     if (!e.is_object()) field_error(e, "event", "expected an object");
     const json::Value* ph = e.find("ph");
     const json::Value* name = e.find("name");
+    if (ph && ph->is_string() && ph->string() == "X" && name && name->is_string() && name->string() == "QUEUE") {
+      const json::Value *pid = e.find("pid"), *tid = e.find("tid"), *ts = e.find("ts"), *dur = e.find("dur");
+      if (pid && tid && ts && dur && pid->is_number() && tid->is_number() && ts->is_number() && dur->is_number())
+        queue[{int64_t(pid->number()), int64_t(tid->number()), ts->number()}] = dur->number() * 1e-6;
+    }
     if (ph && ph->is_string() && ph->string() == "M" && name && name->is_string() && name->string() == "thread_name") {
       const json::Value* args = e.find("args");
       const json::Value* lane = args ? args->find("name") : nullptr;
@@ -54,7 +62,9 @@ std::vector<Event> allreduces(const json::Value& trace) {
     Event x;
     const int64_t pid = f.integer("pid", std::nullopt, INT32_MIN, INT32_MAX);
     const int64_t tid = f.integer("tid", std::nullopt, INT32_MIN, INT32_MAX);
-    x.submitted = f.number("ts", std::nullopt, Range::any) * 1e-6;
+    const double ts = f.number("ts", std::nullopt, Range::any);
+    x.submitted = ts * 1e-6;
+    if (auto q = queue.find({pid, tid, ts}); q != queue.end()) x.queued = q->second;
     x.completed = x.submitted + f.number("dur", std::nullopt, Range::non_negative) * 1e-6;
     Fields args(f.required("args"), path + ".args");
     x.bytes = args.number("bytes", std::nullopt, Range::non_negative);
@@ -118,17 +128,19 @@ Workload workload_from_timeline(const json::Value& trace, const std::string& sou
       << source << ": only " << starts.size() << " full steps of " << period
       << " allreduces repeat; run more steps (at least 4)";
   std::vector<std::vector<double>> offsets(period);
-  std::vector<double> periods;
+  std::vector<double> periods, first_queue;
   for (size_t k = 1; k < starts.size(); ++k) {
     const size_t s = starts[k];
     const double origin = done_before[s];
     for (size_t i = 0; i < period; ++i) offsets[i].push_back(std::max(0.0, ev[s + i].submitted - origin));
     periods.push_back(ev[s].submitted - ev[starts[k - 1]].submitted);
+    first_queue.push_back(ev[s].queued);
   }
   Workload w;
   w.source = source;
   w.ordered = ev[starts[0]].lane == "ordered";
   w.measured_step_s = median(periods);
+  w.measured_wake_s = median(first_queue);
   for (size_t i = 0; i < period; ++i) {
     const Event& e = ev[starts[0] + i];
     std::string name = w.ordered ? "bucket." + std::to_string(i) : e.lane;

@@ -113,6 +113,7 @@ Workload read_workload(const json::Value& doc) {
   w.update_s = f.number("update_s", 0.0, Range::non_negative);
   w.threads = static_cast<int>(f.integer("threads", 1, 1, 1 << 12));
   w.measured_step_s = f.number("measured_step_s", 0.0, Range::non_negative);
+  w.measured_wake_s = f.number("measured_wake_s", 0.0, Range::non_negative);
   f.finish();
   std::set<std::string> names;
   for (size_t i = 0; i < w.tensors.size(); ++i)
@@ -134,6 +135,7 @@ std::string workload_json(const Workload& w) {
      << ",\n  \"threads\": " << w.threads << ",\n  \"update_s\": " << w.update_s
      << ",\n  \"compute_end_s\": " << w.compute_end_s << ",\n";
   if (w.measured_step_s > 0) os << "  \"measured_step_s\": " << w.measured_step_s << ",\n";
+  if (w.measured_wake_s > 0) os << "  \"measured_wake_s\": " << w.measured_wake_s << ",\n";
   os << "  \"tensors\": [\n";
   for (size_t i = 0; i < w.tensors.size(); ++i)
     os << "    {\"name\": \"" << json::escape(w.tensors[i].name) << "\", \"bytes\": " << w.tensors[i].bytes

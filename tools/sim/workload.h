@@ -43,6 +43,10 @@ struct Workload {
   // The step period measured in the run the workload came from (0: unknown),
   // a check that the simulation of that setting reproduces it.
   double measured_step_s = 0;
+  // From a timeline: the median wait of each step's first op before a cycle
+  // picked it up (the engine slept through the forward pass: its wake-up
+  // latency in that run, a hint for the topology's engine.wake_s).
+  double measured_wake_s = 0;
   std::string source;
 
   double total_bytes() const;
