@@ -64,6 +64,8 @@ TEST(TimelineWorkload, RecoversTheStepFromNamedOps) {
     t.op("grad/b", 2000, s + 60000 + k, 5000);
     t.op("grad/a", 1000, s + 80000 + k, 5000);
   }
+  // After training, the program reduces its timings (not a step).
+  t.op("ordered", 96, 700000, 50);
   const Workload w = workload_from_timeline(t.doc(), "trace.json");
   ASSERT_EQ(w.tensors.size(), 3u);
   EXPECT_FALSE(w.ordered);
@@ -79,6 +81,23 @@ TEST(TimelineWorkload, RecoversTheStepFromNamedOps) {
   EXPECT_NEAR(w.measured_step_s, 0.100001, 1e-9);
   // The first op of each step waited 250 us for a cycle.
   EXPECT_NEAR(w.measured_wake_s, 250e-6, 1e-12);
+}
+
+TEST(TimelineWorkload, TheFirstOpCanBeNamed) {
+  // Backward's big layer (b, 90 ms after c) waits longer than the forward
+  // pass (c, 40 ms after a completes): only naming c puts the boundary right.
+  Trace t;
+  for (int k = 0; k < 5; ++k) {
+    const double s = 150000.0 * k;
+    t.op("c", 4, s + 20000, 10);
+    t.op("b", 8, s + 110000, 10);
+    t.op("a", 16, s + 130000, 10);
+  }
+  EXPECT_EQ(workload_from_timeline(t.doc(), "t").tensors[0].name, "b");
+  const Workload w = workload_from_timeline(t.doc(), "t", "c");
+  EXPECT_EQ(w.tensors[0].name, "c");
+  EXPECT_NEAR(w.tensors[0].ready_s, 0.150000 - 0.130010 + 0.020000, 1e-9);
+  EXPECT_THROW(workload_from_timeline(t.doc(), "t", "z"), ConfigError);
 }
 
 TEST(TimelineWorkload, DdpBucketsOnTheOrderedLane) {

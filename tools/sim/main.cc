@@ -52,8 +52,9 @@ constexpr const char* kUsage = R"(usage:
       --json FILE           write the predictions as JSON
       --plot FILE           draw scaling efficiency against ranks (PNG)
       --title T             the plot's title
-  cohort-sim workload --timeline TRACE.json [--out W.json]
-      the steady-state step of a real run's timeline (COHORT_TIMELINE) as a workload file
+  cohort-sim workload --timeline TRACE.json [--out W.json] [--first OP]
+      the steady-state step of a real run's timeline (COHORT_TIMELINE) as a workload file; OP: the
+      step's first gradient (default: the op after the longest wait, usually the forward pass)
   cohort-sim fit --csv BENCH.csv --topology T.json --algorithm A --link L
       fits link L (shm, intra, network) of the topology to cohort-bench --csv allreduce rows
       under algorithm A; the topology's ranks_per_host and hosts must match the run
@@ -219,12 +220,14 @@ int predict(const std::vector<std::string>& args) {
 // ---- workload -----------------------------------------------------------------
 
 int workload(const std::vector<std::string>& args) {
-  std::string timeline, out;
+  std::string timeline, out, first;
   examples::parse_flags(args,
-                        {{"--timeline", [&](auto&, auto& v) { timeline = v; }}, {"--out", [&](auto&, auto& v) { out = v; }}},
+                        {{"--timeline", [&](auto&, auto& v) { timeline = v; }},
+                         {"--out", [&](auto&, auto& v) { out = v; }},
+                         {"--first", [&](auto&, auto& v) { first = v; }}},
                         {});
   COHORT_CHECK_AS(ConfigError, !timeline.empty()) << "workload needs --timeline";
-  Workload w = workload_from_timeline_file(timeline);
+  Workload w = workload_from_timeline_file(timeline, first);
   w.name = timeline.substr(timeline.find_last_of('/') + 1);
   const std::string text = workload_json(w);
   if (out.empty())

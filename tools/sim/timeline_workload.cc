@@ -80,24 +80,29 @@ std::vector<Event> allreduces(const json::Value& trace) {
 
 }  // namespace
 
-Workload workload_from_timeline(const json::Value& trace, const std::string& source) {
+Workload workload_from_timeline(const json::Value& trace, const std::string& source, const std::string& first_op) {
   const std::vector<Event> ev = allreduces(trace);
   const size_t n = ev.size();
   COHORT_CHECK_AS(ConfigError, n > 0) << source << ": the timeline has no ALLREDUCE events";
   auto same = [&](size_t i, size_t j) { return ev[i].lane == ev[j].lane && ev[i].bytes == ev[j].bytes; };
 
-  // The smallest period the last two periods repeat with.
-  size_t period = 0;
-  for (size_t p = 1; 3 * p <= n && period == 0; ++p) {
-    bool ok = true;
-    for (size_t i = n - 2 * p; i < n && ok; ++i) ok = same(i, i - p);
-    if (ok) period = p;
+  // The smallest period the last two periods repeat with, after leaving out
+  // the fewest trailing ops that do not repeat (a program's own reductions
+  // after training: timings, a final loss).
+  size_t period = 0, end = n;
+  for (size_t trim = 0; period == 0 && 3 * (trim + 1) <= n; ++trim) {
+    end = n - trim;
+    for (size_t p = 1; 3 * p <= end && period == 0; ++p) {
+      bool ok = true;
+      for (size_t i = end - 2 * p; i < end && ok; ++i) ok = same(i, i - p);
+      if (ok) period = p;
+    }
   }
   COHORT_CHECK_AS(ConfigError, period > 0)
       << source << ": no repeating training step in " << n
       << " allreduces (need at least three steps with the same tensors in the same order)";
   // How far back the repetition goes.
-  size_t begin = n - 2 * period;
+  size_t begin = end - 2 * period;
   while (begin > 0 && same(begin - 1, begin - 1 + period)) --begin;
 
   // done_before[i]: when every op submitted before op i had completed; the
@@ -109,9 +114,17 @@ Workload workload_from_timeline(const json::Value& trace, const std::string& sou
   }
   size_t phase = 0;
   double best = -1;
-  for (size_t ph = 0; ph < period; ++ph) {
+  if (!first_op.empty()) {
+    size_t ph = 0;
+    while (ph < period && ev[begin + ph].lane != first_op) ++ph;
+    COHORT_CHECK_AS(ConfigError, ph < period)
+        << source << ": no op '" << first_op << "' among the " << period << " of a step";
+    phase = ph;
+    best = 0;
+  }
+  for (size_t ph = 0; ph < period && first_op.empty(); ++ph) {
     std::vector<double> w;
-    for (size_t i = begin + ph; i < n; i += period)
+    for (size_t i = begin + ph; i < end; i += period)
       if (i > 0) w.push_back(wait[i]);
     if (w.empty()) continue;
     const double m = median(w);
@@ -123,7 +136,7 @@ Workload workload_from_timeline(const json::Value& trace, const std::string& sou
   // Steps: [s, s + period) for s = begin + phase + k * period; the first has
   // no previous step inside the repetition, and is warm-up anyway.
   std::vector<size_t> starts;
-  for (size_t s = begin + phase; s + period <= n; s += period) starts.push_back(s);
+  for (size_t s = begin + phase; s + period <= end; s += period) starts.push_back(s);
   COHORT_CHECK_AS(ConfigError, starts.size() >= 3)
       << source << ": only " << starts.size() << " full steps of " << period
       << " allreduces repeat; run more steps (at least 4)";
@@ -156,8 +169,8 @@ Workload workload_from_timeline(const json::Value& trace, const std::string& sou
   return w;
 }
 
-Workload workload_from_timeline_file(const std::string& path) {
-  return workload_from_timeline(json::parse_file(path), path);
+Workload workload_from_timeline_file(const std::string& path, const std::string& first_op) {
+  return workload_from_timeline(json::parse_file(path), path, first_op);
 }
 
 }  // namespace cohort::sim
