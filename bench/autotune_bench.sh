@@ -3,6 +3,7 @@
 # sweep of fixed settings, on real training runs (issue 19).
 #
 # Usage: bench/autotune_bench.sh [--build-dir DIR] [--ranks N] [--reps N] [--models "mlp cnn"] [--out DIR]
+#          [--no-build]   (use the programs already in DIR as they are)
 #
 # For each model (synthetic_benchmark, --mode horovod, one thread per rank):
 #   - sweep: every fixed (COHORT_FUSION_THRESHOLD, COHORT_CYCLE_TIME_US) of the
@@ -22,6 +23,7 @@ ranks=2
 reps=2
 models="mlp cnn"
 out_dir=
+build=1
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --build-dir) build_dir=$(realpath -m "${2:?--build-dir needs a value}"); shift 2 ;;
@@ -29,7 +31,8 @@ while [[ $# -gt 0 ]]; do
     --reps) reps=${2:?--reps needs a value}; shift 2 ;;
     --models) models=${2:?--models needs a value}; shift 2 ;;
     --out) out_dir=$(realpath -m "${2:?--out needs a value}"); shift 2 ;;
-    -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --no-build) build=0; shift ;;
+    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "autotune_bench.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -37,10 +40,15 @@ for v in "$ranks" "$reps"; do [[ $v =~ ^[1-9][0-9]*$ ]] || { echo "autotune_benc
 out_dir=${out_dir:-$build_dir/bench/results/autotune}
 mkdir -p "$out_dir"
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
-cmake --build "$build_dir" -j 2 --target cohortrun synthetic_benchmark >/dev/null ||
-  { echo "autotune_bench.sh: build failed in $build_dir (LibTorch needed)" >&2; exit 1; }
+if (( build )); then
+  cmake --build "$build_dir" -j 2 --target cohortrun synthetic_benchmark >/dev/null ||
+    { echo "autotune_bench.sh: build failed in $build_dir (LibTorch needed)" >&2; exit 1; }
+fi
 run=$build_dir/cohort/launcher/cohortrun
 synthetic=$build_dir/examples/synthetic_benchmark
+for p in "$run" "$synthetic"; do
+  [[ -x $p ]] || { echo "autotune_bench.sh: $p is missing (build it, or drop --no-build)" >&2; exit 1; }
+done
 thresholds=(0 65536 262144 1048576 4194304 16777216 67108864)
 cycles=(0 250 1000 4000)
 failed=0

@@ -24,7 +24,7 @@ struct EngineOptions {
   int autotune = -1;                    // < 0: COHORT_AUTOTUNE; 0 off, 1 on (autotune.h)
   std::optional<std::string> autotune_log;  // unset: COHORT_AUTOTUNE_LOG; "": none
   double stall_warning_s = -1;          // < 0: COHORT_STALL_WARNING_S; 0: off
-  double stall_shutdown_s = -1;         // < 0: COHORT_STALL_SHUTDOWN_S; 0: off
+  double stall_shutdown_s = -1;         // < 0: COHORT_STALL_SHUTDOWN_S (< 0: COHORT_TIMEOUT_S); 0: off
   std::optional<std::string> timeline_path;  // unset: COHORT_TIMELINE; "": none
   int64_t cache_capacity = -1;          // < 0: COHORT_CACHE_CAPACITY
   // Names this engine in logs and in the timeline ("world", "dp", "tp/3"...).

@@ -23,7 +23,7 @@
 #include "cohort/common/json.h"
 #include "cohort/engine/autotune.h"
 #include "cohort/plot/figure.h"
-#include "examples/common/flag_parsing.h"
+#include "cohort/common/flags.h"
 #include "tools/sim/calibration.h"
 #include "tools/sim/fields.h"
 #include "tools/sim/simulator.h"
@@ -86,7 +86,7 @@ int64_t parse_size(const std::string& flag, const std::string& text) {
     default: break;
   }
   if (shift) digits.pop_back();
-  const auto v = examples::parse_number<int64_t>(flag, digits, int64_t{0});
+  const auto v = flags::parse_number<int64_t>(flag, digits, int64_t{0});
   COHORT_CHECK_AS(ConfigError, v <= (int64_t{1} << 50) >> shift) << flag << " '" << text << "' is too large";
   return v << shift;
 }
@@ -128,24 +128,24 @@ int predict(const std::vector<std::string>& args) {
   std::string topology_path, workload_path, json_path, plot_path, title, ranks_list;
   Strategy st;
   SimOptions so;
-  examples::parse_flags(
+  flags::parse_flags(
       args,
       {{"--topology", [&](auto&, auto& v) { topology_path = v; }},
        {"--workload", [&](auto&, auto& v) { workload_path = v; }},
        {"--ranks", [&](auto&, auto& v) { ranks_list = v; }},
-       {"--mode", [&](auto& f, auto& v) { st.mode = examples::one_of(f, v, {"horovod", "ddp"}) == "ddp" ? Mode::ddp : Mode::horovod; }},
-       {"--backend", [&](auto& f, auto& v) { st.backend = examples::one_of(f, v, {"auto", "shm", "ring", "hierarchical"}); }},
+       {"--mode", [&](auto& f, auto& v) { st.mode = flags::one_of(f, v, {"horovod", "ddp"}) == "ddp" ? Mode::ddp : Mode::horovod; }},
+       {"--backend", [&](auto& f, auto& v) { st.backend = flags::one_of(f, v, {"auto", "shm", "ring", "hierarchical"}); }},
        {"--fusion-threshold", [&](auto& f, auto& v) { st.fusion_threshold_bytes = parse_size(f, v); }},
-       {"--cycle-time-us", [&](auto& f, auto& v) { st.cycle_time_s = examples::parse_number<double>(f, v, 0.0) * 1e-6; }},
-       {"--linger-us", [&](auto& f, auto& v) { st.linger_s = examples::parse_number<double>(f, v, 0.0) * 1e-6; }},
-       {"--cache-capacity", [&](auto& f, auto& v) { st.cache_capacity = examples::parse_number<int64_t>(f, v, int64_t{0}); }},
+       {"--cycle-time-us", [&](auto& f, auto& v) { st.cycle_time_s = flags::parse_number<double>(f, v, 0.0) * 1e-6; }},
+       {"--linger-us", [&](auto& f, auto& v) { st.linger_s = flags::parse_number<double>(f, v, 0.0) * 1e-6; }},
+       {"--cache-capacity", [&](auto& f, auto& v) { st.cache_capacity = flags::parse_number<int64_t>(f, v, int64_t{0}); }},
        {"--first-bucket-bytes", [&](auto& f, auto& v) { st.first_bucket_bytes = std::max<int64_t>(1, parse_size(f, v)); }},
        {"--bucket-bytes", [&](auto& f, auto& v) { st.bucket_bytes = std::max<int64_t>(1, parse_size(f, v)); }},
-       {"--compression", [&](auto& f, auto& v) { st.compress_fp16 = examples::one_of(f, v, {"none", "fp16"}) == "fp16"; }},
+       {"--compression", [&](auto& f, auto& v) { st.compress_fp16 = flags::one_of(f, v, {"none", "fp16"}) == "fp16"; }},
        {"--negotiation", [&](auto& f, auto& v) {
-          st.negotiation = examples::one_of(f, v, {"cohort", "tree"}) == "tree" ? Negotiation::tree : Negotiation::cohort;
+          st.negotiation = flags::one_of(f, v, {"cohort", "tree"}) == "tree" ? Negotiation::tree : Negotiation::cohort;
         }},
-       {"--steps", [&](auto& f, auto& v) { so.steps = examples::parse_number<int>(f, v, 2); }},
+       {"--steps", [&](auto& f, auto& v) { so.steps = flags::parse_number<int>(f, v, 2); }},
        {"--json", [&](auto&, auto& v) { json_path = v; }},
        {"--plot", [&](auto&, auto& v) { plot_path = v; }},
        {"--title", [&](auto&, auto& v) { title = v; }}},
@@ -160,7 +160,7 @@ int predict(const std::vector<std::string>& args) {
     cases.push_back(base);
   } else {
     for (const std::string& item : split(ranks_list, ',')) {
-      const int r = examples::parse_number<int>("--ranks", item, 1);
+      const int r = flags::parse_number<int>("--ranks", item, 1);
       Topology t = base;
       if (r <= base.ranks_per_host) {
         t.ranks_per_host = r;
@@ -221,7 +221,7 @@ int predict(const std::vector<std::string>& args) {
 
 int workload(const std::vector<std::string>& args) {
   std::string timeline, out, first;
-  examples::parse_flags(args,
+  flags::parse_flags(args,
                         {{"--timeline", [&](auto&, auto& v) { timeline = v; }},
                          {"--out", [&](auto&, auto& v) { out = v; }},
                          {"--first", [&](auto&, auto& v) { first = v; }}},
@@ -246,11 +246,11 @@ int workload(const std::vector<std::string>& args) {
 
 int fit(const std::vector<std::string>& args) {
   std::string csv, topology, algorithm, link;
-  examples::parse_flags(args,
+  flags::parse_flags(args,
                         {{"--csv", [&](auto&, auto& v) { csv = v; }},
                          {"--topology", [&](auto&, auto& v) { topology = v; }},
-                         {"--algorithm", [&](auto& f, auto& v) { algorithm = examples::one_of(f, v, {"shm", "ring", "hierarchical"}); }},
-                         {"--link", [&](auto& f, auto& v) { link = examples::one_of(f, v, {"shm", "intra", "network"}); }}},
+                         {"--algorithm", [&](auto& f, auto& v) { algorithm = flags::one_of(f, v, {"shm", "ring", "hierarchical"}); }},
+                         {"--link", [&](auto& f, auto& v) { link = flags::one_of(f, v, {"shm", "intra", "network"}); }}},
                         {});
   COHORT_CHECK_AS(ConfigError, !csv.empty() && !topology.empty() && !algorithm.empty() && !link.empty())
       << "fit needs --csv, --topology, --algorithm and --link";
@@ -278,12 +278,12 @@ int plot_command(const std::vector<std::string>& args) {
     COHORT_CHECK_AS(ConfigError, eq != std::string::npos && eq > 0) << flag << " expects LABEL=VALUE, got '" << v << "'";
     return std::make_pair(v.substr(0, eq), v.substr(eq + 1));
   };
-  examples::parse_flags(args,
+  flags::parse_flags(args,
                         {{"--out", [&](auto&, auto& v) { out = v; }},
                          {"--title", [&](auto&, auto& v) { f.title = v; }},
                          {"--x-label", [&](auto&, auto& v) { f.x.label = v; }},
                          {"--y-label", [&](auto&, auto& v) { f.y.label = v; }},
-                         {"--metric", [&](auto& fl, auto& v) { metric = examples::one_of(fl, v, {"efficiency", "step_ms"}); }},
+                         {"--metric", [&](auto& fl, auto& v) { metric = flags::one_of(fl, v, {"efficiency", "step_ms"}); }},
                          {"--series", [&](auto& fl, auto& v) { series.push_back(pair_of(fl, v)); }},
                          {"--points", [&](auto& fl, auto& v) { points.push_back(pair_of(fl, v)); }}},
                         {{"--log-x", [&] { log_x = true; }}});
@@ -317,8 +317,8 @@ int plot_command(const std::vector<std::string>& args) {
     for (const std::string& xy : split(text, ',')) {
       const auto parts = split(xy, ':');
       COHORT_CHECK_AS(ConfigError, parts.size() == 2) << "--points expects x:y pairs, got '" << xy << "'";
-      s.x.push_back(examples::parse_number<double>("--points", parts[0]));
-      s.y.push_back(examples::parse_number<double>("--points", parts[1]));
+      s.x.push_back(flags::parse_number<double>("--points", parts[0]));
+      s.y.push_back(flags::parse_number<double>("--points", parts[1]));
     }
     f.series.push_back(std::move(s));
   }
@@ -338,14 +338,14 @@ int autotune(const std::vector<std::string>& args) {
   Strategy st;
   double noise = 0.05;
   int seeds = 20;
-  examples::parse_flags(
+  flags::parse_flags(
       args,
       {{"--topology", [&](auto&, auto& v) { topology_path = v; }},
        {"--workload", [&](auto&, auto& v) { workload_path = v; }},
-       {"--mode", [&](auto& f, auto& v) { st.mode = examples::one_of(f, v, {"horovod", "ddp"}) == "ddp" ? Mode::ddp : Mode::horovod; }},
-       {"--backend", [&](auto& f, auto& v) { st.backend = examples::one_of(f, v, {"auto", "shm", "ring", "hierarchical"}); }},
-       {"--noise", [&](auto& f, auto& v) { noise = examples::parse_number<double>(f, v, 0.0); }},
-       {"--seeds", [&](auto& f, auto& v) { seeds = examples::parse_number<int>(f, v, 1); }}},
+       {"--mode", [&](auto& f, auto& v) { st.mode = flags::one_of(f, v, {"horovod", "ddp"}) == "ddp" ? Mode::ddp : Mode::horovod; }},
+       {"--backend", [&](auto& f, auto& v) { st.backend = flags::one_of(f, v, {"auto", "shm", "ring", "hierarchical"}); }},
+       {"--noise", [&](auto& f, auto& v) { noise = flags::parse_number<double>(f, v, 0.0); }},
+       {"--seeds", [&](auto& f, auto& v) { seeds = flags::parse_number<int>(f, v, 1); }}},
       {});
   COHORT_CHECK_AS(ConfigError, !topology_path.empty() && !workload_path.empty()) << "autotune needs --topology and --workload";
   const Topology t = read_topology_file(topology_path);
@@ -425,7 +425,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "cohort-sim: unknown command '%s' (predict, workload, fit, plot, autotune; see --help)\n", command.c_str());
     return 2;
   } catch (const ConfigError& e) {
-    std::fprintf(stderr, "cohort-sim: %s\n", examples::one_line_message(e).c_str());
+    std::fprintf(stderr, "cohort-sim: %s\n", flags::one_line_message(e).c_str());
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "cohort-sim: %s\n", e.what());
