@@ -3,7 +3,11 @@
 # sweep of fixed settings, on real training runs (issue 19).
 #
 # Usage: bench/autotune_bench.sh [--build-dir DIR] [--ranks N] [--reps N] [--models "mlp cnn"] [--out DIR]
-#          [--no-build]   (use the programs already in DIR as they are)
+#          [--batch-size N] [--steps N] [--no-build]
+#
+# --batch-size: rows per rank (default 64; smaller makes communication a
+# larger share of the step); --steps: timed steps of each fixed setting
+# (default 10, after 3 warm-up); --no-build uses the programs already in DIR.
 #
 # For each model (synthetic_benchmark, --mode horovod, one thread per rank):
 #   - sweep: every fixed (COHORT_FUSION_THRESHOLD, COHORT_CYCLE_TIME_US) of the
@@ -22,6 +26,8 @@ build_dir=$repo/build
 ranks=2
 reps=2
 models="mlp cnn"
+batch=64
+steps=10
 out_dir=
 build=1
 while [[ $# -gt 0 ]]; do
@@ -30,13 +36,15 @@ while [[ $# -gt 0 ]]; do
     --ranks) ranks=${2:?--ranks needs a value}; shift 2 ;;
     --reps) reps=${2:?--reps needs a value}; shift 2 ;;
     --models) models=${2:?--models needs a value}; shift 2 ;;
+    --batch-size) batch=${2:?--batch-size needs a value}; shift 2 ;;
+    --steps) steps=${2:?--steps needs a value}; shift 2 ;;
     --out) out_dir=$(realpath -m "${2:?--out needs a value}"); shift 2 ;;
     --no-build) build=0; shift ;;
-    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "autotune_bench.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
-for v in "$ranks" "$reps"; do [[ $v =~ ^[1-9][0-9]*$ ]] || { echo "autotune_bench.sh: expected a positive integer, got '$v'" >&2; exit 2; }; done
+for v in "$ranks" "$reps" "$batch" "$steps"; do [[ $v =~ ^[1-9][0-9]*$ ]] || { echo "autotune_bench.sh: expected a positive integer, got '$v'" >&2; exit 2; }; done
 out_dir=${out_dir:-$build_dir/bench/results/autotune}
 mkdir -p "$out_dir"
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
@@ -65,7 +73,7 @@ for (( rep = 1; rep <= reps; rep++ )); do
       if [[ $j == autotune ]]; then
         tag=$m.autotune.$rep.$k
         if ! COHORT_AUTOTUNE=1 COHORT_AUTOTUNE_LOG=$out_dir/$tag.csv COHORT_LOG_LEVEL=info timeout 900 "$run" -np "$ranks" "$synthetic" \
-             --model "$m" --mode horovod --steps 60 --warmup 0 --threads 1 --quiet >"$out_dir/$tag.log" 2>&1; then
+             --model "$m" --mode horovod --steps 60 --warmup 0 --threads 1 --batch-size "$batch" --quiet >"$out_dir/$tag.log" 2>&1; then
           echo "autotune_bench.sh: $tag failed" >&2
           failed=1
         fi
@@ -73,7 +81,7 @@ for (( rep = 1; rep <= reps; rep++ )); do
         IFS=: read -r _ t c <<<"$j"
         tag=$m.fixed.$t.$c.$rep
         if ! COHORT_FUSION_THRESHOLD=$t COHORT_CYCLE_TIME_US=$c timeout 900 "$run" -np "$ranks" "$synthetic" \
-             --model "$m" --mode horovod --steps 10 --warmup 3 --threads 1 --quiet >"$out_dir/$tag.log" 2>&1; then
+             --model "$m" --mode horovod --steps "$steps" --warmup 3 --threads 1 --batch-size "$batch" --quiet >"$out_dir/$tag.log" 2>&1; then
           echo "autotune_bench.sh: $tag failed" >&2
           failed=1
         fi
