@@ -40,7 +40,7 @@ TEST(TopologyFile, ReadsEveryField) {
               "network": {"alpha_s": 5e-5, "bytes_per_s": 1.25e8}},
     "reduce_bytes_per_s": 6e9, "copy_bytes_per_s": 7e9,
     "algorithms": {"shm_slot_bytes": 65536, "ring_small_bytes": 0},
-    "cpu": {"cores_per_host": 2, "one_machine": true},
+    "cpu": {"cores_per_host": 2, "one_machine": true, "background_threads": 12.5},
     "engine": {"cycle_overhead_s": 1e-6, "wake_s": 2e-4},
     "stragglers": [{"rank": 3, "compute_factor": 1.25}]})"));
   EXPECT_EQ(t.ranks(), 8);
@@ -53,6 +53,7 @@ TEST(TopologyFile, ReadsEveryField) {
   EXPECT_EQ(t.shm_small_bytes, 16 << 10);  // default kept
   EXPECT_TRUE(t.one_machine);
   EXPECT_EQ(t.ranks_per_machine(), 8);
+  EXPECT_EQ(t.background_threads, 12.5);
   EXPECT_EQ(t.wake_s, 2e-4);
   ASSERT_EQ(t.stragglers.size(), 1u);
   EXPECT_EQ(t.stragglers[0].compute_factor, 1.25);
@@ -72,6 +73,7 @@ TEST(TopologyFile, ErrorsNameTheField) {
   EXPECT_MENTIONS(topology_error(R"({"stragglers": [{"rank": 1}]})"), "stragglers[0]: missing field 'compute_factor'");
   EXPECT_MENTIONS(topology_error(R"({"stragglers": {"rank": 1}})"), "stragglers: expected an array");
   EXPECT_MENTIONS(topology_error(R"({"cpu": {"one_machine": 1}})"), "cpu.one_machine: expected true or false");
+  EXPECT_MENTIONS(topology_error(R"({"cpu": {"background_threads": -2}})"), "cpu.background_threads: must not be negative");
   EXPECT_MENTIONS(topology_error(R"({"links": {"shm": {"by_ranks": [{"ranks": 2}, {"ranks": 2}]}}})"), "given twice");
   EXPECT_MENTIONS(topology_error(R"([1])"), "expected an object, got an array");
   EXPECT_MENTIONS(topology_error(R"({"hosts": 2,})"), "topo.json:1:13");

@@ -176,6 +176,23 @@ TEST(Simulator, OversubscribedCoresSlowCompute) {
   EXPECT_NEAR(pr.efficiency, 0.5, 1e-9);
 }
 
+TEST(Simulator, BackgroundLoadSharesTheCores) {
+  // 4 background threads on 2 cores: the workload, measured on one rank
+  // under that load, ran at 2/5 of a core; 4 ranks get 2/8 each.
+  Topology t;
+  t.cores_per_host = 2;
+  t.background_threads = 4;
+  const Workload w = workload({{"g", 0, 0.01}}, 0.01);
+  EXPECT_NEAR(simulate(t, w, eager()).step_s, 0.01, 1e-12);
+  t.ranks_per_host = 4;
+  const Prediction pr = simulate(t, w, eager());
+  EXPECT_NEAR(pr.compute_s, 0.01 * (2.0 / 5) / (2.0 / 8), 1e-12);
+  EXPECT_NEAR(pr.step_s, 0.016, 1e-9);
+  // Without cores to share (accelerators), the load changes nothing.
+  t.cores_per_host = 0;
+  EXPECT_NEAR(simulate(t, w, eager()).step_s, 0.01, 1e-12);
+}
+
 TEST(Simulator, CpuBoundCommunicationSharesCoresWithCompute) {
   // Two ranks on two cores, shm costing 10 ms of CPU for the first gradient
   // (ready at 10 ms), compute running on to 40 ms: while both run, each gets

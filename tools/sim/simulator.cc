@@ -81,7 +81,8 @@ class Simulation {
     R_ = topo_.ranks_per_machine();
     T_ = w.threads;
     C_ = topo_.cores_per_host;
-    ref_share_ = C_ > 0 ? std::min(1.0, C_ / T_) : 1;
+    B_ = topo_.background_threads;
+    ref_share_ = share(T_);
     for (const Straggler& x : topo_.stragglers)
       if (x.rank < topo_.ranks()) straggle_ = std::max(straggle_, x.compute_factor);
     elem_bytes_ = s.compress_fp16 ? 2 : 4;
@@ -150,7 +151,9 @@ class Simulation {
   bool computing() const { return phase_ == Phase::compute || phase_ == Phase::update; }
   double running_cpu() const { return es_ == EngineState::busy && !tasks_.empty() ? tasks_.front().cpu : 0; }
 
-  double share(double runnable) const { return C_ > 0 && runnable > 0 ? std::min(1.0, C_ / runnable) : 1; }
+  // One runnable thread's share of a core among `runnable` of the job's and
+  // the background's.
+  double share(double runnable) const { return C_ > 0 && runnable > 0 ? std::min(1.0, C_ / (runnable + B_)) : 1; }
 
   double compute_rate() const {
     if (!computing()) return 0;
@@ -451,7 +454,7 @@ class Simulation {
   std::vector<int> slot_;
   size_t next_slot_ = 0;
   double compute_end_work_ = 0, update_work_ = 0;
-  double R_ = 1, T_ = 1, C_ = 0, ref_share_ = 1, straggle_ = 1, elem_bytes_ = 4;
+  double R_ = 1, T_ = 1, C_ = 0, B_ = 0, ref_share_ = 1, straggle_ = 1, elem_bytes_ = 4;
 
   double now_ = 0;
   enum class Phase { compute, wait, update } phase_ = Phase::compute;

@@ -68,6 +68,7 @@ Topology read_topology(const json::Value& doc) {
     Fields g(*c, "cpu");
     t.cores_per_host = static_cast<int>(g.integer("cores_per_host", 0, 0, 1 << 20));
     t.one_machine = g.flag("one_machine", false);
+    t.background_threads = g.number("background_threads", 0.0, Range::non_negative);
     g.finish();
   }
   if (const json::Value* e = f.optional("engine")) {
@@ -138,7 +139,7 @@ std::string topology_json(const Topology& t) {
      << ", \"hierarchical_chunk_bytes\": " << t.hierarchical_chunk_bytes
      << ", \"hierarchical_small_bytes\": " << t.hierarchical_small_bytes << "},\n";
   os << "  \"cpu\": {\"cores_per_host\": " << t.cores_per_host << ", \"one_machine\": " << (t.one_machine ? "true" : "false")
-     << "},\n";
+     << ", \"background_threads\": " << t.background_threads << "},\n";
   os << "  \"engine\": {\"cycle_overhead_s\": " << t.cycle_overhead_s << ", \"wake_s\": " << t.wake_s << "}";
   if (!t.stragglers.empty()) {
     os << ",\n  \"stragglers\": [";

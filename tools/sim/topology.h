@@ -60,6 +60,10 @@ struct Topology {
   // CPU. Compute threads beyond the cores run proportionally slower.
   int cores_per_host = 0;     // 0: unlimited (accelerators: compute never contends)
   bool one_machine = false;   // every host is emulated on one machine (scripts/cluster.sh): one set of cores
+  // Other programs' runnable threads on those cores (a shared machine's
+  // load), each taking a fair share as the job's threads do. The workload's
+  // times and the link fits are taken to be measured under the same load.
+  double background_threads = 0;
 
   // The engine's fixed costs on this machine.
   double cycle_overhead_s = 0;  // bookkeeping of one cycle, beyond its collectives
