@@ -4,9 +4,12 @@
 #
 # Usage: sudo bench/sim_validation.sh [--build-dir DIR] [--reps N] [--steps N]
 #          [--out DIR] [--links "1gbit 250mbit"] [--no-cluster] [--quick] [--no-build]
+#          [--predict-only] [--background N]
 #
 # --no-build uses the programs already in DIR as they are (say, built before
-# a merge that would rebuild every LibTorch target).
+# a merge that would rebuild every LibTorch target); --predict-only redoes
+# step 4 from the logs a run with the same flags left in --out;
+# --background N sets the other programs' load instead of the measured one.
 #
 # 1. Fit (cohort's own micro-benchmarks, nothing else):
 #    - links.shm at 2, 4 and 8 ranks: cohort-bench allreduce on shm;
@@ -28,6 +31,8 @@
 #    - synthetic_benchmark mlp and cnn (horovod) on 2 and 4 emulated hosts
 #      of one rank each, at each --links rate (gloo);
 #    - char_lm on dp 2 and dp 4 meshes (shm).
+#    While they run, bench/sim/other_load.py samples the runnable threads of
+#    other programs (the shared machine's load) into background.txt.
 # 4. Predict each run with `cohort-sim predict` on a topology built from the
 #    fits (cores: this machine's; emulated hosts share them) and print
 #    predicted against measured step time with the error, and the mean
@@ -51,6 +56,8 @@ links="1gbit 250mbit"
 cluster=1
 quick=0
 build=1
+predict_only=0
+background=
 
 die() { echo "sim_validation.sh: $*" >&2; exit 1; }
 usage_error() { echo "sim_validation.sh: $* (see --help)" >&2; exit 2; }
@@ -65,13 +72,16 @@ while [[ $# -gt 0 ]]; do
     --no-cluster) cluster=0; shift ;;
     --quick) quick=1; shift ;;
     --no-build) build=0; shift ;;
-    -h|--help) sed -n '2,41p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --predict-only) predict_only=1; build=0; shift ;;
+    --background) background=${2:?--background needs a value}; shift 2 ;;
+    -h|--help) sed -n '2,46p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) usage_error "unknown argument '$1'" ;;
   esac
 done
 for v in "$reps" "$steps"; do [[ $v =~ ^[1-9][0-9]*$ ]] || usage_error "expected a positive integer, got '$v'"; done
 for l in $links; do [[ $l =~ ^[0-9]+[kmg]?bit$ ]] || usage_error "--links takes tc rates such as 1gbit, got '$l'"; done
-if (( cluster )) && [[ $(id -u) != 0 ]]; then usage_error "emulated hosts need root (or pass --no-cluster)"; fi
+[[ -z $background || $background =~ ^[0-9]+(\.[0-9]+)?$ ]] || usage_error "--background takes a number of threads, got '$background'"
+if (( cluster && !predict_only )) && [[ $(id -u) != 0 ]]; then usage_error "emulated hosts need root (or pass --no-cluster)"; fi
 out_dir=${out_dir:-$build_dir/bench/results/sim_validation}
 mkdir -p "$out_dir"/logs
 
@@ -117,7 +127,7 @@ logrun() {
 
 # --- emulated clusters: one per link rate, 4 hosts each ------------------------
 declare -A bridge hostlist
-if (( cluster )); then
+if (( cluster && !predict_only )); then
   for l in $links; do
     info=$("$repo/scripts/cluster.sh" up --hosts 4 --link "$l" --owner $$) || die "scripts/cluster.sh up failed"
     prefixes+=("$(sed -n 's/^prefix=//p' <<<"$info")")
@@ -158,6 +168,7 @@ for m in "${models[@]}"; do
 done
 for d in "${char_dp[@]}"; do cases+=("charlm:$d"); done
 
+if (( !predict_only )); then
 # --- 1 and 2: workloads (one rank, timelines) -----------------------------------
 mkdir -p "$out_dir/workloads"
 rep=0
@@ -183,6 +194,8 @@ for d in "${char_dp[@]}"; do
 done
 
 # --- 3: calibration and measurements, interleaved --------------------------------
+python3 "$repo/bench/sim/other_load.py" $$ "$out_dir/background.txt" &
+sampler=$!
 for (( rep = 1; rep <= reps; rep++ )); do
   echo "# rep $rep/$reps: load average $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out_dir/load.txt"
   for n in 2 4 8; do
@@ -213,14 +226,16 @@ for (( rep = 1; rep <= reps; rep++ )); do
     esac
   done
 done
+kill "$sampler" 2>/dev/null || true
+fi  # !predict_only
 
 # --- 4: fit, predict, compare (python3 for the JSON and the medians) -------------
-python3 - "$out_dir" "$sim" "$cores" "$reps" "$links" "$cluster" "${cases[@]}" <<'PY'
+python3 - "$out_dir" "$sim" "$cores" "$reps" "$links" "$cluster" "$background" "${cases[@]}" <<'PY'
 import glob, json, os, re, statistics, subprocess, sys
 
-out, sim, cores, reps, links, cluster = sys.argv[1:7]
+out, sim, cores, reps, links, cluster, background = sys.argv[1:8]
 cores, reps, cluster = int(cores), int(reps), int(cluster)
-cases = sys.argv[7:]
+cases = sys.argv[8:]
 logs = os.path.join(out, "logs")
 
 def rows(name):
@@ -295,6 +310,18 @@ wake_s = statistics.median(wake) if wake else 0
 print(f"# kernels: memcpy {copy_rate and copy_rate / 1e9:.2f} GB/s, sum f32 {reduce_rate and reduce_rate / 1e9:.2f} GB/s;"
       f" engine wake-up (median of the workloads' timelines) {wake_s * 1e6:.0f} us")
 
+# The other programs' runnable threads while the runs ran: the median sample.
+if not background:
+    try:
+        samples = [int(l.split()[1]) for l in open(f"{out}/background.txt") if len(l.split()) == 3]
+        background = statistics.median(samples) if samples else 0
+        print(f"# other programs' runnable threads: median {background} of {len(samples)} samples"
+              f" (quartiles {statistics.quantiles(samples, n=4)[0]:.0f}..{statistics.quantiles(samples, n=4)[2]:.0f})"
+              if len(samples) > 1 else f"# other programs' load: {len(samples)} samples")
+    except OSError:
+        background = 0
+background = float(background)
+
 def topology(hosts, per_host, link=None):
     t = {"hosts": hosts, "ranks_per_host": per_host, "links": {},
          "cpu": {"cores_per_host": cores, "one_machine": hosts > 1}, "engine": {"wake_s": wake_s}}
@@ -332,9 +359,9 @@ def charlm_workload(d):
     return path
 
 print()
-print("| case | ranks | measured ms | predicted ms | error | runs |")
-print("|------|------:|------------:|-------------:|------:|-----:|")
-errors = []
+print(f"| case | ranks | measured ms | predicted ms, idle machine | error | predicted ms, load {background:g} | error | runs |")
+print("|------|------:|------------:|------------:|------:|------------:|------:|-----:|")
+errors, errors_idle = [], []
 for case in cases:
     parts = case.split(":")
     try:
@@ -350,22 +377,29 @@ for case in cases:
     except (OSError, KeyError, AttributeError, StopIteration) as e:
         print(f"| {case} | | | | missing input ({e}) | |")
         continue
-    tpath = f"{out}/topology.{case.replace(':', '_')}.json"
-    json.dump(topo, open(tpath, "w"), indent=1)
-    ppath = f"{out}/prediction.{case.replace(':', '_')}.json"
-    r = subprocess.run([sim, "predict", "--topology", tpath, "--workload", wl, "--json", ppath] + flags,
-                       capture_output=True, text=True)
     meas, runs = measured(case)
-    if r.returncode != 0 or meas is None:
-        print(f"| {case} | {ranks} | {meas and meas * 1e3 or '-'} | - | {r.stderr.strip() or 'no measurement'} | {runs} |")
+    preds = []
+    for load in (0, background):
+        topo["cpu"]["background_threads"] = load
+        tag = f"{case.replace(':', '_')}.load{load:g}"
+        tpath, ppath = f"{out}/topology.{tag}.json", f"{out}/prediction.{tag}.json"
+        json.dump(topo, open(tpath, "w"), indent=1)
+        r = subprocess.run([sim, "predict", "--topology", tpath, "--workload", wl, "--json", ppath] + flags,
+                           capture_output=True, text=True)
+        preds.append(json.load(open(ppath))["predictions"][0]["step_s"] if r.returncode == 0 else r.stderr.strip())
+    if meas is None or any(isinstance(p, str) for p in preds):
+        why = next((p for p in preds if isinstance(p, str)), "no measurement")
+        print(f"| {case} | {ranks} | {meas and meas * 1e3 or '-'} | - | {why} | - | | {runs} |")
         continue
-    pred = json.load(open(ppath))["predictions"][0]["step_s"]
-    err = (pred - meas) / meas
-    errors.append(abs(err))
-    print(f"| {case} | {ranks} | {meas * 1e3:.1f} | {pred * 1e3:.1f} | {100 * err:+.1f}% | {runs} |")
-if errors:
-    inside = sum(e <= 0.15 for e in errors)
-    print(f"\nmean absolute error {100 * statistics.mean(errors):.1f}%, largest {100 * max(errors):.1f}%;"
-          f" {inside}/{len(errors)} cases within +-15%")
+    idle, loaded = ((p - meas) / meas for p in preds)
+    errors_idle.append(abs(idle))
+    errors.append(abs(loaded))
+    print(f"| {case} | {ranks} | {meas * 1e3:.1f} | {preds[0] * 1e3:.1f} | {100 * idle:+.1f}% |"
+          f" {preds[1] * 1e3:.1f} | {100 * loaded:+.1f}% | {runs} |")
+for name, errs in (("idle machine", errors_idle), (f"load {background:g}", errors)):
+    if errs:
+        inside = sum(e <= 0.15 for e in errs)
+        print(f"\n{name}: mean absolute error {100 * statistics.mean(errs):.1f}%, largest {100 * max(errs):.1f}%;"
+              f" {inside}/{len(errs)} cases within +-15%")
 PY
 exit $failed
