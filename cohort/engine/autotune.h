@@ -31,7 +31,7 @@
 // Why not Bayesian optimisation (Horovod's): with two parameters, a few
 // dozen points and samples that must stay within a job's first ~50 steps, a
 // Gaussian process has too few points to learn its length scales and noise,
-// and BO's exploration spends samples on poor corners; bench/autotune.md
+// and BO's exploration spends samples on poor corners; bench/README.md
 // compares both on simulated cost surfaces with noise (method bayesian is
 // kept for that comparison).
 //
@@ -42,6 +42,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace cohort::engine {
@@ -117,21 +118,26 @@ class Autotuner {
 };
 
 // StepClock: training steps as the engine sees them. The first op to
-// complete becomes the marker; each later completion of it ends a step, of
-// the time since the previous one. Data-parallel training completes the same
-// ops once per step, so any op marks steps (an op that recurs several times
-// per step would mark fractions of steps; DDP buckets of equal sizes can).
+// complete a second time becomes the marker; that completion and each later
+// one end a step, of the time since the previous one. Data-parallel training
+// completes the same ops once per step, so any op that recurs marks steps;
+// ops that run once (the initial broadcast of the parameters) never become
+// the marker. (An op that recurs several times per step would mark
+// fractions of steps; DDP buckets of equal sizes can.)
 class StepClock {
  public:
   using Clock = std::chrono::steady_clock;
   // The step that ended with this completion, if one did.
   std::optional<Clock::duration> observe(uint64_t op, Clock::time_point at) {
     if (!marker_) {
+      const auto [it, first] = first_seen_.emplace(op, at);
+      if (first) return std::nullopt;
       marker_ = op;
-      last_ = at;
+      last_ = it->second;
+      first_seen_.clear();
+    } else if (op != *marker_) {
       return std::nullopt;
     }
-    if (op != *marker_) return std::nullopt;
     const auto step = at - last_;
     last_ = at;
     return step;
@@ -139,6 +145,7 @@ class StepClock {
 
  private:
   std::optional<uint64_t> marker_;
+  std::unordered_map<uint64_t, Clock::time_point> first_seen_;  // until the marker is found
   Clock::time_point last_{};
 };
 

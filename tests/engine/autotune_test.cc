@@ -137,8 +137,24 @@ TEST(Autotune, StepClockMarksTheFirstOpsRecurrence) {
   const auto s = c.observe(7, t0 + std::chrono::milliseconds(10));
   ASSERT_TRUE(s);
   EXPECT_EQ(*s, std::chrono::milliseconds(10));
+  // Op 8 recurs too, but the marker is 7 only.
+  EXPECT_FALSE(c.observe(8, t0 + std::chrono::milliseconds(11)));
+  EXPECT_EQ(c.observe(7, t0 + std::chrono::milliseconds(25)), std::chrono::milliseconds(15));
   EXPECT_NE(op_identity("a"), op_identity("b"));
   EXPECT_NE(op_identity(1, 2), op_identity(1, 3));
+}
+
+TEST(Autotune, StepClockSkipsOpsThatRunOnce) {
+  // The initial broadcasts (1, 2) run once; steps are ops 7, 8 repeating.
+  StepClock c;
+  using ms = std::chrono::milliseconds;
+  const auto t0 = StepClock::Clock::time_point{};
+  for (uint64_t op : {1, 2}) EXPECT_FALSE(c.observe(op, t0));
+  EXPECT_FALSE(c.observe(7, t0 + ms(5)));
+  EXPECT_FALSE(c.observe(8, t0 + ms(6)));
+  EXPECT_EQ(c.observe(7, t0 + ms(20)), ms(15));  // nullopt while the marker is a one-off
+  EXPECT_FALSE(c.observe(8, t0 + ms(21)));
+  EXPECT_EQ(c.observe(7, t0 + ms(40)), ms(20));
 }
 
 TEST(Autotune, EnginesAgreeOnRankZerosChoice) {
