@@ -20,8 +20,9 @@ set -euo pipefail
 # (store authentication), OpenMPI (the mpi communicator, and the peer in
 # bench/allreduce_vs_mpi.sh), Gloo (the gloo communicator; it pulls in
 # libibverbs-dev and libhiredis-dev, which Debian's Gloo links),
-# iproute2 (network-namespace tests), python3 (scripts), OpenBLAS (the
-# threaded BLAS LibTorch picks up at run time); then LibTorch and
+# iproute2 (network-namespace tests), cairo (cohort/plot: PNG charts),
+# python3 (scripts), OpenBLAS (the threaded BLAS LibTorch picks up at run
+# time); then LibTorch and
 # Fashion-MNIST for cohort/torch and `make demo`, which trains on it, and
 # fortunes, whose plain-text quotations are the corpus of examples/char_lm.
 core_packages=(
@@ -39,6 +40,7 @@ core_packages=(
   openmpi-bin
   libgloo-dev
   iproute2
+  libcairo2-dev
   python3
   libopenblas0-pthread
   libtorch-dev

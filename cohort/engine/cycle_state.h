@@ -7,7 +7,10 @@
 //   2                number of ordered ops offered this cycle (<= kOrderedWindow)
 //   3 .. 3+2W        ordered op signatures, two words each (see OrderedSignature)
 //   3+2W             number of cache words that follow (a consistency check)
-//   4+2W ..          response-cache bits: bit b set = this rank has the op of
+//   4+2W, 5+2W       (rank 0, with kTuning) the fusion threshold in bytes and
+//                    the cycle time in microseconds every rank runs this
+//                    cycle with: the autotuner's choice (autotune.h)
+//   6+2W ..          response-cache bits: bit b set = this rank has the op of
 //                    cache slot b ready
 //
 // The record's size depends only on the response cache's size, which every
@@ -38,6 +41,7 @@ enum CycleFlag : uint64_t {
   kShutdown = 1u << 2,       // this rank's engine is shutting down
   kFailed = 1u << 3,         // this rank's engine failed; the store's error record says why
   kLingerExpired = 1u << 4,  // (coordinator) no work seen for the linger time: may sleep
+  kTuning = 1u << 5,         // (coordinator) the tuning words hold the parameters for this cycle
 };
 
 // Ordered ops offered per cycle. A window (rather than a running hash) lets
@@ -66,7 +70,7 @@ struct OrderedSignature {
   std::string describe() const;
 };
 
-inline constexpr size_t kCycleHeaderWords = 4 + 2 * kOrderedWindow;
+inline constexpr size_t kCycleHeaderWords = 6 + 2 * kOrderedWindow;
 
 inline size_t cycle_state_words(size_t cache_words) { return kCycleHeaderWords + cache_words; }
 
@@ -80,6 +84,8 @@ class CycleStateView {
   size_t ordered_count() const { return static_cast<size_t>(w_[2]); }
   OrderedSignature ordered(size_t i) const { return {w_[3 + 2 * i], w_[4 + 2 * i]}; }
   uint64_t declared_cache_words() const { return w_[3 + 2 * kOrderedWindow]; }
+  uint64_t tuned_fusion_threshold() const { return w_[4 + 2 * kOrderedWindow]; }
+  uint64_t tuned_cycle_time_us() const { return w_[5 + 2 * kOrderedWindow]; }
   std::span<const uint64_t> bits() const { return {w_ + kCycleHeaderWords, cache_words_}; }
   bool bit(size_t b) const { return (w_[kCycleHeaderWords + b / 64] >> (b % 64)) & 1; }
 
@@ -97,6 +103,12 @@ class CycleStateWriter {
   // Returns false when the window is full.
   bool offer_ordered(const OrderedSignature& s);
   void set_bit(size_t b) { w_[kCycleHeaderWords + b / 64] |= uint64_t{1} << (b % 64); }
+  // Sets kTuning and the parameters (the coordinator's).
+  void set_tuning(uint64_t fusion_threshold, uint64_t cycle_time_us) {
+    set_flag(kTuning);
+    w_[4 + 2 * kOrderedWindow] = fusion_threshold;
+    w_[5 + 2 * kOrderedWindow] = cycle_time_us;
+  }
 
  private:
   std::span<uint64_t> w_;

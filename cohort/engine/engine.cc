@@ -13,7 +13,9 @@
 #include <unordered_set>
 
 #include "cohort/common/check.h"
+#include "cohort/common/json.h"
 #include "cohort/common/logging.h"
+#include "cohort/engine/autotune.h"
 #include "cohort/engine/cycle_state.h"
 #include "cohort/engine/doorbell.h"
 #include "cohort/engine/executor.h"
@@ -266,6 +268,13 @@ struct Engine::Impl {
   uint64_t cycle = 0;
   uint64_t epoch = 0;
   Clock::time_point last_busy{}, last_pass{};
+  Clock::time_point cycle_started{};
+  // The parameters this cycle runs with (rank 0's, agreed in the records);
+  // the autotuner and its step clock on rank 0 (autotune.h).
+  std::chrono::microseconds cycle_time{0};
+  std::unique_ptr<Autotuner> tuner;
+  StepClock step_clock;
+  void autotune_observe(const Request& r);
 
   std::thread thread;
 };
@@ -311,6 +320,10 @@ Engine::Impl::Impl(std::shared_ptr<comm::Communicator> c, std::shared_ptr<rendez
   prefix = "g" + std::to_string(generation) + "/";
   error_key = prefix + "error";
   doorbell = std::make_unique<Doorbell>(store, prefix);
+  cycle_time = opt.cycle_time;
+  if (rank == 0 && opt.autotune)
+    tuner = std::make_unique<Autotuner>(
+        AutotuneParams{opt.fusion_threshold_bytes, int64_t(opt.cycle_time.count())});
   last_busy = last_pass = Clock::now();
   thread = std::thread([this] { run(); });
 }
@@ -407,11 +420,15 @@ void Engine::Impl::run() {
       const Outcome o = run_cycle();
       if (o == Outcome::stop) return;
       if (o == Outcome::sleep && !sleep()) return;
+      // A cycle time paces cycles (busy and idle alike) from their starts.
+      if (o != Outcome::sleep && cycle_time.count() > 0)
+        std::this_thread::sleep_until(cycle_started + cycle_time);
       // Between idle cycles of the linger, let a runnable thread of this
       // process (the user's, about to submit) have the core: where ranks and
       // their engine threads outnumber the cores, back-to-back cycles would
       // otherwise hold it until the scheduler's next tick.
-      if (o == Outcome::idle) std::this_thread::yield();
+      else if (o == Outcome::idle)
+        std::this_thread::yield();
     }
   } catch (...) {
     // The communicator or the store failed (or an engine bug): this rank's
@@ -437,6 +454,7 @@ bool Engine::Impl::has_local_work() {
 
 Engine::Impl::Outcome Engine::Impl::run_cycle() {
   const auto t0 = Clock::now();
+  cycle_started = t0;
 
   // 1. Collect what was submitted since the last cycle.
   bool want_join = false, want_shutdown = false;
@@ -486,6 +504,7 @@ Engine::Impl::Outcome Engine::Impl::run_cycle() {
   if (want_shutdown) w.set_flag(kShutdown);
   if (abort_now) w.set_flag(kFailed);
   if (rank == 0 && t0 - last_busy >= opt.linger) w.set_flag(kLingerExpired);
+  if (tuner) w.set_tuning(uint64_t(tuner->current().fusion_threshold_bytes), uint64_t(tuner->current().cycle_time_us));
   payload = payload_entries ? finish_payload(payload_body, payload_entries) : std::string();
   payload_body.clear();
   payload_entries = 0;
@@ -501,6 +520,12 @@ Engine::Impl::Outcome Engine::Impl::run_cycle() {
   for (int r = 0; r < size; ++r) views.emplace_back(records.data() + size_t(r) * words, cache_words);
   ++cycle;
   add(counters.cycles);
+
+  // Rank 0's tuning, for every rank from this cycle on.
+  if (views[0].has(kTuning)) {
+    executor.set_fusion_threshold(size_t(views[0].tuned_fusion_threshold()));
+    cycle_time = std::chrono::microseconds(int64_t(views[0].tuned_cycle_time_us()));
+  }
 
   // 4. A rank failed: every rank stops with the recorded root cause.
   for (int r = 0; r < size; ++r)
@@ -637,6 +662,7 @@ void Engine::Impl::complete_group(std::span<Work* const> group) {
     if (!w->local) continue;
     Request& r = *w->local;
     if (timeline) emit_timeline(r, *w);
+    if (tuner && !w->error) autotune_observe(r);
     if (r.ordered) {
       if (w->error) {
         add(counters.ops_failed);
@@ -684,9 +710,41 @@ void Engine::Impl::emit_timeline(const Request& r, const Work& w) {
   }
   std::ostringstream args;
   args << "\"bytes\": " << r.in.bytes() << ", \"cached\": " << (r.status == Request::Status::cached ? 1 : 0)
-       << ", \"fused\": " << (w.fused ? 1 : 0) << ", \"op\": \"" << json_escape(r.meta.describe()) << "\"";
+       << ", \"fused\": " << (w.fused ? 1 : 0) << ", \"op\": \"" << json::escape(r.meta.describe()) << "\"";
   if (w.error) args << ", \"failed\": 1";
   timeline->span(lane, upper(op_kind_name(r.meta.kind)).c_str(), r.submitted, w.end, args.str());
+}
+
+// Rank 0 times training steps by the recurrence of one op (StepClock) and
+// feeds them to the autotuner; its choice reaches every rank through the
+// next cycle's records.
+void Engine::Impl::autotune_observe(const Request& r) {
+  const uint64_t id = r.ordered ? op_identity(OrderedSignature::of(r.meta).a, r.meta.count)
+                                : op_identity(r.name);
+  const auto step = step_clock.observe(id, Clock::now());
+  if (!step || tuner->converged()) return;
+  tuner->on_step(std::chrono::duration<double>(*step).count());
+  const AutotuneTrial* last = tuner->trials().empty() ? nullptr : &tuner->trials().back();
+  if (last && last->step == tuner->steps())
+    COHORT_LOG(info) << "engine '" << label << "': autotune: fusion threshold " << last->params.fusion_threshold_bytes
+                     << " B, cycle time " << last->params.cycle_time_us << " us: " << 1e3 * last->seconds_per_step
+                     << " ms per step";
+  if (tuner->converged() && tuner->converged_at_step() == tuner->steps()) {
+    const AutotuneParams& p = tuner->current();
+    COHORT_LOG(info) << "engine '" << label << "': autotune converged after " << tuner->steps()
+                     << " steps: fusion threshold " << p.fusion_threshold_bytes << " B, cycle time "
+                     << p.cycle_time_us << " us (configured: " << tuner->start().fusion_threshold_bytes << " B, "
+                     << tuner->start().cycle_time_us << " us)";
+    if (!opt.autotune_log->empty()) {
+      if (std::FILE* f = std::fopen(opt.autotune_log->c_str(), "w")) {
+        const std::string csv = autotune_csv(*tuner);
+        std::fwrite(csv.data(), 1, csv.size(), f);
+        std::fclose(f);
+      } else {
+        COHORT_LOG(warn) << "engine '" << label << "': cannot write COHORT_AUTOTUNE_LOG '" << *opt.autotune_log << "'";
+      }
+    }
+  }
 }
 
 bool Engine::Impl::has_pending_requests() const {

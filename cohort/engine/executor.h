@@ -51,6 +51,9 @@ class Executor {
 
   const ExecutorCounters& counters() const { return counters_; }
 
+  // The autotuner's choice, agreed by every rank for the cycle (autotune.h).
+  void set_fusion_threshold(size_t bytes) { threshold_ = bytes; }
+
  private:
   void run_fused_allreduce(std::span<Work* const> group);
   void run_fused_broadcast(std::span<Work* const> group);

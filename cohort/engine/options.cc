@@ -9,6 +9,9 @@ EngineOptions EngineOptions::resolve() const {
   EngineOptions o = *this;
   if (o.fusion_threshold_bytes < 0) o.fusion_threshold_bytes = tunables::fusion_threshold();
   if (o.linger.count() < 0) o.linger = std::chrono::microseconds(tunables::cycle_linger_us());
+  if (o.cycle_time.count() < 0) o.cycle_time = std::chrono::microseconds(tunables::cycle_time_us());
+  if (o.autotune < 0) o.autotune = tunables::autotune() ? 1 : 0;
+  if (!o.autotune_log) o.autotune_log = tunables::autotune_log();
   if (o.stall_warning_s < 0) o.stall_warning_s = tunables::stall_warning_s();
   if (o.stall_shutdown_s < 0) o.stall_shutdown_s = tunables::stall_shutdown_s();
   // An op that some ranks submitted and others never do is a wait on peers
@@ -20,6 +23,8 @@ EngineOptions EngineOptions::resolve() const {
       << "COHORT_FUSION_THRESHOLD=" << o.fusion_threshold_bytes << " must not be negative";
   COHORT_CHECK_AS(ConfigError, o.linger.count() >= 0)
       << "COHORT_CYCLE_LINGER_US=" << o.linger.count() << " must not be negative";
+  COHORT_CHECK_AS(ConfigError, o.cycle_time.count() >= 0 && o.cycle_time <= std::chrono::seconds(10))
+      << "COHORT_CYCLE_TIME_US=" << o.cycle_time.count() << " must lie in [0, 10 s]";
   COHORT_CHECK_AS(ConfigError, o.stall_warning_s >= 0)
       << "COHORT_STALL_WARNING_S=" << o.stall_warning_s << " must not be negative";
   COHORT_CHECK_AS(ConfigError, o.stall_shutdown_s >= 0)

@@ -20,6 +20,9 @@ namespace cohort::engine {
 struct EngineOptions {
   int64_t fusion_threshold_bytes = -1;  // < 0: COHORT_FUSION_THRESHOLD; 0: no fusion
   std::chrono::microseconds linger{-1}; // < 0: COHORT_CYCLE_LINGER_US
+  std::chrono::microseconds cycle_time{-1};  // < 0: COHORT_CYCLE_TIME_US; 0: back to back
+  int autotune = -1;                    // < 0: COHORT_AUTOTUNE; 0 off, 1 on (autotune.h)
+  std::optional<std::string> autotune_log;  // unset: COHORT_AUTOTUNE_LOG; "": none
   double stall_warning_s = -1;          // < 0: COHORT_STALL_WARNING_S; 0: off
   double stall_shutdown_s = -1;         // < 0: COHORT_STALL_SHUTDOWN_S (< 0: COHORT_TIMEOUT_S); 0: off
   std::optional<std::string> timeline_path;  // unset: COHORT_TIMELINE; "": none

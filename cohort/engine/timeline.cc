@@ -4,32 +4,10 @@
 #include <cstring>
 
 #include "cohort/common/check.h"
+#include "cohort/common/json.h"
 #include "cohort/common/logging.h"
 
 namespace cohort::engine {
-
-std::string json_escape(const std::string& s) {
-  std::string out;
-  out.reserve(s.size() + 2);
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out;
-}
 
 Timeline::Timeline(const std::string& path, int rank, const std::string& label)
     : path_(path), pid_(rank), origin_(Clock::now()) {
@@ -41,7 +19,7 @@ Timeline::Timeline(const std::string& path, int rank, const std::string& label)
   std::fprintf(file_,
                "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": 0, "
                "\"args\": {\"name\": \"cohort engine '%s' rank %d\"}}",
-               pid_, json_escape(label).c_str(), rank);
+               pid_, json::escape(label).c_str(), rank);
   first_ = false;
   writer_ = std::thread([this] { writer_loop(); });
 }
@@ -92,7 +70,7 @@ int Timeline::lane_id(const std::string& lane) {
     std::fprintf(file_,
                  ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": %d, "
                  "\"args\": {\"name\": \"%s\"}}",
-                 pid_, it->second, json_escape(lane).c_str());
+                 pid_, it->second, json::escape(lane).c_str());
     // Lanes sorted in order of first appearance.
     std::fprintf(file_,
                  ",\n{\"name\": \"thread_sort_index\", \"ph\": \"M\", \"pid\": %d, \"tid\": %d, "
@@ -107,10 +85,10 @@ void Timeline::write_event(const Event& e) {
   if (e.ph == 'X') {
     std::fprintf(file_,
                  ",\n{\"name\": \"%s\", \"ph\": \"X\", \"pid\": %d, \"tid\": %d, \"ts\": %.3f, \"dur\": %.3f",
-                 json_escape(e.name).c_str(), pid_, tid, micros(e.begin), micros(e.end) - micros(e.begin));
+                 json::escape(e.name).c_str(), pid_, tid, micros(e.begin), micros(e.end) - micros(e.begin));
   } else {
     std::fprintf(file_, ",\n{\"name\": \"%s\", \"ph\": \"i\", \"s\": \"t\", \"pid\": %d, \"tid\": %d, \"ts\": %.3f",
-                 json_escape(e.name).c_str(), pid_, tid, micros(e.begin));
+                 json::escape(e.name).c_str(), pid_, tid, micros(e.begin));
   }
   if (!e.args.empty()) std::fprintf(file_, ", \"args\": {%s}", e.args.c_str());
   std::fputc('}', file_);

@@ -80,7 +80,4 @@ class Timeline {
   std::thread writer_;
 };
 
-// "a \"b\"\n" -> a JSON string literal's body.
-std::string json_escape(const std::string& s);
-
 }  // namespace cohort::engine

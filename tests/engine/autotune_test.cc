@@ -1,0 +1,194 @@
+// cohort/engine/autotune.h: the search converges on synthetic cost surfaces
+// with a known optimum (exactly without noise, within 5% with noise), keeps
+// the configured baseline when it is best, ignores warm-up and settle steps;
+// and engines with COHORT_AUTOTUNE on agree on rank 0's choice.
+#include "cohort/engine/autotune.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <thread>
+
+#include "tests/engine/engine_ranks.h"
+
+namespace cohort::engine {
+namespace {
+
+using Cost = std::function<double(const AutotuneParams&)>;
+
+// A bowl in log space: quadratic in log2(threshold) and in the cycle time's
+// index, minimal at (threshold_opt, cycle_opt).
+Cost bowl(int64_t threshold_opt, int64_t cycle_opt) {
+  return [=](const AutotuneParams& p) {
+    const double lt = std::log2(double(std::max<int64_t>(p.fusion_threshold_bytes, 16 << 10)));
+    const double lo = std::log2(double(std::max<int64_t>(threshold_opt, 16 << 10)));
+    const double lc = std::log2(1 + double(p.cycle_time_us)), lco = std::log2(1 + double(cycle_opt));
+    return 0.100 * (1 + 0.02 * (lt - lo) * (lt - lo) + 0.01 * (lc - lco) * (lc - lco));
+  };
+}
+
+// Multiplicative noise that only adds time, up to `amount`, deterministic.
+struct Noise {
+  uint64_t state = 12345;
+  double amount = 0;
+  double operator()() {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return 1 + amount * double(state >> 11) / double(uint64_t(1) << 53);
+  }
+};
+
+struct Outcome {
+  AutotuneParams result;
+  int steps = 0;
+};
+
+Outcome drive(Autotuner& t, const Cost& cost, double noise = 0, int max_steps = 1000) {
+  Noise n{12345, noise};
+  for (int s = 0; s < max_steps && !t.converged(); ++s) t.on_step(cost(t.current()) * n());
+  return {t.current(), t.converged_at_step()};
+}
+
+TEST(Autotune, FindsTheOptimumOfANoiselessBowlInUnder50Steps) {
+  for (int64_t thr : {int64_t(0), int64_t(64) << 10, int64_t(1) << 20, int64_t(16) << 20, int64_t(64) << 20})
+    for (int64_t cyc : {int64_t(0), int64_t(1000), int64_t(4000)}) {
+      Autotuner t({256 << 10, 0});
+      const Outcome r = drive(t, bowl(thr, cyc));
+      ASSERT_TRUE(t.converged());
+      EXPECT_LT(r.steps, 50) << thr << " " << cyc;
+      EXPECT_EQ(r.result.fusion_threshold_bytes, thr) << thr << " " << cyc;
+      EXPECT_EQ(r.result.cycle_time_us, cyc) << thr << " " << cyc;
+    }
+}
+
+TEST(Autotune, WithinFivePercentOfTheOptimumUnderNoise) {
+  // Step times up to 5% slower at random: the choice's true cost must be
+  // within 5% of the optimum's.
+  for (uint64_t seed : {1, 2, 3, 4, 5, 6, 7, 8})
+    for (int64_t thr : {int64_t(64) << 10, int64_t(4) << 20, int64_t(64) << 20}) {
+      const Cost cost = bowl(thr, 1000);
+      Autotuner t({256 << 10, 0});
+      Noise n{seed, 0.05};
+      while (!t.converged()) t.on_step(cost(t.current()) * n());
+      EXPECT_LT(t.converged_at_step(), 50);
+      EXPECT_LE(cost(t.current()), 1.05 * cost({thr, 1000})) << seed << " " << thr;
+    }
+}
+
+TEST(Autotune, KeepsTheBaselineWhenItIsBest) {
+  Autotuner t({256 << 10, 250});
+  const Outcome r = drive(t, bowl(256 << 10, 250), 0.02);
+  EXPECT_EQ(r.result, (AutotuneParams{256 << 10, 250}));
+  // Values outside the grid join it.
+  Autotuner u({3 << 20, 0});
+  drive(u, bowl(3 << 20, 0));
+  EXPECT_EQ(u.current().fusion_threshold_bytes, 3 << 20);
+}
+
+TEST(Autotune, IgnoresWarmupAndSettleSteps) {
+  // Warm-up and settle steps cost 100x; they must never reach a trial.
+  AutotuneOptions o;
+  o.warmup_steps = 3;
+  o.settle_steps = 1;
+  Autotuner t({256 << 10, 0}, o);
+  const Cost cost = bowl(4 << 20, 0);
+  AutotuneParams last = t.current();
+  int since_change = 0;
+  for (int s = 0; s < 200 && !t.converged(); ++s) {
+    const bool settling = s < 3 || since_change == 0;
+    const bool changed = t.on_step(settling ? 100 * cost(t.current()) : cost(t.current()));
+    since_change = changed ? 0 : since_change + 1;
+    if (s < 3) since_change = 1;  // the warm-up is not a change
+    last = t.current();
+  }
+  ASSERT_TRUE(t.converged());
+  for (const AutotuneTrial& tr : t.trials()) EXPECT_LT(tr.seconds_per_step, 1.0) << tr.step;
+  EXPECT_EQ(last.fusion_threshold_bytes, 4 << 20);
+  // The trial log lists them all.
+  const std::string csv = autotune_csv(t);
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), std::ptrdiff_t(t.trials().size() + 1));
+}
+
+TEST(Autotune, BayesianStaysWithinItsBudget) {
+  AutotuneOptions o;
+  o.method = AutotuneMethod::bayesian;
+  o.max_samples = 11;
+  Autotuner t({256 << 10, 0}, o);
+  const Cost cost = bowl(4 << 20, 1000);
+  drive(t, cost);
+  ASSERT_TRUE(t.converged());
+  EXPECT_EQ(t.trials().size(), 11u);
+  // The best observed point is what it keeps.
+  double best = 1e9;
+  for (const auto& tr : t.trials()) best = std::min(best, tr.seconds_per_step);
+  EXPECT_DOUBLE_EQ(cost(t.current()), best);
+}
+
+TEST(Autotune, StepClockMarksTheFirstOpsRecurrence) {
+  StepClock c;
+  using C = StepClock::Clock;
+  const auto t0 = C::time_point{};
+  EXPECT_FALSE(c.observe(7, t0));
+  EXPECT_FALSE(c.observe(8, t0 + std::chrono::milliseconds(1)));
+  const auto s = c.observe(7, t0 + std::chrono::milliseconds(10));
+  ASSERT_TRUE(s);
+  EXPECT_EQ(*s, std::chrono::milliseconds(10));
+  // Op 8 recurs too, but the marker is 7 only.
+  EXPECT_FALSE(c.observe(8, t0 + std::chrono::milliseconds(11)));
+  EXPECT_EQ(c.observe(7, t0 + std::chrono::milliseconds(25)), std::chrono::milliseconds(15));
+  EXPECT_NE(op_identity("a"), op_identity("b"));
+  EXPECT_NE(op_identity(1, 2), op_identity(1, 3));
+}
+
+TEST(Autotune, StepClockSkipsOpsThatRunOnce) {
+  // The initial broadcasts (1, 2) run once; steps are ops 7, 8 repeating.
+  StepClock c;
+  using ms = std::chrono::milliseconds;
+  const auto t0 = StepClock::Clock::time_point{};
+  for (uint64_t op : {1, 2}) EXPECT_FALSE(c.observe(op, t0));
+  EXPECT_FALSE(c.observe(7, t0 + ms(5)));
+  EXPECT_FALSE(c.observe(8, t0 + ms(6)));
+  EXPECT_EQ(c.observe(7, t0 + ms(20)), ms(15));  // nullopt while the marker is a one-off
+  EXPECT_FALSE(c.observe(8, t0 + ms(21)));
+  EXPECT_EQ(c.observe(7, t0 + ms(40)), ms(20));
+}
+
+TEST(Autotune, EnginesAgreeOnRankZerosChoice) {
+  // Two ranks "train" 60 steps of named allreduces with autotune on; every
+  // result stays exact while the threshold and cycle time change under them,
+  // and rank 0 logs its trials.
+  const std::string log = ::testing::TempDir() + "autotune_" + std::to_string(::getpid()) + ".csv";
+  std::remove(log.c_str());
+  auto options = testing::engine_test_options();
+  options.autotune = 1;
+  options.autotune_log = log;
+  testing::run_engine_ranks(2, [&](testing::EngineRank& info, Engine& e) {
+    std::vector<std::vector<float>> bufs(8);
+    for (int step = 0; step < 60; ++step) {
+      std::this_thread::sleep_for(std::chrono::microseconds(300));
+      std::vector<Handle> hs;
+      for (size_t i = 0; i < bufs.size(); ++i) {
+        bufs[i].assign(1000 * (i + 1), float(info.rank + 1));
+        hs.push_back(e.allreduce_async("g" + std::to_string(i), BufferView{bufs[i].data(), bufs[i].size(), DType::f32}));
+      }
+      for (auto& h : hs) h.wait();
+      for (auto& b : bufs)
+        for (float v : b) ASSERT_EQ(v, 3.0f);
+    }
+  }, options);
+  std::ifstream in(log);
+  ASSERT_TRUE(in.good()) << "no autotune log at " << log;
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  const std::string text = buffer.str();
+  EXPECT_EQ(text.rfind("step,fusion_threshold_bytes,cycle_time_us,seconds_per_step\n", 0), 0u);
+  EXPECT_GE(std::count(text.begin(), text.end(), '\n'), 5);
+  std::remove(log.c_str());
+}
+
+}  // namespace
+}  // namespace cohort::engine

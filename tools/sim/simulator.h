@@ -1,0 +1,90 @@
+// simulate(): a discrete-event simulation of data-parallel training steps as
+// cohort runs them, on a Topology, for a Workload, under a Strategy.
+//
+// What is modelled, step by step:
+//   - compute: the workload's gradients become ready as backward proceeds;
+//     every rank computes the same (data parallelism), a straggler slows
+//     every rank's step to its pace (collectives wait for it);
+//   - CPU sharing (when the topology has cores_per_host): the ranks'
+//     compute threads and the engine threads' CPU-bound collective work
+//     share the machine's cores fairly (processor sharing), so compute and
+//     communication slow each other down where they overlap;
+//   - the engine (cohort/engine): one thread per rank running cycles back to
+//     back; a cycle collects what was submitted before it began, agrees on
+//     it (an allgather of the cycle records, or Horovod's gather+broadcast
+//     tree), plus an allgatherv of names the first time an op is seen (or
+//     always, beyond the response cache's capacity), then runs the ready ops
+//     in cache-slot order, fused by cohort's own plan_fusion() up to the
+//     fusion threshold (copies in and out of the fusion buffer), ordered
+//     (DDP) ops four per cycle at most and never fused; an idle engine keeps
+//     cycling for the linger time and then sleeps until a submission wakes
+//     it (wake_s); with a cycle time, a cycle starts no sooner than that
+//     after the previous one began;
+//   - strategies: Horovod-style named per-tensor allreduces, or DDP buckets
+//     (cohort's assign_buckets rule: first bucket capped at
+//     first_bucket_bytes, then bucket_bytes, a tensor that fills a bucket
+//     alone gets its own; submitted in index order); compression to 2-byte
+//     floats (half the bytes, plus the casts);
+//   - collectives: collectives.h, per algorithm.
+// Not modelled: pipeline and tensor parallelism, parameter servers and ZeRO
+// (cohort has none yet), network contention between jobs, jitter.
+//
+// Deterministic: the same inputs give the same outputs, bit for bit.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tools/sim/collectives.h"
+#include "tools/sim/topology.h"
+#include "tools/sim/workload.h"
+
+namespace cohort::sim {
+
+enum class Mode { horovod, ddp };
+enum class Negotiation { cohort, tree };
+
+struct Strategy {
+  Mode mode = Mode::horovod;
+  std::string backend = "auto";                // collectives.h's resolve_algorithm
+  int64_t fusion_threshold_bytes = 256 << 10;  // COHORT_FUSION_THRESHOLD; 0: no fusion
+  double cycle_time_s = 0;                     // COHORT_CYCLE_TIME_US; 0: back to back
+  double linger_s = 1e-3;                      // COHORT_CYCLE_LINGER_US
+  int64_t cache_capacity = 1024;               // COHORT_CACHE_CAPACITY
+  int64_t first_bucket_bytes = 1 << 20;        // DDP
+  int64_t bucket_bytes = 25 << 20;             // DDP
+  bool compress_fp16 = false;                  // gradients travel as 2-byte floats
+  Negotiation negotiation = Negotiation::cohort;
+};
+
+struct SimOptions {
+  int steps = 6;   // simulated steps
+  int warmup = 1;  // first steps left out of the averages (names negotiated, cold cache)
+};
+
+struct Prediction {
+  int hosts = 0;
+  int ranks = 0;
+  std::string algorithm;
+  double step_s = 0;         // mean steady-state step time
+  double compute_s = 0;      // the same step on these ranks if communication were free
+  double single_rank_s = 0;  // the step on one rank alone (the efficiency's reference)
+  double exposed_s = 0;      // step_s - compute_s: communication not hidden behind compute
+  double efficiency = 0;     // single_rank_s / step_s (per-rank throughput vs one rank)
+  double comm_s = 0;         // engine time per step in collectives (busy, not idle cycles)
+  double nic_utilisation = 0;  // per direction: NIC busy time / step time
+  double shm_utilisation = 0;  // shm bus time / step time
+  double cycles = 0;           // engine cycles per step (idle ones included)
+  double collectives = 0;      // collectives per step (fusion groups)
+  std::vector<double> step_times;  // every simulated step, warm-up included
+};
+
+Prediction simulate(const Topology& topology, const Workload& workload, const Strategy& strategy,
+                    const SimOptions& options = {});
+
+// Bucket membership by cohort's DDP rule (cohort/torch/reducer.cc's
+// assign_buckets for one dtype): sizes in arrival order -> index lists.
+std::vector<std::vector<size_t>> assign_buckets(const std::vector<double>& bytes, double first_cap, double cap);
+
+}  // namespace cohort::sim
