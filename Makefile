@@ -5,7 +5,8 @@
 #   make test    build, then run the test suite (ctest)
 #   make demo    build, then train Fashion-MNIST on 2 ranks (cohortrun -np 2
 #                build/examples/fashion_mnist): 2 epochs of the cnn, which must
-#                reach 85% test accuracy; metrics and checkpoint in $(DEMO_DIR)
+#                reach 85% test accuracy; metrics, checkpoint and history
+#                (CSV, PNG charts) in $(DEMO_DIR)
 #   make bench   build, then bench/allreduce_vs_mpi.sh (cohort vs OpenMPI)
 #   make build   set up and build everything (library, tools, examples, tests)
 #   make fuzz    build the libFuzzer harnesses with clang in $(FUZZ_BUILD_DIR)
@@ -73,7 +74,8 @@ demo: configure
 	cmake --build $(BUILD_DIR) -j $(JOBS) --target cohortrun fashion_mnist
 	@mkdir -p $(DEMO_DIR)
 	$(BUILD_DIR)/cohort/launcher/cohortrun -np 2 $(BUILD_DIR)/examples/fashion_mnist $(DEMO_ARGS) \
-	  --metrics $(DEMO_DIR)/metrics.jsonl --checkpoint $(DEMO_DIR)/checkpoint.bin --csv $(DEMO_DIR)/history.csv
+	  --metrics $(DEMO_DIR)/metrics.jsonl --checkpoint $(DEMO_DIR)/checkpoint.bin --csv $(DEMO_DIR)/history.csv \
+	  --plot $(DEMO_DIR)/history
 
 bench: build
 	bash bench/allreduce_vs_mpi.sh --build-dir $(BUILD_DIR) $(BENCH_ARGS)

@@ -14,7 +14,7 @@ while [[ $# -gt 0 ]]; do
     *) echo "fit_overhead.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 COHORT_BANNER=0
 printf '%-6s %5s %12s %12s %8s\n' model ranks hand_ms fit_ms ratio
 for m in $models; do
   for n in 1 2; do

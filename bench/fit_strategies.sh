@@ -27,7 +27,7 @@ build_dir=$(cd "$build_dir" && pwd)
 program=$build_dir/examples/fashion_mnist cohortrun=$build_dir/cohort/launcher/cohortrun
 # One thread per process and two processes (or two replicas) per run: the
 # 2-core machine's cores, split the same way for every row.
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 COHORT_BANNER=0
 flags=(--epochs "$epochs" --model cnn --batch-size 128 --progress none)
 out=$(mktemp -d)
 prefix=

@@ -69,6 +69,7 @@
 #include "cohort/torch/fit/backup_and_restore.h"
 #include "cohort/torch/fit/csv_logger.h"
 #include "cohort/torch/fit/early_stopping.h"
+#include "cohort/torch/fit/history_plot.h"
 #include "cohort/torch/fit/json_lines_logger.h"
 #include "cohort/torch/fit/learning_rate_scheduler.h"
 #include "cohort/torch/fit/model.h"

@@ -68,8 +68,12 @@ int train(const ex::TrainOptions& o) {
   const double accuracy = 100 * history.last().at("val_accuracy");
   if (model.is_chief()) {
     std::printf("fashion_mnist: final test accuracy %.2f%% after %d epochs\n", accuracy, o.epochs);
+    for (const char* metric : {"loss", "accuracy"})
+      if (!o.plot.empty())
+        cohort::write_history_png(history, o.plot + "-" + metric + ".png", cohort::history_keys(history, metric),
+                                  std::string("fashion_mnist ") + metric);
     for (const auto& [flag, path] : {std::pair{"metrics (JSON lines)", o.metrics}, {"checkpoint", o.checkpoint},
-                                     {"history (CSV)", o.csv}})
+                                     {"history (CSV)", o.csv}, {"history (charts)", o.plot.empty() ? "" : o.plot + "-*.png"}})
       if (!path.empty()) std::printf("fashion_mnist: %s: %s\n", flag, path.c_str());
     std::fflush(stdout);
   }

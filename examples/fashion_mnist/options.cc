@@ -33,6 +33,7 @@ is distributed, with no change to the program:
   --backup-every N      also every N steps
   --metrics FILE        JSON lines: start, a step line every --log-every steps, epochs, end
   --csv FILE            the per-epoch history as CSV
+  --plot PREFIX         the history as charts: PREFIX-loss.png, PREFIX-accuracy.png
   --threads N           intra-op threads per process (0: OMP_NUM_THREADS, as cohortrun sets it)
   --seed N              model initialisation and data order (42)
   --limit-train N       train on the first N examples only (all)
@@ -70,6 +71,7 @@ TrainOptions parse_options(const std::vector<std::string>& args) {
       {"--backup-every", [&](auto& f, auto& v) { o.backup_every = parse_number<int64_t>(f, v, 0); }},
       {"--metrics", [&](auto&, auto& v) { o.metrics = v; }},
       {"--csv", [&](auto&, auto& v) { o.csv = v; }},
+      {"--plot", [&](auto&, auto& v) { o.plot = v; }},
       {"--threads", [&](auto& f, auto& v) { o.threads = parse_number<int>(f, v, 0); }},
       {"--seed", [&](auto& f, auto& v) { o.seed = parse_number<uint64_t>(f, v); }},
       {"--limit-train", [&](auto& f, auto& v) { o.limit_train = parse_number<int64_t>(f, v, 0); }},

@@ -26,6 +26,7 @@ struct TrainOptions {
   int64_t backup_every = 0;       // back up every N steps too (0: at epoch ends and preemption)
   std::string metrics;            // JSON lines; empty: none
   std::string csv;                // the history as CSV; empty: none
+  std::string plot;               // the history as PNG charts PREFIX-{loss,accuracy}.png; empty: none
   int threads = 0;                // intra-op threads per process; 0: LibTorch's default (OMP_NUM_THREADS)
   uint64_t seed = 42;
   int64_t limit_train = 0;        // use only the first N examples (0: all)

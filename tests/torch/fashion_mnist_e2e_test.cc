@@ -80,7 +80,7 @@ double final_accuracy(const std::string& out) {
 TEST_F(FashionMnistE2E, TrainsCheckpointsAndBacksUpOnTwoRanks) {
   const std::string ck = dir_ + "/ck.bin", metrics = dir_ + "/metrics.jsonl", backup = dir_ + "/backup";
   RunResult r = run({"--strategy", "multi_worker", "--epochs", "2", "--checkpoint", ck, "--metrics", metrics,
-                     "--log-every", "5", "--backup", backup});
+                     "--log-every", "5", "--backup", backup, "--plot", dir_ + "/history"});
   ASSERT_TRUE(r.finished && r.exit_code == 0) << "exit " << r.exit_code << "\n" << r.out << r.err;
   EXPECT_NE(r.out.find("on multi_worker:bucket_mb=25,bucket_view=true,compression=none,style=ddp (2 replicas), global batch 32"),
             std::string::npos) << r.out;
@@ -88,6 +88,10 @@ TEST_F(FashionMnistE2E, TrainsCheckpointsAndBacksUpOnTwoRanks) {
   EXPECT_GE(final_accuracy(r.out), 90.0) << r.out;
   EXPECT_NE(r.out.find("metrics (JSON lines): " + metrics), std::string::npos);
   EXPECT_NE(r.out.find("checkpoint: " + ck), std::string::npos);
+  for (const char* chart : {"/history-loss.png", "/history-accuracy.png"}) {
+    const std::vector<char> png = read_file(dir_ + chart);
+    EXPECT_EQ(std::string(png.data(), std::min<size_t>(png.size(), 8)), std::string("\x89PNG\r\n\x1a\n", 8)) << chart;
+  }
 
   // Metrics: valid JSON, one start, a step line every 5 steps, two epochs, one end.
   auto lines = metric_lines();

@@ -13,7 +13,7 @@ namespace ex = cohort::examples;
 TEST(FashionMnistOptions, ParsesBothFlagForms) {
   const auto o = ex::parse_options({"--strategy", "mirrored:replicas=2", "--epochs", "3", "--batch-size=32", "--lr",
                                     "0.5", "--model", "mlp", "--backup", "/tmp/b", "--checkpoint", "/tmp/ck",
-                                    "--metrics=/tmp/m", "--csv", "/tmp/h.csv", "--threads", "2", "--optimizer=adam"});
+                                    "--metrics=/tmp/m", "--csv", "/tmp/h.csv", "--plot", "/tmp/h", "--threads", "2", "--optimizer=adam"});
   EXPECT_EQ(o.strategy, "mirrored:replicas=2");
   EXPECT_EQ(o.epochs, 3);
   EXPECT_EQ(o.batch_size, 32);
@@ -23,6 +23,7 @@ TEST(FashionMnistOptions, ParsesBothFlagForms) {
   EXPECT_EQ(o.checkpoint, "/tmp/ck");
   EXPECT_EQ(o.metrics, "/tmp/m");
   EXPECT_EQ(o.csv, "/tmp/h.csv");
+  EXPECT_EQ(o.plot, "/tmp/h");
   EXPECT_EQ(o.threads, 2);
   EXPECT_EQ(o.optimizer, "adam");
   EXPECT_FALSE(o.help);

@@ -10,11 +10,13 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <numbers>
 
 #include "cohort/common/error.h"
 #include "cohort/torch/checkpoint/checkpoint.h"
 #include "cohort/torch/fit/csv_logger.h"
+#include "cohort/torch/fit/history_plot.h"
 #include "cohort/torch/fit/json_lines.h"
 #include "cohort/torch/fit/json_lines_logger.h"
 #include "cohort/torch/fit/learning_rate_scheduler.h"
@@ -109,6 +111,39 @@ TEST(History, CsvAndStateRoundTrip) {
   back.load(state);
   EXPECT_EQ(back.csv(), h.csv());
   EXPECT_EQ(back.last().at("val_loss"), 0.3);
+}
+
+TEST(History, ChartsThePerEpochValuesAsPng) {
+  History h;
+  h.add_epoch(0, {{"loss", 0.5}, {"accuracy", 0.75}});
+  h.add_epoch(1, {{"loss", 0.25}, {"accuracy", 0.875}, {"val_loss", 0.3}});
+  h.add_epoch(2, {{"loss", 0.125}, {"accuracy", 0.9}, {"val_loss", 0.2}});
+  EXPECT_EQ(history_keys(h, "loss"), (std::vector<std::string>{"loss", "val_loss"}));
+  EXPECT_EQ(history_keys(h, "accuracy"), std::vector<std::string>{"accuracy"});
+
+  const plot::Figure f = history_figure(h, history_keys(h, "loss"), "loss");
+  ASSERT_EQ(f.series.size(), 2u);
+  EXPECT_EQ(f.series[0].label, "loss");
+  EXPECT_EQ(f.series[0].x, (std::vector<double>{1, 2, 3}));  // epochs 1-based, as in the CSV
+  EXPECT_EQ(f.series[0].y, (std::vector<double>{0.5, 0.25, 0.125}));
+  EXPECT_TRUE(std::isnan(f.series[1].y[0])) << "no validation at epoch 1: a gap";
+  EXPECT_EQ(f.series[1].y[2], 0.2);
+
+  // A PNG of the figure's size: the signature, then IHDR's big-endian width and height.
+  const std::string path = testing::TempDir() + "/history_loss.png";
+  write_history_png(h, path, {"loss", "val_loss"});
+  std::ifstream in(path, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_GT(bytes.size(), 24u);
+  EXPECT_EQ(bytes.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
+  auto be32 = [&](size_t at) {
+    return (uint32_t(uint8_t(bytes[at])) << 24) | (uint32_t(uint8_t(bytes[at + 1])) << 16) |
+           (uint32_t(uint8_t(bytes[at + 2])) << 8) | uint32_t(uint8_t(bytes[at + 3]));
+  };
+  EXPECT_EQ(be32(16), uint32_t(f.width));
+  EXPECT_EQ(be32(20), uint32_t(f.height));
+
+  EXPECT_THROW(write_history_png(h, path, {"top_5"}), ConfigError);
 }
 
 // A one-device model on a small problem, for the callback tests.

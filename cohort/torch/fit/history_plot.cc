@@ -1,0 +1,53 @@
+#include "cohort/torch/fit/history_plot.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "cohort/common/check.h"
+
+namespace cohort {
+
+std::vector<std::string> history_keys(const History& history, const std::string& metric) {
+  const std::vector<std::string> present = history.keys();
+  std::vector<std::string> keys;
+  for (const std::string& key : {metric, "val_" + metric})
+    if (std::find(present.begin(), present.end(), key) != present.end()) keys.push_back(key);
+  return keys;
+}
+
+plot::Figure history_figure(const History& history, const std::vector<std::string>& keys,
+                            const std::string& title) {
+  const std::vector<std::string> present = history.keys();
+  plot::Figure figure;
+  figure.title = title;
+  figure.x = {.label = "epoch"};
+  figure.y = {.label = keys.size() == 1 ? keys.front() : "value"};
+  std::vector<double> epochs;
+  for (int64_t e : history.epochs()) epochs.push_back(static_cast<double>(e + 1));  // 1-based, as the CSV
+  for (const std::string& key : keys) {
+    if (std::find(present.begin(), present.end(), key) == present.end()) continue;
+    // NaN marks an epoch without the key; the plot skips non-finite points.
+    figure.series.push_back({.label = key, .x = epochs, .y = history.values(key)});
+  }
+  if (figure.series.empty()) {
+    std::string has;
+    for (const std::string& key : present) has += (has.empty() ? "" : ", ") + key;
+    COHORT_THROW(ConfigError) << "write_history_png: none of the keys asked for is in the history (it has "
+                              << (has.empty() ? "nothing" : has) << ")";
+  }
+  return figure;
+}
+
+void write_history_png(const History& history, const std::string& path, const std::vector<std::string>& keys,
+                       const std::string& title) {
+  const plot::Figure figure = history_figure(history, keys, title);
+  // Readers see the old picture or the new one: drawn beside it, renamed over it.
+  const std::string temporary = path + ".tmp";
+  plot::write_png(figure, temporary);
+  COHORT_CHECK_AS(ConfigError, std::rename(temporary.c_str(), path.c_str()) == 0)
+      << "cannot write " << path << ": " << std::strerror(errno);
+}
+
+}  // namespace cohort
