@@ -10,7 +10,7 @@
 
 #include "tests/engine/json_check.h"
 #include "tests/launcher/cohortrun_process.h"
-#include "tests/torch/idx_test_files.h"
+#include "tests/data/idx_test_files.h"
 
 namespace cohort::testing {
 namespace {
