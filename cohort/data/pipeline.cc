@@ -81,6 +81,7 @@ void Pipeline::start(const Cursor& cursor) {
     extra_.clear();
     realised_.clear();
     replay_.clear();
+    replayed_ = false;
     consumer_running_ = false;
     started_at_ = Clock::now();
     stats_.time_to_first_batch_s = -1;
@@ -98,9 +99,12 @@ bool Pipeline::can_claim() const {
   if (!replay_.empty() && next_claim_ <= replay_.front()) return true;
   if (next_claim_ >= in_order_ + depth_) return false;
   if (ready_.empty() && inflight_ == 0) return true;  // progress, whatever the bound
-  // Until one batch has been measured its size is unknown: build it alone.
-  if (max_batch_bytes_ == 0) return false;
-  return ready_bytes_ + size_t(inflight_ + 1) * max_batch_bytes_ <= options_.memory_bytes;
+  // Until one sample has been built the size of a batch is unknown: build
+  // alone. Then the estimate is the larger of batch_size times that sample
+  // and the largest batch built.
+  const size_t estimate = std::max(max_batch_bytes_, sample_estimate_);
+  if (estimate == 0) return false;
+  return ready_bytes_ + size_t(inflight_ + 1) * estimate <= options_.memory_bytes;
 }
 
 void Pipeline::worker_loop() {
@@ -167,11 +171,45 @@ std::shared_ptr<Batch> Pipeline::build(const Epoch& e, int64_t id, double& secon
     }
     batch->indices.push_back(index);
     batch->positions.push_back(position);
+    if (samples.empty() && !have_sample_estimate_.load(std::memory_order_relaxed)) {
+      std::lock_guard lock(mu_);
+      if (sample_estimate_ == 0) {
+        sample_estimate_ = std::max<size_t>(sample.features.nbytes(), 1) * size_t(options_.batch_size);
+        work_cv_.notify_all();
+      }
+      have_sample_estimate_ = true;
+    }
     samples.push_back(std::move(sample));
   }
-  batch->columns = collate(samples, source_.get());
+  batch->columns = samples.empty() ? empty_columns(e) : collate(samples, source_.get());
   seconds = seconds_since(t0);
   return batch;
+}
+
+Features Pipeline::empty_columns(const Epoch& e) {
+  // A batch with no samples still has every column, with 0 rows, so that a
+  // consumer (a collective over a feature, a tensor of shape [0, ...]) need
+  // not special-case it. The shapes come from one mapped sample.
+  std::lock_guard lock(template_mu_);
+  if (!template_columns_) {
+    Sample sample = source_->read(0);
+    for (size_t m = 0; m < maps_.size(); ++m) {
+      SampleRng rng(options_.order.seed, e.cursor.epoch, 0, uint32_t(m));
+      maps_[m](sample, rng);
+    }
+    Features columns;
+    for (const auto& [name, f] : sample.features) {
+      if (f.is_bytes()) {
+        columns.set(name, Feature::bytes({}));
+        continue;
+      }
+      std::vector<int64_t> shape{0};
+      shape.insert(shape.end(), f.shape().begin(), f.shape().end());
+      columns.set(name, Feature::zeros(f.dtype(), std::move(shape)));
+    }
+    template_columns_ = std::move(columns);
+  }
+  return *template_columns_;
 }
 
 void Pipeline::deliver_locked(int64_t id) {
@@ -270,7 +308,7 @@ void Pipeline::retune() {
   in.workers = workers_;
   in.depth = depth_;
   in.max_workers = max_workers_;
-  in.max_depth = int(std::min<size_t>(options_.memory_bytes / std::max<size_t>(max_batch_bytes_, 1), 1 << 20));
+  in.max_depth = int(std::min<size_t>(options_.memory_bytes / std::max<size_t>({max_batch_bytes_, sample_estimate_, 1}), 1 << 20));
   in.window = options_.out_of_order_window;
   in.tune_workers = options_.workers == 0;
   in.tune_depth = options_.prefetch == 0;
@@ -313,8 +351,9 @@ RankProgress Pipeline::progress() const {
 Cursor Pipeline::cursor() const {
   std::lock_guard lock(mu_);
   COHORT_CHECK(epoch_ != nullptr) << "cursor() before start()";
-  COHORT_CHECK(extra_.empty())
-      << "batches were delivered out of order: the cursor needs every rank's progress (gather_cursor)";
+  COHORT_CHECK(options_.out_of_order_window == 0 && !replayed_)
+      << "with an out-of-order window or a replay, ranks may have delivered different batches: the cursor needs "
+         "every rank's progress (gather_cursor, cursor_sync.h)";
   const std::vector<RankProgress> all(size_t(options_.world_size), RankProgress{in_order_, {}});
   return epoch_->plan.advance(all);
 }
@@ -327,6 +366,7 @@ std::vector<int64_t> Pipeline::realised_order() const {
 void Pipeline::replay(std::vector<int64_t> order) {
   std::lock_guard lock(mu_);
   replay_.assign(order.begin(), order.end());
+  replayed_ = true;
 }
 
 PipelineStats Pipeline::stats() const {

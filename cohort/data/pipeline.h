@@ -12,6 +12,8 @@
 // - Order and sharding: epoch_order.h and epoch_plan.h. Every rank runs
 //   steps() batches per epoch (the last may be short or empty on some
 //   ranks; none is padded), so ranks stay in step without a vote.
+// - A rank's batches past the end of its samples are empty: every column
+//   present with 0 rows (shapes learned from one mapped sample).
 // - Determinism: batch b of a rank holds the same samples, mapped to the
 //   same bytes, whatever the worker count, prefetch depth or timing: each
 //   sample's random numbers come from SampleRng(seed, epoch, sample index,
@@ -20,10 +22,11 @@
 //   step names exactly the positions delivered; start(cursor) on any world
 //   size delivers each remaining one once.
 // - Memory: batches built and not yet taken by next() stay within
-//   memory_bytes, estimated per batch as the largest batch built so far (the
-//   first batch is built alone, to learn its size); at least one batch is
-//   always allowed, so a batch larger than the bound still flows. Batches
-//   the caller holds are the caller's.
+//   memory_bytes, each estimated as the larger of the largest batch built so
+//   far and batch_size times the first sample built (until that sample
+//   exists, one batch is built alone); at least one batch is always
+//   allowed, so a batch larger than the bound still flows. Batches the
+//   caller holds are the caller's.
 // - Out of order: with out_of_order_window = w > 0, next() returns the
 //   lowest-numbered ready batch among the w oldest not yet delivered, so one
 //   slow batch does not hold up ready ones. The order actually delivered is
@@ -37,6 +40,7 @@
 //   when its batch is due, and by every later call.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -45,6 +49,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 #include <vector>
@@ -143,6 +148,7 @@ class Pipeline {
   void worker_loop();
   bool can_claim() const;
   std::shared_ptr<Batch> build(const Epoch& e, int64_t id, double& seconds);
+  Features empty_columns(const Epoch& e);
   void retune();
   void deliver_locked(int64_t id);
 
@@ -163,10 +169,13 @@ class Pipeline {
   std::map<int64_t, Ready> ready_;
   size_t ready_bytes_ = 0;
   size_t max_batch_bytes_ = 0;
+  size_t sample_estimate_ = 0;  // batch_size * the first built sample's bytes
+  std::atomic<bool> have_sample_estimate_{false};
   int64_t in_order_ = 0;       // batches [0, in_order_) delivered
   std::set<int64_t> extra_;    // delivered batches above in_order_
   std::vector<int64_t> realised_;
   std::deque<int64_t> replay_;
+  bool replayed_ = false;  // replay() called since start()
   std::exception_ptr failed_;
 
   // Autotuning.
@@ -178,6 +187,8 @@ class Pipeline {
   bool consumer_running_ = false;
   int64_t next_retune_ = 1;
   std::vector<AutotuneDecision> decisions_;
+  std::mutex template_mu_;  // guards template_columns_ (built once, by a worker)
+  std::optional<Features> template_columns_;
   std::chrono::steady_clock::time_point started_at_{};
   PipelineStats stats_;
 };
