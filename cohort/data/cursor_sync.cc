@@ -1,6 +1,7 @@
 #include "cohort/data/cursor_sync.h"
 
 #include "cohort/common/check.h"
+#include "cohort/data/gather_bytes.h"
 
 namespace cohort::data {
 
@@ -10,23 +11,17 @@ Cursor gather_cursor(comm::Communicator& comm, const Pipeline& pipeline) {
       << "gather_cursor: the communicator is rank " << comm.rank() << " of " << world << ", the pipeline rank "
       << pipeline.options().rank << " of " << pipeline.options().world_size;
   const RankProgress mine = pipeline.progress();
-  // Per rank: in-order prefix and the number of extra batches; then the
-  // extras themselves.
-  int64_t header[2] = {mine.in_order, int64_t(mine.extra.size())};
-  std::vector<int64_t> headers(size_t(2 * world));
-  comm.allgather({header, 2, DType::i64}, {headers.data(), headers.size(), DType::i64});
-  std::vector<size_t> counts(static_cast<size_t>(world));
-  size_t total = 0;
-  for (int r = 0; r < world; ++r) total += counts[size_t(r)] = size_t(headers[size_t(2 * r + 1)]);
-  std::vector<int64_t> extras(total);
-  std::vector<int64_t> send = mine.extra;
-  comm.allgatherv({send.data(), send.size(), DType::i64}, {extras.data(), extras.size(), DType::i64}, counts);
-  std::vector<RankProgress> all(static_cast<size_t>(world));
-  size_t at = 0;
-  for (int r = 0; r < world; ++r) {
-    all[size_t(r)].in_order = headers[size_t(2 * r)];
-    all[size_t(r)].extra.assign(extras.begin() + long(at), extras.begin() + long(at + counts[size_t(r)]));
-    at += counts[size_t(r)];
+  ByteWriter w;
+  w.u64(uint64_t(mine.in_order));
+  w.u64(mine.extra.size());
+  for (int64_t b : mine.extra) w.u64(uint64_t(b));
+  std::vector<RankProgress> all;
+  for (const auto& bytes : allgather_bytes(comm, w.data())) {
+    ByteReader r(bytes, "gather_cursor");
+    RankProgress& p = all.emplace_back();
+    p.in_order = int64_t(r.u64());
+    p.extra.resize(size_t(r.u64()));
+    for (int64_t& b : p.extra) b = int64_t(r.u64());
   }
   return pipeline.plan().advance(all);
 }
