@@ -314,9 +314,17 @@ void Pipeline::retune() {
   in.tune_depth = options_.prefetch == 0;
   AutotuneDecision d = autotune(in);
   d.at_batch = stats_.batches;
+  // The log keeps the first decision and every change, at most
+  // kMaxDecisions of them (the oldest changes go first), so a long run does
+  // not grow it without bound.
+  constexpr size_t kMaxDecisions = 256;
+  const bool changed = decisions_.empty() || d.workers != workers_ || d.depth != depth_;
   workers_ = d.workers;
   depth_ = d.depth;
-  decisions_.push_back(std::move(d));
+  if (changed) {
+    if (decisions_.size() == kMaxDecisions) decisions_.erase(decisions_.begin() + 1);
+    decisions_.push_back(std::move(d));
+  }
   work_cv_.notify_all();
 }
 

@@ -135,6 +135,8 @@ class Pipeline {
   void replay(std::vector<int64_t> order);
 
   PipelineStats stats() const;
+  // The autotuner's first decision and every one that changed the worker
+  // count or prefetch depth (at most 256, the oldest changes dropped first).
   std::vector<AutotuneDecision> autotune_log() const;
 
  private:
