@@ -116,9 +116,20 @@ IdxArray parse_idx(std::span<const uint8_t> bytes, size_t expected_dims, const s
         << name << ": truncated: the header announces " << elements << " bytes of data, the file holds "
         << bytes.size() - 4 - 4 * expected_dims;
   }
-  array.data.resize(size_t(elements));
-  const size_t n = in.read(array.data.data(), array.data.size());
-  COHORT_CHECK_AS(ConfigError, n == array.data.size())
+  // Read in chunks, growing the buffer as data arrives: a gzip header may
+  // announce far more than its stream holds, and the allocation should
+  // follow the data, not the claim.
+  constexpr size_t kChunk = size_t(16) << 20;
+  size_t n = 0;
+  while (n < elements) {
+    const size_t want = std::min<size_t>(size_t(elements) - n, kChunk);
+    array.data.resize(n + want);
+    const size_t got = in.read(array.data.data() + n, want);
+    n += got;
+    if (got < want) break;
+  }
+  array.data.resize(n);
+  COHORT_CHECK_AS(ConfigError, n == elements)
       << name << ": truncated: the header announces " << elements << " bytes of data, the file holds " << n;
   unsigned char extra;
   // Reading past the data also makes zlib check the gzip trailer (CRC-32

@@ -8,7 +8,8 @@ namespace cohort::data {
 
 RecordReader::RecordReader(std::shared_ptr<const RandomAccessFile> file, RecordReaderOptions options)
     : file_(std::move(file)), options_(options), file_size_(file_->size()) {
-  buffer_.resize(std::max<size_t>(options_.buffer_bytes, kRecordOverheadBytes));
+  // No larger than the file: small files do not pay for a large buffer.
+  buffer_.resize(size_t(std::max<uint64_t>(std::min<uint64_t>(options_.buffer_bytes, file_size_), kRecordOverheadBytes)));
 }
 
 bool RecordReader::fill(uint64_t offset, size_t n) {
