@@ -5,23 +5,25 @@
 
 namespace cohort::data {
 
-Cursor gather_cursor(comm::Communicator& comm, const Pipeline& pipeline) {
-  const int world = comm.size();
-  COHORT_CHECK_AS(ConfigError, world == pipeline.options().world_size && comm.rank() == pipeline.options().rank)
-      << "gather_cursor: the communicator is rank " << comm.rank() << " of " << world << ", the pipeline rank "
-      << pipeline.options().rank << " of " << pipeline.options().world_size;
+Cursor gather_cursor(const AllgatherBytes& allgather, const Pipeline& pipeline) {
   const RankProgress mine = pipeline.progress();
   ByteWriter w;
+  w.u64(uint64_t(pipeline.options().rank));
   w.u64(uint64_t(mine.in_order));
   w.u64(mine.extra.size());
   for (int64_t b : mine.extra) w.u64(uint64_t(b));
+  const auto gathered = allgather(w.data());
+  COHORT_CHECK_AS(ConfigError, gathered.size() == size_t(pipeline.options().world_size))
+      << "gather_cursor: " << gathered.size() << " ranks answered; the pipeline has " << pipeline.options().world_size;
   std::vector<RankProgress> all;
-  for (const auto& bytes : allgather_bytes(comm, w.data())) {
-    ByteReader r(bytes, "gather_cursor");
+  for (size_t r = 0; r < gathered.size(); ++r) {
+    ByteReader in(gathered[r], "gather_cursor");
+    COHORT_CHECK_AS(ConfigError, in.u64() == r)
+        << "gather_cursor: the collective's rank " << r << " is another rank of the pipeline";
     RankProgress& p = all.emplace_back();
-    p.in_order = int64_t(r.u64());
-    p.extra.resize(size_t(r.u64()));
-    for (int64_t& b : p.extra) b = int64_t(r.u64());
+    p.in_order = int64_t(in.u64());
+    p.extra.resize(size_t(in.u64()));
+    for (int64_t& b : p.extra) b = int64_t(in.u64());
   }
   return pipeline.plan().advance(all);
 }

@@ -29,27 +29,22 @@ FileWriter::~FileWriter() {
 
 void FileWriter::write(const void* data, size_t n) {
   COHORT_CHECK(fd_ >= 0) << path_ << ": write after commit";
-  const auto* p = static_cast<const uint8_t*>(data);
   size_ += n;
   if (used_ + n > buffer_.size()) flush();
   if (n >= buffer_.size()) {
-    // Large writes go straight out, without a copy through the buffer.
-    while (n > 0) {
-      const ssize_t w = ::write(fd_, p, n);
-      if (w < 0 && errno == EINTR) continue;
-      COHORT_CHECK_AS(ConfigError, w > 0) << "cannot write " << temp_path_ << ": " << std::strerror(errno);
-      p += w;
-      n -= size_t(w);
-    }
+    write_out(static_cast<const uint8_t*>(data), n);  // large: no copy through the buffer
     return;
   }
-  std::memcpy(buffer_.data() + used_, p, n);
+  std::memcpy(buffer_.data() + used_, data, n);
   used_ += n;
 }
 
 void FileWriter::flush() {
-  const uint8_t* p = buffer_.data();
-  size_t n = used_;
+  write_out(buffer_.data(), used_);
+  used_ = 0;
+}
+
+void FileWriter::write_out(const uint8_t* p, size_t n) {
   while (n > 0) {
     const ssize_t w = ::write(fd_, p, n);
     if (w < 0 && errno == EINTR) continue;
@@ -57,7 +52,6 @@ void FileWriter::flush() {
     p += w;
     n -= size_t(w);
   }
-  used_ = 0;
 }
 
 void FileWriter::commit() {

@@ -32,6 +32,7 @@ class FileWriter {
 
  private:
   void flush();
+  void write_out(const uint8_t* p, size_t n);
 
   std::string path_;
   std::string temp_path_;

@@ -7,23 +7,41 @@
 
 namespace cohort::data {
 
-std::vector<std::vector<uint8_t>> allgather_bytes(comm::Communicator& comm, std::span<const uint8_t> mine) {
-  const size_t world = size_t(comm.size());
-  uint64_t length = mine.size();
-  std::vector<uint64_t> lengths(world);
-  comm.allgather({&length, 1, DType::i64}, {lengths.data(), world, DType::i64});
-  std::vector<size_t> counts(lengths.begin(), lengths.end());
-  size_t total = 0;
-  for (size_t c : counts) total += c;
-  std::vector<uint8_t> all(total);
-  comm.allgatherv({const_cast<uint8_t*>(mine.data()), mine.size(), DType::u8}, {all.data(), total, DType::u8}, counts);
-  std::vector<std::vector<uint8_t>> out(world);
-  size_t at = 0;
-  for (size_t r = 0; r < world; ++r) {
-    out[r].assign(all.begin() + long(at), all.begin() + long(at + counts[r]));
-    at += counts[r];
+namespace {
+
+std::vector<std::vector<uint8_t>> split(const uint8_t* all, std::span<const size_t> counts) {
+  std::vector<std::vector<uint8_t>> out;
+  for (size_t c : counts) {
+    out.emplace_back(all, all + c);
+    all += c;
   }
   return out;
+}
+
+}  // namespace
+
+AllgatherBytes allgather_over(comm::Communicator& comm) {
+  return [&comm](std::span<const uint8_t> mine) {
+    const size_t world = size_t(comm.size());
+    uint64_t length = mine.size();
+    std::vector<uint64_t> lengths(world);
+    comm.allgather({&length, 1, DType::i64}, {lengths.data(), world, DType::i64});
+    const std::vector<size_t> counts(lengths.begin(), lengths.end());
+    size_t total = 0;
+    for (size_t c : counts) total += c;
+    std::vector<uint8_t> all(total);
+    comm.allgatherv({const_cast<uint8_t*>(mine.data()), mine.size(), DType::u8}, {all.data(), total, DType::u8},
+                    counts);
+    return split(all.data(), counts);
+  };
+}
+
+AllgatherBytes allgather_over(engine::Engine& engine, std::string name) {
+  return [&engine, name = std::move(name)](std::span<const uint8_t> mine) {
+    engine::Handle h = engine.allgather_async(name, {const_cast<uint8_t*>(mine.data()), mine.size(), DType::u8});
+    h.wait();
+    return split(static_cast<const uint8_t*>(h.output().data), h.counts());
+  };
 }
 
 void ByteWriter::u64(uint64_t v) {

@@ -1,18 +1,30 @@
-// Every rank's byte string, on every rank: one allgather of the lengths and
-// one allgatherv of the bytes. What the analyzers and gather_cursor use to
-// merge rank-local state that has no fixed size.
+// Every rank's byte string, on every rank: how the analyzers and
+// gather_cursor merge rank-local state that has no fixed size. The merge
+// takes an AllgatherBytes, made over a communicator (whose calls must come
+// from the calling thread alone, e.g. a communicator of the analysis' own)
+// or over an engine (any thread; the engine runs the collective, as the
+// torch layer's programs already hold one).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "cohort/comm/communicator.h"
+#include "cohort/engine/engine.h"
 
 namespace cohort::data {
 
-// Collective over `comm`: result[r] is rank r's `mine`.
-std::vector<std::vector<uint8_t>> allgather_bytes(comm::Communicator& comm, std::span<const uint8_t> mine);
+// Collective: result[r] is rank r's `mine`, on every rank.
+using AllgatherBytes = std::function<std::vector<std::vector<uint8_t>>(std::span<const uint8_t> mine)>;
+
+// One allgather of the lengths, one allgatherv of the bytes.
+AllgatherBytes allgather_over(comm::Communicator& comm);
+// One named allgather op of the engine (rows of different lengths per rank).
+AllgatherBytes allgather_over(engine::Engine& engine, std::string name);
 
 // Little-endian fixed-width encoding for those byte strings.
 class ByteWriter {

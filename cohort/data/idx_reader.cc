@@ -118,11 +118,11 @@ IdxArray parse_idx(std::span<const uint8_t> bytes, size_t expected_dims, const s
   }
   // Read in chunks, growing the buffer as data arrives: a gzip header may
   // announce far more than its stream holds, and the allocation should
-  // follow the data, not the claim.
-  constexpr size_t kChunk = size_t(16) << 20;
+  // follow the data, not the claim. Chunks double from 64 KiB, so the
+  // allocation stays within twice the data read.
   size_t n = 0;
   while (n < elements) {
-    const size_t want = std::min<size_t>(size_t(elements) - n, kChunk);
+    const size_t want = std::min<size_t>(size_t(elements) - n, std::max<size_t>(n, size_t(64) << 10));
     array.data.resize(n + want);
     const size_t got = in.read(array.data.data() + n, want);
     n += got;

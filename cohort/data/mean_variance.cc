@@ -50,9 +50,9 @@ void MeanVariance::merge(const MeanVariance& other) {
   }
 }
 
-void MeanVariance::merge_across(comm::Communicator& comm) {
+void MeanVariance::merge_across(const AllgatherBytes& allgather) {
   MeanVariance all(columns());
-  for (const auto& bytes : allgather_bytes(comm, serialize())) all.merge(deserialize(bytes));
+  for (const auto& bytes : allgather(serialize())) all.merge(deserialize(bytes));
   *this = std::move(all);
 }
 

@@ -15,7 +15,7 @@
 #include <span>
 #include <vector>
 
-#include "cohort/comm/communicator.h"
+#include "cohort/data/gather_bytes.h"
 #include "cohort/data/feature.h"
 
 namespace cohort::data {
@@ -31,7 +31,7 @@ class MeanVariance {
   void merge(const MeanVariance& other);
   // Collective: every rank ends with the merge of all ranks' values, merged
   // in rank order (the same bits on every rank).
-  void merge_across(comm::Communicator& comm);
+  void merge_across(const AllgatherBytes& allgather);
 
   size_t columns() const { return n_.size(); }
   double count(size_t column = 0) const { return n_[column]; }

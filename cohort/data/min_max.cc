@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "cohort/data/feature_values.h"
+#include "cohort/data/gather_bytes.h"
 
 namespace cohort::data {
 
@@ -29,9 +30,21 @@ void MinMax::merge(const MinMax& other) {
   }
 }
 
-void MinMax::merge_across(comm::Communicator& comm) {
-  comm.allreduce(view_of(std::span(min_)), {.op = ReduceOp::min});
-  comm.allreduce(view_of(std::span(max_)), {.op = ReduceOp::max});
+void MinMax::merge_across(const AllgatherBytes& allgather) {
+  ByteWriter w;
+  for (size_t c = 0; c < columns(); ++c) {
+    w.f64(min_[c]);
+    w.f64(max_[c]);
+  }
+  for (const auto& bytes : allgather(w.data())) {
+    ByteReader r(bytes, "MinMax");
+    MinMax other(columns());
+    for (size_t c = 0; c < columns(); ++c) {
+      other.min_[c] = r.f64();
+      other.max_[c] = r.f64();
+    }
+    merge(other);
+  }
 }
 
 }  // namespace cohort::data

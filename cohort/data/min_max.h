@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "cohort/comm/communicator.h"
+#include "cohort/data/gather_bytes.h"
 #include "cohort/data/feature.h"
 
 namespace cohort::data {
@@ -17,7 +17,8 @@ class MinMax {
   void add(double x, size_t column = 0);
   void add(const Feature& f);
   void merge(const MinMax& other);
-  void merge_across(comm::Communicator& comm);  // two allreduces (min, max)
+  // Collective: every rank ends with the extremes of all ranks.
+  void merge_across(const AllgatherBytes& allgather);
 
   size_t columns() const { return min_.size(); }
   double min(size_t column = 0) const { return min_[column]; }

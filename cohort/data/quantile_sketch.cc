@@ -62,9 +62,9 @@ void QuantileSketch::merge(const QuantileSketch& other) {
     if (levels_[h].size() >= k_) compact(h);
 }
 
-void QuantileSketch::merge_across(comm::Communicator& comm) {
+void QuantileSketch::merge_across(const AllgatherBytes& allgather) {
   QuantileSketch all(k_);
-  for (const auto& bytes : allgather_bytes(comm, serialize())) all.merge(deserialize(bytes));
+  for (const auto& bytes : allgather(serialize())) all.merge(deserialize(bytes));
   *this = std::move(all);
 }
 

@@ -19,7 +19,7 @@
 #include <span>
 #include <vector>
 
-#include "cohort/comm/communicator.h"
+#include "cohort/data/gather_bytes.h"
 #include "cohort/data/feature.h"
 
 namespace cohort::data {
@@ -33,7 +33,7 @@ class QuantileSketch {
   void add(const Feature& f);  // every element of a dense feature
   void merge(const QuantileSketch& other);  // same k
   // Collective: every rank ends with the same merged sketch (rank order).
-  void merge_across(comm::Communicator& comm);
+  void merge_across(const AllgatherBytes& allgather);
 
   uint64_t count() const { return count_; }
   uint64_t rank_error_bound() const { return error_; }

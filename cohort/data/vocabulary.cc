@@ -23,9 +23,9 @@ void Vocabulary::merge(const Vocabulary& other) {
   for (const auto& [token, count] : other.counts_) add(token, count);
 }
 
-void Vocabulary::merge_across(comm::Communicator& comm) {
+void Vocabulary::merge_across(const AllgatherBytes& allgather) {
   Vocabulary all;
-  for (const auto& bytes : allgather_bytes(comm, serialize())) all.merge(deserialize(bytes));
+  for (const auto& bytes : allgather(serialize())) all.merge(deserialize(bytes));
   *this = std::move(all);
 }
 

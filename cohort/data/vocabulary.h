@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "cohort/comm/communicator.h"
+#include "cohort/data/gather_bytes.h"
 #include "cohort/data/feature.h"
 
 namespace cohort::data {
@@ -26,7 +26,7 @@ class Vocabulary {
   void add(const Feature& f);
   void merge(const Vocabulary& other);
   // Collective: every rank ends with the counts of all ranks.
-  void merge_across(comm::Communicator& comm);
+  void merge_across(const AllgatherBytes& allgather);
 
   size_t distinct() const { return counts_.size(); }
   uint64_t total() const { return total_; }

@@ -17,6 +17,7 @@
 #include "cohort/data/transform.h"
 #include "cohort/data/vocabulary.h"
 #include "tests/comm/rank_threads.h"
+#include "tests/engine/engine_ranks.h"
 #include "tests/data/temp_dir.h"
 
 namespace cohort::data {
@@ -64,8 +65,8 @@ TEST(Analyzers, MeanVarianceAndMinMaxMatchTheFloat64Reference) {
         mv[size_t(r)].add(v[i]);
         mm[size_t(r)].add(v[i]);
       });
-      mv[size_t(r)].merge_across(comm);
-      mm[size_t(r)].merge_across(comm);
+      mv[size_t(r)].merge_across(allgather_over(comm));
+      mm[size_t(r)].merge_across(allgather_over(comm));
     });
     for (int r = 0; r < world; ++r) {
       EXPECT_EQ(mv[size_t(r)].count(), double(v.size()));
@@ -76,6 +77,30 @@ TEST(Analyzers, MeanVarianceAndMinMaxMatchTheFloat64Reference) {
       EXPECT_EQ(mm[size_t(r)].min(), lo);
       EXPECT_EQ(mm[size_t(r)].max(), hi);
     }
+  }
+}
+
+TEST(Analyzers, MergeOverAnEngineEqualsMergeOverACommunicator) {
+  const auto v = values(3001);
+  std::vector<MeanVariance> by_engine(3), by_comm(3);
+  std::vector<Vocabulary> vocab(3);
+  ::cohort::testing::run_engine_ranks(3, [&](::cohort::testing::EngineRank& rank, engine::Engine& engine) {
+    const int r = rank.rank;
+    for_share(v.size(), r, 3, [&](size_t i) {
+      by_engine[size_t(r)].add(v[i]);
+      vocab[size_t(r)].add(std::to_string(i % 7));
+    });
+    by_engine[size_t(r)].merge_across(allgather_over(engine, "analyzers/mean_variance"));
+    vocab[size_t(r)].merge_across(allgather_over(engine, "analyzers/vocabulary"));
+  });
+  ::cohort::testing::run_ranks(3, [&](int r, comm::Communicator& comm) {
+    for_share(v.size(), r, 3, [&](size_t i) { by_comm[size_t(r)].add(v[i]); });
+    by_comm[size_t(r)].merge_across(allgather_over(comm));
+  });
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(by_engine[size_t(r)].serialize(), by_comm[0].serialize());
+    EXPECT_EQ(vocab[size_t(r)].total(), v.size());
+    EXPECT_EQ(vocab[size_t(r)].count("3"), 429u);  // i % 7 == 3 for i < 3001
   }
 }
 
@@ -121,7 +146,7 @@ TEST(Analyzers, VocabularyCountsExactlyWithAStableTieOrder) {
       std::vector<std::string> mine;
       for_share(tokens.size(), r, world, [&](size_t i) { mine.push_back(tokens[i]); });
       vocab[size_t(r)].add(Feature::bytes(mine));
-      vocab[size_t(r)].merge_across(comm);
+      vocab[size_t(r)].merge_across(allgather_over(comm));
     });
     for (int r = 0; r < world; ++r) {
       const Vocabulary& v = vocab[size_t(r)];
@@ -152,7 +177,7 @@ TEST(Analyzers, QuantilesAreWithinTheStatedBound) {
     std::vector<QuantileSketch> sketch(static_cast<size_t>(world), QuantileSketch(256));
     ::cohort::testing::run_ranks(world, [&](int r, comm::Communicator& comm) {
       for_share(v.size(), r, world, [&](size_t i) { sketch[size_t(r)].add(v[i]); });
-      sketch[size_t(r)].merge_across(comm);
+      sketch[size_t(r)].merge_across(allgather_over(comm));
     });
     const QuantileSketch& s = sketch[0];
     EXPECT_EQ(s.count(), v.size());

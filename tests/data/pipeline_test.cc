@@ -247,7 +247,7 @@ TEST(Pipeline, OutOfOrderWindowPassesAStragglerAndResumesExactlyOnce) {
     // Batch 0 is stuck: the window hands out 1 and 2 first.
     for (int i = 0; i < 2; ++i) record(*p.next(), got[size_t(r)]);
     EXPECT_NE(error_of<Error>([&] { p.cursor(); }).find("gather_cursor"), std::string::npos);
-    cursors[size_t(r)] = gather_cursor(comm, p);
+    cursors[size_t(r)] = gather_cursor(allgather_over(comm), p);
     comm.barrier();
     if (r == 0) gated_source->open();
     comm.barrier();

@@ -111,28 +111,28 @@ def encode_example(features):
     return field(1, entries)
 
 
+def read_varint(buf, pos):
+    """(value, position after it) of the varint at buf[pos]."""
+    shift = result = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+
+
 def parse(buf):
     """Field number -> list of (wire type, value) of one message."""
     fields, pos = {}, 0
-
-    def read_varint():
-        nonlocal pos
-        shift = result = 0
-        while True:
-            b = buf[pos]
-            pos += 1
-            result |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return result
-            shift += 7
-
     while pos < len(buf):
-        key = read_varint()
+        key, pos = read_varint(buf, pos)
         number, wire = key >> 3, key & 7
         if wire == 0:
-            value = read_varint()
+            value, pos = read_varint(buf, pos)
         elif wire == 2:
-            n = read_varint()
+            n, pos = read_varint(buf, pos)
             value = buf[pos:pos + n]
             pos += n
         elif wire == 5:
@@ -173,16 +173,9 @@ def decode_example(buf):
                     if wire == 0:
                         values.append(signed(v))
                     else:  # packed
-                        p, data = 0, v
-                        while p < len(data):
-                            shift = result = 0
-                            while True:
-                                b = data[p]
-                                p += 1
-                                result |= (b & 0x7F) << shift
-                                if not b & 0x80:
-                                    break
-                                shift += 7
+                        p = 0
+                        while p < len(v):
+                            result, p = read_varint(v, p)
                             values.append(signed(result))
                 features[name] = ("int64", values)
             else:
