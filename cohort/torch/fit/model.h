@@ -39,6 +39,7 @@
 #include <string>
 #include <vector>
 
+#include "cohort/torch/core/batch_stream.h"
 #include "cohort/torch/core/strategy.h"
 #include "cohort/torch/fit/callback.h"
 #include "cohort/torch/fit/dataset.h"
@@ -100,6 +101,12 @@ class Model {
   // Trains; collective. Returns the per-epoch logs. A run that a
   // BackupAndRestore callback resumes continues its history.
   History fit(const Dataset& train, FitOptions options = {});
+  // Trains on a stream that orders, shards and resumes itself (an input
+  // pipeline: cohort/torch/data/pipeline_input.h); `options.shuffle` and
+  // `seed` do not apply, the stream's own order does. Its state() goes into
+  // save_fit_state(), so BackupAndRestore resumes it exactly once, with the
+  // same or another number of processes. The stream must outlive the call.
+  History fit(BatchStream& train, FitOptions options = {});
   // The loss and metrics over `data`, merged over the processes (each
   // evaluates a contiguous share); collective.
   Logs evaluate(const Dataset& data, EvaluateOptions options = {});
@@ -151,6 +158,8 @@ class Model {
   // Restored by load_fit_state() for fit() to continue from.
   bool resumed_ = false;
   at::Tensor resumed_epoch_metrics_;
+  std::string resumed_stream_state_;
+  BatchStream* stream_ = nullptr;  // the training input while fit() runs
 };
 
 }  // namespace cohort
