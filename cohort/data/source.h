@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -40,5 +41,9 @@ class MemorySource final : public Source {
  private:
   std::vector<Sample> samples_;
 };
+
+// The first `n` samples of `source` (all of them when n >= its size), as a
+// source of their own: files keep their sizes up to the cut.
+std::shared_ptr<const Source> first_samples(std::shared_ptr<const Source> source, uint64_t n);
 
 }  // namespace cohort::data

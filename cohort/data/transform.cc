@@ -127,7 +127,8 @@ Transform& Transform::vocabulary(std::string input, std::string output, std::vec
 
 Transform& Transform::reshape(std::string feature, std::vector<int64_t> shape) {
   proto::Step& step = impl_->add(feature, feature);
-  for (int64_t d : shape) step.mutable_reshape()->add_shape(d);
+  auto* reshape = step.mutable_reshape();  // set even for shape [] (a scalar), which has no dims to add
+  for (int64_t d : shape) reshape->add_shape(d);
   impl_->index_step(step);
   return *this;
 }
@@ -242,6 +243,17 @@ Transform Transform::load(const std::string& path) {
 }
 
 size_t Transform::steps() const { return size_t(impl_->message.steps_size()); }
+
+Transform Transform::slice(size_t begin, size_t end) const {
+  COHORT_CHECK_AS(ConfigError, begin <= end && end <= steps())
+      << "Transform::slice(" << begin << ", " << end << ") of a transform of " << steps() << " steps";
+  Transform t;
+  for (size_t s = begin; s < end; ++s) {
+    *t.impl_->message.add_steps() = impl_->message.steps(int(s));
+    t.impl_->index_step(impl_->message.steps(int(s)));
+  }
+  return t;
+}
 
 std::string Transform::describe() const {
   std::ostringstream os;

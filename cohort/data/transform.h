@@ -3,7 +3,7 @@
 // training job saves and a serving program loads, so both apply the same
 // steps with the same constants through the same code.
 //
-//   MeanVariance pixels;  ... one distributed pass (analysis.h) ...
+//   MeanVariance pixels;  ... one distributed pass, merge_across() ...
 //   Transform t;
 //   t.decode_raw("image", "image", DType::u8, {28, 28})
 //    .z_score("image", "image", pixels)
@@ -60,6 +60,10 @@ class Transform {
   static Transform load(const std::string& path);
 
   size_t steps() const;
+  // Steps [begin, end) as a transform of their own, with the same constants
+  // (a training job runs augmentation between two slices of the artifact
+  // that serving applies whole). ConfigError for a range outside steps().
+  Transform slice(size_t begin, size_t end) const;
   // One line per step: "z_score image -> image (1 column)".
   std::string describe() const;
 

@@ -253,5 +253,33 @@ TEST(Transform, ComputesWhatItSaysAndALoadedCopyTheSameBits) {
   EXPECT_NE(error_of<ConfigError>([&] { Transform::load(dir.file("none.bin")); }).find("cannot open"), std::string::npos);
 }
 
+TEST(Transform, ScalarReshapeAndSlicesKeepTheStepsAndConstants) {
+  MeanVariance mv;
+  for (double x : {2.0, 4.0}) mv.add(x);  // mean 3, sd 1
+  Transform t;
+  t.decode_raw("image", "image", DType::u8, {2}).reshape("label", {}).z_score("image", "image", mv);
+  Sample raw;
+  raw.features.set("image", Feature::bytes({std::string("\x02\x05", 2)}));
+  raw.features.set("label", Feature::of(std::vector<int64_t>{7}));  // int64 list of one, as an Example holds it
+  Sample whole = raw;
+  t.apply(whole);
+  EXPECT_EQ(whole["label"].shape(), std::vector<int64_t>{});
+  EXPECT_EQ(whole["label"].values<int64_t>()[0], 7);
+  EXPECT_EQ(whole["image"].values<float>()[1], float((5.0 - 3.0) / 1.0));
+  // Saved and loaded, a scalar reshape is still a reshape.
+  testing::TempDir dir;
+  t.save(dir.file("t.bin"));
+  EXPECT_EQ(Transform::load(dir.file("t.bin")).describe(), t.describe());
+  // The two slices, one after the other, do what the whole does.
+  EXPECT_EQ(t.slice(0, 2).steps(), 2u);
+  Sample parts = raw;
+  t.slice(0, 2).apply(parts);
+  EXPECT_EQ(parts["image"].dtype(), DType::u8);
+  t.slice(2, 3).apply(parts);
+  EXPECT_EQ(parts.features, whole.features);
+  EXPECT_NE(error_of<ConfigError>([&] { t.slice(2, 4); }).find("slice(2, 4) of a transform of 3 steps"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace cohort::data
