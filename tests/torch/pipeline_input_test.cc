@@ -13,6 +13,7 @@
 #include <mutex>
 
 #include "cohort/common/error.h"
+#include "cohort/data/mean_variance.h"
 #include "cohort/data/source.h"
 #include "cohort/torch/core/runtime.h"
 #include "cohort/torch/data/pipeline_input.h"
@@ -202,6 +203,31 @@ TEST(PipelineInput, BackupMidEpochResumesOnAnotherProcessCountExactlyOnce) {
     expect_each_once(counts({first, rest}), 29, 2, what);
     EXPECT_LT(max_difference(rest.parameters, whole.parameters), 1e-10) << what;
     EXPECT_FALSE(std::filesystem::exists(backup_path(backup))) << "a finished fit removes its backup";
+  }
+}
+
+TEST(PipelineInput, AnalyzersMergeOverAStrategyToTheFloat64Reference) {
+  // Each process adds every 3rd value; after the merge over the strategy's
+  // processes every one holds the statistics of all values.
+  std::vector<double> values;
+  for (int i = 0; i < 1001; ++i) values.push_back(1e6 + std::sin(double(i)) * 100.0);
+  double mean = 0;
+  for (double v : values) mean += v;
+  mean /= double(values.size());
+  double m2 = 0;
+  for (double v : values) m2 += (v - mean) * (v - mean);
+  PerRank<std::pair<double, double>> got(3);
+  run_torch_ranks(3, [&](int rank, int) {
+    MultiWorkerStrategy strategy({.engine = &current_engine()});
+    data::MeanVariance mv;
+    for (size_t i = size_t(rank); i < values.size(); i += 3) mv.add(values[i]);
+    mv.merge_across(allgather_over(strategy));
+    got.add(rank, {mv.mean(), mv.variance()});
+  });
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_NEAR(got.of(r).at(0).first, mean, 1e-9 * mean) << "rank " << r;
+    EXPECT_NEAR(got.of(r).at(0).second, m2 / double(values.size()), 1e-9 * m2 / double(values.size())) << "rank " << r;
+    EXPECT_EQ(got.of(r).at(0), got.of(0).at(0)) << "every rank holds the same bits";
   }
 }
 
