@@ -2,10 +2,10 @@
 // {image: 784 raw bytes, label: int64}, as `cohort-data convert idx` writes
 // them:
 //
-//   cohort-data convert idx --images .../train-images-idx3-ubyte.gz \
-//       --labels .../train-labels-idx1-ubyte.gz --out DIR --prefix train --shards 8
-//   cohort-data convert idx --images .../t10k-images-idx3-ubyte.gz \
-//       --labels .../t10k-labels-idx1-ubyte.gz --out DIR --prefix test --shards 2
+//   cohort-data convert idx --images train-images-idx3-ubyte.gz
+//       --labels train-labels-idx1-ubyte.gz --out DIR --prefix train --shards 8
+//   cohort-data convert idx --images t10k-images-idx3-ubyte.gz
+//       --labels t10k-labels-idx1-ubyte.gz --out DIR --prefix test --shards 2
 //
 // The pixels' mean and standard deviation come from one distributed pass of
 // the MeanVariance analyzer over the training records (each process reads

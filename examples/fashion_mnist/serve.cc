@@ -66,10 +66,12 @@ ServeOptions parse(const std::vector<std::string>& args) {
                {"--limit", [&](auto& f, auto& v) { o.limit = parse_number<int64_t>(f, v, 0); }},
                {"--predictions", [&](auto&, auto& v) { o.predictions = v; }}},
               {{"--quiet", [&] { o.quiet = true; }}, {"--help", [&] { o.help = true; }}, {"-h", [&] { o.help = true; }}});
-  if (!o.help)
+  if (!o.help) {
     for (const auto& [flag, value] : {std::pair{"--checkpoint", o.checkpoint}, {"--transform", o.transform},
-                                      {"--data", o.data}})
+                                      {"--data", o.data}}) {
       COHORT_CHECK_AS(ConfigError, !value.empty()) << flag << " is required";
+    }
+  }
   return o;
 }
 
