@@ -59,6 +59,7 @@
 // torch/checkpoint and torch/data.
 #include "cohort/torch/checkpoint/checkpoint.h"
 #include "cohort/torch/data/distributed_sampler.h"
+#include "cohort/torch/data/pipeline_input.h"
 // torch/strategy: one training program from one device to many machines.
 #include "cohort/torch/core/strategy.h"
 #include "cohort/torch/strategy/make_strategy.h"

@@ -24,7 +24,8 @@ set -euo pipefail
 # python3 (scripts), OpenBLAS (the threaded BLAS LibTorch picks up at run
 # time); then LibTorch and
 # Fashion-MNIST for cohort/torch and `make demo`, which trains on it, and
-# fortunes, whose plain-text quotations are the corpus of examples/char_lm.
+# fortunes, whose plain-text quotations are the corpus of examples/char_lm;
+# protobuf (library and protoc) for cohort/data's tf.train.Example records.
 core_packages=(
   build-essential
   g++
@@ -39,6 +40,8 @@ core_packages=(
   libopenmpi-dev
   openmpi-bin
   libgloo-dev
+  libprotobuf-dev
+  protobuf-compiler
   iproute2
   libcairo2-dev
   python3

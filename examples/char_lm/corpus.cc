@@ -7,6 +7,8 @@
 #include <system_error>
 
 #include "cohort/common/check.h"
+#include "cohort/data/pipeline.h"
+#include "cohort/data/record_source.h"
 
 namespace cohort::examples::char_lm {
 namespace {
@@ -54,7 +56,48 @@ std::vector<std::string> split_fortunes(std::string_view file_text) {
   return out;
 }
 
+namespace {
+
+bool is_records(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_directory(path, ec)) return path.find(".tfrecord") != std::string::npos;
+  for (const auto& entry : fs::directory_iterator(path, ec))
+    if (entry.path().filename().string().find(".tfrecord") != std::string::npos) return true;
+  return false;
+}
+
+void join_fortunes(Corpus& c) {
+  for (const auto& f : c.fortunes) {
+    if (!c.text.empty()) c.text.push_back('\n');
+    c.text += f;
+  }
+}
+
+}  // namespace
+
+Corpus load_corpus_records(const std::string& path) {
+  Corpus c;
+  c.dir = path;
+  std::vector<std::string> files = data::list_record_files(path);
+  for (const auto& f : files) c.files.push_back(fs::path(f).filename().string());
+  auto source = std::make_shared<data::RecordSource>(std::move(files));
+  // In order, one rank; the batches only bound how much is decoded ahead.
+  data::Pipeline lines(source, {.order = {.shuffle = false}, .batch_size = 4096, .workers = 2});
+  lines.start(0);
+  std::string text;
+  while (auto batch = lines.next())
+    for (const std::string& line : batch->columns.at("text").strings()) {
+      text += line;
+      text.push_back('\n');
+    }
+  c.fortunes = split_fortunes(text);
+  COHORT_CHECK_AS(ConfigError, !c.fortunes.empty()) << "no fortunes in the " << source->size() << " records of " << path;
+  join_fortunes(c);
+  return c;
+}
+
 Corpus load_corpus(const std::string& dir) {
+  if (is_records(dir)) return load_corpus_records(dir);
   std::error_code ec;
   COHORT_CHECK_AS(ConfigError, fs::is_directory(dir, ec))
       << "fortune directory " << dir << " not found: " << kPackageHint;
@@ -73,10 +116,7 @@ Corpus load_corpus(const std::string& dir) {
     for (auto& f : split_fortunes(read_file(fs::path(dir) / name))) c.fortunes.push_back(std::move(f));
   COHORT_CHECK_AS(ConfigError, !c.fortunes.empty()) << "no fortunes in " << dir << " (" << c.files.size()
                                                     << " files without extension, none holding text): " << kPackageHint;
-  for (const auto& f : c.fortunes) {
-    if (!c.text.empty()) c.text.push_back('\n');
-    c.text += f;
-  }
+  join_fortunes(c);
   return c;
 }
 

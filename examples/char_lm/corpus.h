@@ -25,7 +25,17 @@ struct Corpus {
 // dropped; a last fortune without a closing "%" line still counts.
 std::vector<std::string> split_fortunes(std::string_view file_text);
 
-// Reads the corpus in `dir` (see the file comment).
+// Reads the corpus in `dir` (see the file comment). A TFRecord file, or a
+// directory of *.tfrecord files, is read by load_corpus_records() instead.
 Corpus load_corpus(const std::string& dir);
+
+// The corpus from TFRecord text records ({text: bytes}, one line each, as
+// `cohort-data convert text --out DIR FORTUNE_FILE...` writes them), read in
+// order through cohort's input pipeline (workers decode the records ahead);
+// the lines, joined, are split into fortunes as a fortune file would be.
+// Converted from the same files in name order, the corpus equals
+// load_corpus()'s of their directory. ConfigError for no records, a record
+// without "text", or no fortune in them.
+Corpus load_corpus_records(const std::string& path);
 
 }  // namespace cohort::examples::char_lm

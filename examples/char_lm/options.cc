@@ -32,7 +32,9 @@ Trains a character-level transformer language model on the fortunes of Debian's
   --heads N             attention heads, split over --tp (4)
   --layers N            transformer blocks, split over --pp (4)
   --vocab-multiple N    pad the vocabulary to a multiple of N (8)
-  --corpus DIR          fortune files (/usr/share/games/fortunes)
+  --corpus DIR          fortune files (/usr/share/games/fortunes), or TFRecord text
+                        records of them (cohort-data convert text), read through
+                        the input pipeline
   --log-every N         steps between loss lines (10)
   --sample-chars N      length limit of the line sampled at the end (120)
   --temperature X       sampling temperature; 0 samples greedily (0.8)

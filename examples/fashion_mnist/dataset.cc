@@ -7,7 +7,7 @@
 #include <torch/torch.h>
 
 #include "cohort/common/check.h"
-#include "examples/fashion_mnist/idx_reader.h"
+#include "cohort/data/idx_reader.h"
 
 namespace cohort::examples {
 namespace {
@@ -24,8 +24,8 @@ std::string find_file(const std::string& dir, const std::string& stem) {
 std::pair<at::Tensor, at::Tensor> load_split(const std::string& dir, const std::string& prefix, int64_t limit) {
   const std::string images_path = find_file(dir, prefix + "-images-idx3-ubyte");
   const std::string labels_path = find_file(dir, prefix + "-labels-idx1-ubyte");
-  IdxArray images = read_idx(images_path, 3);
-  IdxArray labels = read_idx(labels_path, 1);
+  data::IdxArray images = data::read_idx(images_path, 3);
+  data::IdxArray labels = data::read_idx(labels_path, 1);
   COHORT_CHECK_AS(ConfigError, images.dims[1] == 28 && images.dims[2] == 28)
       << images_path << ": images are " << images.dims[1] << "x" << images.dims[2] << ", expected 28x28";
   COHORT_CHECK_AS(ConfigError, images.dims[0] == labels.dims[0])

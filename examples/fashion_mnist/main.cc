@@ -8,11 +8,13 @@
 #include <torch/torch.h>
 
 #include <cstdio>
+#include <fstream>
 
 #include "cohort/common/flags.h"
 #include "cohort/models/image_classifiers.h"
 #include "examples/fashion_mnist/dataset.h"
 #include "examples/fashion_mnist/options.h"
+#include "examples/fashion_mnist/records.h"
 
 namespace ex = cohort::examples;
 
@@ -23,9 +25,27 @@ int train(const ex::TrainOptions& o) {
   auto strategy = cohort::make_strategy(o.strategy);
   torch::manual_seed(o.seed);  // the same initial weights on every rank (and the chief's are broadcast)
 
-  const ex::FashionMnist data = ex::load_fashion_mnist(o.data_dir, o.limit_train, o.limit_test);
-  const cohort::TensorDataset train(data.train_images, data.train_labels, ex::to_input);
-  const cohort::TensorDataset test(data.test_images, data.test_labels, ex::to_input);
+  // The data: IDX files as tensors, or TFRecord shards through the input
+  // pipeline, normalised by the analyzers' statistics.
+  std::unique_ptr<cohort::Dataset> train_tensors, test;
+  std::unique_ptr<cohort::PipelineInput> train_records;
+  if (o.data_format == "idx") {
+    const ex::FashionMnist data = ex::load_fashion_mnist(o.data_dir, o.limit_train, o.limit_test);
+    train_tensors = std::make_unique<cohort::TensorDataset>(data.train_images, data.train_labels, ex::to_input);
+    test = std::make_unique<cohort::TensorDataset>(data.test_images, data.test_labels, ex::to_input);
+  } else {
+    const auto train_source = ex::fashion_mnist_records(o.data, "train", o.limit_train);
+    const cohort::data::Transform transform = ex::analyze_fashion_mnist(*train_source, *strategy);
+    if (!o.transform.empty() && strategy->is_chief()) transform.save(o.transform);
+    train_records = std::make_unique<cohort::PipelineInput>(
+        train_source, cohort::PipelineInputOptions{.pipeline = {.order = {.seed = o.seed}, .workers = o.workers}});
+    train_records->map(transform.slice(0, ex::kDecodeSteps).as_map());
+    if (o.augment) train_records->map(ex::augment_fashion_mnist);
+    train_records->map(transform.slice(ex::kDecodeSteps, transform.steps()).as_map());
+    auto [x, y] = ex::transformed_tensors(ex::fashion_mnist_records(o.data, "test", o.limit_test), transform);
+    test = std::make_unique<cohort::TensorDataset>(x, y);
+  }
+  const int64_t train_size = train_tensors ? train_tensors->size() : train_records->size();
 
   cohort::OptimizerFactory optimizer =
       o.optimizer == "adam"
@@ -36,7 +56,7 @@ int train(const ex::TrainOptions& o) {
                        .optimizer = optimizer,
                        .metrics = {cohort::accuracy()}});
 
-  const int64_t steps_per_epoch = (train.size() + o.batch_size - 1) / o.batch_size;
+  const int64_t steps_per_epoch = (train_size + o.batch_size - 1) / o.batch_size;
   std::vector<std::shared_ptr<cohort::Callback>> callbacks = {
       cohort::learning_rate_scheduler(cohort::linear_warmup(
           cohort::constant_lr(o.lr), std::llround(o.warmup_epochs * double(steps_per_epoch)), 0.0)),
@@ -51,12 +71,11 @@ int train(const ex::TrainOptions& o) {
     std::printf("fashion_mnist: %s on %s (%d replica%s), global batch %d, %s lr %g, %lld train / %lld test examples\n",
                 o.model.c_str(), strategy->spec().c_str(), strategy->replicas_in_sync(),
                 strategy->replicas_in_sync() == 1 ? "" : "s", o.batch_size, o.optimizer.c_str(), o.lr,
-                (long long)train.size(), (long long)test.size());
-  const cohort::History history = model.fit(train, {.epochs = o.epochs,
-                                                    .batch_size = o.batch_size,
-                                                    .validation_data = &test,
-                                                    .seed = o.seed,
-                                                    .callbacks = callbacks});
+                (long long)train_size, (long long)test->size());
+  const cohort::FitOptions fit_options{
+      .epochs = o.epochs, .batch_size = o.batch_size, .validation_data = test.get(), .seed = o.seed, .callbacks = callbacks};
+  const cohort::History history =
+      train_tensors ? model.fit(*train_tensors, fit_options) : model.fit(*train_records, fit_options);
   if (history.preempted()) {
     if (model.is_chief())
       std::printf("fashion_mnist: preempted at epoch %lld, batch %lld; %s\n", (long long)model.position().epoch + 1,
@@ -66,6 +85,14 @@ int train(const ex::TrainOptions& o) {
     return cohort::kPreemptedExitCode;
   }
   const double accuracy = 100 * history.last().at("val_accuracy");
+  if (!o.predictions.empty()) {
+    const at::Tensor classes = model.predict(*test).argmax(1);
+    if (model.is_chief()) {
+      std::ofstream out(o.predictions);
+      for (int64_t i = 0; i < classes.size(0); ++i) out << classes[i].item<int64_t>() << '\n';
+      COHORT_CHECK_AS(ConfigError, out.good()) << "cannot write " << o.predictions;
+    }
+  }
   if (model.is_chief()) {
     std::printf("fashion_mnist: final test accuracy %.2f%% after %d epochs\n", accuracy, o.epochs);
     for (const char* metric : {"loss", "accuracy"})
@@ -73,7 +100,8 @@ int train(const ex::TrainOptions& o) {
         cohort::write_history_png(history, o.plot + "-" + metric + ".png", cohort::history_keys(history, metric),
                                   std::string("fashion_mnist ") + metric);
     for (const auto& [flag, path] : {std::pair{"metrics (JSON lines)", o.metrics}, {"checkpoint", o.checkpoint},
-                                     {"history (CSV)", o.csv}, {"history (charts)", o.plot.empty() ? "" : o.plot + "-*.png"}})
+                                     {"history (CSV)", o.csv}, {"history (charts)", o.plot.empty() ? "" : o.plot + "-*.png"},
+                                     {"transform", o.transform}, {"predictions", o.predictions}})
       if (!path.empty()) std::printf("fashion_mnist: %s: %s\n", flag, path.c_str());
     std::fflush(stdout);
   }

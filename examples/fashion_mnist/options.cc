@@ -26,6 +26,16 @@ is distributed, with no change to the program:
   --momentum X          SGD momentum (0.9)
   --model mlp|cnn       network (cnn)
   --data-dir DIR        where the IDX files are (/usr/share/datasets/fashion-mnist)
+  --data-format idx|tfrecord  read the IDX files (idx), or TFRecord shards through
+                        cohort's input pipeline, normalised by a distributed
+                        analyzer pass (tfrecord; needs --data)
+  --data DIR            the shards: DIR/train*.tfrecord and DIR/test*.tfrecord, as
+                        `cohort-data convert idx --prefix train|test` writes them
+  --augment             tfrecord: random crop (4 px padding) and flip per sample
+  --workers N           tfrecord: pipeline threads per process (0: autotuned)
+  --transform FILE      tfrecord: save the transform artifact (decode, the analyzer's
+                        mean and deviation, reshape) for fashion_mnist_serve
+  --predictions FILE    write the test set's predicted classes, one per line
   --checkpoint FILE     save the model after every epoch (the chief, atomically)
   --checkpoint-every N  also every N steps
   --backup DIR          back up the whole run to DIR at every epoch end and on
@@ -65,6 +75,11 @@ TrainOptions parse_options(const std::vector<std::string>& args) {
       {"--momentum", [&](auto& f, auto& v) { o.momentum = parse_number<double>(f, v); }},
       {"--model", [&](auto& f, auto& v) { o.model = one_of(f, v, {"mlp", "cnn"}); }},
       {"--data-dir", [&](auto&, auto& v) { o.data_dir = v; }},
+      {"--data-format", [&](auto& f, auto& v) { o.data_format = one_of(f, v, {"idx", "tfrecord"}); }},
+      {"--data", [&](auto&, auto& v) { o.data = v; }},
+      {"--workers", [&](auto& f, auto& v) { o.workers = parse_number<int>(f, v, 0); }},
+      {"--transform", [&](auto&, auto& v) { o.transform = v; }},
+      {"--predictions", [&](auto&, auto& v) { o.predictions = v; }},
       {"--checkpoint", [&](auto&, auto& v) { o.checkpoint = v; }},
       {"--checkpoint-every", [&](auto& f, auto& v) { o.checkpoint_every = parse_number<int64_t>(f, v, 0); }},
       {"--backup", [&](auto&, auto& v) { o.backup = v; }},
@@ -84,8 +99,13 @@ TrainOptions parse_options(const std::vector<std::string>& args) {
   };
   parse_flags(args, with_value,
               {{"--help", [&] { o.help = true; }},
+               {"--augment", [&] { o.augment = true; }},
                {"-h", [&] { o.help = true; }},
                {"--resume", [] { COHORT_THROW(ConfigError) << "--resume is gone: --backup DIR resumes by itself"; }}});
+  COHORT_CHECK_AS(ConfigError, o.data_format == "idx" || !o.data.empty())
+      << "--data-format tfrecord needs --data DIR (the shards of cohort-data convert)";
+  COHORT_CHECK_AS(ConfigError, o.data_format == "tfrecord" || (o.data.empty() && !o.augment && o.transform.empty()))
+      << "--data, --augment and --transform are for --data-format tfrecord";
   COHORT_CHECK_AS(ConfigError, o.lr > 0) << "--lr must be positive, got " << o.lr;
   COHORT_CHECK_AS(ConfigError, o.warmup_epochs >= 0) << "--warmup-epochs must not be negative";
   COHORT_CHECK_AS(ConfigError, o.target_accuracy >= 0 && o.target_accuracy <= 100)

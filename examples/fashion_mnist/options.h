@@ -20,6 +20,12 @@ struct TrainOptions {
   double momentum = 0.9;
   std::string model = "cnn";      // "mlp" or "cnn"
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  std::string data_format = "idx";  // "idx" (data_dir) or "tfrecord" (data: shards of cohort-data convert)
+  std::string data;                 // the TFRecord directory (train*/test* shards)
+  bool augment = false;             // tfrecord: random crop and flip in the pipeline
+  int workers = 0;                  // tfrecord: pipeline threads per process; 0: autotuned
+  std::string transform;            // tfrecord: save the transform artifact here (the chief)
+  std::string predictions;          // the test set's predicted classes, one per line (the chief)
   std::string checkpoint;         // ModelCheckpoint file; empty: none
   int64_t checkpoint_every = 0;   // also every N steps (0: at epoch ends only)
   std::string backup;             // BackupAndRestore directory; empty: none

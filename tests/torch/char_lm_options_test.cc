@@ -9,6 +9,8 @@
 #include <set>
 
 #include "cohort/common/error.h"
+#include "cohort/data/example.h"
+#include "cohort/data/record_writer.h"
 #include "examples/char_lm/batches.h"
 #include "examples/char_lm/corpus.h"
 #include "examples/char_lm/options.h"
@@ -190,6 +192,38 @@ TEST(CharLmCorpus, ReadsFilesWithoutExtensionInNameOrder) {
   EXPECT_EQ(c.files, (std::vector<std::string>{"alpha", "zeta"}));
   EXPECT_EQ(c.fortunes, (std::vector<std::string>{"first\n", "second\n", "last\n"}));
   EXPECT_EQ(c.text, "first\n\nsecond\n\nlast\n");
+}
+
+TEST(CharLmCorpus, TfRecordTextRecordsThroughThePipelineGiveTheSameCorpus) {
+  TempDir d;
+  d.write("zeta", "last\n%\n");
+  d.write("alpha", "first\nline\n%\n\nsecond\n%\n");
+  const lm::Corpus want = lm::load_corpus(d.path());
+  // The lines of alpha then zeta, one tf.train.Example {text} each, over two
+  // shards (as `cohort-data convert text --shards 2 alpha zeta` deals them).
+  std::filesystem::create_directory(d.path() + "/records");
+  const std::vector<std::string> lines = {"first", "line", "%", "", "second", "%", "last", "%"};
+  for (int shard = 0; shard < 2; ++shard) {
+    data::RecordWriter w(d.path() + "/records/corpus-0000" + std::to_string(shard) + "-of-00002.tfrecord");
+    for (size_t i = size_t(shard) * 4; i < size_t(shard) * 4 + 4; ++i) {
+      data::Features f;
+      f.set("text", data::Feature::bytes({lines[i]}));
+      w.write(data::build_example(f));
+    }
+    w.close();
+  }
+  const lm::Corpus got = lm::load_corpus(d.path() + "/records");
+  EXPECT_EQ(got.fortunes, want.fortunes);
+  EXPECT_EQ(got.text, want.text);
+  EXPECT_EQ(got.files.size(), 2u);
+  // Records without fortunes are a clear error.
+  data::RecordWriter w(d.path() + "/empty.tfrecord");
+  data::Features f;
+  f.set("text", data::Feature::bytes({"%"}));
+  w.write(data::build_example(f));
+  w.close();
+  const std::string empty = config_error_of([&] { lm::load_corpus(d.path() + "/empty.tfrecord"); });
+  EXPECT_NE(empty.find("no fortunes in the 1 records of"), std::string::npos) << empty;
 }
 
 TEST(CharLmCorpus, MissingOrEmptyCorpusIsAClearError) {

@@ -6,12 +6,13 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <regex>
 
 #include "tests/engine/json_check.h"
 #include "tests/launcher/cohortrun_process.h"
-#include "tests/torch/idx_test_files.h"
+#include "tests/data/idx_test_files.h"
 
 namespace cohort::testing {
 namespace {
@@ -22,6 +23,8 @@ using launcher::testing::split_lines;
 
 const std::string kCohortrun = std::string(COHORT_BINARY_DIR) + "/cohort/launcher/cohortrun";
 const std::string kProgram = std::string(COHORT_BINARY_DIR) + "/examples/fashion_mnist";
+const std::string kServe = std::string(COHORT_BINARY_DIR) + "/examples/fashion_mnist_serve";
+const std::string kCohortData = std::string(COHORT_BINARY_DIR) + "/tools/cohort-data";
 
 // Class c lights up a 6x6 square at a position of its own, over noise: an
 // easy problem a working training loop solves within two epochs.
@@ -128,6 +131,57 @@ TEST_F(FashionMnistE2E, TrainsUnderEverySingleProcessStrategy) {
   const RunResult r = run({"--strategy", "one_device"}, /*ranks=*/2);
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   EXPECT_NE(r.err.find("trains in one process, but this is rank"), std::string::npos) << r.err;
+}
+
+// TFRecord shards (cohort-data convert) through the input pipeline on two
+// ranks, normalised by the analyzers' statistics; the serving program loads
+// the checkpoint and the transform artifact and predicts on the raw test
+// records what the training job predicted. The augmentation map runs too
+// (not in the accuracy run: a flip moves this data set's squares to another
+// class's place).
+TEST_F(FashionMnistE2E, TrainsFromTfRecordShardsAndServingPredictsAsTraining) {
+  const std::string records = dir_ + "/records";
+  for (const auto& [idx, prefix, shards] : {std::tuple{"train", "train", "4"}, {"t10k", "test", "2"}}) {
+    CohortrunProcess convert(kCohortData,
+                             {"convert", "idx", "--images", data_ + "/" + idx + "-images-idx3-ubyte.gz", "--labels",
+                              data_ + "/" + idx + "-labels-idx1-ubyte.gz", "--out", records, "--prefix", prefix,
+                              "--shards", shards},
+                             dir_);
+    const RunResult c = convert.wait(std::chrono::seconds(60));
+    ASSERT_TRUE(c.finished && c.exit_code == 0) << c.out << c.err;
+  }
+  const std::string ck = dir_ + "/ck.bin", transform = dir_ + "/fmnist.transform";
+  const std::string trained = dir_ + "/trained.txt", served = dir_ + "/served.txt";
+  RunResult r = run({"--strategy", "multi_worker", "--epochs", "2", "--data-format", "tfrecord", "--data", records,
+                     "--workers", "2", "--checkpoint", ck, "--transform", transform, "--predictions", trained});
+  ASSERT_TRUE(r.finished && r.exit_code == 0) << "exit " << r.exit_code << "\n" << r.out << r.err;
+  EXPECT_NE(r.out.find("640 train / 200 test examples"), std::string::npos) << r.out;
+  EXPECT_GE(final_accuracy(r.out), 80.0) << r.out;
+
+  CohortrunProcess serve(kServe, {"--checkpoint", ck, "--transform", transform, "--data", records, "--model", "mlp",
+                                  "--quiet", "--predictions", served},
+                         dir_);
+  const RunResult s = serve.wait(std::chrono::seconds(60));
+  ASSERT_TRUE(s.finished && s.exit_code == 0) << s.out << s.err;
+  EXPECT_NE(s.out.find("200 records"), std::string::npos) << s.out;
+  const std::vector<std::string> want = split_lines(launcher::testing::read_text(trained));
+  ASSERT_EQ(want.size(), 200u);
+  EXPECT_EQ(split_lines(launcher::testing::read_text(served)), want);
+
+  const RunResult a = run({"--strategy", "mirrored:replicas=2", "--epochs", "1", "--data-format", "tfrecord", "--data",
+                           records, "--augment", "--limit-train", "128"},
+                          /*ranks=*/0);
+  ASSERT_TRUE(a.finished && a.exit_code == 0) << "exit " << a.exit_code << "\n" << a.out << a.err;
+  EXPECT_NE(a.out.find("128 train / 200 test examples"), std::string::npos) << a.out;
+
+  // A transform that is not one is a clear error.
+  std::ofstream(dir_ + "/bad.transform") << "not a transform";
+  CohortrunProcess bad(kServe, {"--checkpoint", ck, "--transform", dir_ + "/bad.transform", "--data", records,
+                                "--model", "mlp"},
+                       dir_);
+  const RunResult b = bad.wait(std::chrono::seconds(60));
+  EXPECT_EQ(b.exit_code, 2) << b.out << b.err;
+  EXPECT_NE(b.err.find("is not a cohort transform"), std::string::npos) << b.err;
 }
 
 TEST_F(FashionMnistE2E, MalformedDataFailsWithAClearMessage) {

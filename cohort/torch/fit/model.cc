@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <mutex>
+#include <utility>
 
 #include "cohort/common/check.h"
 #include "cohort/torch/core/collectives.h"
@@ -15,7 +16,7 @@ namespace cohort {
 namespace {
 
 // Slots of a step's vote: cast before a step, read before the next one.
-enum Vote : int64_t { kStop, kPreempt, kVoteSize };
+enum Vote : int64_t { kRows, kStop, kPreempt, kVoteSize };
 // Slots of the epoch-end agreement.
 enum EpochVote : int64_t { kEpochStop, kChiefLr, kEpochVoteSize };
 // The first slots of a metric-state vector: the loss sum and the rows.
@@ -42,6 +43,48 @@ at::Tensor epoch_order(int64_t n, bool shuffle, uint64_t seed, int64_t epoch) {
   const std::vector<size_t> p = permutation(size_t(n), seed, epoch);
   return torch::tensor(std::vector<int64_t>(p.begin(), p.end()), torch::kInt64);
 }
+
+// A Dataset as fit() reads it: the rows of each global batch in the order of
+// (seed, epoch), this process's block of them read by index. Its position
+// is fit()'s (epoch, batch), so it has no state of its own.
+class DatasetStream final : public BatchStream {
+ public:
+  DatasetStream(const Dataset& data, bool shuffle, uint64_t seed) : data_(data), shuffle_(shuffle), seed_(seed) {}
+
+  int64_t size() const override { return data_.size(); }
+  int64_t start_epoch(const Strategy& strategy, int64_t global_batch_size, int64_t epoch, int64_t batches_done,
+                      const std::string&) override {
+    strategy_ = &strategy;
+    batch_size_ = global_batch_size;
+    order_ = epoch_order(data_.size(), shuffle_, seed_, epoch);
+    batch_ = batches_done;
+    const int64_t steps = (data_.size() + batch_size_ - 1) / batch_size_;
+    return std::max<int64_t>(0, steps - batches_done);
+  }
+  int64_t next_rows() const override { return block().rows; }
+  std::optional<int64_t> next_global_rows() const override { return global_rows(); }
+  Batch next() override {
+    const RowBlock mine = block();
+    const int64_t begin = batch_ * batch_size_;
+    ++batch_;
+    return mine.rows > 0 ? data_.get(order_.narrow(0, begin + mine.offset, mine.rows)) : Batch{};
+  }
+  std::string state() const override { return {}; }
+
+ private:
+  int64_t global_rows() const {
+    return std::max<int64_t>(0, std::min(batch_size_, data_.size() - batch_ * batch_size_));
+  }
+  RowBlock block() const { return process_block(global_rows(), *strategy_); }
+
+  const Dataset& data_;
+  bool shuffle_;
+  uint64_t seed_;
+  const Strategy* strategy_ = nullptr;
+  int64_t batch_size_ = 1;
+  int64_t batch_ = 0;
+  at::Tensor order_;
+};
 
 void write_state(torch::serialize::OutputArchive& archive, const std::string& key, const CallbackState& state) {
   torch::serialize::OutputArchive sub;
@@ -114,6 +157,11 @@ Logs Model::epoch_logs(const at::Tensor& merged, const std::string& prefix) cons
 }
 
 History Model::fit(const Dataset& train, FitOptions options) {
+  DatasetStream stream(train, options.shuffle, options.seed);
+  return fit(static_cast<BatchStream&>(stream), std::move(options));
+}
+
+History Model::fit(BatchStream& train, FitOptions options) {
   COHORT_CHECK_AS(ConfigError, options.epochs >= 0) << "fit: epochs must be >= 0, got " << options.epochs;
   COHORT_CHECK_AS(ConfigError, options.batch_size >= 1) << "fit: batch_size must be >= 1, got " << options.batch_size;
   COHORT_CHECK_AS(ConfigError, options.steps_per_epoch >= 0)
@@ -132,35 +180,56 @@ History Model::fit(const Dataset& train, FitOptions options) {
   history_ = History();
   stop_requested_ = false;
   resumed_ = false;
+  resumed_stream_state_.clear();
   PreemptionWatch watch(o.catch_preemption);
+  stream_ = &train;
+  struct StreamReset {
+    BatchStream*& stream;
+    ~StreamReset() { stream = nullptr; }
+  } stream_reset{stream_};
 
   for (const auto& c : o.callbacks) c->restore(*this);
+  // The epoch's steps as the stream counts them (a resumed stream may have
+  // another number left), before any callback reads the position.
+  auto start_epoch = [&] {
+    const int64_t left = train.start_epoch(strategy_, o.batch_size, position_.epoch, position_.batch,
+                                           std::exchange(resumed_stream_state_, {}));
+    const int64_t steps = position_.batch + left;
+    position_.steps_per_epoch = o.steps_per_epoch > 0 ? std::min(o.steps_per_epoch, steps) : steps;
+  };
+  if (position_.epoch < o.epochs) start_epoch();
   for (const auto& c : o.callbacks) c->on_train_begin(*this, {});
-  bool preempted = false, stopped = false;
+  bool preempted = false, stopped = false, started = true;
   Logs last;
   while (position_.epoch < o.epochs && !stopped && !preempted) {
     const int64_t epoch = position_.epoch;
+    if (!started) start_epoch();
+    started = false;
     epoch_metrics_ = resumed_ ? resumed_epoch_metrics_ : new_metric_state();
     resumed_ = false;
     module().train();
     for (const auto& c : o.callbacks) c->on_epoch_begin(*this, epoch, {});
-    const at::Tensor order = epoch_order(n, o.shuffle, o.seed, epoch);
 
-    // Stop and preemption requests are agreed by a vote that each step
-    // carries for the next: cast before step k, overlapping its compute and
-    // gradient exchange, read before step k + 1. Every process reads the same
-    // sums at the same step, so all stop there; a request takes effect one
-    // step later than a blocking vote would, and costs no wait of its own
-    // (a blocking vote per step cost a third of a small model's step on 2
-    // ranks, bench/fit_overhead.sh). The rows of every step are known
-    // here: the data set's size is, and the split is a function of it.
-    auto cast_vote = [&] {
+    // Stop and preemption requests, and the step's rows when the input
+    // cannot tell them alone, are agreed by a vote of [rows, stop, preempt].
+    // When the input knows every step's global rows (a Dataset: its size
+    // and the split say them), the vote is asynchronous: cast as step k
+    // starts, overlapping its compute and gradient exchange, and read before
+    // step k + 1, so a request takes effect one step later than a blocking
+    // vote would and costs no wait of its own (a blocking vote per step cost
+    // a third of a small model's step on 2 ranks, bench/fit_overhead.sh).
+    // Otherwise (an input pipeline whose shards end unevenly) each step
+    // votes on its rows before it runs.
+    const bool rows_known = train.next_global_rows().has_value();
+    auto cast_vote = [&](int64_t my_rows) {
       const bool preempt = o.catch_preemption && PreemptionWatch::requested();
-      return strategy_.all_sum_async(doubles({stop_requested_ ? 1.0 : 0.0, preempt ? 1.0 : 0.0}));
+      return strategy_.all_sum_async(
+          doubles({double(my_rows), stop_requested_ ? 1.0 : 0.0, preempt ? 1.0 : 0.0}));
     };
-    TensorHandle vote = cast_vote();
+    TensorHandle vote = rows_known ? cast_vote(0) : TensorHandle();
     while (position_.batch < position_.steps_per_epoch) {
-      const at::Tensor votes = vote.wait();
+      const int64_t my_rows = train.next_rows();
+      const at::Tensor votes = rows_known ? vote.wait() : cast_vote(my_rows).wait();
       const double* v = votes.data_ptr<double>();
       if (v[kPreempt] > 0) {
         preempted = true;
@@ -170,13 +239,15 @@ History Model::fit(const Dataset& train, FitOptions options) {
         stopped = true;
         break;
       }
-      const int64_t begin = position_.batch * o.batch_size;
-      const int64_t rows = std::min(o.batch_size, n - begin);
-      const RowBlock mine = process_block(rows, strategy_);
-      Batch batch = mine.rows > 0 ? train.get(order.narrow(0, begin + mine.offset, mine.rows)) : Batch{};
+      const int64_t global_rows = rows_known ? *train.next_global_rows() : static_cast<int64_t>(v[kRows]);
+      if (global_rows == 0) break;
+
+      Batch batch = train.next();
+      COHORT_CHECK_AS(MismatchError, batch.rows() == my_rows)
+          << "fit: the training input said its next batch has " << my_rows << " rows here, then gave " << batch.rows();
       for (const auto& c : o.callbacks) c->on_train_batch_begin(*this, position_.batch, {});
-      vote = cast_vote();
-      const StepResult result = strategy_.train_step(batch, rows);
+      if (rows_known) vote = cast_vote(0);
+      const StepResult result = strategy_.train_step(batch, global_rows);
       update_metrics(epoch_metrics_, result, batch);
       ++position_.batch;
       ++position_.step;
@@ -297,6 +368,10 @@ void Model::save_fit_state(torch::serialize::OutputArchive& archive) {
     if (!state.empty()) write_state(callbacks, c->name(), state);
   }
   archive.write("callbacks", callbacks);
+  // The stream's own position (an input pipeline's cursor), as bytes.
+  const std::string stream = stream_ ? stream_->state() : std::string();
+  if (!stream.empty())
+    archive.write("stream", torch::tensor(std::vector<uint8_t>(stream.begin(), stream.end()), torch::kUInt8));
   // Each process's generator: ranks draw different amounts (dropout over
   // rows of uneven shares), so their states differ.
   at::Generator generator = at::detail::getDefaultCPUGenerator();
@@ -334,6 +409,12 @@ void Model::load_fit_state(torch::serialize::InputArchive& archive) {
   resumed_ = true;
   history_.load(read_state(archive, "history"));
   for (const auto& c : fit_options_.callbacks) c->load_state(read_state(callbacks, c->name()));
+  at::Tensor stream;
+  resumed_stream_state_.clear();
+  if (archive.try_read("stream", stream)) {
+    stream = stream.to(torch::kUInt8).contiguous();
+    resumed_stream_state_.assign(reinterpret_cast<const char*>(stream.data_ptr<uint8_t>()), size_t(stream.numel()));
+  }
   // This process's generator, when the saved run had as many processes;
   // otherwise (a resume at another world size) the chief's, the only
   // state every process can take.

@@ -24,6 +24,9 @@
 //   beside the step's compute and is read before step k + 1, so a request
 //   made during step k - 1 (stop_training() in a batch callback) ends
 //   training after step k on every rank alike, and no step waits for it.
+//   (An input that cannot tell a step's global rows alone, a BatchStream
+//   whose next_global_rows() is nullopt, votes on its rows, stops and
+//   preemption before each step instead, blocking.)
 //   At epoch end one more collective merges the metric states and agrees on
 //   stopping and on the chief's learning rate.
 // - Preemption: while fit() runs, SIGTERM and SIGINT are caught; the ranks
@@ -41,6 +44,7 @@
 #include <string>
 #include <vector>
 
+#include "cohort/torch/core/batch_stream.h"
 #include "cohort/torch/core/strategy.h"
 #include "cohort/torch/fit/callback.h"
 #include "cohort/torch/fit/dataset.h"
@@ -102,6 +106,12 @@ class Model {
   // Trains; collective. Returns the per-epoch logs. A run that a
   // BackupAndRestore callback resumes continues its history.
   History fit(const Dataset& train, FitOptions options = {});
+  // Trains on a stream that orders, shards and resumes itself (an input
+  // pipeline: cohort/torch/data/pipeline_input.h); `options.shuffle` and
+  // `seed` do not apply, the stream's own order does. Its state() goes into
+  // save_fit_state(), so BackupAndRestore resumes it exactly once, with the
+  // same or another number of processes. The stream must outlive the call.
+  History fit(BatchStream& train, FitOptions options = {});
   // The loss and metrics over `data`, merged over the processes (each
   // evaluates a contiguous share); collective.
   Logs evaluate(const Dataset& data, EvaluateOptions options = {});
@@ -153,6 +163,8 @@ class Model {
   // Restored by load_fit_state() for fit() to continue from.
   bool resumed_ = false;
   at::Tensor resumed_epoch_metrics_;
+  std::string resumed_stream_state_;
+  BatchStream* stream_ = nullptr;  // the training input while fit() runs
 };
 
 }  // namespace cohort

@@ -1,4 +1,4 @@
-// The example's IDX reader: valid files (gzip and plain) round-trip, and
+// The IDX reader (cohort/data): valid files (gzip and plain) round-trip, and
 // every kind of malformed file is rejected with an error that says what is
 // wrong.
 #include <gtest/gtest.h>
@@ -8,13 +8,13 @@
 #include <filesystem>
 
 #include "cohort/common/error.h"
-#include "examples/fashion_mnist/idx_reader.h"
-#include "tests/torch/idx_test_files.h"
+#include "cohort/data/idx_reader.h"
+#include "tests/data/idx_test_files.h"
 
 namespace cohort::testing {
 namespace {
 
-using cohort::examples::read_idx;
+using cohort::data::read_idx;
 
 class IdxReader : public ::testing::Test {
  protected:

@@ -1,21 +1,24 @@
-// IDX files (the MNIST family's format), optionally gzip-compressed, read
-// with zlib.
+// IDX files (the MNIST family's format: Fashion-MNIST ships in it),
+// optionally gzip-compressed.
 //
 // Layout: two zero bytes, a type byte (0x08: unsigned bytes, the only type
-// the Fashion-MNIST files use), a dimension count, that many big-endian u32
+// the MNIST-family files use), a dimension count, that many big-endian u32
 // dimensions, then the elements. Every way a file can be wrong is a
 // ConfigError naming the file and the problem: missing, not gzip and not IDX
 // (bad magic), another element type, an unexpected number of dimensions, a
 // zero or implausibly large dimension, truncated data, trailing bytes, or a
-// corrupt gzip stream (zlib's CRC check).
+// damaged gzip stream (zlib's CRC and length checks). Decompression stops at
+// the size the header announces, so a hostile stream cannot make the reader
+// allocate more than that.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
-namespace cohort::examples {
+namespace cohort::data {
 
 struct IdxArray {
   std::vector<uint32_t> dims;
@@ -27,4 +30,7 @@ inline constexpr uint64_t kMaxIdxElements = uint64_t(1) << 30;
 
 IdxArray read_idx(const std::string& path, size_t expected_dims);
 
-}  // namespace cohort::examples
+// The same from bytes in memory (gzip or plain); `name` is what errors call it.
+IdxArray parse_idx(std::span<const uint8_t> bytes, size_t expected_dims, const std::string& name);
+
+}  // namespace cohort::data
