@@ -6,39 +6,18 @@
 #include <cstring>
 
 #include "cohort/common/check.h"
+#include "cohort/common/json.h"
 
 namespace cohort {
 
-std::string json_escape(std::string_view text) {
-  std::string out;
-  for (const char c : text) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", unsigned(c));
-          out += buf;
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out;
-}
-
 void JsonObject::key(std::string_view k) {
   if (!body_.empty()) body_ += ',';
-  body_ += '"' + json_escape(k) + "\":";
+  body_ += '"' + json::escape(k) + "\":";
 }
 
 JsonObject& JsonObject::add(std::string_view k, std::string_view value) {
   key(k);
-  body_ += '"' + json_escape(value) + '"';
+  body_ += '"' + json::escape(value) + '"';
   return *this;
 }
 

@@ -29,8 +29,6 @@ class JsonObject {
   std::string body_;
 };
 
-std::string json_escape(std::string_view text);
-
 class JsonLinesWriter {
  public:
   JsonLinesWriter() = default;  // writes nothing
