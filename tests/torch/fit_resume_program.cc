@@ -85,6 +85,7 @@ int main(int argc, char** argv) {
     std::ofstream f(out, std::ios::binary);
     for (const auto& p : model.module().parameters())
       f.write(static_cast<const char*>(p.data_ptr()), std::streamsize(p.nbytes()));
+    h.write_csv(out + ".csv");  // every epoch's merged loss and accuracy
     std::printf("done: %zu epochs, loss %.17g\n", h.epochs().size(), h.last().at("loss"));
   }
   return 0;

@@ -357,7 +357,11 @@ void Model::save_fit_state(torch::serialize::OutputArchive& archive) {
   strategy_.save(strategy);
   archive.write("strategy", strategy);
   archive.write("position", torch::tensor({position_.epoch, position_.batch, position_.step}, torch::kInt64));
-  archive.write("epoch_metrics", epoch_metrics_.defined() ? epoch_metrics_ : new_metric_state());
+  // The epoch's metric states so far, merged over the processes (each holds
+  // only its rows'); on resume the chief takes them and the others start
+  // from zero, so the epoch's merged metrics come out as if never stopped,
+  // at any number of processes.
+  archive.write("epoch_metrics", strategy_.all_sum(epoch_metrics_.defined() ? epoch_metrics_ : new_metric_state()));
   CallbackState history;
   history_.save(history);
   write_state(archive, "history", history);
@@ -405,7 +409,7 @@ void Model::load_fit_state(torch::serialize::InputArchive& archive) {
   position_.epoch = p[0];
   position_.batch = p[1];
   position_.step = p[2];
-  resumed_epoch_metrics_ = metrics.clone();
+  resumed_epoch_metrics_ = strategy_.is_chief() ? metrics.clone() : torch::zeros_like(metrics);
   resumed_ = true;
   history_.load(read_state(archive, "history"));
   for (const auto& c : fit_options_.callbacks) c->load_state(read_state(callbacks, c->name()));
