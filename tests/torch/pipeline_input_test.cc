@@ -54,10 +54,11 @@ void jitter(data::Sample& s, data::SampleRng& rng) {
 }
 
 nn::Sequential make_net() {
-  torch::manual_seed(7);
-  nn::Sequential net(nn::Linear(kIn, 8), nn::Tanh(), nn::Linear(8, kClasses));
-  net->to(torch::kFloat64);
-  return net;
+  return seeded(7, [] {  // ranks are threads: seeding and drawing at once (torch_ranks.h)
+    nn::Sequential net(nn::Linear(kIn, 8), nn::Tanh(), nn::Linear(8, kClasses));
+    net->to(torch::kFloat64);
+    return net;
+  });
 }
 
 // A model whose input is x with x[0] (the sample's number) zeroed, so

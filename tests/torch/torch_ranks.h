@@ -80,6 +80,18 @@ class PerRank {
   std::vector<std::vector<T>> values_;
 };
 
+// Builds something from LibTorch's process-wide generator seeded with
+// `seed`, atomically: ranks run as threads, and one rank's draws between
+// another's seeding and its layers' initialisation would change that
+// rank's initial weights.
+template <typename Make>
+auto seeded(uint64_t seed, Make make) {
+  static std::mutex global_generator;
+  std::lock_guard lock(global_generator);
+  torch::manual_seed(seed);
+  return make();
+}
+
 // All parameters of a module flattened into one float64 vector (a copy).
 inline at::Tensor flat_parameters(torch::nn::Module& m) {
   std::vector<at::Tensor> parts;
