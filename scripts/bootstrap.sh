@@ -34,6 +34,7 @@ core_packages=(
   libopenmpi-dev
   openmpi-bin
   libgloo-dev
+  libfftw3-dev
   iproute2
   python3
   libopenblas0-pthread
