@@ -25,12 +25,12 @@
 
 #include "cohort/common/check.h"
 #include "cohort/privacy/accountant.h"
-#include "examples/common/flag_parsing.h"
+#include "cohort/common/flags.h"
 
 namespace {
 
 using cohort::ConfigError;
-using cohort::examples::parse_number;
+using cohort::flags::parse_number;
 using cohort::privacy::AccountantKind;
 
 constexpr const char* kUsage =
@@ -52,7 +52,7 @@ T required(const std::optional<T>& value, const char* flag) {
 
 Arguments parse(const std::string& command, const std::vector<std::string>& args) {
   Arguments a;
-  std::map<std::string, cohort::examples::FlagSetter> flags{
+  std::map<std::string, cohort::flags::FlagSetter> flags{
       {"--sample-rate", [&](auto& f, auto& v) { a.sample_rate = parse_number<double>(f, v); }},
       {"--steps", [&](auto& f, auto& v) { a.steps = parse_number<int64_t>(f, v, int64_t{1}); }},
       {"--delta", [&](auto& f, auto& v) { a.delta = parse_number<double>(f, v); }},
@@ -62,7 +62,7 @@ Arguments parse(const std::string& command, const std::vector<std::string>& args
     flags["--noise-multiplier"] = [&](auto& f, auto& v) { a.noise_multiplier = parse_number<double>(f, v); };
   else
     flags["--target-epsilon"] = [&](auto& f, auto& v) { a.target_epsilon = parse_number<double>(f, v); };
-  cohort::examples::parse_flags(args, flags, {});
+  cohort::flags::parse_flags(args, flags, {});
 
   const double q = required(a.sample_rate, "--sample-rate"), delta = required(a.delta, "--delta");
   required(a.steps, "--steps");
@@ -105,10 +105,10 @@ int main(int argc, char** argv) {
     std::printf("%.15g\n", result);
     return 0;
   } catch (const ConfigError& e) {
-    std::fprintf(stderr, "cohort-privacy: %s\n", cohort::examples::one_line_message(e).c_str());
+    std::fprintf(stderr, "cohort-privacy: %s\n", cohort::flags::one_line_message(e).c_str());
     return 2;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "cohort-privacy: %s\n", cohort::examples::one_line_message(e).c_str());
+    std::fprintf(stderr, "cohort-privacy: %s\n", cohort::flags::one_line_message(e).c_str());
     return 1;
   }
 }
