@@ -1,26 +1,13 @@
 #include "cohort/privacy/poisson_sampling.h"
 
 #include "cohort/common/check.h"
+#include "cohort/privacy/counter_hash.h"
 
 namespace cohort::privacy {
-namespace {
-
-// SplitMix64's finaliser: a bijection of 64-bit words whose outputs for
-// consecutive inputs pass BigCrush; chained over the three counters.
-uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-}  // namespace
 
 bool poisson_sampled(const PoissonSampling& s, int64_t step, int64_t index) {
-  const uint64_t h = mix(mix(mix(s.seed) ^ static_cast<uint64_t>(step)) ^ static_cast<uint64_t>(index));
-  // The top 53 bits as a uniform double in [0, 1).
-  const double u = static_cast<double>(h >> 11) * 0x1.0p-53;
-  return u < s.sample_rate;
+  return unit_interval(counter_hash(s.seed, static_cast<uint64_t>(step), static_cast<uint64_t>(index))) <
+         s.sample_rate;
 }
 
 std::vector<int64_t> poisson_batch(const PoissonSampling& s, int64_t step, int rank, int world_size) {

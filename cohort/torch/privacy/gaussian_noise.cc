@@ -8,16 +8,10 @@
 #include <cmath>
 
 #include "cohort/common/check.h"
+#include "cohort/privacy/counter_hash.h"
 
 namespace cohort::privacy {
 namespace {
-
-uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
 
 // A uniform double in (0, 1) from 53 random bits (never 0: Box-Muller takes
 // its log).
@@ -64,7 +58,7 @@ void add_noise_share(const std::vector<torch::Tensor>& gradients, const NoiseOpt
   const double std = noise_share_std(o);
   if (std == 0) return;
   at::Generator generator = at::detail::createCPUGenerator(
-      mix(mix(mix(o.seed) ^ static_cast<uint64_t>(step)) ^ static_cast<uint64_t>(o.rank)));
+      counter_hash(o.seed, static_cast<uint64_t>(step), static_cast<uint64_t>(o.rank)));
   torch::NoGradGuard no_grad;
   for (const torch::Tensor& g : gradients) {
     COHORT_CHECK(g.defined()) << "noise needs a defined gradient (zeros where a rank had no rows)";
