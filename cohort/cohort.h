@@ -78,4 +78,6 @@
 #include "cohort/torch/fit/progress_bar.h"
 #include "cohort/torch/fit/reduce_lr_on_plateau.h"
 #include "cohort/torch/fit/terminate_on_nan.h"
+// torch/privacy: DP-SGD and DP-Adam over any one-replica-per-process strategy.
+#include "cohort/torch/privacy/private_strategy.h"
 #endif

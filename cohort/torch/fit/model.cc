@@ -127,8 +127,12 @@ History Model::fit(const Dataset& train, FitOptions options) {
 
   fit_options_ = std::move(options);
   const FitOptions& o = fit_options_;
+  // A strategy's own sampler (DP-SGD's Poisson sampling) replaces the cut
+  // of shuffled global batches; batch_size is then unused.
+  const BatchSampler* sampler = strategy_.batch_sampler();
+  const int64_t data_steps = sampler ? sampler->steps_per_epoch(n) : full_steps;
   position_ = {.epochs = o.epochs,
-               .steps_per_epoch = o.steps_per_epoch > 0 ? std::min(o.steps_per_epoch, full_steps) : full_steps};
+               .steps_per_epoch = o.steps_per_epoch > 0 ? std::min(o.steps_per_epoch, data_steps) : data_steps};
   history_ = History();
   stop_requested_ = false;
   resumed_ = false;
@@ -147,11 +151,17 @@ History Model::fit(const Dataset& train, FitOptions options) {
     const at::Tensor order = epoch_order(n, o.shuffle, o.seed, epoch);
 
     while (position_.batch < position_.steps_per_epoch) {
-      const int64_t begin = position_.batch * o.batch_size;
-      const int64_t rows = std::min(o.batch_size, n - begin);
-      const RowBlock mine = process_block(rows, strategy_);
+      at::Tensor rows_of_step;  // this process's row indices
+      if (sampler) {
+        rows_of_step = sampler->process_rows(n, position_.step);
+      } else {
+        const int64_t begin = position_.batch * o.batch_size;
+        const RowBlock block = process_block(std::min(o.batch_size, n - begin), strategy_);
+        rows_of_step = order.narrow(0, begin + block.offset, block.rows);
+      }
+      const int64_t mine = rows_of_step.numel();
       const bool preempt_vote = o.catch_preemption && PreemptionWatch::requested();
-      const at::Tensor votes = strategy_.all_sum(doubles({double(mine.rows), stop_requested_ ? 1.0 : 0.0,
+      const at::Tensor votes = strategy_.all_sum(doubles({double(mine), stop_requested_ ? 1.0 : 0.0,
                                                           preempt_vote ? 1.0 : 0.0}));
       const double* v = votes.data_ptr<double>();
       if (v[kPreempt] > 0) {
@@ -163,9 +173,11 @@ History Model::fit(const Dataset& train, FitOptions options) {
         break;
       }
       const auto global_rows = static_cast<int64_t>(v[kRows]);
-      if (global_rows == 0) break;
+      // A sampled step may hold no row anywhere and is still a step (DP-SGD
+      // releases its noise); fixed batches end the epoch there.
+      if (global_rows == 0 && !sampler) break;
 
-      Batch batch = mine.rows > 0 ? train.get(order.narrow(0, begin + mine.offset, mine.rows)) : Batch{};
+      Batch batch = mine > 0 ? train.get(rows_of_step) : Batch{};
       for (const auto& c : o.callbacks) c->on_train_batch_begin(*this, position_.batch, {});
       const StepResult result = strategy_.train_step(batch, global_rows);
       update_metrics(epoch_metrics_, result, batch);
@@ -182,6 +194,7 @@ History Model::fit(const Dataset& train, FitOptions options) {
     }
 
     Logs logs = epoch_logs(strategy_.all_sum(epoch_metrics_), "");
+    for (const auto& [name, value] : strategy_.logs()) logs[name] = value;
     const bool complete = position_.batch >= position_.steps_per_epoch;
     if (complete && o.validation_data && (epoch + 1) % o.validation_freq == 0) {
       const Logs val = run_evaluation(*o.validation_data,

@@ -19,6 +19,9 @@
 //   once per epoch, by exactly one replica, whatever the number of ranks,
 //   and nothing is padded. The result equals training on one device with
 //   the same global batches (up to floating-point summation order).
+//   A strategy with a BatchSampler (core/strategy.h: a private strategy's
+//   Poisson sampling) chooses each step's rows instead, and sets the
+//   epoch's steps; batch_size is then unused.
 // - Agreement: before each step the processes add up [their rows, stop
 //   votes, preemption votes] in one tiny collective; a step with no rows
 //   anywhere ends the epoch, and a vote ends training at that step on every
