@@ -16,17 +16,20 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <sstream>
 
 #include "cohort/common/error.h"
 #include "cohort/privacy/accountant.h"
 #include "cohort/torch/core/runtime.h"
+#include "cohort/torch/fit/backup_and_restore.h"
 #include "cohort/torch/fit/model.h"
 #include "cohort/torch/privacy/private_strategy.h"
 #include "cohort/torch/strategy/mirrored.h"
 #include "cohort/torch/strategy/multi_worker.h"
 #include "cohort/torch/strategy/one_device.h"
+#include "tests/launcher/cohortrun_process.h"
 #include "tests/torch/torch_ranks.h"
 
 namespace cohort::testing {
@@ -262,50 +265,39 @@ TEST(PrivateStrategy, PoissonBatchesThroughFitGiveTheSameModelAtEveryRankCount) 
   EXPECT_LT(one.epsilons[0], one.epsilons[1]);
 }
 
-// Loads a saved fit state when fit() starts (the way BackupAndRestore does).
-struct RestoreFrom : Callback {
-  explicit RestoreFrom(std::string bytes) : bytes(std::move(bytes)) {}
-  std::string name() const override { return "restore_from"; }
-  void restore(Model& model) override {
-    std::istringstream in(bytes);
-    torch::serialize::InputArchive archive;
-    archive.load_from(in);
-    model.load_fit_state(archive);
-  }
-  std::string bytes;
-};
-
-TEST(PrivateStrategy, BudgetSurvivesSaveAndResumeAtAnotherRankCount) {
+// The budget goes through BackupAndRestore itself: a backup written by one
+// process after one epoch, resumed by two ranks for the second, must give the
+// steps, the per-epoch epsilons and the parameters of a run never stopped.
+TEST(PrivateStrategy, BudgetSurvivesBackupAndRestoreAtAnotherRankCount) {
   const auto init = initial_parameters(*make_sequential());
   const int64_t n = 20;
   const auto [x, y] = make_data(n);
   const TensorDataset data(x, y);
   const PoissonRun uninterrupted = poisson_fit(1, n, 2, init);
 
-  // One epoch on one process, saved...
-  std::string saved;
+  // One epoch on one process, backed up at its end (and kept)...
+  launcher::testing::TempDir dir;
   {
     torch::set_num_threads(1);
     PrivateStrategy dp(std::make_unique<OneDeviceStrategy>(), poisson_options());
     Model model(dp, with_parameters(make_sequential(), init), {.loss = cross_entropy, .optimizer = sgd(0.5)});
-    model.fit(data, {.epochs = 1, .catch_preemption = false});
-    torch::serialize::OutputArchive archive;
-    model.save_fit_state(archive);
-    std::ostringstream out;
-    archive.save_to(out);
-    saved = out.str();
+    model.fit(data, {.epochs = 1,
+                     .catch_preemption = false,
+                     .callbacks = {backup_and_restore(dir.path(), {.keep_after_success = true})}});
   }
-  // ...resumed on two ranks for the second.
+  ASSERT_TRUE(std::filesystem::exists(backup_path(dir.path())));
+  // ...resumed from the backup on two ranks for the second.
   PerRank<PoissonRun> runs(2);
   run_torch_ranks(2, [&](int rank, int) {
     PrivateStrategy dp(std::make_unique<MultiWorkerStrategy>(MultiWorkerOptions{.engine = &current_engine()}),
                        poisson_options());
     Model model(dp, make_sequential(), {.loss = cross_entropy, .optimizer = sgd(0.5)});
     const History history = model.fit(
-        data, {.epochs = 2, .catch_preemption = false, .callbacks = {std::make_shared<RestoreFrom>(saved)}});
+        data, {.epochs = 2, .catch_preemption = false, .callbacks = {backup_and_restore(dir.path())}});
     runs.add(rank, {.parameters = flat_parameters(dp.module()), .epsilons = history.values("epsilon"),
                     .steps = dp.steps()});
   });
+  ASSERT_EQ(uninterrupted.epsilons.size(), 2u);
   for (int r = 0; r < 2; ++r) {
     const PoissonRun& resumed = runs.of(r).at(0);
     EXPECT_EQ(resumed.steps, uninterrupted.steps);
