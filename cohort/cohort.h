@@ -2,7 +2,8 @@
 //
 //   #include <cohort/cohort.h>
 //
-// gives the core API (communicators, the engine, stores, errors, tunables)
+// gives the core API (communicators, the engine, stores, errors, tunables,
+// privacy accountants)
 // to every program, and the LibTorch API (runtime, tensor collectives, data
 // and model parallelism, checkpoints, samplers) to programs that link
 // cohort::torch, which defines COHORT_HAVE_TORCH. The networks of
@@ -26,6 +27,7 @@
 #include "cohort/comm/communicator.h"
 #include "cohort/comm/create.h"
 #include "cohort/engine/engine.h"
+#include "cohort/privacy/accountant.h"
 #include "cohort/rendezvous/discovery.h"
 #include "cohort/rendezvous/file_store.h"
 #include "cohort/rendezvous/memory_store.h"
@@ -78,4 +80,6 @@
 #include "cohort/torch/fit/progress_bar.h"
 #include "cohort/torch/fit/reduce_lr_on_plateau.h"
 #include "cohort/torch/fit/terminate_on_nan.h"
+// torch/privacy: DP-SGD and DP-Adam over any one-replica-per-process strategy.
+#include "cohort/torch/privacy/private_strategy.h"
 #endif

@@ -42,6 +42,7 @@ core_packages=(
   libgloo-dev
   libprotobuf-dev
   protobuf-compiler
+  libfftw3-dev
   iproute2
   libcairo2-dev
   python3

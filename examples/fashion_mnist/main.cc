@@ -12,6 +12,7 @@
 
 #include "cohort/common/flags.h"
 #include "cohort/models/image_classifiers.h"
+#include "cohort/torch/privacy/private_strategy.h"
 #include "examples/fashion_mnist/dataset.h"
 #include "examples/fashion_mnist/options.h"
 #include "examples/fashion_mnist/records.h"
@@ -20,9 +21,29 @@ namespace ex = cohort::examples;
 
 namespace {
 
+// DP-SGD (DP-Adam with --optimizer adam) over the chosen strategy: Poisson
+// sampling with expected batch --batch-size.
+std::unique_ptr<cohort::Strategy> make_private(std::unique_ptr<cohort::Strategy> inner, const ex::TrainOptions& o,
+                                               int64_t train_size) {
+  namespace dp = cohort::privacy;
+  const dp::PrivacyOptions options{
+      .noise_multiplier = o.dp_noise_multiplier,
+      .max_grad_norm = o.dp_max_grad_norm,
+      .clipping = o.dp_clipping == "per_layer" ? dp::Clipping::per_layer : dp::Clipping::flat,
+      .sample_rate = std::min(1.0, double(o.batch_size) / double(train_size)),
+      .delta = o.dp_delta,
+      .accountant = dp::parse_accountant_kind(o.dp_accountant),
+      .seed = o.seed,
+      .secure_noise = o.dp_secure_noise};
+  if (o.dp_epsilon > 0)
+    return dp::make_private_with_epsilon(std::move(inner), options,
+                                         {.target_epsilon = o.dp_epsilon, .delta = o.dp_delta, .epochs = o.epochs});
+  return dp::make_private(std::move(inner), options);
+}
+
 int train(const ex::TrainOptions& o) {
   if (o.threads > 0) cohort::set_intra_op_threads(o.threads);
-  auto strategy = cohort::make_strategy(o.strategy);
+  std::unique_ptr<cohort::Strategy> strategy = cohort::make_strategy(o.strategy);
   torch::manual_seed(o.seed);  // the same initial weights on every rank (and the chief's are broadcast)
 
   // The data: IDX files as tensors, or TFRecord shards through the input
@@ -46,6 +67,7 @@ int train(const ex::TrainOptions& o) {
     test = std::make_unique<cohort::TensorDataset>(x, y);
   }
   const int64_t train_size = train_tensors ? train_tensors->size() : train_records->size();
+  if (o.dp()) strategy = make_private(std::move(strategy), o, train_size);
 
   cohort::OptimizerFactory optimizer =
       o.optimizer == "adam"
@@ -72,6 +94,13 @@ int train(const ex::TrainOptions& o) {
                 o.model.c_str(), strategy->spec().c_str(), strategy->replicas_in_sync(),
                 strategy->replicas_in_sync() == 1 ? "" : "s", o.batch_size, o.optimizer.c_str(), o.lr,
                 (long long)train_size, (long long)test->size());
+  if (const auto* dp = dynamic_cast<const cohort::privacy::PrivateStrategy*>(strategy.get()); dp && model.is_chief())
+    std::printf("fashion_mnist: differentially private: noise multiplier %.4f, max grad norm %g, sample rate %.5f "
+                "(%lld steps an epoch), delta %g, %s accountant, per-sample gradients by %s\n",
+                dp->options().noise_multiplier, dp->options().max_grad_norm, dp->options().sample_rate,
+                (long long)cohort::privacy::poisson_steps_per_epoch(dp->options().sample_rate), dp->options().delta,
+                std::string(cohort::privacy::accountant_name(dp->options().accountant)).c_str(),
+                cohort::privacy::gradient_path_name(dp->gradient_path()).c_str());
   const cohort::FitOptions fit_options{
       .epochs = o.epochs, .batch_size = o.batch_size, .validation_data = test.get(), .seed = o.seed, .callbacks = callbacks};
   const cohort::History history =
@@ -99,6 +128,8 @@ int train(const ex::TrainOptions& o) {
       if (!o.plot.empty())
         cohort::write_history_png(history, o.plot + "-" + metric + ".png", cohort::history_keys(history, metric),
                                   std::string("fashion_mnist ") + metric);
+    if (o.dp())
+      std::printf("fashion_mnist: privacy spent: epsilon %.4f at delta %g\n", history.last().at("epsilon"), o.dp_delta);
     for (const auto& [flag, path] : {std::pair{"metrics (JSON lines)", o.metrics}, {"checkpoint", o.checkpoint},
                                      {"history (CSV)", o.csv}, {"history (charts)", o.plot.empty() ? "" : o.plot + "-*.png"},
                                      {"transform", o.transform}, {"predictions", o.predictions}})

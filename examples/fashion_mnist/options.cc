@@ -51,6 +51,17 @@ is distributed, with no change to the program:
   --log-every N         steps between metric lines (100)
   --progress auto|bar|lines|none  progress display (auto: a bar on a terminal)
   --target-accuracy P   exit with status 3 when the final test accuracy is below P percent
+  --dp-epsilon E        train with differential privacy (DP-SGD, or DP-Adam with
+                        --optimizer adam) spending at most E over all epochs:
+                        the noise multiplier is searched for; Poisson sampling
+                        with expected batch --batch-size; epsilon is printed
+                        after every epoch. Strategies: one_device, multi_worker
+  --dp-noise-multiplier S  or private training with noise multiplier S
+  --dp-delta D          the delta of epsilon (1e-5)
+  --dp-max-grad-norm C  per-sample gradient clipping norm (1)
+  --dp-clipping flat|per_layer  clip the whole gradient or each layer (flat)
+  --dp-accountant rdp|prv  (rdp)
+  --dp-secure-noise     draw the noise from OpenSSL's CSPRNG
   --help                this text
 
 Exit status: 0 done, 2 bad flags, 3 below --target-accuracy, 75 preempted
@@ -94,12 +105,19 @@ TrainOptions parse_options(const std::vector<std::string>& args) {
       {"--log-every", [&](auto& f, auto& v) { o.log_every = parse_number<int64_t>(f, v, 1); }},
       {"--progress", [&](auto& f, auto& v) { o.progress = one_of(f, v, {"auto", "bar", "lines", "none"}); }},
       {"--target-accuracy", [&](auto& f, auto& v) { o.target_accuracy = parse_number<double>(f, v); }},
+      {"--dp-epsilon", [&](auto& f, auto& v) { o.dp_epsilon = parse_number<double>(f, v); }},
+      {"--dp-noise-multiplier", [&](auto& f, auto& v) { o.dp_noise_multiplier = parse_number<double>(f, v); }},
+      {"--dp-delta", [&](auto& f, auto& v) { o.dp_delta = parse_number<double>(f, v); }},
+      {"--dp-max-grad-norm", [&](auto& f, auto& v) { o.dp_max_grad_norm = parse_number<double>(f, v); }},
+      {"--dp-clipping", [&](auto& f, auto& v) { o.dp_clipping = one_of(f, v, {"flat", "per_layer"}); }},
+      {"--dp-accountant", [&](auto& f, auto& v) { o.dp_accountant = one_of(f, v, {"rdp", "prv"}); }},
       {"--compression", retired("--compression", "use --strategy multi_worker:compression=fp16")},
       {"--lr-scaling", retired("--lr-scaling", "--batch-size is global now and --lr is the rate for it")},
   };
   parse_flags(args, with_value,
               {{"--help", [&] { o.help = true; }},
                {"--augment", [&] { o.augment = true; }},
+               {"--dp-secure-noise", [&] { o.dp_secure_noise = true; }},
                {"-h", [&] { o.help = true; }},
                {"--resume", [] { COHORT_THROW(ConfigError) << "--resume is gone: --backup DIR resumes by itself"; }}});
   COHORT_CHECK_AS(ConfigError, o.data_format == "idx" || !o.data.empty())
@@ -108,6 +126,14 @@ TrainOptions parse_options(const std::vector<std::string>& args) {
       << "--data, --augment and --transform are for --data-format tfrecord";
   COHORT_CHECK_AS(ConfigError, o.lr > 0) << "--lr must be positive, got " << o.lr;
   COHORT_CHECK_AS(ConfigError, o.warmup_epochs >= 0) << "--warmup-epochs must not be negative";
+  COHORT_CHECK_AS(ConfigError, o.dp_epsilon >= 0) << "--dp-epsilon must be positive, got " << o.dp_epsilon;
+  COHORT_CHECK_AS(ConfigError, o.dp_noise_multiplier >= 0)
+      << "--dp-noise-multiplier must not be negative, got " << o.dp_noise_multiplier;
+  COHORT_CHECK_AS(ConfigError, o.dp_epsilon == 0 || o.dp_noise_multiplier == 0)
+      << "give --dp-epsilon or --dp-noise-multiplier, not both";
+  COHORT_CHECK_AS(ConfigError, o.dp_delta > 0 && o.dp_delta < 1) << "--dp-delta must be in (0, 1), got " << o.dp_delta;
+  COHORT_CHECK_AS(ConfigError, o.dp_max_grad_norm > 0)
+      << "--dp-max-grad-norm must be positive, got " << o.dp_max_grad_norm;
   COHORT_CHECK_AS(ConfigError, o.target_accuracy >= 0 && o.target_accuracy <= 100)
       << "--target-accuracy is a percentage, got " << o.target_accuracy;
   return o;

@@ -40,6 +40,16 @@ struct TrainOptions {
   int64_t log_every = 100;        // steps between metric lines
   std::string progress = "auto";  // "auto" (bar on a terminal), "bar", "lines", "none"
   double target_accuracy = 0;     // percent; exit 3 when the final test accuracy is below (0: no target)
+  // Differential privacy (DP-SGD / DP-Adam): on when dp_epsilon or
+  // dp_noise_multiplier is set. Poisson sampling at q = batch_size / N.
+  double dp_epsilon = 0;          // target epsilon over all epochs (the noise is searched for)
+  double dp_noise_multiplier = 0; // or sigma given directly
+  double dp_delta = 1e-5;
+  double dp_max_grad_norm = 1.0;
+  std::string dp_accountant = "rdp";
+  std::string dp_clipping = "flat";
+  bool dp_secure_noise = false;
+  bool dp() const { return dp_epsilon > 0 || dp_noise_multiplier > 0; }
   bool help = false;
 };
 

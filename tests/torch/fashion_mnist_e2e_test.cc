@@ -184,6 +184,34 @@ TEST_F(FashionMnistE2E, TrainsFromTfRecordShardsAndServingPredictsAsTraining) {
   EXPECT_NE(b.err.find("is not a cohort transform"), std::string::npos) << b.err;
 }
 
+double parsed(const std::string& text, const std::string& pattern) {
+  std::smatch m;
+  return std::regex_search(text, m, std::regex(pattern)) ? std::stod(m[1]) : -1;
+}
+
+// DP-SGD on two ranks: the noise searched for the budget, epsilon printed
+// after each epoch and growing, the total within the target; a strategy
+// with several replicas in a process is refused by name.
+TEST_F(FashionMnistE2E, TrainsWithDifferentialPrivacyOnTwoRanks) {
+  const RunResult r = run({"--strategy", "multi_worker", "--epochs", "2", "--dp-epsilon", "4", "--dp-max-grad-norm",
+                           "1"});
+  ASSERT_TRUE(r.finished && r.exit_code == 0) << "exit " << r.exit_code << "\n" << r.out << r.err;
+  EXPECT_NE(r.out.find("differentially private: noise multiplier"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("per-sample gradients by kernels"), std::string::npos) << r.out;
+  const double first = parsed(r.out, "epoch 1/2:.* epsilon ([0-9.]+)");
+  const double second = parsed(r.out, "epoch 2/2:.* epsilon ([0-9.]+)");
+  const double spent = parsed(r.out, "privacy spent: epsilon ([0-9.]+) at delta 1e-05");
+  EXPECT_GT(first, 0) << r.out;
+  EXPECT_GT(second, first) << r.out;
+  EXPECT_NEAR(spent, second, 1e-4) << r.out;
+  EXPECT_LE(spent, 4.0) << r.out;
+  EXPECT_GE(spent, 3.9) << "the searched noise spends nearly all of the budget\n" << r.out;
+
+  const RunResult refused = run({"--strategy", "mirrored:replicas=2", "--dp-epsilon", "4"}, /*ranks=*/0);
+  EXPECT_EQ(refused.exit_code, 2) << refused.out << refused.err;
+  EXPECT_NE(refused.err.find("private training runs one replica per process"), std::string::npos) << refused.err;
+}
+
 TEST_F(FashionMnistE2E, MalformedDataFailsWithAClearMessage) {
   write_gzip(data_ + "/t10k-labels-idx1-ubyte.gz", idx_bytes({200, 1}, std::vector<uint8_t>(200)));
   const RunResult r = run({"--strategy", "multi_worker", "--epochs", "1"});

@@ -31,6 +31,20 @@ TEST(FashionMnistOptions, ParsesBothFlagForms) {
   EXPECT_NE(ex::usage().find("multi_worker"), std::string::npos) << "usage lists the strategies";
 }
 
+TEST(FashionMnistOptions, ParsesThePrivacyFlags) {
+  EXPECT_FALSE(ex::parse_options({}).dp());
+  const auto o = ex::parse_options({"--dp-epsilon", "3", "--dp-delta=1e-6", "--dp-max-grad-norm", "0.5",
+                                    "--dp-accountant", "prv", "--dp-clipping", "per_layer", "--dp-secure-noise"});
+  EXPECT_TRUE(o.dp());
+  EXPECT_EQ(o.dp_epsilon, 3);
+  EXPECT_EQ(o.dp_delta, 1e-6);
+  EXPECT_EQ(o.dp_max_grad_norm, 0.5);
+  EXPECT_EQ(o.dp_accountant, "prv");
+  EXPECT_EQ(o.dp_clipping, "per_layer");
+  EXPECT_TRUE(o.dp_secure_noise);
+  EXPECT_TRUE(ex::parse_options({"--dp-noise-multiplier", "1.1"}).dp());
+}
+
 TEST(FashionMnistOptions, RejectsBadFlagsWithTheirNames) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"--epochs", "x"}, "--epochs expects a number, got 'x'"},
@@ -43,6 +57,11 @@ TEST(FashionMnistOptions, RejectsBadFlagsWithTheirNames) {
       {{"--compression", "fp16"}, "--compression is gone: use --strategy multi_worker:compression=fp16"},
       {{"--batch-size", "12abc"}, "--batch-size expects a number, got '12abc'"},
       {{"--target-accuracy", "101"}, "--target-accuracy is a percentage"},
+      {{"--dp-epsilon", "3", "--dp-noise-multiplier", "1"}, "give --dp-epsilon or --dp-noise-multiplier, not both"},
+      {{"--dp-epsilon", "3", "--dp-delta", "1"}, "--dp-delta must be in (0, 1)"},
+      {{"--dp-max-grad-norm", "0"}, "--dp-max-grad-norm must be positive"},
+      {{"--dp-noise-multiplier", "-1"}, "--dp-noise-multiplier must not be negative"},
+      {{"--dp-accountant", "gdp"}, "--dp-accountant expects one of rdp, prv, got 'gdp'"},
   };
   for (const auto& [args, want] : cases) {
     try {

@@ -53,6 +53,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -111,6 +112,23 @@ struct StepResult {
   at::Tensor output;    // this process's outputs, detached, rows in batch order (metrics read them)
 };
 
+// Each step's rows, for a strategy that chooses them itself instead of
+// fit()'s shuffled global batches of fixed size (DP-SGD samples every
+// example independently at every step). The rows of a step are a function of
+// the step alone, so a resumed run, at any process count, continues the same
+// sequence.
+class BatchSampler {
+ public:
+  virtual ~BatchSampler() = default;
+  // Steps that make one epoch of a data set of `dataset_size` rows.
+  virtual int64_t steps_per_epoch(int64_t dataset_size) const = 0;
+  // This process's rows (int64 indices into the data set, 1-D, possibly
+  // empty) of training step `step`, counted from the start of training.
+  // fit() still agrees on the step's global row count (all_sum) and calls
+  // train_step() even when no process has a row.
+  virtual at::Tensor process_rows(int64_t dataset_size, int64_t step) const = 0;
+};
+
 class Strategy {
  public:
   virtual ~Strategy() = default;
@@ -164,6 +182,13 @@ class Strategy {
   // bytes). Replicated strategies save the chief's copy.
   virtual void save(torch::serialize::OutputArchive& archive) = 0;
   virtual void load(torch::serialize::InputArchive& archive) = 0;
+
+  // The sampler that chooses each training step's rows, or null for fit()'s
+  // fixed-size global batches (every strategy but a private one).
+  virtual const BatchSampler* batch_sampler() const { return nullptr; }
+  // Values the strategy reports with fit()'s epoch logs, the same on every
+  // process (a private strategy's privacy budget spent: "epsilon").
+  virtual std::map<std::string, double> logs() { return {}; }
 
  protected:
   bool prepared_ = false;

@@ -46,44 +46,72 @@ at::Tensor epoch_order(int64_t n, bool shuffle, uint64_t seed, int64_t epoch) {
 
 // A Dataset as fit() reads it: the rows of each global batch in the order of
 // (seed, epoch), this process's block of them read by index. Its position
-// is fit()'s (epoch, batch), so it has no state of its own.
+// is fit()'s (epoch, batch), so it has no state of its own. A strategy's
+// BatchSampler (a private strategy's Poisson sampling) chooses each step's
+// rows instead, from the training step's number: such steps vary in size
+// and may be empty everywhere, so their rows are voted on.
 class DatasetStream final : public BatchStream {
  public:
-  DatasetStream(const Dataset& data, bool shuffle, uint64_t seed) : data_(data), shuffle_(shuffle), seed_(seed) {}
+  DatasetStream(const Dataset& data, bool shuffle, uint64_t seed, const BatchSampler* sampler,
+                const int64_t& training_step)
+      : data_(data), shuffle_(shuffle), seed_(seed), sampler_(sampler), training_step_(training_step) {}
 
   int64_t size() const override { return data_.size(); }
   int64_t start_epoch(const Strategy& strategy, int64_t global_batch_size, int64_t epoch, int64_t batches_done,
                       const std::string&) override {
     strategy_ = &strategy;
     batch_size_ = global_batch_size;
-    order_ = epoch_order(data_.size(), shuffle_, seed_, epoch);
     batch_ = batches_done;
-    const int64_t steps = (data_.size() + batch_size_ - 1) / batch_size_;
+    sampled_step_ = -1;
+    const int64_t n = data_.size();
+    if (!sampler_) order_ = epoch_order(n, shuffle_, seed_, epoch);
+    const int64_t steps = sampler_ ? sampler_->steps_per_epoch(n) : (n + batch_size_ - 1) / batch_size_;
     return std::max<int64_t>(0, steps - batches_done);
   }
-  int64_t next_rows() const override { return block().rows; }
-  std::optional<int64_t> next_global_rows() const override { return global_rows(); }
+  int64_t next_rows() const override { return sampler_ ? sampled_rows().numel() : block().rows; }
+  std::optional<int64_t> next_global_rows() const override {
+    if (sampler_) return std::nullopt;
+    return global_rows();
+  }
   Batch next() override {
+    if (sampler_) {
+      const at::Tensor rows = sampled_rows();
+      ++batch_;
+      return rows.numel() > 0 ? data_.get(rows) : Batch{};
+    }
     const RowBlock mine = block();
     const int64_t begin = batch_ * batch_size_;
     ++batch_;
     return mine.rows > 0 ? data_.get(order_.narrow(0, begin + mine.offset, mine.rows)) : Batch{};
   }
   std::string state() const override { return {}; }
+  bool sampled() const { return sampler_ != nullptr; }
 
  private:
   int64_t global_rows() const {
     return std::max<int64_t>(0, std::min(batch_size_, data_.size() - batch_ * batch_size_));
   }
   RowBlock block() const { return process_block(global_rows(), *strategy_); }
+  // This process's rows of the current training step, drawn once per step.
+  const at::Tensor& sampled_rows() const {
+    if (sampled_step_ != training_step_) {
+      sampled_ = sampler_->process_rows(data_.size(), training_step_);
+      sampled_step_ = training_step_;
+    }
+    return sampled_;
+  }
 
   const Dataset& data_;
   bool shuffle_;
   uint64_t seed_;
+  const BatchSampler* sampler_;
+  const int64_t& training_step_;  // fit()'s position().step
   const Strategy* strategy_ = nullptr;
   int64_t batch_size_ = 1;
   int64_t batch_ = 0;
   at::Tensor order_;
+  mutable int64_t sampled_step_ = -1;
+  mutable at::Tensor sampled_;
 };
 
 void write_state(torch::serialize::OutputArchive& archive, const std::string& key, const CallbackState& state) {
@@ -157,7 +185,7 @@ Logs Model::epoch_logs(const at::Tensor& merged, const std::string& prefix) cons
 }
 
 History Model::fit(const Dataset& train, FitOptions options) {
-  DatasetStream stream(train, options.shuffle, options.seed);
+  DatasetStream stream(train, options.shuffle, options.seed, strategy_.batch_sampler(), position_.step);
   return fit(static_cast<BatchStream&>(stream), std::move(options));
 }
 
@@ -173,10 +201,20 @@ History Model::fit(BatchStream& train, FitOptions options) {
   const int64_t full_steps = (n + options.batch_size - 1) / options.batch_size;
   COHORT_CHECK_AS(ConfigError, full_steps > 0 || options.epochs == 0) << "fit: the training data is empty";
 
+  // A strategy's own sampler (DP-SGD's Poisson sampling) replaces the cut
+  // of shuffled global batches (batch_size is then unused); only a Dataset
+  // can be sampled that way.
+  const auto* dataset_stream = dynamic_cast<const DatasetStream*>(&train);
+  const bool sampled = dataset_stream && dataset_stream->sampled();
+  COHORT_CHECK_AS(ConfigError, !strategy_.batch_sampler() || sampled)
+      << "fit: strategy " << strategy_.spec()
+      << " samples each step's rows itself (Poisson sampling), which needs an indexable Dataset, not a stream";
   fit_options_ = std::move(options);
   const FitOptions& o = fit_options_;
+  const BatchSampler* sampler = strategy_.batch_sampler();
+  const int64_t data_steps = sampler ? sampler->steps_per_epoch(n) : full_steps;
   position_ = {.epochs = o.epochs,
-               .steps_per_epoch = o.steps_per_epoch > 0 ? std::min(o.steps_per_epoch, full_steps) : full_steps};
+               .steps_per_epoch = o.steps_per_epoch > 0 ? std::min(o.steps_per_epoch, data_steps) : data_steps};
   history_ = History();
   stop_requested_ = false;
   resumed_ = false;
@@ -240,7 +278,9 @@ History Model::fit(BatchStream& train, FitOptions options) {
         break;
       }
       const int64_t global_rows = rows_known ? *train.next_global_rows() : static_cast<int64_t>(v[kRows]);
-      if (global_rows == 0) break;
+      // A sampled step may hold no row anywhere and is still a step (DP-SGD
+      // releases its noise); fixed batches end the epoch there.
+      if (global_rows == 0 && !sampled) break;
 
       Batch batch = train.next();
       COHORT_CHECK_AS(MismatchError, batch.rows() == my_rows)
@@ -262,6 +302,7 @@ History Model::fit(BatchStream& train, FitOptions options) {
     }
 
     Logs logs = epoch_logs(strategy_.all_sum(epoch_metrics_), "");
+    for (const auto& [name, value] : strategy_.logs()) logs[name] = value;
     const bool complete = position_.batch >= position_.steps_per_epoch;
     if (complete && o.validation_data && (epoch + 1) % o.validation_freq == 0) {
       const Logs val = run_evaluation(*o.validation_data,

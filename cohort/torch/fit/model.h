@@ -19,6 +19,10 @@
 //   once per epoch, by exactly one replica, whatever the number of ranks,
 //   and nothing is padded. The result equals training on one device with
 //   the same global batches (up to floating-point summation order).
+//   A strategy with a BatchSampler (core/strategy.h: a private strategy's
+//   Poisson sampling) chooses each step's rows instead, and sets the
+//   epoch's steps; batch_size is then unused; a sampled step with no rows
+//   anywhere is still a step (DP-SGD releases its noise).
 // - Agreement: each step carries a tiny asynchronous vote [stop requests,
 //   preemption requests] for the next one: cast as step k starts, it runs
 //   beside the step's compute and is read before step k + 1, so a request

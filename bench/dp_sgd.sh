@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# A DP-SGD step against the non-private step of the same model and batch, and
+# against micro-batches of one (bench/dp_sgd.cc: the three interleaved in one
+# process, rotating order, medians over rounds). Issue 15's targets: private
+# step <= 2x the plain one, >= 10x faster than micro-batches.
+# Usage: bench/dp_sgd.sh [--build-dir DIR] [--rounds N] [--models "mlp cnn"] [--batch B]
+set -euo pipefail
+build_dir=build rounds=5 models="mlp cnn" batch=256
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --build-dir) build_dir=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
+    --models) models=$2; shift 2 ;;
+    --batch) batch=$2; shift 2 ;;
+    *) echo "dp_sgd.sh: unknown argument '$1'" >&2; exit 2 ;;
+  esac
+done
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
+printf '%-6s %6s %10s %14s %12s %16s %18s\n' model batch plain_ms dp_kernels_ms dp_micro_ms kernels/plain micro/kernels
+for m in $models; do
+  line=$("$build_dir/bench/dp_sgd" --model "$m" --batch "$batch" --rounds "$rounds" | grep '"bench":"dp_sgd"')
+  python3 -c 'import json,sys; r=json.loads(sys.argv[1]); print("%-6s %6d %10.2f %14.2f %12.2f %16.3f %18.1f" % (r["model"], r["batch"], r["plain_ms"], r["dp_kernels_ms"], r["dp_micro_ms"], r["kernels_over_plain"], r["micro_over_kernels"]))' "$line"
+done

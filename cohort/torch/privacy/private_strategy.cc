@@ -1,0 +1,202 @@
+#include "cohort/torch/privacy/private_strategy.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+#include <sstream>
+
+#include "cohort/common/check.h"
+#include "cohort/privacy/counter_hash.h"
+#include "cohort/privacy/poisson_sampling.h"
+#include "cohort/torch/privacy/per_sample.h"
+
+namespace cohort::privacy {
+namespace {
+
+// The noise's seed, apart from the sampling's: both derive from
+// options.seed, but a step's noise must not be a function of whether
+// example `rank` was sampled.
+constexpr uint64_t kNoiseStream = 0x6e6f697365;  // "noise"
+
+std::vector<torch::Tensor> trainable_parameters(torch::nn::Module& module) {
+  std::vector<torch::Tensor> out;
+  for (const auto& p : module.parameters())
+    if (p.requires_grad()) out.push_back(p);
+  return out;
+}
+
+}  // namespace
+
+int64_t poisson_steps_per_epoch(double sample_rate) {
+  COHORT_CHECK_AS(ConfigError, sample_rate > 0 && sample_rate <= 1)
+      << "sample rate must be in (0, 1], got " << sample_rate;
+  return std::max<int64_t>(1, std::llround(1.0 / sample_rate));
+}
+
+PrivateStrategy::PrivateStrategy(std::unique_ptr<Strategy> inner, PrivacyOptions options)
+    : inner_(std::move(inner)), options_(options), accountant_(options.accountant) {
+  COHORT_CHECK_AS(ConfigError, inner_ != nullptr) << "private: no strategy to wrap";
+  COHORT_CHECK_AS(ConfigError, !inner_->prepared()) << "private: wrap the strategy before preparing it";
+  COHORT_CHECK_AS(ConfigError, inner_->local_replicas() == 1)
+      << "private training runs one replica per process, and '" << inner_->spec() << "' runs "
+      << inner_->local_replicas() << " in this process: use one_device or multi_worker";
+  const PrivacyOptions& o = options_;
+  COHORT_CHECK_AS(ConfigError, o.noise_multiplier >= 0 && std::isfinite(o.noise_multiplier))
+      << "noise multiplier must be finite and non-negative, got " << o.noise_multiplier;
+  COHORT_CHECK_AS(ConfigError, o.max_grad_norm > 0) << "max grad norm must be positive, got " << o.max_grad_norm;
+  COHORT_CHECK_AS(ConfigError, std::isfinite(o.max_grad_norm) || o.noise_multiplier == 0)
+      << "noise of sigma C needs a finite max grad norm C (sigma is " << o.noise_multiplier << ")";
+  COHORT_CHECK_AS(ConfigError, o.sample_rate > 0 && o.sample_rate <= 1)
+      << "sample rate must be in (0, 1], got " << o.sample_rate;
+  COHORT_CHECK_AS(ConfigError, o.delta > 0 && o.delta < 1) << "delta must be in (0, 1), got " << o.delta;
+}
+
+std::string PrivateStrategy::spec() const {
+  std::ostringstream s;
+  s << "private:accountant=" << accountant_name(options_.accountant)
+    << ",clipping=" << (options_.clipping == Clipping::flat ? "flat" : "per_layer")
+    << ",max_grad_norm=" << options_.max_grad_norm << ",noise_multiplier=" << options_.noise_multiplier
+    << ",poisson=" << (options_.poisson ? "true" : "false") << ",sample_rate=" << options_.sample_rate << " over "
+    << inner_->spec();
+  return s.str();
+}
+
+void PrivateStrategy::prepare(TrainingModel model) {
+  COHORT_CHECK_AS(ConfigError, model.module != nullptr) << "private: the model has no module";
+  check_private_compatible(*model.module);
+  path_ = privacy::gradient_path(*model.module);
+  COHORT_CHECK_AS(ConfigError, options_.clipping == Clipping::flat || path_ == GradientPath::kernels)
+      << "private: per-layer clipping needs a torch::nn::Sequential of supported layers (Linear, Conv1d/2d, "
+         "Embedding, LayerNorm, GroupNorm); this model takes the micro-batch path";
+  model_ = model;
+  inner_->prepare(std::move(model));
+  prepared_ = true;
+}
+
+int64_t PrivateStrategy::steps_per_epoch(int64_t dataset_size) const {
+  return poisson_steps_per_epoch(options_.sample_rate);
+}
+
+at::Tensor PrivateStrategy::process_rows(int64_t dataset_size, int64_t step) const {
+  dataset_size_ = dataset_size;
+  const std::vector<int64_t> rows =
+      poisson_batch({.dataset_size = dataset_size, .sample_rate = options_.sample_rate, .seed = options_.seed}, step,
+                    process_index(), process_count());
+  return torch::tensor(rows, torch::kInt64);
+}
+
+StepResult PrivateStrategy::train_step(const Batch& mine, int64_t global_rows) {
+  COHORT_CHECK_AS(ConfigError, prepared_) << "private: train_step before prepare()";
+  COHORT_CHECK_AS(ConfigError, global_rows >= 0 && mine.rows() <= global_rows)
+      << "private: a step of " << global_rows << " global rows cannot hold this process's " << mine.rows();
+  torch::nn::Module& net = module();
+  const std::vector<torch::Tensor> parameters = trainable_parameters(net);
+  StepResult result{.rows = mine.rows()};
+  if (mine.rows() > 0) {
+    const ClippedSum clipped = clipped_gradient_sum(net, model_.forward, model_.loss, mine, options_.max_grad_norm,
+                                                    options_.clipping);
+    result.loss_sum = clipped.loss_sum;
+    result.output = clipped.output;
+  }
+
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> grads;
+  for (const auto& p : parameters) {
+    // A parameter the forward did not reach has no gradient: zero, so that
+    // the noise and the sum cover every parameter on every process.
+    if (mine.rows() == 0 || !p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+    grads.push_back(p.grad());
+  }
+  if (options_.noise_multiplier > 0)
+    add_noise_share(grads,
+                    {.noise_multiplier = options_.noise_multiplier,
+                     .max_grad_norm = options_.max_grad_norm,
+                     .rank = process_index(),
+                     .world_size = process_count(),
+                     .seed = counter_hash(options_.seed, kNoiseStream, 0),
+                     .secure = options_.secure_noise,
+                     .share = options_.noise_share},
+                    steps_);
+
+  // The clipped sums and noise shares of every process, added in float64.
+  std::vector<torch::Tensor> flat;
+  for (const auto& g : grads) flat.push_back(g.reshape(-1).to(torch::kFloat64));
+  const torch::Tensor total = inner_->all_sum(torch::cat(flat));
+  // Poisson: the expected batch q N (the sum's sensitivity stays C whatever
+  // the sample's size); fixed batches: the step's rows.
+  const double normaliser = options_.poisson && dataset_size_ > 0 ? options_.sample_rate * double(dataset_size_)
+                                                                   : double(global_rows);
+  COHORT_CHECK_AS(ConfigError, normaliser > 0) << "private: a fixed-size step of no rows";
+  int64_t offset = 0;
+  for (const auto& p : parameters) {
+    const int64_t n = p.numel();
+    p.mutable_grad() = (total.narrow(0, offset, n) / normaliser).to(p.scalar_type()).reshape(p.sizes());
+    offset += n;
+  }
+  optimizer().step();
+  accountant_.step(options_.noise_multiplier, options_.sample_rate);
+  ++steps_;
+  return result;
+}
+
+std::map<std::string, double> PrivateStrategy::logs() {
+  return {{"epsilon", epsilon()}};
+}
+
+void PrivateStrategy::save(torch::serialize::OutputArchive& archive) {
+  inner_->save(archive);
+  torch::serialize::OutputArchive record;
+  const History& history = accountant_.history();
+  std::vector<double> segments;
+  for (const Segment& s : history) segments.insert(segments.end(), {s.noise_multiplier, s.sample_rate, double(s.steps)});
+  record.write("history", torch::tensor(segments, torch::kFloat64).reshape({int64_t(history.size()), 3}));
+  record.write("steps", torch::tensor({steps_}, torch::kInt64));
+  archive.write("privacy", record);
+}
+
+void PrivateStrategy::load(torch::serialize::InputArchive& archive) {
+  inner_->load(archive);
+  torch::serialize::InputArchive record;
+  COHORT_CHECK_AS(ConfigError, archive.try_read("privacy", record))
+      << "private: the saved state has no privacy record (it was not written by a private run), so the budget "
+         "already spent on this model is unknown";
+  at::Tensor segments, steps;
+  try {
+    record.read("history", segments);
+    record.read("steps", steps);
+  } catch (const c10::Error& e) {
+    COHORT_THROW(ConfigError) << "private: bad privacy record: " << e.what_without_backtrace();
+  }
+  COHORT_CHECK_AS(ConfigError, segments.dim() == 2 && segments.size(1) == 3 && steps.numel() == 1)
+      << "private: bad privacy record (history " << segments.sizes() << ")";
+  segments = segments.to(torch::kFloat64).contiguous();
+  History history;
+  for (int64_t i = 0; i < segments.size(0); ++i) {
+    const double* s = segments[i].data_ptr<double>();
+    history.push_back({.noise_multiplier = s[0], .sample_rate = s[1], .steps = int64_t(s[2])});
+  }
+  accountant_.set_history(std::move(history));
+  steps_ = steps.item<int64_t>();
+}
+
+std::unique_ptr<PrivateStrategy> make_private(std::unique_ptr<Strategy> inner, PrivacyOptions options) {
+  return std::make_unique<PrivateStrategy>(std::move(inner), options);
+}
+
+std::unique_ptr<PrivateStrategy> make_private_with_epsilon(std::unique_ptr<Strategy> inner, PrivacyOptions options,
+                                                           const EpsilonTarget& target) {
+  COHORT_CHECK_AS(ConfigError, (target.epochs > 0) != (target.steps > 0))
+      << "make_private_with_epsilon: give epochs or steps (one of them, positive), got epochs " << target.epochs
+      << " and steps " << target.steps;
+  const int64_t steps =
+      target.epochs > 0 ? target.epochs * poisson_steps_per_epoch(options.sample_rate) : target.steps;
+  options.delta = target.delta;
+  options.noise_multiplier = noise_multiplier_for({.target_epsilon = target.target_epsilon,
+                                                   .delta = target.delta,
+                                                   .sample_rate = options.sample_rate,
+                                                   .steps = steps,
+                                                   .accountant = options.accountant});
+  return make_private(std::move(inner), options);
+}
+
+}  // namespace cohort::privacy

@@ -1,0 +1,377 @@
+// DP-SGD as a strategy (cohort/torch/privacy/private_strategy.h), against
+// independent references:
+// - sigma = 0 and C = infinity: the private strategy trains exactly as the
+//   plain one (fixed batches), on the kernel path and the micro-batch path;
+// - the clipped step equals a float64 loop of one-sample backward passes,
+//   each gradient clipped (flat and per layer) and averaged;
+// - Poisson sampling through fit() at 1, 2 and 3 ranks, with steps where
+//   some ranks or all have no rows: no hang, and the same model at every
+//   rank count (designated noise: one draw per step, whatever the ranks);
+// - the budget (epsilon) that fit() logs equals the accountant's for the
+//   steps taken, survives save and resume at another rank count, and
+//   make_private_with_epsilon meets its target;
+// - refusals: BatchNorm (named, GroupNorm suggested), mirrored, a saved
+//   state without a privacy record, bad options.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <sstream>
+
+#include "cohort/common/error.h"
+#include "cohort/privacy/accountant.h"
+#include "cohort/torch/core/runtime.h"
+#include "cohort/torch/fit/backup_and_restore.h"
+#include "cohort/torch/fit/model.h"
+#include "cohort/torch/privacy/private_strategy.h"
+#include "cohort/torch/strategy/mirrored.h"
+#include "cohort/torch/strategy/multi_worker.h"
+#include "cohort/torch/strategy/one_device.h"
+#include "tests/launcher/cohortrun_process.h"
+#include "tests/torch/torch_ranks.h"
+
+namespace cohort::testing {
+namespace {
+
+namespace nn = torch::nn;
+using privacy::Clipping;
+using privacy::PrivacyOptions;
+using privacy::PrivateStrategy;
+
+constexpr int64_t kClasses = 3;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+at::Tensor cross_entropy(const at::Tensor& out, const at::Tensor& y) { return torch::cross_entropy_loss(out, y); }
+
+// Conv2d, GroupNorm and Linear: every layer on the kernel path.
+nn::Sequential make_sequential() {
+  nn::Sequential net(nn::Conv2d(nn::Conv2dOptions(1, 4, 3).padding(1)), nn::GroupNorm(2, 4), nn::ReLU(),
+                     nn::Flatten(), nn::Linear(4 * 5 * 5, 6), nn::Tanh(), nn::Linear(6, kClasses));
+  net->to(torch::kFloat64);
+  return net;
+}
+
+// Not a Sequential: the micro-batch path.
+struct CustomNetImpl : nn::Module {
+  CustomNetImpl() {
+    fc1 = register_module("fc1", nn::Linear(25, 5));
+    fc2 = register_module("fc2", nn::Linear(5, kClasses));
+    to(torch::kFloat64);
+  }
+  at::Tensor forward(const at::Tensor& x) { return fc2(torch::tanh(fc1(x.flatten(1)))); }
+  nn::Linear fc1{nullptr}, fc2{nullptr};
+};
+TORCH_MODULE(CustomNet);
+
+std::pair<at::Tensor, at::Tensor> make_data(int64_t n) {
+  auto g = at::detail::createCPUGenerator(99);
+  return {at::randn({n, 1, 5, 5}, g, torch::kFloat64), at::randint(kClasses, {n}, g, torch::kInt64)};
+}
+
+// Gives `net` the parameters `init` (so every rank and the reference start
+// alike without racing on the global generator).
+template <typename Net>
+Net with_parameters(Net net, const std::vector<at::Tensor>& init) {
+  torch::NoGradGuard no_grad;
+  const auto params = net->parameters();
+  for (size_t i = 0; i < params.size(); ++i) params[i].copy_(init[i]);
+  return net;
+}
+
+std::vector<at::Tensor> initial_parameters(nn::Module& net) {
+  std::vector<at::Tensor> out;
+  for (const auto& p : net.parameters()) out.push_back(p.detach().clone());
+  return out;
+}
+
+OptimizerFactory sgd(double lr) { return optimizer_factory<torch::optim::SGD>(torch::optim::SGDOptions(lr)); }
+
+template <typename Net>
+at::Tensor train_steps(Strategy& strategy, Net net, const OptimizerFactory& optimizer, int steps, int64_t batch) {
+  strategy.prepare(training_model(net, cross_entropy, optimizer));
+  const auto [x, y] = make_data(batch * steps);
+  for (int s = 0; s < steps; ++s)
+    strategy.train_step({x.narrow(0, s * batch, batch), y.narrow(0, s * batch, batch)}, batch);
+  return flat_parameters(strategy.module());
+}
+
+template <typename Net>
+void expect_private_equals_plain(Net (*make)()) {
+  torch::set_num_threads(1);
+  const auto init = initial_parameters(*make());
+  for (const char* optimizer : {"sgd", "adam"}) {
+    const OptimizerFactory factory = std::string(optimizer) == "sgd"
+                                         ? optimizer_factory<torch::optim::SGD>(torch::optim::SGDOptions(0.1).momentum(0.9))
+                                         : optimizer_factory<torch::optim::Adam>(torch::optim::AdamOptions(0.01));
+    OneDeviceStrategy plain;
+    const at::Tensor expected = train_steps(plain, with_parameters(make(), init), factory, 4, 7);
+    PrivateStrategy dp(std::make_unique<OneDeviceStrategy>(),
+                       {.noise_multiplier = 0, .max_grad_norm = kInf, .sample_rate = 0.5, .poisson = false});
+    const at::Tensor got = train_steps(dp, with_parameters(make(), init), factory, 4, 7);
+    EXPECT_TRUE(torch::allclose(got, expected, 1e-10, 1e-12))
+        << optimizer << ": max difference " << (got - expected).abs().max().item<double>();
+  }
+}
+
+TEST(PrivateStrategy, WithoutNoiseOrClippingEqualsPlainTrainingOnTheKernelPath) {
+  ASSERT_EQ(privacy::gradient_path(*make_sequential()), privacy::GradientPath::kernels);
+  expect_private_equals_plain(&make_sequential);
+}
+
+TEST(PrivateStrategy, WithoutNoiseOrClippingEqualsPlainTrainingOnTheMicroBatchPath) {
+  ASSERT_EQ(privacy::gradient_path(*CustomNet()), privacy::GradientPath::micro_batches);
+  expect_private_equals_plain(+[] { return CustomNet(); });
+}
+
+// The float64 reference of one DP-SGD step without noise: per-sample
+// gradients by one backward pass each, clipped flat or per layer (a layer
+// being a module with parameters of its own), averaged over the batch.
+std::vector<at::Tensor> reference_clipped_mean(nn::Module& net, const ForwardFn& forward, const at::Tensor& x,
+                                               const at::Tensor& y, double c, Clipping clipping) {
+  std::vector<std::vector<at::Tensor>> layers;  // each layer's parameters
+  for (const auto& m : net.modules(/*include_self=*/true)) {
+    const auto own = m->parameters(/*recurse=*/false);
+    if (!own.empty()) layers.push_back(own);
+  }
+  const auto params = net.parameters();
+  std::vector<at::Tensor> sum;
+  for (const auto& p : params) sum.push_back(torch::zeros_like(p));
+  for (int64_t i = 0; i < x.size(0); ++i) {
+    const at::Tensor loss = cross_entropy(forward(net, x.narrow(0, i, 1)), y.narrow(0, i, 1));
+    const auto grads = torch::autograd::grad({loss}, params);
+    std::map<const void*, double> factor;  // parameter -> its clipping factor
+    if (clipping == Clipping::flat) {
+      double sq = 0;
+      for (const auto& g : grads) sq += g.pow(2).sum().item<double>();
+      for (const auto& p : params) factor[p.unsafeGetTensorImpl()] = std::min(1.0, c / (std::sqrt(sq) + 1e-6));
+    } else {
+      const double layer_c = c / std::sqrt(double(layers.size()));
+      for (const auto& layer : layers) {
+        double sq = 0;
+        for (const auto& p : layer)
+          for (size_t k = 0; k < params.size(); ++k)
+            if (params[k].is_same(p)) sq += grads[k].pow(2).sum().item<double>();
+        for (const auto& p : layer) factor[p.unsafeGetTensorImpl()] = std::min(1.0, layer_c / (std::sqrt(sq) + 1e-6));
+      }
+    }
+    for (size_t k = 0; k < params.size(); ++k) sum[k] += grads[k] * factor.at(params[k].unsafeGetTensorImpl());
+  }
+  for (auto& s : sum) s /= double(x.size(0));
+  return sum;
+}
+
+TEST(PrivateStrategy, ClippedStepEqualsAFloat64PerSampleLoop) {
+  torch::set_num_threads(1);
+  const auto [x, y] = make_data(9);
+  for (const Clipping clipping : {Clipping::flat, Clipping::per_layer})
+    for (const double c : {0.05, 0.5}) {
+      nn::Sequential net = make_sequential();
+      const auto before = initial_parameters(*net);
+      nn::Sequential copy = with_parameters(make_sequential(), before);
+      const TrainingModel model = training_model(copy, cross_entropy, sgd(1.0));
+      const auto expected = reference_clipped_mean(*copy, model.forward, x, y, c, clipping);
+
+      PrivateStrategy dp(std::make_unique<OneDeviceStrategy>(), {.noise_multiplier = 0,
+                                                                 .max_grad_norm = c,
+                                                                 .clipping = clipping,
+                                                                 .sample_rate = 0.5,
+                                                                 .poisson = false});
+      dp.prepare(training_model(net, cross_entropy, sgd(1.0)));
+      dp.train_step({x, y}, x.size(0));
+      const auto after = net->parameters();
+      for (size_t k = 0; k < after.size(); ++k) {
+        const at::Tensor step = before[k] - after[k];  // lr 1: the averaged clipped gradient
+        EXPECT_TRUE(torch::allclose(step, expected[k], 1e-9, 1e-12))
+            << "clipping " << int(clipping) << " C " << c << " parameter " << k << ": max difference "
+            << (step - expected[k]).abs().max().item<double>();
+      }
+    }
+}
+
+TEST(PrivateStrategy, ClippingBoundsTheStepOfEverySample) {
+  // One sample, C = 1e-3: the step (lr 1) is that sample's gradient scaled
+  // to norm C (up to Opacus's 1e-6), on both paths.
+  torch::set_num_threads(1);
+  const auto [x, y] = make_data(1);
+  auto check = [&](auto net) {
+    const auto before = initial_parameters(*net);
+    PrivateStrategy dp(std::make_unique<OneDeviceStrategy>(),
+                       {.noise_multiplier = 0, .max_grad_norm = 1e-3, .sample_rate = 0.5, .poisson = false});
+    dp.prepare(training_model(net, cross_entropy, sgd(1.0)));
+    dp.train_step({x, y}, 1);
+    double sq = 0;
+    const auto after = net->parameters();
+    for (size_t k = 0; k < after.size(); ++k) sq += (before[k] - after[k]).pow(2).sum().template item<double>();
+    EXPECT_NEAR(std::sqrt(sq), 1e-3, 1e-8);
+  };
+  check(make_sequential());
+  check(CustomNet());
+}
+
+// fit() with Poisson sampling at `ranks` ranks: the final parameters, each
+// epoch's logged epsilon, and the steps taken.
+struct PoissonRun {
+  at::Tensor parameters;
+  std::vector<double> epsilons;
+  int64_t steps = 0;
+};
+
+PrivacyOptions poisson_options() {
+  return {.noise_multiplier = 0.7,
+          .max_grad_norm = 0.5,
+          .sample_rate = 0.1,
+          .seed = 5,
+          .noise_share = privacy::NoiseShare::designated};
+}
+
+PoissonRun poisson_fit(int ranks, int64_t n, int epochs, const std::vector<at::Tensor>& init) {
+  const auto [x, y] = make_data(n);
+  const TensorDataset data(x, y);
+  PerRank<PoissonRun> runs(ranks);
+  run_torch_ranks(ranks, [&](int rank, int) {
+    std::unique_ptr<Strategy> inner;
+    if (ranks == 1) inner = std::make_unique<OneDeviceStrategy>();
+    else inner = std::make_unique<MultiWorkerStrategy>(MultiWorkerOptions{.engine = &current_engine()});
+    PrivateStrategy dp(std::move(inner), poisson_options());
+    Model model(dp, with_parameters(make_sequential(), init), {.loss = cross_entropy, .optimizer = sgd(0.5)});
+    const History history = model.fit(data, {.epochs = epochs, .catch_preemption = false});
+    runs.add(rank, {.parameters = flat_parameters(dp.module()), .epsilons = history.values("epsilon"),
+                    .steps = dp.steps()});
+  });
+  return runs.of(0).at(0);
+}
+
+TEST(PrivateStrategy, PoissonBatchesThroughFitGiveTheSameModelAtEveryRankCount) {
+  // N = 20, q = 0.1: two rows a step on average, so ranks often have none
+  // and some steps have no row anywhere; 10 steps an epoch.
+  const auto init = initial_parameters(*make_sequential());
+  const PoissonRun one = poisson_fit(1, 20, 2, init);
+  EXPECT_EQ(one.steps, 20);
+  for (const int ranks : {2, 3}) {
+    const PoissonRun many = poisson_fit(ranks, 20, 2, init);
+    EXPECT_EQ(many.steps, one.steps);
+    EXPECT_TRUE(torch::allclose(many.parameters, one.parameters, 1e-9, 1e-12))
+        << ranks << " ranks: max difference " << (many.parameters - one.parameters).abs().max().item<double>();
+    EXPECT_EQ(many.epsilons, one.epsilons);
+  }
+  // The logged budget is the accountant's for the steps taken so far.
+  ASSERT_EQ(one.epsilons.size(), 2u);
+  for (int e = 0; e < 2; ++e)
+    EXPECT_DOUBLE_EQ(one.epsilons[size_t(e)],
+                     privacy::epsilon_spent({{.noise_multiplier = 0.7, .sample_rate = 0.1, .steps = 10 * (e + 1)}},
+                                            1e-5, privacy::AccountantKind::rdp));
+  EXPECT_LT(one.epsilons[0], one.epsilons[1]);
+}
+
+// The budget goes through BackupAndRestore itself: a backup written by one
+// process after one epoch, resumed by two ranks for the second, must give the
+// steps, the per-epoch epsilons and the parameters of a run never stopped.
+TEST(PrivateStrategy, BudgetSurvivesBackupAndRestoreAtAnotherRankCount) {
+  const auto init = initial_parameters(*make_sequential());
+  const int64_t n = 20;
+  const auto [x, y] = make_data(n);
+  const TensorDataset data(x, y);
+  const PoissonRun uninterrupted = poisson_fit(1, n, 2, init);
+
+  // One epoch on one process, backed up at its end (and kept)...
+  launcher::testing::TempDir dir;
+  {
+    torch::set_num_threads(1);
+    PrivateStrategy dp(std::make_unique<OneDeviceStrategy>(), poisson_options());
+    Model model(dp, with_parameters(make_sequential(), init), {.loss = cross_entropy, .optimizer = sgd(0.5)});
+    model.fit(data, {.epochs = 1,
+                     .catch_preemption = false,
+                     .callbacks = {backup_and_restore(dir.path(), {.keep_after_success = true})}});
+  }
+  ASSERT_TRUE(std::filesystem::exists(backup_path(dir.path())));
+  // ...resumed from the backup on two ranks for the second.
+  PerRank<PoissonRun> runs(2);
+  run_torch_ranks(2, [&](int rank, int) {
+    PrivateStrategy dp(std::make_unique<MultiWorkerStrategy>(MultiWorkerOptions{.engine = &current_engine()}),
+                       poisson_options());
+    Model model(dp, make_sequential(), {.loss = cross_entropy, .optimizer = sgd(0.5)});
+    const History history = model.fit(
+        data, {.epochs = 2, .catch_preemption = false, .callbacks = {backup_and_restore(dir.path())}});
+    runs.add(rank, {.parameters = flat_parameters(dp.module()), .epsilons = history.values("epsilon"),
+                    .steps = dp.steps()});
+  });
+  ASSERT_EQ(uninterrupted.epsilons.size(), 2u);
+  for (int r = 0; r < 2; ++r) {
+    const PoissonRun& resumed = runs.of(r).at(0);
+    EXPECT_EQ(resumed.steps, uninterrupted.steps);
+    EXPECT_EQ(resumed.epsilons, uninterrupted.epsilons) << "rank " << r;
+    EXPECT_TRUE(torch::allclose(resumed.parameters, uninterrupted.parameters, 1e-9, 1e-12))
+        << "rank " << r << ": max difference "
+        << (resumed.parameters - uninterrupted.parameters).abs().max().item<double>();
+  }
+}
+
+TEST(PrivateStrategy, MakePrivateWithEpsilonMeetsItsTarget) {
+  auto dp = privacy::make_private_with_epsilon(std::make_unique<OneDeviceStrategy>(),
+                                               {.max_grad_norm = 1, .sample_rate = 0.02},
+                                               {.target_epsilon = 2, .delta = 1e-5, .epochs = 3});
+  const double sigma = dp->options().noise_multiplier;
+  const double eps = privacy::epsilon_spent({{.noise_multiplier = sigma, .sample_rate = 0.02, .steps = 150}}, 1e-5,
+                                            privacy::AccountantKind::rdp);
+  EXPECT_LE(eps, 2.0);
+  EXPECT_GT(eps, 2.0 - 0.01 - 1e-9);
+  EXPECT_THROW(privacy::make_private_with_epsilon(std::make_unique<OneDeviceStrategy>(), {.sample_rate = 0.02},
+                                                  {.target_epsilon = 2, .epochs = 3, .steps = 10}),
+               ConfigError);
+}
+
+template <typename Fn>
+std::string config_error(Fn fn) {
+  try {
+    fn();
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "(no ConfigError)";
+}
+
+TEST(PrivateStrategy, RefusesWhatItCannotTrainPrivately) {
+  torch::set_num_threads(1);
+  const std::string batch_norm = config_error([] {
+    PrivateStrategy dp(std::make_unique<OneDeviceStrategy>(), {.sample_rate = 0.1});
+    nn::Sequential net(nn::Conv2d(1, 2, 3), nn::BatchNorm2d(2), nn::Flatten(), nn::Linear(18, 3));
+    dp.prepare(training_model(net, cross_entropy, sgd(0.1)));
+  });
+  EXPECT_NE(batch_norm.find("module '1' (torch::nn::BatchNorm2d"), std::string::npos) << batch_norm;
+  EXPECT_NE(batch_norm.find("GroupNorm"), std::string::npos) << batch_norm;
+
+  const std::string mirrored = config_error([] {
+    PrivateStrategy dp(std::make_unique<MirroredStrategy>(MirroredOptions{.replicas = 2}), {.sample_rate = 0.1});
+  });
+  EXPECT_NE(mirrored.find("one replica per process"), std::string::npos) << mirrored;
+
+  EXPECT_NE(config_error([] { PrivateStrategy(std::make_unique<OneDeviceStrategy>(), {.sample_rate = 0}); })
+                .find("sample rate"),
+            std::string::npos);
+  EXPECT_NE(config_error([] {
+              PrivateStrategy(std::make_unique<OneDeviceStrategy>(),
+                              {.noise_multiplier = 1, .max_grad_norm = kInf, .sample_rate = 0.1});
+            }).find("finite max grad norm"),
+            std::string::npos);
+
+  const std::string no_record = config_error([] {
+    OneDeviceStrategy plain;
+    plain.prepare(training_model(make_sequential(), cross_entropy, sgd(0.1)));
+    torch::serialize::OutputArchive out;
+    plain.save(out);
+    std::ostringstream bytes;
+    out.save_to(bytes);
+    std::istringstream in(bytes.str());
+    torch::serialize::InputArchive archive;
+    archive.load_from(in);
+    PrivateStrategy dp(std::make_unique<OneDeviceStrategy>(), {.sample_rate = 0.1});
+    dp.prepare(training_model(make_sequential(), cross_entropy, sgd(0.1)));
+    dp.load(archive);
+  });
+  EXPECT_NE(no_record.find("no privacy record"), std::string::npos) << no_record;
+}
+
+}  // namespace
+}  // namespace cohort::testing
