@@ -137,10 +137,13 @@ EOF
 }
 
 # Verifies a checkpoint as load_checkpoint() does before loading (header,
-# CRCs), then the LibTorch archive inside (a zip with the three records).
+# CRCs), then loads the LibTorch archive inside with Debian's PyTorch
+# (torch.jit.load): its member CRCs, the model and optimizer modules, and a
+# training_state record of format 1.
 verify_checkpoint() {
-  python3 - "$1" <<'EOF'
+  /usr/bin/python3 - "$1" <<'EOF'
 import io, struct, sys, zipfile, zlib
+import torch
 data = open(sys.argv[1], "rb").read()
 assert len(data) >= 32, "shorter than the header"
 assert data[:8] == b"COHORTCK", "bad magic"
@@ -149,11 +152,11 @@ assert head_crc == zlib.crc32(data[:28]), "header checksum"
 assert version == 1 and size == len(data) - 32, "version or size"
 payload = data[32:]
 assert crc == zlib.crc32(payload), "payload checksum"
-z = zipfile.ZipFile(io.BytesIO(payload))
-assert z.testzip() is None, "archive member checksum"
-names = "\n".join(z.namelist())
-for record in ("model", "optimizer", "training_state"):
-    assert record in names, "no " + record + " record"
+assert zipfile.ZipFile(io.BytesIO(payload)).testzip() is None, "archive member checksum"
+archive = torch.jit.load(io.BytesIO(payload))
+children = dict(archive.named_children())
+assert "model" in children and "optimizer" in children, "no model or optimizer record"
+assert int(archive.training_state[0]) == 1, "training_state of another format"
 EOF
 }
 
