@@ -206,10 +206,10 @@ for ((round = 1; round <= rounds; ++round)); do
     case $fault in
       kill) [[ -n $victim_pid ]] && kill -KILL "$victim_pid" ;;
       stop) [[ -n $victim_pid ]] && kill -STOP "$victim_pid" ;;
-      store) store_strangers "$(store_port "$cr")" ;;
+      store) store_strangers "$(store_port "$victim_pid")" ;;
       disk) nsenter -t "$cr" -m dd if=/dev/zero of="$ckdir/filler" bs=64k status=none 2>/dev/null || true ;;
     esac
-    [[ -n $victim_pid || $fault == store || $fault == disk ]] || problems+=("rank $victim had ended before the fault")
+    [[ -n $victim_pid || $fault == disk ]] || problems+=("rank $victim had ended before the fault")
   fi
   rc=0
   wait "$wrapper" || rc=$?
