@@ -3,9 +3,10 @@
 # fault, each asserting the outcome cohort documents for that fault.
 #
 # A round runs `cohortrun -np RANKS fashion_mnist --strategy multi_worker` on
-# Fashion-MNIST (--limit-train examples, the mlp by default, a checkpoint every
-# few steps on a tmpfs of its own in a private mount namespace), waits until
-# the first checkpoint exists, then injects one fault at a random moment:
+# Fashion-MNIST (10 epochs of --limit-train examples, the mlp by default, so
+# that the fault lands mid-training; a checkpoint every few steps on a tmpfs
+# of its own in a private mount namespace), waits until the first checkpoint
+# exists, then injects one fault at a random moment:
 #
 #   kill          SIGKILL of a random rank. Outcome: cohortrun fails and its
 #                 report names that rank and SIGKILL.
@@ -96,7 +97,7 @@ rank_pids() {
   local job=$1 p
   for p in $(pgrep -x fashion_mnist || true); do
     if tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "COHORT_JOB_ID=$job"; then
-      echo "$(tr '\0' '\n' < "/proc/$p/environ" | sed -n 's/^COHORT_RANK=//p') $p"
+      echo "$(tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | sed -n 's/^COHORT_RANK=//p') $p"
     fi
   done
 }
@@ -183,7 +184,7 @@ for ((round = 1; round <= rounds; ++round)); do
       mkdir -p "$out" && cp -a "$ck"/ckpt.bin* "$out"/ 2>/dev/null
       exit $rc' _ "$ckdir" "$dir/after" \
       "$cohortrun" -np "$ranks" --job-id "$job" --output pipe --grace-s 2 \
-      "$trainer" --strategy multi_worker --model "$model" --epochs 3 --limit-train "$limit_train" \
+      "$trainer" --strategy multi_worker --model "$model" --epochs 10 --limit-train "$limit_train" \
       --limit-test 500 --batch-size 64 --threads 1 --progress none --checkpoint "$ckdir/ckpt.bin" \
       --checkpoint-every 4 --metrics "$dir/metrics.jsonl" > "$dir/stdout" 2> "$dir/stderr" &
   wrapper=$!
