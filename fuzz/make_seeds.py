@@ -96,3 +96,32 @@ write("remote_payload", "full", payload([(b"rank", b"3"), (b"local_size", b"2"),
                                          (b"env", b"COHORT_SECRET=" + b"ab" * 32), (b"env", b"EMPTY=")]))
 write("remote_payload", "no-program", payload([(b"rank", b"0")]))
 write("remote_payload", "bad-length", b"cohortrun-remote 1\narg 99999999999999999999\nx\nend\n")
+
+# strategy_spec: the spec text.
+write("strategy_spec", "multi-worker-every-key",
+      b"multi_worker:style=horovod,compression=fp16,bucket_mb=4,bucket_view=false,lr=1e-3,tag=x,hosts=a")
+write("strategy_spec", "mirrored", b"mirrored:replicas=3")
+write("strategy_spec", "missing-required", b"multi_worker:style=ddp")
+write("strategy_spec", "bad-values", b"multi_worker:bucket_mb=0,bucket_view=maybe,lr=fast,hosts=h")
+write("strategy_spec", "syntax-errors", b"mirrored:replicas=2,,=3,a==b")
+write("strategy_spec", "unknown", b"parameter_server:shards=2")
+write("strategy_spec", "bare-name", b"one_device")
+
+
+# checkpoint_frame: byte 0 even = a whole file, odd = a payload framed and
+# then damaged (byte 1: offset, byte 2: odd flips, even cuts).
+def checkpoint(payload, version=1):
+    import zlib
+    head = b"COHORTCK" + struct.pack("<IIQI", version, 0, len(payload), zlib.crc32(payload))
+    return head + struct.pack("<I", zlib.crc32(head)) + payload
+
+
+write("checkpoint_frame", "valid", b"\x00" + checkpoint(b"PK\x03\x04 a torch archive"))
+write("checkpoint_frame", "empty-payload", b"\x00" + checkpoint(b""))
+write("checkpoint_frame", "version-2", b"\x00" + checkpoint(b"payload", version=2))
+write("checkpoint_frame", "trailing-bytes", b"\x00" + checkpoint(b"payload") + b"xx")
+write("checkpoint_frame", "truncated", b"\x00" + checkpoint(b"payload")[:-3])
+write("checkpoint_frame", "short-header", b"\x00COHORTCK\x01\x00")
+write("checkpoint_frame", "flip-in-header", b"\x01\x10\x01" + b"payload bytes")
+write("checkpoint_frame", "flip-in-payload", b"\x01\x25\x01" + b"payload bytes")
+write("checkpoint_frame", "cut", b"\x01\x21\x00" + b"payload bytes")

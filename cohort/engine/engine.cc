@@ -622,8 +622,9 @@ Engine::Impl::Outcome Engine::Impl::run_cycle() {
   // 10. Shutdown: every rank stops at this cycle.
   for (int r = 0; r < size; ++r)
     if (views[size_t(r)].has(kShutdown)) {
-      stop_with(std::make_exception_ptr(Error("engine '" + label + "' was shut down by rank " + std::to_string(r) +
-                                              " before this op ran on every rank")));
+      stop_with(std::make_exception_ptr(PeerShutDownError(
+          "engine '" + label + "' was shut down by rank " + std::to_string(r) + " before this op ran on every rank",
+          r)));
       return Outcome::stop;
     }
 

@@ -33,7 +33,7 @@
 //   that cause. The engine does not recover; create a new one.
 // - Shutdown (shutdown() or the destructor) stops every rank's engine at the
 //   same cycle: ops that were ready everywhere run, the rest fail with a
-//   message naming the rank that shut down. Destroying an Engine during
+//   PeerShutDownError naming the rank that shut down. Destroying an Engine during
 //   exception unwinding aborts it instead, so the other ranks learn that
 //   this rank failed.
 // - join(): a rank that has run out of work calls join(); until every rank
@@ -55,12 +55,21 @@
 #include <string>
 
 #include "cohort/comm/communicator.h"
+#include "cohort/common/error.h"
 #include "cohort/engine/handle.h"
 #include "cohort/engine/options.h"
 #include "cohort/engine/stats.h"
 #include "cohort/rendezvous/store.h"
 
 namespace cohort::engine {
+
+// The error of ops that another rank's shutdown() left without a partner (the
+// file comment's "Shutdown"): rank() is the rank that shut down. Wrappers
+// that count steps turn it into a step-count MismatchError.
+class PeerShutDownError : public PeerLostError {
+ public:
+  using PeerLostError::PeerLostError;
+};
 
 class Engine {
  public:

@@ -5,21 +5,38 @@
 namespace cohort::engine {
 
 void HandleState::complete() {
+  std::vector<std::function<void()>> callbacks;
   {
     std::lock_guard lock(mutex_);
     done_ = true;
+    callbacks.swap(callbacks_);
   }
   cv_.notify_all();
+  for (auto& callback : callbacks) callback();
 }
 
 void HandleState::fail(std::exception_ptr error) {
+  std::vector<std::function<void()>> callbacks;
   {
     std::lock_guard lock(mutex_);
     if (done_) return;
     error_ = std::move(error);
     done_ = true;
+    callbacks.swap(callbacks_);
   }
   cv_.notify_all();
+  for (auto& callback : callbacks) callback();
+}
+
+void HandleState::on_done(std::function<void()> callback) {
+  {
+    std::lock_guard lock(mutex_);
+    if (!done_) {
+      callbacks_.push_back(std::move(callback));
+      return;
+    }
+  }
+  callback();
 }
 
 bool HandleState::done() const {
@@ -40,6 +57,12 @@ bool Handle::wait_for(std::chrono::nanoseconds timeout) const {
   if (!state_->cv_.wait_for(lock, timeout, [&] { return state_->done_; })) return false;
   if (state_->error_) std::rethrow_exception(state_->error_);
   return true;
+}
+
+std::exception_ptr Handle::error() const {
+  COHORT_CHECK(state_) << "error() on an empty Handle";
+  std::lock_guard lock(state_->mutex_);
+  return state_->error_;
 }
 
 bool Handle::poll() const {

@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -31,6 +32,11 @@ class HandleState {
   void complete();
   void fail(std::exception_ptr error);
   bool done() const;
+  // Runs `callback` once the op is done (either way), on the thread that
+  // completes or fails it (the engine's), or now on this thread when it is
+  // already done. For chaining a next stage without a thread of its own: the
+  // callback must be short and must not wait for another op.
+  void on_done(std::function<void()> callback);
 
   const std::string& name() const { return name_; }
 
@@ -47,6 +53,7 @@ class HandleState {
   std::condition_variable cv_;
   bool done_ = false;
   std::exception_ptr error_;
+  std::vector<std::function<void()>> callbacks_;
 };
 
 class Handle {
@@ -56,6 +63,11 @@ class Handle {
 
   bool valid() const { return state_ != nullptr; }
   const std::string& name() const { return state_->name(); }
+
+  // See HandleState::on_done.
+  void on_done(std::function<void()> callback) const { state_->on_done(std::move(callback)); }
+  // The op's error once done, or null.
+  std::exception_ptr error() const;
 
   // Blocks until the op is done; rethrows its error.
   void wait() const;

@@ -9,6 +9,7 @@
 #include <numeric>
 #include <random>
 
+#include "cohort/common/check.h"
 #include "tests/comm/typed_buffer.h"
 #include "tests/engine/engine_ranks.h"
 
@@ -276,6 +277,51 @@ TEST_P(EngineWorld, OrderedSubmissions) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, EngineWorld, ::testing::Values(1, 2, 3, 4));
+
+// HandleState::on_done chains a second stage from the engine thread the
+// moment the first completes: ranks wait for the second stages in opposite
+// orders, which only works when no stage waits for its caller. Each stage
+// doubles the previous sum, checked against the closed form; a callback
+// registered on a finished op runs at once.
+TEST_P(EngineWorld, OnDoneChainsTheNextStageOnTheEngineThread) {
+  const int n = GetParam();
+  run_engine_ranks(n, [&](EngineRank& info, Engine& e) {
+    struct Chain {
+      std::vector<double> first = std::vector<double>(4), second = std::vector<double>(4);
+      std::shared_ptr<engine::HandleState> done;
+    };
+    std::vector<std::shared_ptr<Chain>> chains;
+    for (int c = 0; c < 2; ++c) {
+      auto chain = std::make_shared<Chain>();
+      chain->done = std::make_shared<engine::HandleState>("chain");
+      std::fill(chain->first.begin(), chain->first.end(), double(info.rank + 1 + c));
+      const std::string name = "chain" + std::to_string(c);
+      Handle first = e.allreduce_async(name + "/1", BufferView{chain->first.data(), 4, DType::f64});
+      first.on_done([&e, first, chain, name] {
+        if (first.error()) return chain->done->fail(first.error());
+        for (size_t i = 0; i < 4; ++i) chain->second[i] = 2 * chain->first[i];
+        Handle second = e.allreduce_async(name + "/2", BufferView{chain->second.data(), 4, DType::f64});
+        second.on_done([second, chain] {
+          if (second.error()) return chain->done->fail(second.error());
+          chain->done->complete();
+        });
+      });
+      chains.push_back(chain);
+    }
+    std::vector<int> order = {0, 1};
+    if (info.rank % 2) std::reverse(order.begin(), order.end());
+    for (int c : order) {
+      Handle(chains[size_t(c)]->done).wait();
+      // sum over ranks of 2 * sum over ranks of (r + 1 + c)
+      const double want = 2.0 * n * (n * (n + 1) / 2.0 + n * c);
+      for (double v : chains[size_t(c)]->second) COHORT_CHECK_EQ(v, want) << "chain " << c;
+    }
+    bool ran_now = false;
+    Handle done(chains[0]->done);
+    done.on_done([&] { ran_now = true; });
+    COHORT_CHECK(ran_now) << "a callback on a finished op did not run at once";
+  });
+}
 
 TEST(Engine, ArgumentErrorsThrowAtSubmission) {
   run_engine_ranks(2, [&](EngineRank& info, Engine& e) {

@@ -444,5 +444,52 @@ TEST(DdpBuffers, RankZeroBuffersAtEveryForward) {
   EXPECT_TRUE(at::allclose(means.of(0)[1], means.of(1)[1]));
 }
 
+
+// ---- replica agreement (issue 12, item 8) ----
+
+std::vector<std::string> ddp_mismatch_errors_of(const std::function<void(int rank)>& fn) {
+  return cohort::testing::run_torch_ranks_errors<MismatchError>(2, fn);
+}
+
+TEST(DdpAgreement, DivergedReplicasAreFoundAtTheNextPeriodicCheck) {
+  const auto errors = ddp_mismatch_errors_of([&](int rank) {
+    Net net(6, /*use_extra=*/true);
+    DistributedDataParallel<Net> ddp(net, {.agreement_check_steps = 3});
+    torch::optim::SGD sgd(net->parameters(), 0.1);
+    const at::Tensor x = at::ones({2, 4});
+    for (int s = 1; s <= 6; ++s) {
+      if (s == 2 && rank == 1) {
+        torch::NoGradGuard no_grad;
+        net->fc2->bias.add_(1e-3);
+      }
+      sgd.zero_grad();
+      ddp(x).sum().backward();
+      sgd.step();
+    }
+  });
+  for (int r = 0; r < 2; ++r)
+    EXPECT_NE(errors[size_t(r)].find("parameters differ at step 3: 'fc2.bias' on rank 1"), std::string::npos)
+        << "rank " << r << ": " << errors[size_t(r)];
+}
+
+TEST(DdpAgreement, UnevenStepCountNamesTheRanks) {
+  const auto errors = ddp_mismatch_errors_of([&](int rank) {
+    Net net(6, /*use_extra=*/true);
+    DistributedDataParallel<Net> ddp(net);
+    torch::optim::SGD sgd(net->parameters(), 0.1);
+    const at::Tensor x = at::ones({2, 4});
+    for (int s = 0; s < (rank == 1 ? 3 : 2); ++s) {
+      sgd.zero_grad();
+      ddp(x).sum().backward();
+      sgd.step();
+    }
+  });
+  EXPECT_EQ(errors[0], "");
+  EXPECT_NE(errors[1].find("DistributedDataParallel: rank 1 is in step 3 but rank 0 shut down before it"),
+            std::string::npos)
+      << errors[1];
+  EXPECT_NE(errors[1].find("cohort::join()"), std::string::npos) << errors[1];
+}
+
 }  // namespace
 }  // namespace cohort

@@ -8,6 +8,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include "cohort/common/check.h"
+#include "cohort/torch/core/broadcast_state.h"
 #include "cohort/torch/data_parallel/distributed_optimizer.h"
 #include "tests/torch/torch_ranks.h"
 
@@ -328,6 +329,90 @@ TEST(DistributedOptimizer, RejectsBadConfiguration) {
     partial.insert("only", named.values()[0]);
     expect(error_of({}, partial), "parameter 1 of param group 0 (shape [12]) is not among the named parameters");
   });
+}
+
+
+// ---- replica agreement (issue 12, item 8) ----
+
+std::vector<std::string> mismatch_errors_of(const std::function<void(int rank)>& fn) {
+  return run_torch_ranks_errors<MismatchError>(2, fn);
+}
+
+void train_step(cohort::DistributedOptimizer& dist, nn::Sequential& net, int step) {
+  auto [x, y] = global_batch(step);
+  dist.zero_grad();
+  torch::mse_loss(net->forward(x), y).backward();
+  dist.step();
+}
+
+// A forgotten broadcast_parameters: rank 1 starts from other weights in one
+// parameter ("2.bias"). Horovod would average the gradients and train on;
+// the first step's check fails on both ranks, naming it.
+TEST(ReplicaAgreement, MissedBroadcastIsReportedAtTheFirstStep) {
+  for (bool broadcast : {false, true}) {
+    const auto errors = mismatch_errors_of([&](int rank) {
+      nn::Sequential net = make_initialised_net();
+      if (rank == 1) {
+        torch::NoGradGuard no_grad;
+        net->named_parameters()["2.bias"].add_(0.5);
+      }
+      torch::optim::SGD sgd(net->parameters(), 0.1);
+      if (broadcast) cohort::broadcast_parameters(*net, 0);
+      cohort::DistributedOptimizer dist(sgd, net->named_parameters());
+      for (int s = 0; s < 3; ++s) train_step(dist, net, s);
+    });
+    for (int r = 0; r < 2; ++r) {
+      const std::string& e = errors[size_t(r)];
+      if (broadcast) {
+        EXPECT_EQ(e, "") << "rank " << r;
+        continue;
+      }
+      EXPECT_NE(e.find("parameters differ at step 1: '2.bias' on rank 1 differs from rank 0's"), std::string::npos)
+          << "rank " << r << ": " << e;
+      EXPECT_NE(e.find("broadcast_parameters"), std::string::npos) << e;
+    }
+  }
+}
+
+// Divergence after the start (a rank editing its weights outside the
+// optimizer) is found at the next periodic check, not before.
+TEST(ReplicaAgreement, DivergenceIsFoundAtTheNextPeriodicCheck) {
+  std::vector<int> steps_done(2, 0);
+  const auto errors = mismatch_errors_of([&](int rank) {
+    nn::Sequential net = make_initialised_net();
+    torch::optim::SGD sgd(net->parameters(), 0.1);
+    cohort::DistributedOptimizer dist(sgd, net->named_parameters(), {.agreement_check_steps = 4});
+    for (int s = 1; s <= 8; ++s) {
+      if (s == 2 && rank == 1) {
+        torch::NoGradGuard no_grad;
+        net->named_parameters()["0.weight"].mul_(1.0001);
+      }
+      train_step(dist, net, s);
+      steps_done[size_t(rank)] = s;
+    }
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_NE(errors[size_t(r)].find("differ at step 4: '0.weight' on rank 1"), std::string::npos)
+        << "rank " << r << ": " << errors[size_t(r)];
+    EXPECT_EQ(steps_done[size_t(r)], 3) << "rank " << r;
+  }
+}
+
+// One rank runs a step fewer: the other's last step has no partner. It must
+// not hang or fail with a bare shutdown message: a MismatchError names both
+// ranks and the step and points to join().
+TEST(ReplicaAgreement, UnevenStepCountNamesTheRanks) {
+  const auto errors = mismatch_errors_of([&](int rank) {
+    nn::Sequential net = make_initialised_net();
+    torch::optim::SGD sgd(net->parameters(), 0.1);
+    cohort::DistributedOptimizer dist(sgd, net->named_parameters());
+    for (int s = 0; s < (rank == 0 ? 3 : 2); ++s) train_step(dist, net, s);
+  });  // rank 1 returns after 2 steps: its engine shuts down
+  EXPECT_NE(errors[0].find("DistributedOptimizer: rank 0 is in step 3 but rank 1 shut down before it"),
+            std::string::npos)
+      << errors[0];
+  EXPECT_NE(errors[0].find("cohort::join()"), std::string::npos) << errors[0];
+  EXPECT_EQ(errors[1], "");
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "cohort/torch/core/runtime.h"
@@ -23,6 +24,43 @@ inline void run_torch_ranks(int n, const std::function<void(int rank, int size)>
     cohort::EngineScope scope(e);
     fn(info.rank, info.size);
   });
+}
+
+// What f() raised: what() of an E, "wrong error kind: what()" of another
+// exception, "no error" when it returned.
+template <typename E>
+std::string error_of_kind(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    return std::string("wrong error kind: ") + e.what();
+  }
+  return "no error";
+}
+
+// Runs fn(rank) as run_torch_ranks does and returns each rank's error: ""
+// when fn returned, what() of an E, "not a <E>: what()" of anything else.
+template <typename E>
+std::vector<std::string> run_torch_ranks_errors(int n, const std::function<void(int rank)>& fn) {
+  torch::set_num_threads(1);
+  auto errors = run_engine_ranks_collect(n, [&](EngineRank& info, engine::Engine& e) {
+    cohort::EngineScope scope(e);
+    fn(info.rank);
+  });
+  std::vector<std::string> out(static_cast<size_t>(n));
+  for (size_t r = 0; r < out.size(); ++r) {
+    if (!errors[r]) continue;
+    try {
+      std::rethrow_exception(errors[r]);
+    } catch (const E& expected) {
+      out[r] = expected.what();
+    } catch (const std::exception& other) {
+      out[r] = std::string("not the expected error type: ") + other.what();
+    }
+  }
+  return out;
 }
 
 // A rank of run_world_ranks: its own world communicator (shm over the

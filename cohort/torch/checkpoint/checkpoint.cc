@@ -3,11 +3,9 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include <torch/torch.h>
 
-#include <array>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -15,6 +13,7 @@
 
 #include "cohort/common/check.h"
 #include "cohort/common/logging.h"
+#include "cohort/torch/checkpoint/checkpoint_frame.h"
 #include "cohort/torch/core/broadcast_state.h"
 #include "cohort/torch/core/module_state.h"
 #include "cohort/torch/core/optimizer_archive.h"
@@ -23,34 +22,7 @@
 namespace cohort {
 namespace {
 
-constexpr char kMagic[8] = {'C', 'O', 'H', 'O', 'R', 'T', 'C', 'K'};
-constexpr uint32_t kVersion = 1;
-constexpr size_t kHeaderBytes = 32;
 constexpr int64_t kStateFormat = 1;
-
-uint32_t crc32_of(const void* data, size_t n) {
-  uLong crc = crc32(0L, Z_NULL, 0);
-  const auto* p = static_cast<const Bytef*>(data);
-  // zlib's length is a uInt: feed large payloads in pieces.
-  while (n > 0) {
-    const uInt chunk = static_cast<uInt>(std::min<size_t>(n, 1u << 30));
-    crc = crc32(crc, p, chunk);
-    p += chunk;
-    n -= chunk;
-  }
-  return static_cast<uint32_t>(crc);
-}
-
-template <typename T>
-void put(std::array<char, kHeaderBytes>& h, size_t offset, T v) {
-  std::memcpy(h.data() + offset, &v, sizeof v);
-}
-template <typename T>
-T get(const char* h, size_t offset) {
-  T v;
-  std::memcpy(&v, h + offset, sizeof v);
-  return v;
-}
 
 std::string errno_text() { return std::strerror(errno); }
 
@@ -139,39 +111,13 @@ std::vector<char> read_checkpoint_file(const std::string& path) {
     }
     file.insert(file.end(), buffer, buffer + r);
   }
-  COHORT_CHECK_AS(ConfigError, file.size() >= kHeaderBytes)
-      << damaged(path) << ": truncated: " << file.size() << " bytes, shorter than the " << kHeaderBytes
-      << "-byte header";
-  COHORT_CHECK_AS(ConfigError, std::memcmp(file.data(), kMagic, sizeof kMagic) == 0)
-      << damaged(path) << ": not a cohort checkpoint (bad magic)";
-  COHORT_CHECK_AS(ConfigError, get<uint32_t>(file.data(), 28) == crc32_of(file.data(), 28))
-      << damaged(path) << ": corrupt header (checksum mismatch)";
-  const auto version = get<uint32_t>(file.data(), 8);
-  COHORT_CHECK_AS(ConfigError, version == kVersion)
-      << damaged(path) << ": format version " << version << ", this build reads version " << kVersion;
-  const auto payload = get<uint64_t>(file.data(), 16);
-  const size_t present = file.size() - kHeaderBytes;
-  COHORT_CHECK_AS(ConfigError, present >= payload)
-      << damaged(path) << ": truncated: the header announces " << payload << " payload bytes, the file holds "
-      << present;
-  COHORT_CHECK_AS(ConfigError, present == payload)
-      << damaged(path) << ": " << (present - payload) << " unexpected bytes after the payload";
-  COHORT_CHECK_AS(ConfigError, get<uint32_t>(file.data(), 24) == crc32_of(file.data() + kHeaderBytes, payload))
-      << damaged(path) << ": corrupt payload (checksum mismatch)";
-  file.erase(file.begin(), file.begin() + kHeaderBytes);
-  return file;
+  return checkpoint_payload(std::move(file), damaged(path));
 }
 
 
 void write_checkpoint_file(const std::string& path, const std::vector<char>& payload,
                            const CheckpointOptions& options) {
-  std::array<char, kHeaderBytes> header{};
-  std::memcpy(header.data(), kMagic, sizeof kMagic);
-  put<uint32_t>(header, 8, kVersion);
-  put<uint32_t>(header, 12, 0);
-  put<uint64_t>(header, 16, payload.size());
-  put<uint32_t>(header, 24, crc32_of(payload.data(), payload.size()));
-  put<uint32_t>(header, 28, crc32_of(header.data(), 28));
+  const auto header = checkpoint_header(payload);
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   COHORT_CHECK(fd >= 0) << "cannot create " << tmp << ": " << errno_text();

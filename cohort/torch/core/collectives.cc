@@ -287,19 +287,46 @@ TensorHandle alltoall_async(const at::Tensor& tensor, const AlltoallOptions& o) 
     return TensorHandle(std::move(parts));
   }
 
-  // Named: the stages run on a thread of their own, so the data stage is
-  // submitted as soon as the table is known, whatever the caller waits on.
-  return TensorHandle::deferred(
-      o.name, [&eng, name = o.name, in, my_splits, what, size, rank](std::vector<int64_t>& received) {
-        auto table = std::make_shared<at::Tensor>();
-        submit_allgather(eng, name + "/splits", my_splits, what + " splits", table).wait();
-        const UnevenPlan plan = plan_uneven(*table, size, rank);
-        at::Tensor send = pad_blocks(in, plan);
-        at::Tensor recv = at::empty_like(send);
-        submit_equal_alltoall(eng, name, send, recv, what).wait();
-        received = plan.recv_splits;
-        return unpad_blocks(recv, plan);
+  // Named: the data stage is submitted by the engine thread the moment the
+  // split table completes (HandleState::on_done), whatever the caller waits
+  // on, and no thread outlives the engine. The caller's handle is `done`.
+  struct Uneven {
+    at::Tensor in, splits, send, recv;  // alive until the stage that reads them is done
+    std::shared_ptr<at::Tensor> table = std::make_shared<at::Tensor>();
+    UnevenPlan plan;
+  };
+  auto stages = std::make_shared<Uneven>();
+  stages->in = in;
+  stages->splits = my_splits;
+  auto done = std::make_shared<engine::HandleState>(o.name);
+  engine::Handle table = submit_allgather(eng, o.name + "/splits", stages->splits, what + " splits", stages->table);
+  table.on_done([&eng, table, stages, done, name = o.name, what, size, rank] {
+    try {
+      if (std::exception_ptr error = table.error()) std::rethrow_exception(error);
+      torch::NoGradGuard no_grad;
+      stages->plan = plan_uneven(*stages->table, size, rank);
+      stages->send = pad_blocks(stages->in, stages->plan);
+      stages->recv = at::empty_like(stages->send);
+      // On the engine thread (or this one, when the table was done
+      // already): the engine is alive in both.
+      engine::Handle data = submit_equal_alltoall(eng, name, stages->send, stages->recv, what);
+      data.on_done([data, done, stages] {  // `stages` holds the buffers until the op is done
+        if (std::exception_ptr error = data.error())
+          done->fail(error);
+        else
+          done->complete();
       });
+    } catch (...) {
+      done->fail(std::current_exception());
+    }
+  });
+  TensorHandle::Parts parts;
+  parts.name = o.name;
+  parts.pending = {engine::Handle(done)};
+  parts.finish = [stages] { return unpad_blocks(stages->recv, stages->plan); };
+  parts.keep_alive = {in};
+  parts.received_splits_of = [stages] { return stages->plan.recv_splits; };
+  return TensorHandle(std::move(parts));
 }
 
 at::Tensor alltoall(const at::Tensor& tensor, const AlltoallOptions& options) {

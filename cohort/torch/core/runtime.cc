@@ -13,16 +13,23 @@ namespace {
 struct WorldRuntime {
   comm::World world;  // store, store server and (moved out) communicator
   std::shared_ptr<comm::Communicator> comm;
-  std::unique_ptr<engine::Engine> engine;
+  // Shared with EngineRef's weak holds: a use in progress pins the object
+  // (not the running engine: shutdown() stops that first).
+  std::shared_ptr<engine::Engine> engine;
 };
 
 std::mutex g_mutex;
 std::unique_ptr<WorldRuntime> g_runtime;
+bool g_was_shut_down = false;
 thread_local engine::Engine* t_engine = nullptr;
 
+const char* not_initialized() {
+  return g_was_shut_down ? "cohort::shutdown() already ran (call cohort::init() again for a new world)"
+                         : "cohort::init() has not been called";
+}
+
 WorldRuntime& world_or_throw() {
-  COHORT_CHECK_AS(ConfigError, g_runtime != nullptr)
-      << "cohort::init() has not been called (or shutdown() already ran)";
+  COHORT_CHECK_AS(ConfigError, g_runtime != nullptr) << not_initialized();
   return *g_runtime;
 }
 
@@ -35,7 +42,7 @@ void init(InitOptions options) {
   runtime->world = comm::init_world();
   runtime->comm = std::shared_ptr<comm::Communicator>(std::move(runtime->world.comm));
   if (options.engine.label == "engine") options.engine.label = "world";
-  runtime->engine = std::make_unique<engine::Engine>(
+  runtime->engine = std::make_shared<engine::Engine>(
       runtime->comm, std::make_shared<rendezvous::PrefixStore>("engine/world", runtime->world.store),
       options.engine);
   g_runtime = std::move(runtime);
@@ -50,10 +57,13 @@ void shutdown() {
   {
     std::lock_guard lock(g_mutex);
     runtime = std::move(g_runtime);
+    if (runtime) g_was_shut_down = true;
   }
   if (!runtime) return;
   // Order matters: the engine uses the communicator, which uses the store,
-  // which may be served by this rank.
+  // which may be served by this rank. The engine is stopped here even when
+  // an EngineRef pins the object for a use in progress.
+  runtime->engine->shutdown();
   runtime->engine.reset();
   runtime->comm.reset();
   runtime.reset();
@@ -112,13 +122,38 @@ engine::Engine& current_engine() {
   if (t_engine) return *t_engine;
   std::lock_guard lock(g_mutex);
   COHORT_CHECK_AS(ConfigError, g_runtime != nullptr)
-      << "no engine: call cohort::init() first, bind one with cohort::EngineScope, "
-         "or pass one in the options";
+      << "no engine: " << not_initialized() << "; call cohort::init(), bind one with cohort::EngineScope, "
+      << "or pass one in the options";
   return *g_runtime->engine;
 }
 
 engine::Engine& resolve_engine(engine::Engine* explicit_engine) {
   return explicit_engine ? *explicit_engine : current_engine();
+}
+
+EngineRef::EngineRef(engine::Engine* explicit_engine, std::string holder) : holder_(std::move(holder)) {
+  std::lock_guard lock(g_mutex);
+  engine::Engine* target = explicit_engine ? explicit_engine : t_engine;
+  if (g_runtime && (!target || target == g_runtime->engine.get())) {
+    world_ = g_runtime->engine;
+    target = g_runtime->engine.get();
+  } else {
+    COHORT_CHECK_AS(ConfigError, target != nullptr)
+        << holder_ << ": no engine: " << not_initialized()
+        << "; call cohort::init(), bind one with cohort::EngineScope, or pass one in the options";
+    borrowed_ = target;
+  }
+  rank_ = target->rank();
+  size_ = target->size();
+}
+
+std::shared_ptr<engine::Engine> EngineRef::lock() const {
+  if (borrowed_) return std::shared_ptr<engine::Engine>(std::shared_ptr<void>(), borrowed_);  // not owned
+  std::shared_ptr<engine::Engine> engine = world_.lock();
+  COHORT_CHECK_AS(ConfigError, engine != nullptr)
+      << holder_ << " was used after cohort::shutdown() destroyed the engine it runs on; destroy it (or finish "
+      << "using it) before shutdown(), or build a new one after init()";
+  return engine;
 }
 
 EngineScope::EngineScope(engine::Engine& engine) : previous_(t_engine) { t_engine = &engine; }

@@ -58,6 +58,36 @@ engine::Engine& current_engine();
 // `explicit_engine` when non-null, else current_engine().
 engine::Engine& resolve_engine(engine::Engine* explicit_engine);
 
+// A long-lived object's hold on its engine (DistributedOptimizer,
+// DistributedDataParallel, the strategies keep one). Resolved once, in the
+// order of resolve_engine(). The engine of init() is held weakly: once
+// shutdown() has run, every use raises a ConfigError naming the holder instead
+// of reaching a destroyed engine, and a use in progress keeps the engine
+// object alive until it returns (its ops then fail with the engine's "shut
+// down" error). An engine passed in options or bound with EngineScope belongs
+// to the caller, who keeps it alive while the holder uses it.
+class EngineRef {
+ public:
+  EngineRef() = default;
+  // `holder` names the object in errors ("DistributedOptimizer").
+  EngineRef(engine::Engine* explicit_engine, std::string holder);
+
+  // The engine for one use, alive until the pointer is dropped; never null.
+  std::shared_ptr<engine::Engine> lock() const;
+  // For options that take a raw engine (a wrapper building another): the
+  // same engine, checked alive now; the callee resolves it to the same hold.
+  engine::Engine* get() const { return lock().get(); }
+  // Of the engine at resolution (valid after shutdown()).
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+ private:
+  engine::Engine* borrowed_ = nullptr;
+  std::weak_ptr<engine::Engine> world_;
+  std::string holder_;
+  int rank_ = 0, size_ = 1;
+};
+
 // Binds `engine` as this thread's engine until destroyed (scopes nest).
 class EngineScope {
  public:

@@ -34,15 +34,13 @@ class TensorHandle {
     std::function<at::Tensor()> finish;
     std::vector<at::Tensor> keep_alive;
     std::vector<int64_t> received_splits;  // alltoall
+    // alltoall whose splits are known only when `pending` completes: read
+    // once, after `finish`.
+    std::function<std::vector<int64_t>()> received_splits_of;
   };
-  // Multi-stage ops run on a thread of their own, so that each stage is
-  // submitted as soon as the previous one completes, whatever order the
-  // caller waits in. `run` returns the result and sets the received splits.
-  using Deferred = std::function<at::Tensor(std::vector<int64_t>& received_splits)>;
 
   TensorHandle() = default;
   explicit TensorHandle(Parts parts);
-  static TensorHandle deferred(std::string name, Deferred run);
 
   bool valid() const { return state_ != nullptr; }
   const std::string& name() const;

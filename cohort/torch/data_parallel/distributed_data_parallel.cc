@@ -9,6 +9,7 @@
 #include "cohort/torch/core/broadcast_state.h"
 #include "cohort/torch/core/collectives.h"
 #include "cohort/torch/core/runtime.h"
+#include "cohort/torch/data_parallel/replica_agreement.h"
 
 namespace cohort {
 namespace {
@@ -43,9 +44,12 @@ std::string tensor_of(const std::string& line) {
 
 DistributedDataParallelBase::DistributedDataParallelBase(torch::nn::Module& module,
                                                          DistributedDataParallelOptions options)
-    : module_(module), options_(std::move(options)), engine_(&resolve_engine(options_.engine)) {
+    : module_(module),
+      options_(std::move(options)),
+      engine_(options_.engine, "DistributedDataParallel"),
+      check_interval_(agreement_check_interval(options_.agreement_check_steps)) {
   check_same_model();
-  broadcast_parameters(module_, 0, engine_);
+  broadcast_parameters(module_, 0, engine_.get());
   std::vector<std::string> names;
   std::vector<at::Tensor> params;
   for (const auto& item : module_.named_parameters()) {
@@ -59,23 +63,23 @@ DistributedDataParallelBase::DistributedDataParallelBase(torch::nn::Module& modu
                                                       .find_unused_parameters = options_.find_unused_parameters,
                                                       .gradient_as_bucket_view = options_.gradient_as_bucket_view,
                                                       .comm_hook = options_.comm_hook,
-                                                      .engine = engine_});
+                                                      .engine = engine_.get()});
 }
 
 DistributedDataParallelBase::~DistributedDataParallelBase() = default;
 
 void DistributedDataParallelBase::check_same_model() {
-  const int size = engine_->size();
+  const int size = engine_.size();
   if (size == 1) return;
   std::string mine;
   for (const auto& line : model_table(module_)) mine += line + "\n";
   // Lengths first, then the tables padded to the longest: one row per rank.
   at::Tensor length = at::tensor({int64_t(mine.size())}, at::kLong);
-  at::Tensor lengths = allgather(length, {.engine = engine_});
+  at::Tensor lengths = allgather(length, {.engine = engine_.get()});
   const int64_t longest = lengths.max().item<int64_t>();
   at::Tensor row = at::zeros({1, longest}, at::kByte);
   std::memcpy(row.data_ptr(), mine.data(), mine.size());
-  at::Tensor rows = allgather(row, {.engine = engine_});
+  at::Tensor rows = allgather(row, {.engine = engine_.get()});
   std::vector<std::vector<std::string>> tables;
   for (int r = 0; r < size; ++r) {
     const auto* data = static_cast<const char*>(rows[r].data_ptr());
@@ -105,16 +109,40 @@ void DistributedDataParallelBase::check_same_model() {
 }
 
 void DistributedDataParallelBase::broadcast_buffers() {
-  if (!options_.broadcast_buffers || engine_->size() == 1) return;
+  if (!options_.broadcast_buffers || engine_.size() == 1) return;
   std::vector<TensorHandle> handles;
-  for (const auto& b : module_.buffers()) handles.push_back(broadcast_async_(b, {.root = 0, .engine = engine_}));
+  engine::Engine* engine = engine_.get();
+  for (const auto& b : module_.buffers()) handles.push_back(broadcast_async_(b, {.root = 0, .engine = engine}));
   for (auto& h : handles) h.wait();
 }
 
 void DistributedDataParallelBase::pre_forward() {
-  reducer_->prepare_for_forward();
-  torch::NoGradGuard no_grad;
-  broadcast_buffers();
+  const bool training_step = torch::GradMode::is_enabled();
+  const int64_t step = training_steps_ + (training_step ? 1 : 0);
+  try {
+    reducer_->prepare_for_forward();
+    torch::NoGradGuard no_grad;
+    // Before this step's forward, the parameters are as the previous step
+    // left them: equal on every rank.
+    if (training_step && agreement_check_due(step, check_interval_)) check_agreement_now(step);
+    broadcast_buffers();
+  } catch (...) {
+    std::rethrow_exception(
+        step_count_error(std::current_exception(), "DistributedDataParallel", engine_.rank(), step));
+  }
+  training_steps_ = step;
+}
+
+void DistributedDataParallelBase::check_agreement_now(int64_t step) {
+  std::vector<std::string> names;
+  std::vector<at::Tensor> params;
+  for (const auto& item : module_.named_parameters()) {
+    names.push_back(item.key());
+    params.push_back(item.value());
+  }
+  const AgreementCheck check = start_agreement_check(*engine_.lock(), "", params, step);
+  check.handle.wait();
+  check_agreement(check, "DistributedDataParallel", names);
 }
 
 void DistributedDataParallelBase::post_forward(const std::vector<at::Tensor>& outputs) {

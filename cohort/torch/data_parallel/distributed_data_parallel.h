@@ -27,8 +27,15 @@
 //   parameters otherwise) and, with broadcast_buffers and more than one
 //   rank, broadcasts rank 0's buffers (BatchNorm statistics) in place.
 // - Every rank must run the same number of forward/backward passes with the
-//   same no_sync pattern (the reductions are ordered engine submissions).
-// - The module and the engine must outlive the wrapper.
+//   same no_sync pattern (the reductions are ordered engine submissions). A
+//   pass whose partner rank has shut down is a MismatchError naming both
+//   ranks and the step (a rank that runs out of data calls cohort::join()).
+// - Replicas stay bitwise identical; a training forward (grad mode) checks
+//   it at the first step and every agreement_check_steps (MismatchError on
+//   every rank naming the parameter and ranks that differ).
+// - The module must outlive the wrapper, and so must an engine passed in the
+//   options. With init()'s engine, a forward or backward pass after
+//   cohort::shutdown() raises a ConfigError (runtime.h: EngineRef).
 #pragma once
 
 #include <torch/nn/module.h>
@@ -41,6 +48,7 @@
 #include <vector>
 
 #include "cohort/engine/engine.h"
+#include "cohort/torch/core/runtime.h"
 #include "cohort/torch/data_parallel/comm_hooks.h"
 #include "cohort/torch/data_parallel/reducer.h"
 
@@ -52,6 +60,10 @@ struct DistributedDataParallelOptions {
   bool find_unused_parameters = false;
   bool gradient_as_bucket_view = false;
   bool broadcast_buffers = true;
+  // Parameter fingerprints compared across ranks before the first training
+  // forward and every this many (replica_agreement.h); -1:
+  // COHORT_AGREEMENT_CHECK_STEPS, 0: off.
+  int64_t agreement_check_steps = -1;
   std::shared_ptr<CommHook> comm_hook;  // null: allreduce_hook()
   engine::Engine* engine = nullptr;     // null: see runtime.h
 };
@@ -83,15 +95,19 @@ class DistributedDataParallelBase {
 
   Reducer& reducer() { return *reducer_; }
   const DistributedDataParallelOptions& options() const { return options_; }
-  engine::Engine& engine() { return *engine_; }
+  // Until shutdown() for init()'s engine (ConfigError after).
+  engine::Engine& engine() { return *engine_.lock(); }
 
  private:
   void check_same_model();
   void broadcast_buffers();
+  void check_agreement_now(int64_t step);
 
   torch::nn::Module& module_;
   DistributedDataParallelOptions options_;
-  engine::Engine* engine_;
+  EngineRef engine_;
+  int64_t check_interval_;
+  int64_t training_steps_ = 0;  // forwards in grad mode that began
   std::unique_ptr<Reducer> reducer_;
 };
 

@@ -4,6 +4,7 @@
 
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -12,6 +13,7 @@
 #include "cohort/torch/core/tensor_view.h"
 #include "cohort/torch/core/zero_grad.h"
 #include "cohort/torch/data_parallel/accumulated_grad_hooks.h"
+#include "cohort/torch/data_parallel/replica_agreement.h"
 
 namespace cohort {
 
@@ -26,13 +28,15 @@ struct DistributedOptimizer::Impl {
     engine::Handle handle;
   };
 
-  engine::Engine* engine = nullptr;
+  EngineRef engine;
   DistributedOptimizerOptions options;
   engine::AllreduceOptions reduce;  // op and scales, the same for every entry
   std::mutex mutex;
   std::vector<Entry> entries;
   std::unique_ptr<AccumulatedGradHooks> hooks;
   bool synchronized = false;
+  int64_t steps = 0;  // synchronize() calls that succeeded
+  int64_t check_interval = 0;
 
   // Called with the mutex held. Without compression the wire is the gradient
   // itself (contiguous), reduced in place: no buffer to allocate and fault in,
@@ -44,7 +48,7 @@ struct DistributedOptimizer::Impl {
     engine::AllreduceOptions o = reduce;
     o.shape = e.param.sizes().vec();
     const BufferView v = view_of(e.wire, "DistributedOptimizer gradient of '" + e.name + "'");
-    e.handle = engine->allreduce_async(e.op_name, v, v, std::move(o));
+    e.handle = engine.lock()->allreduce_async(e.op_name, v, v, std::move(o));
     e.submitted = true;
   }
 
@@ -97,8 +101,9 @@ DistributedOptimizer::DistributedOptimizer(torch::optim::Optimizer& optimizer,
   COHORT_CHECK_AS(ConfigError, options_.op == ReduceOp::avg || options_.gradient_predivide_factor == 1.0)
       << "DistributedOptimizer: gradient_predivide_factor applies to op avg only";
   Impl& impl = *impl_;
-  impl.engine = &resolve_engine(options_.engine);
+  impl.engine = EngineRef(options_.engine, "DistributedOptimizer");
   impl.options = options_;
+  impl.check_interval = agreement_check_interval(options_.agreement_check_steps);
   const double passes = options_.average_backward_passes ? options_.backward_passes_per_step : 1;
   impl.reduce.op = options_.op;
   impl.reduce.prescale = 1.0 / (options_.gradient_predivide_factor * passes);
@@ -150,8 +155,16 @@ void DistributedOptimizer::synchronize() {
   Impl& impl = *impl_;
   std::lock_guard lock(impl.mutex);
   torch::NoGradGuard no_grad;
+  const int64_t step = impl.steps + 1;
   std::exception_ptr error;
+  std::optional<AgreementCheck> check;
   try {
+    // The parameters as the previous step left them: equal on every rank.
+    if (agreement_check_due(step, impl.check_interval)) {
+      std::vector<at::Tensor> params;
+      for (const auto& e : impl.entries) params.push_back(e.param);
+      check = start_agreement_check(*impl.engine.lock(), impl.options.name_prefix + ":agreement", params, step);
+    }
     for (auto& e : impl.entries) {
       if (e.submitted) continue;
       const at::Tensor& g = e.param.grad();
@@ -161,6 +174,13 @@ void DistributedOptimizer::synchronize() {
     error = std::current_exception();
   }
   std::exception_ptr wait_error = impl.wait_all();
+  if (check) {
+    try {
+      check->handle.wait();
+    } catch (...) {
+      if (!wait_error) wait_error = std::current_exception();
+    }
+  }
   if (!error) error = wait_error;
   for (auto& e : impl.entries) {
     // Reduced in place unless the wire is a compressed or contiguous copy
@@ -172,7 +192,13 @@ void DistributedOptimizer::synchronize() {
     e.wire = at::Tensor();
     e.handle = engine::Handle();
   }
-  if (error) std::rethrow_exception(error);
+  if (error) std::rethrow_exception(step_count_error(error, "DistributedOptimizer", impl.engine.rank(), step));
+  if (check) {
+    std::vector<std::string> names;
+    for (const auto& e : impl.entries) names.push_back(e.name);
+    check_agreement(*check, "DistributedOptimizer", names);
+  }
+  impl.steps = step;
   impl.synchronized = true;
 }
 

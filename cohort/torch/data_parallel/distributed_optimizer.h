@@ -42,9 +42,18 @@
 //   reduce again (Horovod's synchronize-then-clip pattern).
 // - Gradients are reduced identically on every rank, so ranks that start
 //   identical (broadcast_parameters, broadcast_optimizer_state) stay bitwise
-//   identical.
-// - The wrapped optimizer and the engine must outlive this object. Hooks are
-//   removed on destruction, which first waits for allreduces in flight.
+//   identical. synchronize() checks it at the first step and every
+//   agreement_check_steps: parameters that differ across ranks (a missed
+//   broadcast) are a MismatchError on every rank naming the parameter and
+//   ranks (replica_agreement.h).
+// - Every rank runs the same number of steps: a step whose partner rank has
+//   shut down is a MismatchError naming both ranks and the step (a rank that
+//   runs out of data calls cohort::join() instead).
+// - The wrapped optimizer must outlive this object, and so must an engine
+//   passed in the options. With init()'s engine, a step() or backward pass
+//   after cohort::shutdown() raises a ConfigError (runtime.h: EngineRef).
+//   Hooks are removed on destruction, which first waits for allreduces in
+//   flight.
 // - Not thread-safe: step(), synchronize() and zero_grad() are called from
 //   the training thread (hooks fire on autograd's thread and are synchronised
 //   internally).
@@ -70,6 +79,9 @@ struct DistributedOptimizerOptions {
   bool average_backward_passes = true;  // divide the k-pass sum by k
   double gradient_predivide_factor = 1.0;
   std::string name_prefix = "grad";  // distinct per optimizer sharing an engine
+  // Parameter fingerprints compared across ranks at the first step and every
+  // this many (replica_agreement.h); -1: COHORT_AGREEMENT_CHECK_STEPS, 0: off.
+  int64_t agreement_check_steps = -1;
   engine::Engine* engine = nullptr;  // null: see runtime.h
 };
 

@@ -15,6 +15,7 @@
 #include "cohort/torch/core/runtime.h"
 #include "cohort/torch/core/tensor_view.h"
 #include "cohort/torch/data_parallel/accumulated_grad_hooks.h"
+#include "cohort/torch/data_parallel/replica_agreement.h"
 
 namespace cohort {
 
@@ -70,7 +71,7 @@ struct Reducer::Impl : std::enable_shared_from_this<Reducer::Impl> {
     size_t bucket = 0, position = 0;
   };
 
-  engine::Engine* engine = nullptr;
+  EngineRef engine;
   ReducerOptions options;
   std::shared_ptr<CommHook> hook;
   std::vector<std::string> names;
@@ -138,7 +139,7 @@ struct Reducer::Impl : std::enable_shared_from_this<Reducer::Impl> {
   void mark_ready(size_t i) {
     COHORT_CHECK_AS(ConfigError, !ready[i])
         << "DistributedDataParallel: parameter " << names[i] << " was marked ready twice in one backward pass on rank "
-        << engine->rank() << " (a module used twice through reentrant backward, or several backward passes per "
+        << engine.rank() << " (a module used twice through reentrant backward, or several backward passes per "
         << "forward, is not supported; use no_sync() to accumulate)";
     ready[i] = 1;
     ++ready_count;
@@ -151,7 +152,7 @@ struct Reducer::Impl : std::enable_shared_from_this<Reducer::Impl> {
     if (used.defined() && g.defined()) used.data_ptr<int32_t>()[i] = 1;
     // The 1/size of the average, unless the hook divides (averages_over_ranks):
     // folded into the copy when there is one, else one pass over the view.
-    const double inv = hook->averages_over_ranks() ? 1.0 : 1.0 / engine->size();
+    const double inv = hook->averages_over_ranks() ? 1.0 : 1.0 / engine.size();
     if (b.params.size() == 1 && g.defined() && g.data_ptr() != view.data_ptr() && g.is_contiguous() &&
         g.scalar_type() == view.scalar_type()) {
       // A gradient autograd allocated (zero_grad(set_to_none), first use) or
@@ -192,7 +193,7 @@ struct Reducer::Impl : std::enable_shared_from_this<Reducer::Impl> {
   void launch_ready() {
     // Index order on every rank: the hooks' ordered submissions line up.
     while (next_launch < buckets.size() && buckets[next_launch].pending == 0) {
-      hook->launch(buckets[next_launch].grad_bucket, *engine);
+      hook->launch(buckets[next_launch].grad_bucket, *engine.lock());
       ++next_launch;
     }
   }
@@ -217,9 +218,16 @@ struct Reducer::Impl : std::enable_shared_from_this<Reducer::Impl> {
     in_backward = false;
     if (next_launch < buckets.size()) return;  // prepare_for_forward() reports the missing ones
     std::exception_ptr error;
+    std::shared_ptr<engine::Engine> eng;
+    try {
+      eng = engine.lock();
+    } catch (...) {
+      error = std::current_exception();
+    }
     for (Bucket& b : buckets) {
+      if (!eng) break;
       try {
-        hook->finish(b.grad_bucket, *engine);
+        hook->finish(b.grad_bucket, *eng);
       } catch (...) {
         if (!error) error = std::current_exception();
       }
@@ -229,18 +237,18 @@ struct Reducer::Impl : std::enable_shared_from_this<Reducer::Impl> {
     // allreduce after the buckets. Submitted even after a hook failed here,
     // so that this rank's ordered submissions stay in step with its peers'.
     at::Tensor used_anywhere;
-    if (used.defined()) {
+    if (used.defined() && eng) {
       used_anywhere = used.clone();
       try {
         const BufferView v = view_of(used_anywhere, "DistributedDataParallel used-parameter map");
-        engine->submit_ordered_allreduce(v, v, {.op = ReduceOp::sum}).wait();
+        eng->submit_ordered_allreduce(v, v, {.op = ReduceOp::sum}).wait();
       } catch (...) {
         if (!error) error = std::current_exception();
       }
     }
     if (error) {
       reset_iteration();
-      std::rethrow_exception(error);
+      std::rethrow_exception(step_count_error(error, "DistributedDataParallel", engine.rank(), iterations + 1));
     }
     torch::NoGradGuard no_grad;
     for (size_t i = 0; i < params.size(); ++i) {
@@ -284,7 +292,7 @@ struct Reducer::Impl : std::enable_shared_from_this<Reducer::Impl> {
       if (!seen[k]) order.push_back(int64_t(k));
     at::Tensor t = at::tensor(order, at::kLong);
     // Rank 0's order for everyone: ranks may see gradients in different orders.
-    engine->submit_ordered_broadcast(view_of(t, "DistributedDataParallel bucket order"), 0).wait();
+    engine.lock()->submit_ordered_broadcast(view_of(t, "DistributedDataParallel bucket order"), 0).wait();
     std::vector<size_t> agreed(n);
     for (size_t k = 0; k < n; ++k) agreed[k] = size_t(t[int64_t(k)].item<int64_t>());
     build(assign_buckets(params, agreed, options.first_bucket_bytes, options.bucket_bytes));
@@ -299,7 +307,7 @@ struct Reducer::Impl : std::enable_shared_from_this<Reducer::Impl> {
     for (size_t i = 0; i < params.size(); ++i)
       if (!ready[i]) missing.push_back(names[i]);
     os << "DistributedDataParallel: parameter " << (missing.empty() ? std::string("?") : missing[0])
-       << " received no gradient on rank " << engine->rank()
+       << " received no gradient on rank " << engine.rank()
        << " in the previous iteration, so its bucket's reduction never ran";
     if (missing.size() > 1) {
       os << " (" << missing.size() << " parameters without gradient:";
@@ -323,7 +331,7 @@ Reducer::Reducer(std::vector<std::string> names, std::vector<at::Tensor> params,
   COHORT_CHECK_AS(ConfigError, options.first_bucket_bytes > 0 && options.bucket_bytes > 0)
       << "DistributedDataParallel: bucket caps must be positive, got " << options.first_bucket_bytes << " and "
       << options.bucket_bytes;
-  impl.engine = &resolve_engine(options.engine);
+  impl.engine = EngineRef(options.engine, "DistributedDataParallel");
   impl.hook = options.comm_hook ? options.comm_hook : allreduce_hook();
   impl.options = std::move(options);
   std::unordered_set<const void*> distinct;
@@ -354,11 +362,16 @@ Reducer::~Reducer() {
   Impl& impl = *impl_;
   std::lock_guard lock(impl.mutex);
   // Launched communication writes into the buckets: let it finish first.
-  for (size_t b = 0; b < impl.next_launch; ++b) {
-    try {
-      impl.hook->finish(impl.buckets[b].grad_bucket, *impl.engine);
-    } catch (...) {
+  // (After cohort::shutdown() there is none: the engine stopped first.)
+  try {
+    std::shared_ptr<engine::Engine> eng = impl.engine.lock();
+    for (size_t b = 0; b < impl.next_launch; ++b) {
+      try {
+        impl.hook->finish(impl.buckets[b].grad_bucket, *eng);
+      } catch (...) {
+      }
     }
+  } catch (const ConfigError&) {
   }
   impl.ready_hooks->remove();
 }

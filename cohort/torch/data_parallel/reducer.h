@@ -28,7 +28,8 @@
 //   gradient leaves its bucket unlaunched and the next prepare_for_forward()
 //   throws a ConfigError naming the parameter(s) and the rank.
 // - Not thread-safe across calls except that hooks (autograd's thread) are
-//   synchronised internally. The engine must outlive the Reducer.
+//   synchronised internally. An engine passed in the options must outlive the
+//   Reducer; init()'s raises a ConfigError when used after shutdown().
 #pragma once
 
 #include <ATen/Tensor.h>

@@ -31,17 +31,24 @@ std::vector<int64_t> channel_shape(int64_t dim, int64_t channels) {
 
 // y = (x - mean) * invstd * weight + bias with the global mean and invstd
 // (constants of the forward: their dependence on x is in the backward's
-// formula). The engine travels as an address because saved_data holds
-// IValues only. Without affine parameters, weight and bias are 0-element
-// tensors: autograd's Function cannot take undefined tensors as inputs.
+// formula). The engine travels as a capsule holding an EngineRef, because
+// saved_data holds IValues only: a backward after cohort::shutdown() raises
+// instead of reaching a destroyed engine. Without affine parameters, weight
+// and bias are 0-element tensors: autograd's Function cannot take undefined
+// tensors as inputs.
+struct EngineCapsule : torch::CustomClassHolder {
+  explicit EngineCapsule(EngineRef e) : engine(std::move(e)) {}
+  EngineRef engine;
+};
+
 class SyncBatchNormFunction : public torch::autograd::Function<SyncBatchNormFunction> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input, const at::Tensor& weight,
                             const at::Tensor& bias, const at::Tensor& mean, const at::Tensor& invstd, double count,
-                            int64_t engine_address) {
+                            const c10::IValue& engine) {
     ctx->save_for_backward({input, weight, mean, invstd});
     ctx->saved_data["count"] = count;
-    ctx->saved_data["engine"] = engine_address;
+    ctx->saved_data["engine"] = engine;
     const auto shape = channel_shape(input.dim(), mean.size(0));
     at::Tensor scale = weight.numel() > 0 ? invstd * weight : invstd;
     at::Tensor y = (input - mean.view(shape)) * scale.view(shape);
@@ -56,7 +63,8 @@ class SyncBatchNormFunction : public torch::autograd::Function<SyncBatchNormFunc
     const at::Tensor& mean = saved[2];
     const at::Tensor& invstd = saved[3];
     const double count = ctx->saved_data["count"].toDouble();
-    auto* engine = reinterpret_cast<engine::Engine*>(static_cast<intptr_t>(ctx->saved_data["engine"].toInt()));
+    const EngineRef& engine =
+        c10::static_intrusive_pointer_cast<EngineCapsule>(ctx->saved_data["engine"].toCapsule())->engine;
     const at::Tensor& dy = grad_outputs[0];
     const int64_t channels = mean.size(0);
     const auto shape = channel_shape(input.dim(), channels);
@@ -72,7 +80,7 @@ class SyncBatchNormFunction : public torch::autograd::Function<SyncBatchNormFunc
     if (ctx->needs_input_grad(2)) grad_bias = sum_dy.to(weight.scalar_type());
     if (ctx->needs_input_grad(0)) {
       at::Tensor global = at::cat({sum_dy, sum_dy_xhat}).cpu();
-      allreduce_(global, {.op = ReduceOp::sum, .engine = engine});
+      allreduce_(global, {.op = ReduceOp::sum, .engine = engine.get()});
       global = global.div_(count).to(input.options());
       const at::Tensor mean_dy = global.narrow(0, 0, channels).view(shape);
       const at::Tensor mean_dy_xhat = global.narrow(0, channels, channels).view(shape);
@@ -175,7 +183,9 @@ at::Tensor SyncBatchNormImpl::forward(const at::Tensor& input) {
 
   const int64_t channels = options.num_features;
   const int64_t local = input.numel() / channels;  // values per channel here
-  engine::Engine& engine = resolve_engine(options.engine);
+  const EngineRef engine_ref(options.engine, "SyncBatchNorm");
+  const std::shared_ptr<engine::Engine> pinned = engine_ref.lock();
+  engine::Engine& engine = *pinned;
   if (engine.size() == 1) {
     // BatchNorm's own check (an unbiased variance of one value is undefined).
     COHORT_CHECK_AS(ConfigError, local > 1)
@@ -225,7 +235,7 @@ at::Tensor SyncBatchNormImpl::forward(const at::Tensor& input) {
   const at::Tensor none = at::empty({0}, input.options());
   return SyncBatchNormFunction::apply(input, weight.defined() ? weight : none, bias.defined() ? bias : none,
                                       mean.to(input.options()), invstd.to(input.options()), count,
-                                      static_cast<int64_t>(reinterpret_cast<intptr_t>(&engine)));
+                                      c10::IValue::make_capsule(c10::make_intrusive<EngineCapsule>(engine_ref)));
 }
 
 torch::nn::Sequential convert_sync_batch_norm(const torch::nn::Sequential& sequential, engine::Engine* engine) {

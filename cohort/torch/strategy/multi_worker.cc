@@ -15,10 +15,9 @@
 namespace cohort {
 namespace {
 
-engine::Engine& engine_of(const MultiWorkerOptions& options) {
-  if (options.engine) return *options.engine;
-  if (!initialized()) init();
-  return current_engine();
+EngineRef engine_of(const MultiWorkerOptions& options) {
+  if (!options.engine && !initialized()) init();
+  return EngineRef(options.engine, "multi_worker strategy");
 }
 
 const char* style_name(MultiWorkerOptions::Style s) {
@@ -28,7 +27,7 @@ const char* style_name(MultiWorkerOptions::Style s) {
 }  // namespace
 
 MultiWorkerStrategy::MultiWorkerStrategy(MultiWorkerOptions options)
-    : options_(options), engine_(&engine_of(options)) {
+    : options_(options), engine_(engine_of(options)) {
   COHORT_CHECK_AS(ConfigError, options_.bucket_bytes > 0)
       << "multi_worker: bucket_bytes must be positive, got " << options_.bucket_bytes;
 }
@@ -41,9 +40,9 @@ std::string MultiWorkerStrategy::spec() const {
          ",compression=" + std::string(compression_name(options_.compression)) + ",style=" + style_name(options_.style);
 }
 
-int MultiWorkerStrategy::replicas_in_sync() const { return engine_->size(); }
-int MultiWorkerStrategy::process_count() const { return engine_->size(); }
-int MultiWorkerStrategy::process_index() const { return engine_->rank(); }
+int MultiWorkerStrategy::replicas_in_sync() const { return engine_.size(); }
+int MultiWorkerStrategy::process_count() const { return engine_.size(); }
+int MultiWorkerStrategy::process_index() const { return engine_.rank(); }
 
 void MultiWorkerStrategy::prepare(TrainingModel model) {
   detail::check_training_model(model, prepared_);
@@ -61,14 +60,14 @@ void MultiWorkerStrategy::prepare(TrainingModel model) {
         module, DistributedDataParallelOptions{.bucket_bytes = options_.bucket_bytes,
                                                .gradient_as_bucket_view = options_.bucket_view,
                                                .comm_hook = hook,
-                                               .engine = engine_});
+                                               .engine = engine_.get()});
   } else {
-    broadcast_parameters(module, 0, engine_);
+    broadcast_parameters(module, 0, engine_.get());
     horovod_ = std::make_unique<DistributedOptimizer>(
         *optimizer_, module.named_parameters(),
-        DistributedOptimizerOptions{.compression = options_.compression, .engine = engine_});
+        DistributedOptimizerOptions{.compression = options_.compression, .engine = engine_.get()});
   }
-  broadcast_optimizer_state(*optimizer_, 0, engine_);
+  broadcast_optimizer_state(*optimizer_, 0, engine_.get());
   prepared_ = true;
 }
 
@@ -115,14 +114,16 @@ at::Tensor MultiWorkerStrategy::predict(const at::Tensor& input) {
 }
 
 at::Tensor MultiWorkerStrategy::all_sum(const at::Tensor& values) {
-  return allreduce(values, {.op = ReduceOp::sum, .engine = engine_});
+  return allreduce(values, {.op = ReduceOp::sum, .engine = engine_.get()});
 }
 
 TensorHandle MultiWorkerStrategy::all_sum_async(const at::Tensor& values) {
-  return allreduce_async(values, {.op = ReduceOp::sum, .engine = engine_});
+  return allreduce_async(values, {.op = ReduceOp::sum, .engine = engine_.get()});
 }
 
-at::Tensor MultiWorkerStrategy::all_gather(const at::Tensor& rows) { return allgather(rows, {.engine = engine_}); }
+at::Tensor MultiWorkerStrategy::all_gather(const at::Tensor& rows) {
+  return allgather(rows, {.engine = engine_.get()});
+}
 
 void MultiWorkerStrategy::save(torch::serialize::OutputArchive& archive) {
   detail::save_replicated(module(), optimizer(), archive);

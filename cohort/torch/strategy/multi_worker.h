@@ -18,6 +18,7 @@
 #include <string>
 
 #include "cohort/engine/engine.h"
+#include "cohort/torch/core/runtime.h"
 #include "cohort/torch/core/strategy.h"
 #include "cohort/torch/data_parallel/compression.h"
 
@@ -58,11 +59,12 @@ class MultiWorkerStrategy : public Strategy {
   void save(torch::serialize::OutputArchive& archive) override;
   void load(torch::serialize::InputArchive& archive) override;
 
-  engine::Engine& engine() { return *engine_; }
+  // Until shutdown() for init()'s engine (ConfigError after).
+  engine::Engine& engine() { return *engine_.lock(); }
 
  private:
   MultiWorkerOptions options_;
-  engine::Engine* engine_;
+  EngineRef engine_;
   TrainingModel model_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   std::unique_ptr<DistributedDataParallelBase> ddp_;
