@@ -34,6 +34,7 @@ core_packages=(
   libopenmpi-dev
   openmpi-bin
   libgloo-dev
+  libzmq3-dev cppzmq-dev  # ZeroMQ: the parameter servers' transport
   iproute2
   python3
   libopenblas0-pthread
