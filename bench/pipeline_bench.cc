@@ -1,4 +1,4 @@
-// pipeline_bench: pipeline efficiency of cohort::torch::Pipeline against the
+// pipeline_bench: pipeline efficiency of cohort::Pipeline against the
 // ideal bubble model, and activation memory of 1F1B against GPipe (issue 7).
 // Run under cohortrun, one rank per stage:
 //
@@ -27,14 +27,13 @@
 #include <vector>
 
 #include "cohort/common/error.h"
-#include "cohort/torch/collectives.h"
-#include "cohort/torch/mesh.h"
-#include "cohort/torch/pipeline.h"
-#include "cohort/torch/runtime.h"
-#include "cohort/torch/threads.h"
-#include "examples/common/flag_parsing.h"
+#include "cohort/common/flags.h"
+#include "cohort/torch/core/collectives.h"
+#include "cohort/torch/core/runtime.h"
+#include "cohort/torch/core/threads.h"
+#include "cohort/torch/model_parallel/mesh.h"
+#include "cohort/torch/model_parallel/pipeline.h"
 
-namespace ct = cohort::torch;
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -48,14 +47,14 @@ struct Flags {
 };
 
 Flags parse(int argc, char** argv) {
-  namespace ex = cohort::examples;
+  namespace flags = cohort::flags;
   Flags f;
-  ex::parse_flags(std::vector<std::string>(argv + 1, argv + argc),
-                  {{"--ms", [&](auto& n, auto& v) { f.ms = ex::parse_number<double>(n, v, 0.0); }},
-                   {"--steps", [&](auto& n, auto& v) { f.steps = ex::parse_number<int>(n, v, 1); }},
-                   {"--max-m", [&](auto& n, auto& v) { f.max_m = ex::parse_number<int>(n, v, 1); }},
-                   {"--rows", [&](auto& n, auto& v) { f.rows_per_micro_batch = ex::parse_number<int>(n, v, 1); }},
-                   {"--width", [&](auto& n, auto& v) { f.width = ex::parse_number<int>(n, v, 1); }}},
+  flags::parse_flags(std::vector<std::string>(argv + 1, argv + argc),
+                  {{"--ms", [&](auto& n, auto& v) { f.ms = flags::parse_number<double>(n, v, 0.0); }},
+                   {"--steps", [&](auto& n, auto& v) { f.steps = flags::parse_number<int>(n, v, 1); }},
+                   {"--max-m", [&](auto& n, auto& v) { f.max_m = flags::parse_number<int>(n, v, 1); }},
+                   {"--rows", [&](auto& n, auto& v) { f.rows_per_micro_batch = flags::parse_number<int>(n, v, 1); }},
+                   {"--width", [&](auto& n, auto& v) { f.width = flags::parse_number<int>(n, v, 1); }}},
                   {});
   return f;
 }
@@ -88,11 +87,11 @@ TORCH_MODULE(Stage);
 
 int main(int argc, char** argv) try {
   const Flags f = parse(argc, argv);
-  ct::set_intra_op_threads(1);
-  ct::init();
-  const int p = ct::size();
-  ct::Mesh mesh({.pp = p}, {.engines = false});
-  const int rank = mesh.rank(ct::MeshAxis::pp);
+  cohort::set_intra_op_threads(1);
+  cohort::init();
+  const int p = cohort::size();
+  cohort::Mesh mesh({.pp = p}, {.engines = false});
+  const int rank = mesh.rank(cohort::MeshAxis::pp);
   Stage stage(f.ms);
   auto loss_fn = [](const at::Tensor& out, const at::Tensor&) { return out.mean(); };
 
@@ -102,8 +101,8 @@ int main(int argc, char** argv) try {
                 "|---|---|---|---|---|---|---|\n",
                 p, f.ms, 2 * f.ms);
   for (int m = 1; m <= f.max_m; ++m)
-    for (ct::Schedule schedule : {ct::Schedule::gpipe, ct::Schedule::one_f_one_b}) {
-      ct::Pipeline pipe(stage, mesh.comm(ct::MeshAxis::pp), {.micro_batches = m, .schedule = schedule});
+    for (cohort::Schedule schedule : {cohort::Schedule::gpipe, cohort::Schedule::one_f_one_b}) {
+      cohort::Pipeline pipe(stage, mesh.comm(cohort::MeshAxis::pp), {.micro_batches = m, .schedule = schedule});
       const at::Tensor x = torch::randn({int64_t(m) * f.rows_per_micro_batch, 16});
       std::vector<double> times;
       for (int s = 0; s <= f.steps; ++s) {
@@ -118,23 +117,23 @@ int main(int argc, char** argv) try {
       const double work = m * 3 * f.ms;
       const double ideal = double(m) / double(m + p - 1);
       if (rank == 0)
-        std::printf("| %d | %s | %.1f | %.1f | %.3f | %.3f | %.3f |\n", m, ct::schedule_name(schedule), step,
+        std::printf("| %d | %s | %.1f | %.1f | %.3f | %.3f | %.3f |\n", m, cohort::schedule_name(schedule), step,
                     (m + p - 1) * 3 * f.ms, work / step, ideal, work / step / ideal);
     }
 
   // Activation memory at m = 8.
   const int m = 8;
   std::vector<std::vector<double>> rows;  // per schedule: every stage's [live, bytes]
-  for (ct::Schedule schedule : {ct::Schedule::gpipe, ct::Schedule::one_f_one_b}) {
+  for (cohort::Schedule schedule : {cohort::Schedule::gpipe, cohort::Schedule::one_f_one_b}) {
     Stage fast(0.0);
-    ct::Pipeline pipe(fast, mesh.comm(ct::MeshAxis::pp), {.micro_batches = m, .schedule = schedule});
+    cohort::Pipeline pipe(fast, mesh.comm(cohort::MeshAxis::pp), {.micro_batches = m, .schedule = schedule});
     const at::Tensor x = torch::randn({int64_t(m) * f.rows_per_micro_batch, f.width});
     pipe.train_step(x, x, loss_fn);
     const auto st = pipe.stats();
     // Gathered over the world engine (not the pipeline's communicator).
     const at::Tensor mine = torch::tensor({double(st.peak_live_micro_batches), double(st.peak_activation_bytes)},
                                           torch::kDouble);
-    const at::Tensor all = ct::allgather(mine.reshape({1, 2}));
+    const at::Tensor all = cohort::allgather(mine.reshape({1, 2}));
     rows.emplace_back(all.data_ptr<double>(), all.data_ptr<double>() + all.numel());
   }
   if (rank == 0) {
@@ -149,6 +148,6 @@ int main(int argc, char** argv) try {
   }
   return 0;
 } catch (const std::exception& e) {
-  std::fprintf(stderr, "pipeline_bench: %s\n", cohort::examples::one_line_message(e).c_str());
+  std::fprintf(stderr, "pipeline_bench: %s\n", cohort::flags::one_line_message(e).c_str());
   return 1;
 }

@@ -39,7 +39,7 @@ class BasicBlock(nn.Module):
 
 
 def make_model(kind):
-    # Must match examples/synthetic_benchmark/models.cc.
+    # Must match synthetic_classifier in cohort/models/image_classifiers.cc.
     if kind == "mlp":
         return nn.Sequential(nn.Flatten(), nn.Linear(784, 4096), nn.ReLU(), nn.Linear(4096, 4096), nn.ReLU(),
                              nn.Linear(4096, 10))

@@ -19,7 +19,7 @@ import torch.nn as nn
 
 
 def make_model(kind):
-    # Must match examples/fashion_mnist/models.cc.
+    # Must match fashion_mnist_classifier in cohort/models/image_classifiers.cc.
     if kind == "mlp":
         return nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(),
                              nn.Linear(128, 10))

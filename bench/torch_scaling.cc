@@ -19,15 +19,14 @@
 #include <string>
 
 #include "cohort/common/error.h"
-#include "cohort/torch/broadcast_state.h"
-#include "cohort/torch/collectives.h"
-#include "cohort/torch/distributed_optimizer.h"
-#include "cohort/torch/runtime.h"
-#include "cohort/torch/threads.h"
-#include "examples/common/flag_parsing.h"
-#include "examples/fashion_mnist/models.h"
+#include "cohort/common/flags.h"
+#include "cohort/models/image_classifiers.h"
+#include "cohort/torch/core/broadcast_state.h"
+#include "cohort/torch/core/collectives.h"
+#include "cohort/torch/core/runtime.h"
+#include "cohort/torch/core/threads.h"
+#include "cohort/torch/data_parallel/distributed_optimizer.h"
 
-namespace ct = cohort::torch;
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -43,16 +42,16 @@ struct Flags {
 };
 
 Flags parse(int argc, char** argv) {
-  namespace ex = cohort::examples;
+  namespace flags = cohort::flags;
   Flags f;
-  ex::parse_flags(
+  flags::parse_flags(
       std::vector<std::string>(argv + 1, argv + argc),
       {{"--model", [&](auto&, auto& v) { f.model = v; }},
-       {"--batch-size", [&](auto& n, auto& v) { f.batch_size = ex::parse_number<int>(n, v, 1); }},
-       {"--seconds", [&](auto& n, auto& v) { f.seconds = ex::parse_number<double>(n, v); }},
-       {"--rounds", [&](auto& n, auto& v) { f.rounds = ex::parse_number<int>(n, v, 1); }},
-       {"--warmup-steps", [&](auto& n, auto& v) { f.warmup_steps = ex::parse_number<int>(n, v, 1); }},
-       {"--threads", [&](auto& n, auto& v) { f.threads = ex::parse_number<int>(n, v, 0); }},
+       {"--batch-size", [&](auto& n, auto& v) { f.batch_size = flags::parse_number<int>(n, v, 1); }},
+       {"--seconds", [&](auto& n, auto& v) { f.seconds = flags::parse_number<double>(n, v); }},
+       {"--rounds", [&](auto& n, auto& v) { f.rounds = flags::parse_number<int>(n, v, 1); }},
+       {"--warmup-steps", [&](auto& n, auto& v) { f.warmup_steps = flags::parse_number<int>(n, v, 1); }},
+       {"--threads", [&](auto& n, auto& v) { f.threads = flags::parse_number<int>(n, v, 0); }},
        {"--compression", [&](auto&, auto& v) { f.compression = v; }}},
       {});
   if (f.seconds <= 0) throw cohort::ConfigError("--seconds must be positive");
@@ -61,14 +60,14 @@ Flags parse(int argc, char** argv) {
 
 // The largest of `seconds` over ranks.
 double slowest(const std::string& name, double seconds) {
-  return ct::allreduce(torch::tensor({seconds}, torch::kDouble), {.name = name, .op = cohort::ReduceOp::max})
+  return cohort::allreduce(torch::tensor({seconds}, torch::kDouble), {.name = name, .op = cohort::ReduceOp::max})
       .item<double>();
 }
 
 // Seconds for `steps` steps, started together, the largest over ranks.
 template <typename Step>
 double timed(const std::string& name, int steps, Step step) {
-  ct::barrier({.name = name + "/start"});
+  cohort::barrier({.name = name + "/start"});
   const auto t0 = Clock::now();
   for (int i = 0; i < steps; ++i) step();
   return slowest(name + "/time", std::chrono::duration<double>(Clock::now() - t0).count());
@@ -79,27 +78,27 @@ double timed(const std::string& name, int steps, Step step) {
 int main(int argc, char** argv) {
   try {
     const Flags f = parse(argc, argv);
-    ct::init();
-    if (f.threads > 0) ct::set_intra_op_threads(f.threads);
-    const int rank = ct::rank(), size = ct::size();
+    cohort::init();
+    if (f.threads > 0) cohort::set_intra_op_threads(f.threads);
+    const int rank = cohort::rank(), size = cohort::size();
     torch::manual_seed(1 + rank);
     const at::Tensor x = torch::randn({f.batch_size, 1, 28, 28});
     const at::Tensor y = torch::randint(0, 10, {f.batch_size}, torch::kLong);
 
-    torch::nn::Sequential model = cohort::examples::make_model(f.model);
-    ct::broadcast_parameters(*model, 0);
+    torch::nn::Sequential model = cohort::models::fashion_mnist_classifier(f.model);
+    cohort::broadcast_parameters(*model, 0);
     torch::optim::SGD sgd(model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
     auto train_step = [&](auto& optimizer) {
       optimizer.zero_grad();
       torch::nn::functional::cross_entropy(model->forward(x), y).backward();
       optimizer.step();
     };
-    const ct::DistributedOptimizerOptions dist_options{.compression = ct::parse_compression(f.compression)};
+    const cohort::DistributedOptimizerOptions dist_options{.compression = cohort::parse_compression(f.compression)};
     auto local_step = [&] { train_step(sgd); };
     // The wrapper lives only during its phase: its gradient hooks would
     // otherwise fire in the local phase too.
     auto distributed_phase = [&](const std::string& name, int steps) {
-      ct::DistributedOptimizer dist(sgd, model->named_parameters(), dist_options);
+      cohort::DistributedOptimizer dist(sgd, model->named_parameters(), dist_options);
       return timed(name, steps, [&] { train_step(dist); });
     };
     // Warm-up (allocator, caches, the engine's response cache), which also
@@ -123,10 +122,10 @@ int main(int argc, char** argv) {
                   samples / local, samples / distributed, 1e3 * distributed / steps);
       std::fflush(stdout);
     }
-    ct::shutdown();
+    cohort::shutdown();
     return 0;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "torch_scaling: error: %s\n", cohort::examples::one_line_message(e).c_str());
+    std::fprintf(stderr, "torch_scaling: error: %s\n", cohort::flags::one_line_message(e).c_str());
     return 1;
   }
 }

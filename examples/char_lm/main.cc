@@ -17,9 +17,9 @@
 #include <optional>
 
 #include "cohort/common/error.h"
-#include "cohort/torch/mesh.h"
-#include "cohort/torch/runtime.h"
-#include "cohort/torch/threads.h"
+#include "cohort/torch/core/runtime.h"
+#include "cohort/torch/core/threads.h"
+#include "cohort/torch/model_parallel/mesh.h"
 #include "examples/char_lm/batches.h"
 #include "examples/char_lm/corpus.h"
 #include "examples/char_lm/options.h"
@@ -27,10 +27,9 @@
 #include "examples/char_lm/sampling.h"
 #include "examples/char_lm/vocabulary.h"
 
-namespace ct = cohort::torch;
 namespace lm = cohort::examples::char_lm;
 using Clock = std::chrono::steady_clock;
-using ct::MeshAxis;
+using cohort::MeshAxis;
 
 namespace {
 
@@ -52,7 +51,7 @@ struct Prepared {
 
 Prepared prepare(const lm::CharLmOptions& o) {
   Prepared p;
-  lm::check_world(o, ct::size());
+  lm::check_world(o, cohort::size());
   // Every rank reads the corpus (1-3 MB): cheaper than broadcasting it.
   p.corpus = lm::load_corpus(o.corpus);
   p.vocab = lm::Vocabulary::from_text(p.corpus.text);
@@ -71,10 +70,10 @@ void train(const lm::CharLmOptions& o, int world_rank) {
   const lm::Vocabulary& vocab = data.vocab;
   const lm::ModelShape& shape = data.shape;
   const lm::WindowBatches& batches = *data.batches;
-  if (o.threads > 0) ct::set_intra_op_threads(o.threads);
+  if (o.threads > 0) cohort::set_intra_op_threads(o.threads);
 
-  ct::Mesh mesh({.dp = o.dp, .pp = o.pp, .tp = o.tp});
-  const ct::Schedule schedule = o.schedule == "gpipe" ? ct::Schedule::gpipe : ct::Schedule::one_f_one_b;
+  cohort::Mesh mesh({.dp = o.dp, .pp = o.pp, .tp = o.tp});
+  const cohort::Schedule schedule = o.schedule == "gpipe" ? cohort::Schedule::gpipe : cohort::Schedule::one_f_one_b;
   lm::ParallelLm model(mesh, shape,
                        {.micro_batches = o.micro_batches,
                         .schedule = schedule,
@@ -93,7 +92,7 @@ void train(const lm::CharLmOptions& o, int world_rank) {
         "mesh dp %d x pp %d x tp %d, %s schedule, %d micro-batches; global batch %lld x %lld characters, "
         "%s lr %g, %s, %d thread%s per rank\n",
         (long long)o.d_model, (long long)o.heads, (long long)o.layers, (long long)o.seq_len, (long long)n_params, o.dp,
-        o.pp, o.tp, ct::schedule_name(schedule), o.micro_batches, (long long)o.batch_size, (long long)o.seq_len,
+        o.pp, o.tp, cohort::schedule_name(schedule), o.micro_batches, (long long)o.batch_size, (long long)o.seq_len,
         o.optimizer.c_str(), o.lr, o.dtype.c_str(), torch::get_num_threads(), torch::get_num_threads() == 1 ? "" : "s");
     std::fflush(stdout);
   }
@@ -138,7 +137,7 @@ void train(const lm::CharLmOptions& o, int world_rank) {
     std::printf(
         "char_lm: trained %lld steps on dp %d x pp %d x tp %d (%s, %d micro-batches): loss %.6f -> %.6f, "
         "%.0f tokens/s\n",
-        (long long)o.steps, o.dp, o.pp, o.tp, ct::schedule_name(schedule), o.micro_batches, first_loss, last_loss,
+        (long long)o.steps, o.dp, o.pp, o.tp, cohort::schedule_name(schedule), o.micro_batches, first_loss, last_loss,
         tokens_per_s);
     std::printf("char_lm: sample: %s\n", line.c_str());
     std::fflush(stdout);
@@ -160,10 +159,10 @@ int main(int argc, char** argv) {
     return 0;
   }
   try {
-    ct::init();
+    cohort::init();
     // The mesh and the model go (collectively) before the world engine.
-    train(options, ct::rank());
-    ct::shutdown();
+    train(options, cohort::rank());
+    cohort::shutdown();
     return 0;
   } catch (const std::exception& e) {
     const bool config = dynamic_cast<const cohort::ConfigError*>(&e) != nullptr;
@@ -172,9 +171,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "char_lm: error: %s\n", e.what());
     // Tell the other ranks why this one stops, instead of leaving them to
     // time out waiting for it.
-    if (ct::initialized()) {
+    if (cohort::initialized()) {
       try {
-        ct::current_engine().abort(e.what());
+        cohort::current_engine().abort(e.what());
       } catch (...) {
       }
     }

@@ -10,7 +10,6 @@
 #include "cohort/common/check.h"
 
 namespace cohort::examples::char_lm {
-namespace ct = cohort::torch;
 
 namespace {
 
@@ -127,18 +126,18 @@ LmStageImpl::LmStageImpl(const ModelShape& shape, const StageOptions& options)
   check_shape(shape);
   // The weights these pieces draw are replaced by full_parameters()' (see
   // ParallelLm); only their structure matters here.
-  const ct::GptOptions gpt{.vocab_size = shape.vocab,
+  const cohort::models::GptOptions gpt{.vocab_size = shape.vocab,
                            .max_seq_len = shape.seq_len,
                            .d_model = shape.d_model,
                            .n_layers = shape.layers,
                            .n_heads = shape.heads,
                            .dtype = options.dtype,
                            .engine = options.tp_engine};
-  if (first()) embedding_ = register_module("embedding", ct::GptEmbedding(gpt));
+  if (first()) embedding_ = register_module("embedding", cohort::models::GptEmbedding(gpt));
   for (int64_t i = blocks_.begin; i < blocks_.end; ++i)
     block_list_.push_back(
-        register_module(block_name(i), ct::TransformerBlock(shape.d_model, ct::gpt_block_options(gpt, i))));
-  if (last()) head_ = register_module("head", ct::GptHead(gpt));
+        register_module(block_name(i), cohort::models::TransformerBlock(shape.d_model, cohort::models::gpt_block_options(gpt, i))));
+  if (last()) head_ = register_module("head", cohort::models::GptHead(gpt));
 }
 
 at::Tensor LmStageImpl::forward(const at::Tensor& input) {

@@ -6,7 +6,7 @@
 //              h += mlp.proj(gelu(mlp.fc(ln2(h))))
 //   logits = lm_head(ln_f(h)); loss = cross_entropy(logits, targets)  (last stage)
 //
-// The pieces are cohort::torch's GPT assembly (transformer.h): GptEmbedding
+// The pieces are cohort::models' GPT assembly (transformer.h): GptEmbedding
 // on the first stage, TransformerBlocks (pre-LayerNorm, causal, exact GELU,
 // no dropout, so that every mesh computes the same function), GptHead on the
 // last stage with its vocabulary-split logits and parallel_cross_entropy.
@@ -30,8 +30,8 @@
 #include <string>
 
 #include "cohort/engine/engine.h"
-#include "cohort/torch/transformer.h"
-#include "cohort/torch/transformer_block.h"
+#include "cohort/models/transformer.h"
+#include "cohort/models/transformer_block.h"
 
 namespace cohort::examples::char_lm {
 
@@ -75,7 +75,7 @@ struct StageOptions {
 };
 
 // One pipeline stage of the model on one tensor-parallel rank.
-class LmStageImpl : public ::torch::nn::Module {
+class LmStageImpl : public torch::nn::Module {
  public:
   LmStageImpl(const ModelShape& shape, const StageOptions& options);
 
@@ -96,14 +96,14 @@ class LmStageImpl : public ::torch::nn::Module {
   ModelShape shape_;
   StageOptions options_;
   BlockRange blocks_;
-  cohort::torch::GptEmbedding embedding_{nullptr};  // first stage
-  std::vector<cohort::torch::TransformerBlock> block_list_;
-  cohort::torch::GptHead head_{nullptr};  // last stage
+  cohort::models::GptEmbedding embedding_{nullptr};  // first stage
+  std::vector<cohort::models::TransformerBlock> block_list_;
+  cohort::models::GptHead head_{nullptr};  // last stage
 };
 
 // The module holder (TORCH_MODULE cannot be used inside a namespace that has
 // its own `torch`; an explicit constructor also takes braced options).
-class LmStage : public ::torch::nn::ModuleHolder<LmStageImpl> {
+class LmStage : public torch::nn::ModuleHolder<LmStageImpl> {
  public:
   using Impl = LmStageImpl;
   LmStage(std::nullptr_t) : ModuleHolder(nullptr) {}

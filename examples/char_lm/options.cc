@@ -1,9 +1,11 @@
 #include "examples/char_lm/options.h"
 
 #include "cohort/common/check.h"
-#include "examples/common/flag_parsing.h"
+#include "cohort/common/flags.h"
 
 namespace cohort::examples::char_lm {
+
+using namespace cohort::flags;
 std::string usage() {
   return R"(usage: char_lm [flags]
 Trains a character-level transformer language model on the fortunes of Debian's

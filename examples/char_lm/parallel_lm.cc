@@ -1,25 +1,24 @@
 #include "examples/char_lm/parallel_lm.h"
 
 #include "cohort/common/check.h"
-#include "cohort/torch/collectives.h"
-#include "cohort/torch/gradient_sync.h"
-#include "cohort/torch/tensor_parallel_module.h"
-#include "cohort/torch/tensor_parallel_region.h"
+#include "cohort/torch/core/collectives.h"
+#include "cohort/torch/model_parallel/gradient_sync.h"
+#include "cohort/torch/model_parallel/tensor_parallel_module.h"
+#include "cohort/torch/model_parallel/tensor_parallel_region.h"
 
 namespace cohort::examples::char_lm {
-namespace ct = cohort::torch;
-using ct::MeshAxis;
+using cohort::MeshAxis;
 
-ParallelLm::ParallelLm(ct::Mesh& mesh, const ModelShape& shape, const ParallelLmOptions& options)
+ParallelLm::ParallelLm(cohort::Mesh& mesh, const ModelShape& shape, const ParallelLmOptions& options)
     : mesh_(mesh), shape_(shape), options_(options) {
   const int pp = mesh.size(MeshAxis::pp), stage = mesh.rank(MeshAxis::pp);
   stage_ = LmStage(
       shape, {.stage = stage, .stages = pp, .tp_engine = &mesh.engine(MeshAxis::tp), .dtype = options.init.dtype});
   // Only this stage's weights are drawn; each tp layer keeps its slice.
-  ct::load_full_parameters(*stage_, full_parameters(shape, options.init, pp, stage));
-  pipeline_ = std::make_unique<ct::Pipeline>(
+  cohort::load_full_parameters(*stage_, full_parameters(shape, options.init, pp, stage));
+  pipeline_ = std::make_unique<cohort::Pipeline>(
       stage_, mesh.comm(MeshAxis::pp),
-      ct::PipelineOptions{.micro_batches = options.micro_batches, .schedule = options.schedule});
+      cohort::PipelineOptions{.micro_batches = options.micro_batches, .schedule = options.schedule});
 }
 
 ParallelLm::~ParallelLm() = default;
@@ -36,26 +35,26 @@ at::Tensor ParallelLm::forward_backward(const at::Tensor& windows) {
       [stage](const at::Tensor& logits, const at::Tensor& y) mutable { return stage->loss(logits, y); });
   // Each replica's gradient is of its rows' mean loss; their average over
   // dp is the global batch's (equal rows per replica).
-  ct::synchronize_gradients(stage_->parameters(), mesh_.engine(MeshAxis::dp));
+  cohort::synchronize_gradients(stage_->parameters(), mesh_.engine(MeshAxis::dp));
   return loss;
 }
 
 double ParallelLm::global_loss(const at::Tensor& replica_loss) {
-  const at::Tensor mean = ct::allreduce(replica_loss.detach().reshape({1}).to(at::kDouble),
+  const at::Tensor mean = cohort::allreduce(replica_loss.detach().reshape({1}).to(at::kDouble),
                                         {.op = ReduceOp::avg, .engine = &mesh_.engine(MeshAxis::dp)});
   return mean.item<double>();
 }
 
 at::Tensor ParallelLm::logits(const at::Tensor& ids) {
-  ::torch::NoGradGuard no_grad;
+  torch::NoGradGuard no_grad;
   // The last stage's vocabulary slice, broadcast over pp by the pipeline...
   const at::Tensor local = pipeline_->forward(ids);
   // ...joined over tp...
   const at::Tensor full =
-      ct::tensor_parallel_gather_last_dim(local, ct::TensorParallelGroup::of(&mesh_.engine(MeshAxis::tp)));
+      cohort::tensor_parallel_gather_last_dim(local, cohort::TensorParallelGroup::of(&mesh_.engine(MeshAxis::tp)));
   // ...and replica 0's everywhere: replicas hold the same weights, but
   // sampling must not depend on their agreeing to the last bit.
-  return ct::broadcast(full, {.root = 0, .engine = &mesh_.engine(MeshAxis::dp)});
+  return cohort::broadcast(full, {.root = 0, .engine = &mesh_.engine(MeshAxis::dp)});
 }
 
 }  // namespace cohort::examples::char_lm

@@ -33,21 +33,21 @@
 #include <memory>
 #include <vector>
 
-#include "cohort/torch/mesh.h"
-#include "cohort/torch/pipeline.h"
+#include "cohort/torch/model_parallel/mesh.h"
+#include "cohort/torch/model_parallel/pipeline.h"
 #include "examples/char_lm/model.h"
 
 namespace cohort::examples::char_lm {
 
 struct ParallelLmOptions {
   int micro_batches = 1;
-  cohort::torch::Schedule schedule = cohort::torch::Schedule::one_f_one_b;
+  cohort::Schedule schedule = cohort::Schedule::one_f_one_b;
   InitOptions init;  // seed, dtype, perturb
 };
 
 class ParallelLm {
  public:
-  ParallelLm(cohort::torch::Mesh& mesh, const ModelShape& shape, const ParallelLmOptions& options);
+  ParallelLm(cohort::Mesh& mesh, const ModelShape& shape, const ParallelLmOptions& options);
   ~ParallelLm();
 
   at::Tensor forward_backward(const at::Tensor& windows);
@@ -56,15 +56,15 @@ class ParallelLm {
 
   LmStage& stage() { return stage_; }
   std::vector<at::Tensor> parameters() { return stage_->parameters(); }
-  cohort::torch::Pipeline& pipeline() { return *pipeline_; }
+  cohort::Pipeline& pipeline() { return *pipeline_; }
   const ModelShape& shape() const { return shape_; }
 
  private:
-  cohort::torch::Mesh& mesh_;
+  cohort::Mesh& mesh_;
   ModelShape shape_;
   ParallelLmOptions options_;
   LmStage stage_{nullptr};
-  std::unique_ptr<cohort::torch::Pipeline> pipeline_;
+  std::unique_ptr<cohort::Pipeline> pipeline_;
 };
 
 }  // namespace cohort::examples::char_lm

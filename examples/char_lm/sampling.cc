@@ -14,7 +14,7 @@ std::string sample_line(const LogitsFn& logits_fn, int64_t context_len, const Vo
   COHORT_CHECK_AS(ConfigError, options.temperature >= 0)
       << "sampling temperature must not be negative, got " << options.temperature;
   COHORT_CHECK_AS(ConfigError, context_len >= 1) << "sampling context must be at least 1, got " << context_len;
-  ::torch::NoGradGuard no_grad;
+  torch::NoGradGuard no_grad;
   at::Generator gen = at::detail::createCPUGenerator(options.seed);
   // Without a prompt the line starts where a fortune does: after a newline.
   std::vector<int64_t> context = vocab.encode(options.prompt.empty() ? std::string("\n") : options.prompt);

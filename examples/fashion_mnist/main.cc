@@ -10,21 +10,20 @@
 #include <memory>
 
 #include "cohort/common/error.h"
-#include "cohort/torch/broadcast_state.h"
-#include "cohort/torch/checkpoint.h"
-#include "cohort/torch/collectives.h"
-#include "cohort/torch/distributed_optimizer.h"
-#include "cohort/torch/distributed_sampler.h"
-#include "cohort/torch/runtime.h"
-#include "cohort/torch/threads.h"
+#include "cohort/models/image_classifiers.h"
+#include "cohort/torch/checkpoint/checkpoint.h"
+#include "cohort/torch/core/broadcast_state.h"
+#include "cohort/torch/core/collectives.h"
+#include "cohort/torch/core/runtime.h"
+#include "cohort/torch/core/threads.h"
+#include "cohort/torch/data/distributed_sampler.h"
+#include "cohort/torch/data_parallel/distributed_optimizer.h"
 #include "examples/fashion_mnist/dataset.h"
 #include "examples/fashion_mnist/lr_schedule.h"
 #include "examples/fashion_mnist/metrics.h"
-#include "examples/fashion_mnist/models.h"
 #include "examples/fashion_mnist/options.h"
 #include "examples/fashion_mnist/progress.h"
 
-namespace ct = cohort::torch;
 namespace ex = cohort::examples;
 using Clock = std::chrono::steady_clock;
 
@@ -55,7 +54,7 @@ Evaluation evaluate(torch::nn::Sequential& model, const at::Tensor& images, cons
     correct += logits.argmax(1).eq(y).sum().item<double>();
   }
   const at::Tensor totals =
-      ct::allreduce(torch::tensor({correct, loss, double(mine_x.size(0))}, torch::kDouble),
+      cohort::allreduce(torch::tensor({correct, loss, double(mine_x.size(0))}, torch::kDouble),
                     {.name = "evaluate", .op = cohort::ReduceOp::sum});
   model->train();
   const double* t = totals.data_ptr<double>();
@@ -69,16 +68,16 @@ int64_t count_parameters(torch::nn::Module& model) {
 }
 
 int train(const ex::TrainOptions& o) {
-  ct::init();
-  const int rank = ct::rank(), size = ct::size();
-  if (o.threads > 0) ct::set_intra_op_threads(o.threads);
+  cohort::init();
+  const int rank = cohort::rank(), size = cohort::size();
+  if (o.threads > 0) cohort::set_intra_op_threads(o.threads);
   torch::manual_seed(o.seed);
 
   const ex::FashionMnist data = ex::load_fashion_mnist(o.data_dir, o.limit_train, o.limit_test);
-  torch::nn::Sequential model = ex::make_model(o.model);
+  torch::nn::Sequential model = cohort::models::fashion_mnist_classifier(o.model);
   const int64_t n_train = data.train_images.size(0);
 
-  ct::DistributedSampler sampler({.dataset_size = size_t(n_train), .num_replicas = size, .rank = rank,
+  cohort::DistributedSampler sampler({.dataset_size = size_t(n_train), .num_replicas = size, .rank = rank,
                                   .shuffle = true, .seed = o.seed});
   const int64_t per_rank = int64_t(sampler.num_samples());
   const int64_t steps_per_epoch = (per_rank + o.batch_size - 1) / o.batch_size;
@@ -91,24 +90,24 @@ int train(const ex::TrainOptions& o) {
   else
     optimizer = std::make_unique<torch::optim::SGD>(
         model->parameters(), torch::optim::SGDOptions(schedule.at(0)).momentum(o.momentum));
-  ct::DistributedOptimizer dist_optimizer(*optimizer, model->named_parameters(),
-                                          {.compression = ct::parse_compression(o.compression)});
+  cohort::DistributedOptimizer dist_optimizer(*optimizer, model->named_parameters(),
+                                          {.compression = cohort::parse_compression(o.compression)});
 
-  ct::TrainingState state;
+  cohort::TrainingState state;
   state.seed = o.seed;
   bool resumed = false;
   if (o.resume) {
-    if (auto saved = ct::resume_from_checkpoint(o.checkpoint, *model, *optimizer)) {
+    if (auto saved = cohort::resume_from_checkpoint(o.checkpoint, *model, *optimizer)) {
       state = *saved;
       resumed = true;
     }
   }
   if (!resumed) {
     // Every rank starts from rank 0's initialisation.
-    ct::broadcast_parameters(*model, 0);
-    ct::broadcast_optimizer_state(*optimizer, 0);
+    cohort::broadcast_parameters(*model, 0);
+    cohort::broadcast_optimizer_state(*optimizer, 0);
   }
-  sampler = ct::DistributedSampler({.dataset_size = size_t(n_train), .num_replicas = size, .rank = rank,
+  sampler = cohort::DistributedSampler({.dataset_size = size_t(n_train), .num_replicas = size, .rank = rank,
                                     .shuffle = true, .seed = state.seed});
 
   ex::MetricsWriter metrics;
@@ -184,12 +183,12 @@ int train(const ex::TrainOptions& o) {
                           .add("lr", lr)
                           .add("seconds", seconds_since(run_start)));
       if (rank == 0 && !o.checkpoint.empty() && o.checkpoint_every > 0 && state.step % o.checkpoint_every == 0)
-        ct::save_checkpoint(o.checkpoint, *model, *optimizer,
+        cohort::save_checkpoint(o.checkpoint, *model, *optimizer,
                             {.epoch = epoch, .batch = b + 1, .step = state.step, .seed = state.seed});
     }
     progress.finish();
     const double train_seconds = seconds_since(epoch_start);
-    const at::Tensor totals = ct::allreduce(torch::tensor({loss_sum, samples}, torch::kDouble),
+    const at::Tensor totals = cohort::allreduce(torch::tensor({loss_sum, samples}, torch::kDouble),
                                             {.name = "train_loss", .op = cohort::ReduceOp::sum});
     const double train_loss = totals[0].item<double>() / std::max(1.0, totals[1].item<double>());
     const double samples_per_s = totals[1].item<double>() / std::max(1e-9, train_seconds);
@@ -211,7 +210,7 @@ int train(const ex::TrainOptions& o) {
                         .add("test_accuracy", last.accuracy)
                         .add("train_seconds", train_seconds)
                         .add("samples_per_s", samples_per_s));
-      if (!o.checkpoint.empty()) ct::save_checkpoint(o.checkpoint, *model, *optimizer, state);
+      if (!o.checkpoint.empty()) cohort::save_checkpoint(o.checkpoint, *model, *optimizer, state);
     }
   }
   if (!evaluated) last = evaluate(model, data.test_images, data.test_labels, rank, size);
@@ -232,7 +231,7 @@ int train(const ex::TrainOptions& o) {
                       .add("step", state.step)
                       .add("seconds", seconds_since(run_start)));
   }
-  ct::shutdown();
+  cohort::shutdown();
   // Every rank holds the same (allreduced) accuracy, so all exit alike.
   if (100 * last.accuracy < o.target_accuracy) {
     if (rank == 0)
@@ -263,9 +262,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "fashion_mnist: error: %s\n", e.what());
     // Tell the other ranks why this one stops, instead of leaving them to
     // time out waiting for it.
-    if (ct::initialized()) {
+    if (cohort::initialized()) {
       try {
-        ct::current_engine().abort(e.what());
+        cohort::current_engine().abort(e.what());
       } catch (...) {
       }
     }

@@ -3,9 +3,11 @@
 #include <sstream>
 
 #include "cohort/common/check.h"
-#include "examples/common/flag_parsing.h"
+#include "cohort/common/flags.h"
 
 namespace cohort::examples {
+
+using namespace cohort::flags;
 std::string usage() {
   return R"(usage: fashion_mnist [flags]
 Trains a classifier on Fashion-MNIST with cohort's DistributedOptimizer; run it

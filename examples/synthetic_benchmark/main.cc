@@ -13,21 +13,20 @@
 #include <memory>
 
 #include "cohort/common/error.h"
-#include "cohort/torch/broadcast_state.h"
-#include "cohort/torch/collectives.h"
-#include "cohort/torch/data_parallel.h"
-#include "cohort/torch/distributed_data_parallel.h"
-#include "cohort/torch/distributed_optimizer.h"
-#include "cohort/torch/runtime.h"
-#include "cohort/torch/threads.h"
-#include "cohort/torch/zero_grad.h"
-#include "examples/common/flag_parsing.h"
-#include "examples/synthetic_benchmark/models.h"
+#include "cohort/common/flags.h"
+#include "cohort/models/image_classifiers.h"
+#include "cohort/torch/core/broadcast_state.h"
+#include "cohort/torch/core/collectives.h"
+#include "cohort/torch/core/runtime.h"
+#include "cohort/torch/core/threads.h"
+#include "cohort/torch/core/zero_grad.h"
+#include "cohort/torch/data_parallel/data_parallel.h"
+#include "cohort/torch/data_parallel/distributed_data_parallel.h"
+#include "cohort/torch/data_parallel/distributed_optimizer.h"
 #include "examples/synthetic_benchmark/options.h"
 
 namespace synthetic = cohort::examples::synthetic;
-namespace ct = cohort::torch;
-using Sequential = ::torch::nn::Sequential;
+using Sequential = torch::nn::Sequential;
 
 namespace {
 
@@ -37,11 +36,11 @@ using StepFn = std::function<void(const at::Tensor& x, const at::Tensor& y)>;
 using TrainerFactory = std::function<StepFn(Sequential model, const synthetic::BenchmarkOptions& o)>;
 
 at::Tensor loss_of(const at::Tensor& out, const at::Tensor& y) {
-  return ::torch::nn::functional::cross_entropy(out, y);
+  return torch::nn::functional::cross_entropy(out, y);
 }
 
-::torch::optim::SGDOptions sgd_options(const synthetic::BenchmarkOptions& o) {
-  return ::torch::optim::SGDOptions(o.lr).momentum(0.9);
+torch::optim::SGDOptions sgd_options(const synthetic::BenchmarkOptions& o) {
+  return torch::optim::SGDOptions(o.lr).momentum(0.9);
 }
 
 // The modes; a new one is one entry.
@@ -49,18 +48,18 @@ const std::map<std::string, TrainerFactory>& trainers() {
   static const std::map<std::string, TrainerFactory> table = {
       {"single",
        [](Sequential model, const synthetic::BenchmarkOptions& o) -> StepFn {
-         auto sgd = std::make_shared<::torch::optim::SGD>(model->parameters(), sgd_options(o));
+         auto sgd = std::make_shared<torch::optim::SGD>(model->parameters(), sgd_options(o));
          return [model, sgd](const at::Tensor& x, const at::Tensor& y) mutable {
-           ct::zero_grad_to_none(*sgd);  // as every mode and bench/pytorch_ddp_synthetic.py
+           cohort::zero_grad_to_none(*sgd);  // as every mode and bench/pytorch_ddp_synthetic.py
            loss_of(model->forward(x), y).backward();
            sgd->step();
          };
        }},
       {"horovod",
        [](Sequential model, const synthetic::BenchmarkOptions& o) -> StepFn {
-         ct::broadcast_parameters(*model, 0);
-         auto sgd = std::make_shared<::torch::optim::SGD>(model->parameters(), sgd_options(o));
-         auto opt = std::make_shared<ct::DistributedOptimizer>(*sgd, model->named_parameters());
+         cohort::broadcast_parameters(*model, 0);
+         auto sgd = std::make_shared<torch::optim::SGD>(model->parameters(), sgd_options(o));
+         auto opt = std::make_shared<cohort::DistributedOptimizer>(*sgd, model->named_parameters());
          return [model, sgd, opt](const at::Tensor& x, const at::Tensor& y) mutable {
            opt->zero_grad();
            loss_of(model->forward(x), y).backward();
@@ -71,22 +70,22 @@ const std::map<std::string, TrainerFactory>& trainers() {
        [](Sequential model, const synthetic::BenchmarkOptions& o) -> StepFn {
          // One process: the replicas' threads are the parallelism, the batch
          // is split among them.
-         auto dp = std::make_shared<ct::DataParallel<Sequential>>(model, ct::DataParallelOptions{.replicas = o.replicas});
-         auto sgd = std::make_shared<::torch::optim::SGD>(model->parameters(), sgd_options(o));
+         auto dp = std::make_shared<cohort::DataParallel<Sequential>>(model, cohort::DataParallelOptions{.replicas = o.replicas});
+         auto sgd = std::make_shared<torch::optim::SGD>(model->parameters(), sgd_options(o));
          return [dp, sgd](const at::Tensor& x, const at::Tensor& y) {
-           ct::zero_grad_to_none(*sgd);
+           cohort::zero_grad_to_none(*sgd);
            dp->train_step(x, y, loss_of);
            sgd->step();
          };
        }},
       {"ddp",
        [](Sequential model, const synthetic::BenchmarkOptions& o) -> StepFn {
-         ct::DistributedDataParallelOptions ddp_options;
+         cohort::DistributedDataParallelOptions ddp_options;
          ddp_options.gradient_as_bucket_view = o.bucket_view;
-         auto ddp = std::make_shared<ct::DistributedDataParallel<Sequential>>(model, ddp_options);
-         auto sgd = std::make_shared<::torch::optim::SGD>(model->parameters(), sgd_options(o));
+         auto ddp = std::make_shared<cohort::DistributedDataParallel<Sequential>>(model, ddp_options);
+         auto sgd = std::make_shared<torch::optim::SGD>(model->parameters(), sgd_options(o));
          return [ddp, sgd](const at::Tensor& x, const at::Tensor& y) {
-           ct::zero_grad_to_none(*sgd);
+           cohort::zero_grad_to_none(*sgd);
            loss_of((*ddp)(x), y).backward();
            sgd->step();
          };
@@ -108,11 +107,11 @@ double median(std::vector<double> v) {
 }
 
 int run(const synthetic::BenchmarkOptions& o) {
-  if (o.threads > 0) ct::set_intra_op_threads(o.threads);
-  ct::init();
-  const int rank = ct::rank(), size = ct::size();
-  ::torch::manual_seed(42 + rank);
-  Sequential model = synthetic::make_model(o.model);
+  if (o.threads > 0) cohort::set_intra_op_threads(o.threads);
+  cohort::init();
+  const int rank = cohort::rank(), size = cohort::size();
+  torch::manual_seed(42 + rank);
+  Sequential model = cohort::models::synthetic_classifier(o.model);
   int64_t params = 0;
   for (const auto& p : model->parameters()) params += p.numel();
   StepFn step = trainers().at(o.mode)(model, o);
@@ -121,9 +120,9 @@ int run(const synthetic::BenchmarkOptions& o) {
   if (rank == 0)
     std::printf("synthetic_benchmark: model %s (%lld parameters), mode %s, %d rank(s), batch %d per rank, %d threads\n",
                 o.model.c_str(), static_cast<long long>(params), o.mode.c_str(), size, o.batch_size,
-                ::torch::get_num_threads());
+                torch::get_num_threads());
   for (int i = 0; i < o.warmup; ++i) step(x, y);
-  ct::barrier();
+  cohort::barrier();
   std::vector<double> local(size_t(o.steps));
   for (int i = 0; i < o.steps; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -132,7 +131,7 @@ int run(const synthetic::BenchmarkOptions& o) {
   }
   // A step takes as long as its slowest rank; one reduction after the loop
   // keeps the measurement free of extra synchronisation.
-  at::Tensor times = ct::allreduce(at::tensor(local, at::kDouble), {.op = cohort::ReduceOp::max});
+  at::Tensor times = cohort::allreduce(at::tensor(local, at::kDouble), {.op = cohort::ReduceOp::max});
   std::vector<double> slowest(times.data_ptr<double>(), times.data_ptr<double>() + times.numel());
   const double step_s = median(slowest);
   const double samples_per_s = double(o.batch_size) * size / step_s;
@@ -145,11 +144,11 @@ int run(const synthetic::BenchmarkOptions& o) {
     std::printf("{\"bench\":\"synthetic_benchmark\",\"model\":\"%s\",\"mode\":\"%s\",\"ranks\":%d,"
                 "\"batch_per_rank\":%d,\"steps\":%d,\"threads\":%d,\"blas_threads\":%d,\"step_ms\":%.3f,"
                 "\"samples_per_s\":%.1f}\n",
-                o.model.c_str(), o.mode.c_str(), size, o.batch_size, o.steps, ::torch::get_num_threads(),
-                ct::blas_threads(), 1e3 * step_s, samples_per_s);
+                o.model.c_str(), o.mode.c_str(), size, o.batch_size, o.steps, torch::get_num_threads(),
+                cohort::blas_threads(), 1e3 * step_s, samples_per_s);
     std::fflush(stdout);
   }
-  ct::shutdown();
+  cohort::shutdown();
   return 0;
 }
 
@@ -161,7 +160,7 @@ int main(int argc, char** argv) {
     o = synthetic::parse_options(std::vector<std::string>(argv + 1, argv + argc), mode_names());
   } catch (const cohort::ConfigError& e) {
     std::fprintf(stderr, "synthetic_benchmark: %s (see --help)\n",
-                 cohort::examples::one_line_message(e).c_str());
+                 cohort::flags::one_line_message(e).c_str());
     return 2;
   }
   if (o.help) {

@@ -1,9 +1,11 @@
 #include "examples/synthetic_benchmark/options.h"
 
 #include "cohort/common/check.h"
-#include "examples/common/flag_parsing.h"
+#include "cohort/common/flags.h"
 
 namespace cohort::examples::synthetic {
+
+using namespace cohort::flags;
 namespace {
 
 std::string join(const std::vector<std::string>& v) {

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Installs this build into a scratch prefix, builds tests/package/consumer
-# against it with find_package(cohort) and runs it on 2 ranks under the
-# installed cohortrun. The sum of rank + 1 over 2 ranks must be 3.
+# Installs this build into a scratch prefix, checks that every installed
+# header includes only installed headers (no public header reaches an
+# internal one), builds tests/package/consumer against the install with
+# find_package(cohort) and runs it on 2 ranks under the installed cohortrun.
+# The sum of rank + 1 over 2 ranks must be 3, and the torch consumer's loader
+# must read all 10 rows across the ranks.
 # Usage: find_package_test.sh BUILD_DIR WITH_TORCH(0|1) [GENERATOR]
 set -euo pipefail
 build=$1 with_torch=$2 generator=${3:-Unix Makefiles}
@@ -11,15 +14,33 @@ trap 'rm -rf "$scratch"' EXIT
 
 cmake --install "$build" --prefix "$scratch/prefix" >"$scratch/install.log" 2>&1 \
   || { cat "$scratch/install.log"; exit 1; }
+# Every "cohort/..." a public header includes must be installed too.
+include_dir="$scratch/prefix/include"
+[[ -f $include_dir/cohort/cohort.h ]] || { echo "FAIL: cohort/cohort.h is not installed"; exit 1; }
+missing=0
+while IFS= read -r header; do
+  while IFS= read -r included; do
+    if [[ ! -f $include_dir/$included ]]; then
+      echo "FAIL: ${header#"$include_dir"/} includes $included, which is not installed (internal)"
+      missing=1
+    fi
+  done < <(sed -n 's/^#include [<"]\(cohort\/[^">]*\)[">].*/\1/p' "$header")
+done < <(find "$include_dir/cohort" -type f -name '*.h')
+[[ $missing == 0 ]] || exit 1
+for internal in cohort/comm/shm/segment.h cohort/engine/negotiation.h cohort/rendezvous/wire.h; do
+  [[ ! -e $include_dir/$internal ]] || { echo "FAIL: internal header $internal was installed"; exit 1; }
+done
+
 cmake -S "$here/consumer" -B "$scratch/consumer" -G "$generator" -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$scratch/prefix" >"$scratch/configure.log" 2>&1 \
   || { cat "$scratch/configure.log"; exit 1; }
 cmake --build "$scratch/consumer" -j2 >"$scratch/build.log" 2>&1 || { cat "$scratch/build.log"; exit 1; }
 
-expect_sums() {  # program
+expect_sums() {  # program; leaves its output in out_<program without _consumer>
   local out
   out=$("$scratch/prefix/bin/cohortrun" -np 2 "$scratch/consumer/$1" 2>&1) || { echo "$out"; exit 1; }
   echo "$out"
+  printf -v "out_${1%_consumer}" '%s' "$out"
   for r in 0 1; do
     grep -q "rank $r of 2: sum 3\$" <<<"$out" || { echo "FAIL: $1 rank $r did not print sum 3"; exit 1; }
   done
@@ -28,5 +49,6 @@ expect_sums core_consumer
 if [[ $with_torch == 1 ]]; then
   [[ -x $scratch/consumer/torch_consumer ]] || { echo "FAIL: cohort::torch was not found in the install"; exit 1; }
   expect_sums torch_consumer
+  grep -q "rows 10 of 10" <<<"$out_torch" || { echo "FAIL: the torch::data loader did not read all rows"; exit 1; }
 fi
 echo "PASS"

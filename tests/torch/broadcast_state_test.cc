@@ -8,15 +8,14 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include "cohort/common/check.h"
-#include "cohort/torch/broadcast_state.h"
-#include "cohort/torch/distributed_optimizer.h"
+#include "cohort/torch/core/broadcast_state.h"
+#include "cohort/torch/data_parallel/distributed_optimizer.h"
 #include "tests/torch/torch_ranks.h"
 
 namespace cohort::testing {
 namespace {
 
-namespace ct = cohort::torch;
-namespace nn = ::torch::nn;
+namespace nn = torch::nn;
 
 // Parameters plus buffers (BatchNorm's running statistics and counter).
 struct Net : nn::Module {
@@ -32,7 +31,7 @@ struct Net : nn::Module {
 
 // Fills every parameter and buffer with values particular to `rank`.
 void scramble(nn::Module& m, int rank) {
-  ::torch::NoGradGuard no_grad;
+  torch::NoGradGuard no_grad;
   int i = 0;
   for (auto& p : m.parameters()) p.copy_(at::arange(p.numel(), at::kFloat).reshape(p.sizes()) * 0.01 + rank + i++);
   for (auto& b : m.buffers()) b.fill_(rank * 10 + i++);
@@ -59,7 +58,7 @@ TEST(BroadcastParameters, ParametersAndBuffersFromAnyRoot) {
       auto net = std::make_shared<Net>();
       scramble(*net, rank);
       const void* storage = net->fc1->weight.data_ptr();
-      ct::broadcast_parameters(*net, root);
+      cohort::broadcast_parameters(*net, root);
       COHORT_CHECK(net->fc1->weight.data_ptr() == storage) << "broadcast must write into the existing tensors";
       got.add(rank, state_tensors(*net));
     });
@@ -73,7 +72,7 @@ TEST(BroadcastParameters, ShapeDisagreementIsAMismatchError) {
   run_torch_ranks(2, [&](int rank, int) {
     nn::Linear layer(4, rank == 0 ? 3 : 5);
     try {
-      ct::broadcast_parameters(*layer, 0);
+      cohort::broadcast_parameters(*layer, 0);
     } catch (const MismatchError& e) {
       errors[size_t(rank)] = e.what();
     }
@@ -83,15 +82,15 @@ TEST(BroadcastParameters, ShapeDisagreementIsAMismatchError) {
 
 enum class Kind { sgd, adam, adamw_amsgrad };
 
-std::unique_ptr<::torch::optim::Optimizer> make_optimizer(Kind kind, nn::Module& m, double lr) {
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(Kind kind, nn::Module& m, double lr) {
   switch (kind) {
     case Kind::sgd:
-      return std::make_unique<::torch::optim::SGD>(m.parameters(), ::torch::optim::SGDOptions(lr).momentum(0.9));
+      return std::make_unique<torch::optim::SGD>(m.parameters(), torch::optim::SGDOptions(lr).momentum(0.9));
     case Kind::adam:
-      return std::make_unique<::torch::optim::Adam>(m.parameters(), ::torch::optim::AdamOptions(lr));
+      return std::make_unique<torch::optim::Adam>(m.parameters(), torch::optim::AdamOptions(lr));
     case Kind::adamw_amsgrad:
-      return std::make_unique<::torch::optim::AdamW>(m.parameters(),
-                                                     ::torch::optim::AdamWOptions(lr).amsgrad(true).weight_decay(0.1));
+      return std::make_unique<torch::optim::AdamW>(m.parameters(),
+                                                     torch::optim::AdamWOptions(lr).amsgrad(true).weight_decay(0.1));
   }
   return nullptr;
 }
@@ -120,10 +119,10 @@ std::vector<std::vector<std::vector<at::Tensor>>> late_join(Kind kind, bool broa
       }
       for (auto& g : opt->param_groups()) g.options().set_lr(0.02);
     }
-    ct::broadcast_parameters(*net, 0);
-    if (broadcast_state) ct::broadcast_optimizer_state(*opt, 0);
+    cohort::broadcast_parameters(*net, 0);
+    if (broadcast_state) cohort::broadcast_optimizer_state(*opt, 0);
     lrs.add(rank, opt->param_groups()[0].options().get_lr());
-    ct::DistributedOptimizer dist(*opt, net->named_parameters());
+    cohort::DistributedOptimizer dist(*opt, net->named_parameters());
     for (int s = 0; s < 3; ++s) {
       dist.zero_grad();
       net->forward(batch(100 + s, rank)).pow(2).mean().backward();
@@ -171,7 +170,7 @@ TEST(BroadcastOptimizerState, DifferentOptimizerKindsAreAMismatchError) {
     net->forward(batch(0, 0)).pow(2).mean().backward();
     opt->step();
     try {
-      ct::broadcast_optimizer_state(*opt, 0);
+      cohort::broadcast_optimizer_state(*opt, 0);
     } catch (const MismatchError& e) {
       errors[size_t(rank)] = e.what();
     }

@@ -18,8 +18,8 @@
 #include <tuple>
 #include <vector>
 
-#include "cohort/torch/mesh.h"
-#include "cohort/torch/tensor_parallel_module.h"
+#include "cohort/torch/model_parallel/mesh.h"
+#include "cohort/torch/model_parallel/tensor_parallel_module.h"
 #include "examples/char_lm/batches.h"
 #include "examples/char_lm/model.h"
 #include "examples/char_lm/parallel_lm.h"
@@ -30,9 +30,8 @@
 namespace cohort::testing {
 namespace {
 
-namespace ct = cohort::torch;
 namespace lm = cohort::examples::char_lm;
-using ct::MeshAxis;
+using cohort::MeshAxis;
 
 // Tiny: 30 characters padded to 32, 4 heads (so tp = 4 splits them), 4
 // blocks (so pp = 4 gets one each), windows of 8, a global batch of 8.
@@ -43,13 +42,13 @@ const lm::InitOptions kInit{.seed = 7, .dtype = at::kDouble, .perturb = true};
 
 struct MeshCase {
   int dp, pp, tp;
-  ct::Schedule schedule;
+  cohort::Schedule schedule;
   int micro_batches;
 };
 
 std::string name_of(const MeshCase& c) {
   return "dp" + std::to_string(c.dp) + "_pp" + std::to_string(c.pp) + "_tp" + std::to_string(c.tp) + "_" +
-         ct::schedule_name(c.schedule) + "_m" + std::to_string(c.micro_batches);
+         cohort::schedule_name(c.schedule) + "_m" + std::to_string(c.micro_batches);
 }
 
 void PrintTo(const MeshCase& c, std::ostream* os) { *os << name_of(c); }
@@ -109,13 +108,13 @@ TEST_P(CharLmMeshTest, GradientsAndLogitsMatchTheOneRankModel) {
   PerRank<std::string> covered(n);
   PerRank<double> losses(n);
   run_world_ranks(n, [&](WorldRank& w) {
-    ct::Mesh mesh({.dp = c.dp, .pp = c.pp, .tp = c.tp}, w.world, w.store, {.engine = engine_test_options()});
+    cohort::Mesh mesh({.dp = c.dp, .pp = c.pp, .tp = c.tp}, w.world, w.store, {.engine = engine_test_options()});
     lm::ParallelLm model(mesh, kShape, {.micro_batches = c.micro_batches, .schedule = c.schedule, .init = kInit});
     const at::Tensor loss = model.forward_backward(windows(0, lm::replica_rows(kBatch, c.dp, mesh.rank(MeshAxis::dp))));
     losses.add(w.rank, model.global_loss(loss));
 
-    const ct::TensorParallelGroup tp = ct::TensorParallelGroup::of(&mesh.engine(MeshAxis::tp));
-    const auto specs = ct::shard_specs(*model.stage());
+    const cohort::TensorParallelGroup tp = cohort::TensorParallelGroup::of(&mesh.engine(MeshAxis::tp));
+    const auto specs = cohort::shard_specs(*model.stage());
     for (const auto& item : model.stage()->named_parameters()) {
       const std::string& name = item.key();
       const at::Tensor& param = item.value();
@@ -129,7 +128,7 @@ TEST_P(CharLmMeshTest, GradientsAndLogitsMatchTheOneRankModel) {
         failures.add(w.rank, "parameter " + name + " has no gradient");
         continue;
       }
-      const at::Tensor want = ct::shard_of(it->second, specs.at(name), tp, name);
+      const at::Tensor want = cohort::shard_of(it->second, specs.at(name), tp, name);
       if (want.sizes() != param.grad().sizes()) {
         failures.add(w.rank, "gradient of " + name + " has the wrong shape");
         continue;
@@ -159,11 +158,11 @@ TEST_P(CharLmMeshTest, GradientsAndLogitsMatchTheOneRankModel) {
 
 INSTANTIATE_TEST_SUITE_P(
     World4And8, CharLmMeshTest,
-    ::testing::Values(MeshCase{4, 1, 1, ct::Schedule::one_f_one_b, 2}, MeshCase{2, 2, 1, ct::Schedule::gpipe, 2},
-                      MeshCase{2, 1, 2, ct::Schedule::one_f_one_b, 2}, MeshCase{1, 2, 2, ct::Schedule::one_f_one_b, 4},
-                      MeshCase{1, 4, 1, ct::Schedule::gpipe, 4}, MeshCase{1, 1, 4, ct::Schedule::one_f_one_b, 1},
-                      MeshCase{1, 4, 1, ct::Schedule::one_f_one_b, 8}, MeshCase{2, 2, 2, ct::Schedule::one_f_one_b, 2},
-                      MeshCase{1, 4, 2, ct::Schedule::gpipe, 4}),
+    ::testing::Values(MeshCase{4, 1, 1, cohort::Schedule::one_f_one_b, 2}, MeshCase{2, 2, 1, cohort::Schedule::gpipe, 2},
+                      MeshCase{2, 1, 2, cohort::Schedule::one_f_one_b, 2}, MeshCase{1, 2, 2, cohort::Schedule::one_f_one_b, 4},
+                      MeshCase{1, 4, 1, cohort::Schedule::gpipe, 4}, MeshCase{1, 1, 4, cohort::Schedule::one_f_one_b, 1},
+                      MeshCase{1, 4, 1, cohort::Schedule::one_f_one_b, 8}, MeshCase{2, 2, 2, cohort::Schedule::one_f_one_b, 2},
+                      MeshCase{1, 4, 2, cohort::Schedule::gpipe, 4}),
     [](const ::testing::TestParamInfo<MeshCase>& info) { return name_of(info.param); });
 
 // A few Adam steps on every world-4 mesh follow the one-rank model's curve.
@@ -179,7 +178,7 @@ TEST(CharLmTraining, EveryWorld4MeshFollowsTheOneRankLossCurve) {
       p[name] = t.clone().requires_grad_(true);
       list.push_back(p[name]);
     }
-    ::torch::optim::Adam adam(list, ::torch::optim::AdamOptions(kLr));
+    torch::optim::Adam adam(list, torch::optim::AdamOptions(kLr));
     for (int step = 0; step < kSteps; ++step) {
       adam.zero_grad();
       const at::Tensor w = windows(step, {0, kBatch});
@@ -192,15 +191,15 @@ TEST(CharLmTraining, EveryWorld4MeshFollowsTheOneRankLossCurve) {
   ASSERT_LT(want.back(), want.front()) << "the reference itself does not learn";
 
   for (const MeshCase& c :
-       {MeshCase{4, 1, 1, ct::Schedule::gpipe, 1}, MeshCase{2, 2, 1, ct::Schedule::one_f_one_b, 2},
-        MeshCase{2, 1, 2, ct::Schedule::gpipe, 1}, MeshCase{1, 2, 2, ct::Schedule::gpipe, 2},
-        MeshCase{1, 4, 1, ct::Schedule::one_f_one_b, 2}, MeshCase{1, 1, 4, ct::Schedule::gpipe, 2}}) {
+       {MeshCase{4, 1, 1, cohort::Schedule::gpipe, 1}, MeshCase{2, 2, 1, cohort::Schedule::one_f_one_b, 2},
+        MeshCase{2, 1, 2, cohort::Schedule::gpipe, 1}, MeshCase{1, 2, 2, cohort::Schedule::gpipe, 2},
+        MeshCase{1, 4, 1, cohort::Schedule::one_f_one_b, 2}, MeshCase{1, 1, 4, cohort::Schedule::gpipe, 2}}) {
     const int n = c.dp * c.pp * c.tp;
     PerRank<double> losses(n);
     run_world_ranks(n, [&](WorldRank& w) {
-      ct::Mesh mesh({.dp = c.dp, .pp = c.pp, .tp = c.tp}, w.world, w.store, {.engine = engine_test_options()});
+      cohort::Mesh mesh({.dp = c.dp, .pp = c.pp, .tp = c.tp}, w.world, w.store, {.engine = engine_test_options()});
       lm::ParallelLm model(mesh, kShape, {.micro_batches = c.micro_batches, .schedule = c.schedule, .init = kInit});
-      ::torch::optim::Adam adam(model.parameters(), ::torch::optim::AdamOptions(kLr));
+      torch::optim::Adam adam(model.parameters(), torch::optim::AdamOptions(kLr));
       const lm::RowRange rows = lm::replica_rows(kBatch, c.dp, mesh.rank(MeshAxis::dp));
       for (int step = 0; step < kSteps; ++step) {
         adam.zero_grad();

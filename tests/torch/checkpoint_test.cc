@@ -12,16 +12,15 @@
 #include <fstream>
 
 #include "cohort/common/check.h"
-#include "cohort/torch/checkpoint.h"
-#include "cohort/torch/distributed_optimizer.h"
-#include "cohort/torch/distributed_sampler.h"
+#include "cohort/torch/checkpoint/checkpoint.h"
+#include "cohort/torch/data/distributed_sampler.h"
+#include "cohort/torch/data_parallel/distributed_optimizer.h"
 #include "tests/torch/torch_ranks.h"
 
 namespace cohort::testing {
 namespace {
 
-namespace ct = cohort::torch;
-namespace nn = ::torch::nn;
+namespace nn = torch::nn;
 namespace fs = std::filesystem;
 
 class TempDir {
@@ -38,7 +37,7 @@ class TempDir {
 };
 
 nn::Sequential make_net(uint64_t seed) {
-  ::torch::manual_seed(seed);
+  torch::manual_seed(seed);
   return nn::Sequential(nn::Linear(4, 8), nn::ReLU(), nn::Linear(8, 3));
 }
 
@@ -51,14 +50,14 @@ const at::Tensor& inputs() {
 
 struct TrainingRun {
   nn::Sequential net;
-  std::unique_ptr<::torch::optim::Adam> opt;
-  ct::TrainingState state;
+  std::unique_ptr<torch::optim::Adam> opt;
+  cohort::TrainingState state;
   explicit TrainingRun(uint64_t seed)
-      : net(make_net(seed)), opt(std::make_unique<::torch::optim::Adam>(net->parameters(), 0.01)) {}
+      : net(make_net(seed)), opt(std::make_unique<torch::optim::Adam>(net->parameters(), 0.01)) {}
 
   // Trains `batches` batches from where `state` says, as a training loop would.
   void train(int64_t batches) {
-    ct::DistributedSampler sampler({.dataset_size = kExamples, .seed = state.seed});
+    cohort::DistributedSampler sampler({.dataset_size = kExamples, .num_replicas = 1, .rank = 0, .seed = state.seed});
     const int64_t per_epoch = kExamples / kBatch;
     for (int64_t i = 0; i < batches; ++i) {
       sampler.set_epoch(state.epoch);
@@ -75,7 +74,7 @@ struct TrainingRun {
 };
 
 TEST(Checkpoint, ResumingMidEpochContinuesTheSameRun) {
-  ::torch::set_num_threads(1);
+  torch::set_num_threads(1);
   TempDir dir;
   const std::string path = dir.file("ck");
   TrainingRun straight(1);
@@ -85,10 +84,10 @@ TEST(Checkpoint, ResumingMidEpochContinuesTheSameRun) {
   TrainingRun first(1);
   first.state.seed = 99;
   first.train(7);  // stops in the middle of epoch 1
-  ct::save_checkpoint(path, *first.net, *first.opt, first.state);
+  cohort::save_checkpoint(path, *first.net, *first.opt, first.state);
 
   TrainingRun resumed(12345);  // a fresh process: other initial weights, empty optimizer
-  resumed.state = ct::load_checkpoint(path, *resumed.net, *resumed.opt);
+  resumed.state = cohort::load_checkpoint(path, *resumed.net, *resumed.opt);
   EXPECT_EQ(resumed.state, first.state);
   EXPECT_TRUE(bitwise_equal(copy_parameters(*resumed.net), copy_parameters(*first.net)));
   resumed.train(6);
@@ -106,9 +105,9 @@ void write_bytes(const std::string& path, const std::vector<char>& bytes) {
   f.write(bytes.data(), std::streamsize(bytes.size()));
 }
 
-std::string load_error(const std::string& path, nn::Sequential& net, ::torch::optim::Optimizer& opt) {
+std::string load_error(const std::string& path, nn::Sequential& net, torch::optim::Optimizer& opt) {
   try {
-    ct::load_checkpoint(path, *net, opt);
+    cohort::load_checkpoint(path, *net, opt);
   } catch (const ConfigError& e) {
     return e.what();
   }
@@ -116,16 +115,16 @@ std::string load_error(const std::string& path, nn::Sequential& net, ::torch::op
 }
 
 TEST(Checkpoint, DamageIsRejectedAndThePreviousStaysUsable) {
-  ::torch::set_num_threads(1);
+  torch::set_num_threads(1);
   TempDir dir;
   const std::string path = dir.file("ck");
   TrainingRun a(1);
   a.train(2);
-  ct::save_checkpoint(path, *a.net, *a.opt, a.state);
+  cohort::save_checkpoint(path, *a.net, *a.opt, a.state);
   const auto params_a = copy_parameters(*a.net);
   a.train(2);
-  ct::save_checkpoint(path, *a.net, *a.opt, a.state);  // the first becomes ck.prev
-  EXPECT_TRUE(fs::exists(ct::previous_checkpoint_path(path)));
+  cohort::save_checkpoint(path, *a.net, *a.opt, a.state);  // the first becomes ck.prev
+  EXPECT_TRUE(fs::exists(cohort::previous_checkpoint_path(path)));
   EXPECT_FALSE(fs::exists(path + ".tmp." + std::to_string(::getpid()))) << "temporary file left behind";
   const std::vector<char> good = read_bytes(path);
   ASSERT_GT(good.size(), 64u);
@@ -151,12 +150,12 @@ TEST(Checkpoint, DamageIsRejectedAndThePreviousStaysUsable) {
     const auto before = copy_parameters(*victim.net);
     const std::string error = load_error(path, victim.net, *victim.opt);
     EXPECT_NE(error.find(d.message), std::string::npos) << d.name << ": " << error;
-    EXPECT_NE(error.find(ct::previous_checkpoint_path(path)), std::string::npos)
+    EXPECT_NE(error.find(cohort::previous_checkpoint_path(path)), std::string::npos)
         << d.name << ": the error should name the previous checkpoint: " << error;
     EXPECT_TRUE(bitwise_equal(copy_parameters(*victim.net), before)) << d.name << ": the model was modified";
   }
   TrainingRun back(5);
-  const ct::TrainingState s = ct::load_checkpoint(ct::previous_checkpoint_path(path), *back.net, *back.opt);
+  const cohort::TrainingState s = cohort::load_checkpoint(cohort::previous_checkpoint_path(path), *back.net, *back.opt);
   EXPECT_EQ(s.step, 2);
   EXPECT_TRUE(bitwise_equal(copy_parameters(*back.net), params_a));
 
@@ -164,14 +163,14 @@ TEST(Checkpoint, DamageIsRejectedAndThePreviousStaysUsable) {
 }
 
 TEST(Checkpoint, AnotherModelIsRefusedBeforeAnythingChanges) {
-  ::torch::set_num_threads(1);
+  torch::set_num_threads(1);
   TempDir dir;
   const std::string path = dir.file("ck");
   TrainingRun a(1);
   a.train(1);
-  ct::save_checkpoint(path, *a.net, *a.opt, a.state);
+  cohort::save_checkpoint(path, *a.net, *a.opt, a.state);
   nn::Sequential other = nn::Sequential(nn::Linear(4, 9), nn::ReLU(), nn::Linear(9, 3));
-  ::torch::optim::Adam opt(other->parameters(), 0.01);
+  torch::optim::Adam opt(other->parameters(), 0.01);
   const auto before = copy_parameters(*other);
   const std::string error = load_error(path, other, opt);
   EXPECT_NE(error.find("does not fit the model: '0.weight' is [8, 4]"), std::string::npos) << error;
@@ -184,16 +183,16 @@ TEST(Checkpoint, DistributedResumeFromRootsFile) {
   TrainingRun saved(1);
   saved.state.seed = 7;
   saved.train(3);
-  ct::save_checkpoint(path, *saved.net, *saved.opt, saved.state);
+  cohort::save_checkpoint(path, *saved.net, *saved.opt, saved.state);
   const auto want = copy_parameters(*saved.net);
 
   PerRank<std::vector<at::Tensor>> got(3);
-  std::vector<ct::TrainingState> states(3);
+  std::vector<cohort::TrainingState> states(3);
   run_torch_ranks(3, [&](int rank, int) {
     nn::Sequential net = nn::Sequential(nn::Linear(4, 8), nn::ReLU(), nn::Linear(8, 3));
-    ::torch::optim::Adam opt(net->parameters(), 0.5);
+    torch::optim::Adam opt(net->parameters(), 0.5);
     // Only root's path matters; the others name a file that does not exist.
-    const auto s = ct::resume_from_checkpoint(rank == 0 ? path : dir.file("nowhere"), *net, opt);
+    const auto s = cohort::resume_from_checkpoint(rank == 0 ? path : dir.file("nowhere"), *net, opt);
     COHORT_CHECK(s.has_value()) << "rank " << rank << " got no state";
     states[size_t(rank)] = *s;
     COHORT_CHECK(opt.param_groups()[0].options().get_lr() == 0.01) << "lr not restored on rank " << rank;
@@ -210,9 +209,9 @@ TEST(Checkpoint, DistributedResumeFallsBackAndReportsRootsFailure) {
   const std::string path = dir.file("ck");
   TrainingRun a(1);
   a.train(1);
-  ct::save_checkpoint(path, *a.net, *a.opt, a.state);
+  cohort::save_checkpoint(path, *a.net, *a.opt, a.state);
   a.train(1);
-  ct::save_checkpoint(path, *a.net, *a.opt, a.state);
+  cohort::save_checkpoint(path, *a.net, *a.opt, a.state);
   auto bytes = read_bytes(path);
   bytes.resize(40);
   write_bytes(path, bytes);
@@ -221,8 +220,8 @@ TEST(Checkpoint, DistributedResumeFallsBackAndReportsRootsFailure) {
   std::vector<int64_t> steps(2, -1);
   run_torch_ranks(2, [&](int rank, int) {
     nn::Sequential net = make_net(3);
-    ::torch::optim::Adam opt(net->parameters(), 0.01);
-    steps[size_t(rank)] = ct::resume_from_checkpoint(path, *net, opt)->step;
+    torch::optim::Adam opt(net->parameters(), 0.01);
+    steps[size_t(rank)] = cohort::resume_from_checkpoint(path, *net, opt)->step;
   });
   EXPECT_EQ(steps, (std::vector<int64_t>{1, 1}));
 
@@ -230,9 +229,9 @@ TEST(Checkpoint, DistributedResumeFallsBackAndReportsRootsFailure) {
   std::vector<std::string> errors(2);
   run_torch_ranks(2, [&](int rank, int) {
     nn::Sequential net = make_net(3);
-    ::torch::optim::Adam opt(net->parameters(), 0.01);
+    torch::optim::Adam opt(net->parameters(), 0.01);
     try {
-      ct::resume_from_checkpoint(path, *net, opt, {.fall_back_to_previous = false});
+      cohort::resume_from_checkpoint(path, *net, opt, {.fall_back_to_previous = false});
     } catch (const ConfigError& e) {
       errors[size_t(rank)] = e.what();
     }
@@ -244,8 +243,8 @@ TEST(Checkpoint, DistributedResumeFallsBackAndReportsRootsFailure) {
   std::vector<int> fresh(2, 0);
   run_torch_ranks(2, [&](int rank, int) {
     nn::Sequential net = make_net(3);
-    ::torch::optim::Adam opt(net->parameters(), 0.01);
-    fresh[size_t(rank)] = !ct::resume_from_checkpoint(dir.file("none"), *net, opt).has_value();
+    torch::optim::Adam opt(net->parameters(), 0.01);
+    fresh[size_t(rank)] = !cohort::resume_from_checkpoint(dir.file("none"), *net, opt).has_value();
   });
   EXPECT_EQ(fresh, (std::vector<int>{1, 1}));
 }

@@ -6,13 +6,12 @@
 #include <atomic>
 
 #include "cohort/common/check.h"
-#include "cohort/torch/collectives.h"
+#include "cohort/torch/core/collectives.h"
 #include "tests/torch/torch_ranks.h"
 
 namespace cohort::testing {
 namespace {
 
-namespace ct = cohort::torch;
 
 // Rank r's input: small integers (exact in every dtype, f16 and bf16
 // included) that differ per rank and per element.
@@ -44,7 +43,7 @@ TEST_P(TorchWorld, AllreduceEveryDtypeAndOp) {
         }
         const bool integral = !c10::isFloatingType(dtype);
         if (integral && op == ReduceOp::avg) want = want.floor();  // integer division
-        const at::Tensor got = ct::allreduce(in, {.op = op});
+        const at::Tensor got = cohort::allreduce(in, {.op = op});
         COHORT_CHECK(got.scalar_type() == dtype && got.sizes() == in.sizes())
             << "allreduce changed dtype or shape";
         // f16/bf16 round the average; everything else is exact here.
@@ -66,13 +65,13 @@ TEST_P(TorchWorld, InPlaceOnNonContiguousTensorWritesBack) {
     at::Tensor view = base.t();  // non-contiguous, aliases base
     COHORT_CHECK(!view.is_contiguous());
     const at::Tensor expected_view = (rank_input(0, at::kFloat, {4, 6}).t() * size) + 3.0 * size * (size - 1) / 2;
-    at::Tensor result = ct::allreduce_(view, {.name = "t", .op = ReduceOp::sum});
+    at::Tensor result = cohort::allreduce_(view, {.name = "t", .op = ReduceOp::sum});
     COHORT_CHECK(result.is_same(view)) << "allreduce_ must return its argument";
     COHORT_CHECK(at::allclose(view, expected_view)) << "view " << view << " want " << expected_view;
     COHORT_CHECK(at::allclose(base, expected_view.t())) << "the storage behind the view was not updated";
     // Out of place on a non-contiguous slice: the result is contiguous and right.
     at::Tensor strided = rank_input(rank, at::kDouble, {10}).slice(0, 0, 10, 3);  // 4 elements, stride 3
-    at::Tensor sum = ct::allreduce(strided, {.op = ReduceOp::sum});
+    at::Tensor sum = cohort::allreduce(strided, {.op = ReduceOp::sum});
     at::Tensor want = at::zeros({4}, at::kDouble);
     for (int r = 0; r < size; ++r) want += rank_input(r, at::kDouble, {10}).slice(0, 0, 10, 3);
     COHORT_CHECK(sum.is_contiguous() && at::equal(sum, want)) << sum << " vs " << want;
@@ -82,13 +81,13 @@ TEST_P(TorchWorld, InPlaceOnNonContiguousTensorWritesBack) {
 TEST_P(TorchWorld, AsyncHandlesCompleteInAnyWaitOrder) {
   const int n = GetParam();
   run_torch_ranks(n, [&](int rank, int size) {
-    std::vector<ct::TensorHandle> handles;
+    std::vector<cohort::TensorHandle> handles;
     std::vector<at::Tensor> inputs;
     // Submitted in a rank-dependent order: names match them up.
     for (int k = 0; k < 6; ++k) {
       const int i = (k + rank) % 6;
       inputs.push_back(at::full({int64_t(100 * i + 1)}, double(rank + i), at::kFloat));
-      handles.push_back(ct::allreduce_async(inputs.back(), {.name = "h" + std::to_string(i), .op = ReduceOp::sum}));
+      handles.push_back(cohort::allreduce_async(inputs.back(), {.name = "h" + std::to_string(i), .op = ReduceOp::sum}));
     }
     for (int k = 5; k >= 0; --k) {
       const int i = (k + rank) % 6;
@@ -108,7 +107,7 @@ TEST_P(TorchWorld, AllgatherWithDifferentRowCounts) {
     // Rank r contributes r rows (rank 0 none) of shape [*, 2, 3].
     const at::Tensor mine = at::full({rank, 2, 3}, double(rank), at::kDouble);
     for (const std::string& name : {std::string("gather"), std::string()}) {
-      const at::Tensor got = ct::allgather(mine, {.name = name});
+      const at::Tensor got = cohort::allgather(mine, {.name = name});
       int64_t rows = 0;
       for (int r = 0; r < size; ++r) rows += r;
       COHORT_CHECK(got.sizes() == at::IntArrayRef({rows, 2, 3})) << "shape " << got.sizes();
@@ -120,7 +119,7 @@ TEST_P(TorchWorld, AllgatherWithDifferentRowCounts) {
     }
     // A transposed (non-contiguous) input gathers its logical rows.
     const at::Tensor t = rank_input(rank, at::kInt, {3, 2}).t();
-    const at::Tensor all = ct::allgather(t, {.name = "transposed"});
+    const at::Tensor all = cohort::allgather(t, {.name = "transposed"});
     std::vector<at::Tensor> want;
     for (int r = 0; r < size; ++r) want.push_back(rank_input(r, at::kInt, {3, 2}).t());
     COHORT_CHECK(at::equal(all, at::cat(want))) << all;
@@ -132,11 +131,11 @@ TEST_P(TorchWorld, BroadcastFromEveryRoot) {
   run_torch_ranks(n, [&](int rank, int size) {
     for (int root = 0; root < size; ++root) {
       const at::Tensor mine = rank_input(rank, at::kBFloat16, {2, 3, 4});
-      const at::Tensor got = ct::broadcast(mine, {.name = "b", .root = root});
+      const at::Tensor got = cohort::broadcast(mine, {.name = "b", .root = root});
       COHORT_CHECK(at::equal(got, rank_input(root, at::kBFloat16, {2, 3, 4}))) << "root " << root;
       COHORT_CHECK(at::equal(mine, rank_input(rank, at::kBFloat16, {2, 3, 4}))) << "input modified";
       at::Tensor base = rank_input(rank, at::kLong, {3, 4});
-      ct::broadcast_(base.t(), {.root = root});
+      cohort::broadcast_(base.t(), {.root = root});
       COHORT_CHECK(at::equal(base, rank_input(root, at::kLong, {3, 4}))) << "in place, root " << root;
     }
   });
@@ -148,7 +147,7 @@ TEST_P(TorchWorld, AlltoallEvenAndUneven) {
     // Even: 2 rows to every rank; row values encode (sender, receiver).
     at::Tensor even = at::empty({2 * size, 3}, at::kFloat);
     for (int p = 0; p < size; ++p) even.narrow(0, 2 * p, 2).fill_(100 * rank + p);
-    const at::Tensor got = ct::alltoall(even, {.name = "even"});
+    const at::Tensor got = cohort::alltoall(even, {.name = "even"});
     for (int p = 0; p < size; ++p)
       COHORT_CHECK((got.narrow(0, 2 * p, 2) == 100 * p + rank).all().item<bool>()) << "even block from " << p;
 
@@ -164,7 +163,7 @@ TEST_P(TorchWorld, AlltoallEvenAndUneven) {
       off += splits[size_t(p)];
     }
     for (const std::string& name : {std::string("uneven"), std::string()}) {
-      ct::TensorHandle h = ct::alltoall_async(uneven, {.name = name, .splits = splits});
+      cohort::TensorHandle h = cohort::alltoall_async(uneven, {.name = name, .splits = splits});
       const at::Tensor out = h.wait();
       int64_t at_row = 0;
       for (int p = 0; p < size; ++p) {
@@ -185,12 +184,12 @@ TEST_P(TorchWorld, ReduceScatterSplitsRowsLikeHorovod) {
       const at::Tensor in = rank_input(rank, at::kDouble, {std::max<int64_t>(rows, 0), 3});
       at::Tensor total = at::zeros_like(in);
       for (int r = 0; r < size; ++r) total += rank_input(r, at::kDouble, {rows, 3});
-      const ct::RowBlock block = ct::reduce_scatter_block(rows, size, rank);
+      const cohort::RowBlock block = cohort::reduce_scatter_block(rows, size, rank);
       const std::string name = "rs" + std::to_string(rows);
-      const at::Tensor sum = ct::reduce_scatter(in, {.name = name, .op = ReduceOp::sum});
+      const at::Tensor sum = cohort::reduce_scatter(in, {.name = name, .op = ReduceOp::sum});
       COHORT_CHECK(at::equal(sum, total.narrow(0, block.offset, block.rows)))
           << rows << " rows: got " << sum << " want rows " << block.offset << "+" << block.rows;
-      const at::Tensor avg = ct::reduce_scatter(in, {.name = name});
+      const at::Tensor avg = cohort::reduce_scatter(in, {.name = name});
       COHORT_CHECK(at::allclose(avg, total.narrow(0, block.offset, block.rows) / size)) << "avg";
     }
   });
@@ -202,16 +201,16 @@ TEST_P(TorchWorld, JoinLetsRanksWithLessWorkFinish) {
   run_torch_ranks(n, [&](int rank, int size) {
     // Rank r has r + 1 batches; joined ranks contribute nothing to avg.
     for (int step = 0; step <= rank; ++step) {
-      const at::Tensor got = ct::allreduce(at::full({4}, double(rank + 1), at::kDouble), {.name = "work"});
+      const at::Tensor got = cohort::allreduce(at::full({4}, double(rank + 1), at::kDouble), {.name = "work"});
       // Ranks still working at `step`: those with rank >= step.
       double sum = 0, count = 0;
       for (int r = step; r < size; ++r) sum += r + 1, ++count;
       COHORT_CHECK((got == sum / count).all().item<bool>())
           << "step " << step << " on rank " << rank << ": " << got[0].item<double>() << " want " << sum / count;
     }
-    const int last = ct::join();
+    const int last = cohort::join();
     COHORT_CHECK(last == size - 1) << "last joined " << last;
-    ct::barrier();
+    cohort::barrier();
     last_joined = last;
   });
   EXPECT_EQ(last_joined.load(), n - 1);
@@ -236,17 +235,17 @@ std::string config_error_of(const std::function<void()>& f) {
 TEST(TorchCollectiveErrors, NameTheProblem) {
   run_torch_ranks(2, [&](int rank, int size) {
     const std::vector<std::pair<std::function<void()>, std::string>> cases = {
-        {[] { ct::allreduce(at::ones({3}, at::kBool), {.name = "flags"}); }, "allreduce 'flags': dtype Bool"},
-        {[] { ct::allreduce(at::ones({3}, at::kComplexFloat)); }, "dtype ComplexFloat is not supported"},
-        {[] { ct::allreduce(at::Tensor(), {.name = "u"}); }, "allreduce 'u': the tensor is undefined"},
-        {[] { ct::allreduce(at::empty({3}, at::TensorOptions().device(at::kMeta))); }, "this build of cohort moves CPU"},
-        {[] { ct::allreduce(at::eye(3).to_sparse()); }, "only dense (strided) tensors"},
-        {[] { ct::allgather(at::scalar_tensor(1.0)); }, "at least one dimension"},
-        {[] { ct::broadcast(at::ones({2}), {.root = 5}); }, "root 5 is not a rank of this group of 2"},
-        {[] { ct::alltoall(at::ones({3, 2})); }, "dim 0 (3) does not divide by the 2 ranks"},
-        {[] { ct::alltoall(at::ones({3, 2}), {.splits = {1, 1}}); }, "splits sum to 2 rows but the tensor has 3"},
-        {[] { ct::alltoall(at::ones({3, 2}), {.splits = {3}}); }, "1 splits given for 2 ranks"},
-        {[] { ct::alltoall(at::ones({3, 2}), {.splits = {4, -1}}); }, "negative split -1"},
+        {[] { cohort::allreduce(at::ones({3}, at::kBool), {.name = "flags"}); }, "allreduce 'flags': dtype Bool"},
+        {[] { cohort::allreduce(at::ones({3}, at::kComplexFloat)); }, "dtype ComplexFloat is not supported"},
+        {[] { cohort::allreduce(at::Tensor(), {.name = "u"}); }, "allreduce 'u': the tensor is undefined"},
+        {[] { cohort::allreduce(at::empty({3}, at::TensorOptions().device(at::kMeta))); }, "this build of cohort moves CPU"},
+        {[] { cohort::allreduce(at::eye(3).to_sparse()); }, "only dense (strided) tensors"},
+        {[] { cohort::allgather(at::scalar_tensor(1.0)); }, "at least one dimension"},
+        {[] { cohort::broadcast(at::ones({2}), {.root = 5}); }, "root 5 is not a rank of this group of 2"},
+        {[] { cohort::alltoall(at::ones({3, 2})); }, "dim 0 (3) does not divide by the 2 ranks"},
+        {[] { cohort::alltoall(at::ones({3, 2}), {.splits = {1, 1}}); }, "splits sum to 2 rows but the tensor has 3"},
+        {[] { cohort::alltoall(at::ones({3, 2}), {.splits = {3}}); }, "1 splits given for 2 ranks"},
+        {[] { cohort::alltoall(at::ones({3, 2}), {.splits = {4, -1}}); }, "negative split -1"},
     };
     for (const auto& [f, want] : cases) {
       const std::string got = config_error_of(f);
@@ -254,7 +253,7 @@ TEST(TorchCollectiveErrors, NameTheProblem) {
                                                         << got << "'";
     }
     // The engine is still healthy after the rejected calls.
-    COHORT_CHECK(ct::allreduce(at::ones({2}), {.name = "after", .op = ReduceOp::sum}).sum().item<double>() ==
+    COHORT_CHECK(cohort::allreduce(at::ones({2}), {.name = "after", .op = ReduceOp::sum}).sum().item<double>() ==
                  2.0 * size);
   });
 }
@@ -263,7 +262,7 @@ TEST(TorchCollectiveErrors, RanksDisagreeingOnShapeGetMismatchError) {
   std::vector<std::string> messages(2);
   run_torch_ranks(2, [&](int rank, int) {
     try {
-      ct::allreduce(at::ones({rank + 2}), {.name = "shape"});
+      cohort::allreduce(at::ones({rank + 2}), {.name = "shape"});
     } catch (const MismatchError& e) {
       messages[size_t(rank)] = e.what();
     }
@@ -272,8 +271,8 @@ TEST(TorchCollectiveErrors, RanksDisagreeingOnShapeGetMismatchError) {
 }
 
 TEST(TorchCollectiveErrors, NoEngineIsAConfigError) {
-  const std::string got = config_error_of([] { ct::allreduce(at::ones({2})); });
-  EXPECT_NE(got.find("cohort::torch::init()"), std::string::npos) << got;
+  const std::string got = config_error_of([] { cohort::allreduce(at::ones({2})); });
+  EXPECT_NE(got.find("cohort::init()"), std::string::npos) << got;
 }
 
 }  // namespace

@@ -2,21 +2,21 @@
 // rounding error of the exact average; PowerSGD at full rank within float
 // rounding of the exact average; PowerSGD at low rank with error feedback
 // and warm start equal to a float64 implementation of the algorithm.
-#include "cohort/torch/comm_hooks.h"
+#include "cohort/torch/data_parallel/comm_hooks.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "cohort/torch/distributed_data_parallel.h"
-#include "cohort/torch/powersgd_hook.h"
-#include "cohort/torch/runtime.h"
+#include "cohort/torch/core/runtime.h"
+#include "cohort/torch/data_parallel/distributed_data_parallel.h"
+#include "cohort/torch/data_parallel/powersgd_hook.h"
 #include "tests/torch/torch_ranks.h"
 
-namespace cohort::torch {
+namespace cohort {
 namespace {
 
-namespace nn = ::torch::nn;
+namespace nn = torch::nn;
 using cohort::testing::PerRank;
 using cohort::testing::run_torch_ranks;
 
@@ -29,7 +29,7 @@ struct GradRun {
 };
 
 GradRun run_hook(int world, const std::function<std::shared_ptr<CommHook>()>& make_hook, int iterations = 1) {
-  ::torch::manual_seed(3);
+  torch::manual_seed(3);
   nn::Sequential init(nn::Linear(8, 16), nn::ReLU(), nn::Linear(16, 5));
   const auto initial = cohort::testing::copy_parameters(*init);
   at::Tensor xs = at::randn({world, 6, 8}), ys = at::randn({world, 6, 5});
@@ -37,7 +37,7 @@ GradRun run_hook(int world, const std::function<std::shared_ptr<CommHook>()>& ma
   // Exact: the average over ranks of each rank's local gradient.
   for (int r = 0; r < world; ++r) {
     init->zero_grad();
-    ::torch::mse_loss(init->forward(xs[r]), ys[r]).backward();
+    torch::mse_loss(init->forward(xs[r]), ys[r]).backward();
     auto params = init->parameters();
     for (size_t i = 0; i < params.size(); ++i) {
       at::Tensor g = params[i].grad().to(at::kDouble) / world;
@@ -51,7 +51,7 @@ GradRun run_hook(int world, const std::function<std::shared_ptr<CommHook>()>& ma
   run_torch_ranks(world, [&](int rank, int) {
     nn::Sequential net(nn::Linear(8, 16), nn::ReLU(), nn::Linear(16, 5));
     {
-      ::torch::NoGradGuard no_grad;
+      torch::NoGradGuard no_grad;
       auto params = net->parameters();
       for (size_t i = 0; i < params.size(); ++i) params[i].copy_(initial[i]);
     }
@@ -60,7 +60,7 @@ GradRun run_hook(int world, const std::function<std::shared_ptr<CommHook>()>& ma
     DistributedDataParallel<nn::Sequential> ddp(net, o);
     for (int k = 0; k < iterations; ++k) {
       net->zero_grad();
-      ::torch::mse_loss(ddp(xs[rank]), ys[rank]).backward();
+      torch::mse_loss(ddp(xs[rank]), ys[rank]).backward();
     }
     std::vector<at::Tensor> g;
     for (const auto& p : net->parameters()) g.push_back(p.grad().clone());
@@ -121,7 +121,7 @@ TEST(PowerSgd, LowRankMatchesFloat64Reference) {
   constexpr int kWorld = 3, kIters = 3, kRank = 2;
   constexpr int64_t n = 12, m = 10;
   constexpr uint64_t kSeed = 5;
-  ::torch::manual_seed(11);
+  torch::manual_seed(11);
   at::Tensor grads = at::randn({kIters, kWorld, n * m + m}, at::kFloat);
 
   // Reference in float64, the same algorithm: M_i += e_i; P = avg(M_i Q);
@@ -175,4 +175,4 @@ TEST(PowerSgd, LowRankMatchesFloat64Reference) {
 }
 
 }  // namespace
-}  // namespace cohort::torch
+}  // namespace cohort

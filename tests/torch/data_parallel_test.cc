@@ -3,7 +3,7 @@
 // same batches. float64 models for tight tolerances, float32 for the usual
 // case; BatchNorm in training against a per-shard reference of the
 // documented semantics (replica 0's running statistics).
-#include "cohort/torch/data_parallel.h"
+#include "cohort/torch/data_parallel/data_parallel.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -15,51 +15,51 @@
 #include <thread>
 
 #include "cohort/common/error.h"
-#include "cohort/torch/collectives.h"
+#include "cohort/torch/core/collectives.h"
 #include "tests/torch/torch_ranks.h"
 
 namespace {
 // A module that is not a torch::nn::Cloneable (TORCH_MODULE wants the
 // global namespace).
-struct PlainImpl : ::torch::nn::Module {  // not Cloneable
-  PlainImpl() { fc = register_module("fc", ::torch::nn::Linear(2, 2)); }
+struct PlainImpl : torch::nn::Module {  // not Cloneable
+  PlainImpl() { fc = register_module("fc", torch::nn::Linear(2, 2)); }
   at::Tensor forward(const at::Tensor& x) { return fc->forward(x); }
-  ::torch::nn::Linear fc{nullptr};
+  torch::nn::Linear fc{nullptr};
 };
 TORCH_MODULE(Plain);
 }  // namespace
 
-namespace cohort::torch {
+namespace cohort {
 namespace {
 
 using testing::max_relative_difference;
-using ::torch::nn::Sequential;
+using torch::nn::Sequential;
 
 Sequential make_mlp(at::ScalarType dtype) {
-  ::torch::manual_seed(7);
-  Sequential m(::torch::nn::Linear(5, 16), ::torch::nn::Tanh(), ::torch::nn::Linear(16, 3));
+  torch::manual_seed(7);
+  Sequential m(torch::nn::Linear(5, 16), torch::nn::Tanh(), torch::nn::Linear(16, 3));
   m->to(dtype);
   return m;
 }
 
 Sequential make_cnn() {
-  ::torch::manual_seed(11);
-  Sequential m(::torch::nn::Conv2d(::torch::nn::Conv2dOptions(2, 4, 3).padding(1)), ::torch::nn::BatchNorm2d(4),
-               ::torch::nn::ReLU(), ::torch::nn::Flatten(), ::torch::nn::Linear(4 * 5 * 5, 3));
+  torch::manual_seed(11);
+  Sequential m(torch::nn::Conv2d(torch::nn::Conv2dOptions(2, 4, 3).padding(1)), torch::nn::BatchNorm2d(4),
+               torch::nn::ReLU(), torch::nn::Flatten(), torch::nn::Linear(4 * 5 * 5, 3));
   m->to(at::kDouble);
   return m;
 }
 
 Sequential clone_of(Sequential m) {
-  return Sequential(std::dynamic_pointer_cast<::torch::nn::SequentialImpl>(m->clone()));
+  return Sequential(std::dynamic_pointer_cast<torch::nn::SequentialImpl>(m->clone()));
 }
 
 at::Tensor mse(const at::Tensor& out, const at::Tensor& target) {
-  return ::torch::nn::functional::mse_loss(out, target);
+  return torch::nn::functional::mse_loss(out, target);
 }
 
 at::Tensor cross_entropy(const at::Tensor& out, const at::Tensor& target) {
-  return ::torch::nn::functional::cross_entropy(out, target);
+  return torch::nn::functional::cross_entropy(out, target);
 }
 
 // max |a - b| relative to max |b|: the error scale of a whole tensor, which
@@ -72,7 +72,7 @@ double scaled_difference(const at::Tensor& a, const at::Tensor& b, double floor 
 
 // The largest scaled difference of the gradients of two models' parameters;
 // +inf when one has a gradient the other lacks.
-double grad_difference(::torch::nn::Module& a, ::torch::nn::Module& b) {
+double grad_difference(torch::nn::Module& a, torch::nn::Module& b) {
   const auto pa = a.parameters(), pb = b.parameters();
   EXPECT_EQ(pa.size(), pb.size());
   double worst = 0;
@@ -84,7 +84,7 @@ double grad_difference(::torch::nn::Module& a, ::torch::nn::Module& b) {
   return worst;
 }
 
-double parameter_difference(::torch::nn::Module& a, ::torch::nn::Module& b) {
+double parameter_difference(torch::nn::Module& a, torch::nn::Module& b) {
   return max_relative_difference(testing::flat_parameters(a), testing::flat_parameters(b), 1e-3);
 }
 
@@ -95,11 +95,11 @@ void expect_equal_training(Sequential reference, int replicas, int64_t rows, at:
   SCOPED_TRACE("replicas " + std::to_string(replicas) + ", rows " + std::to_string(rows));
   Sequential main = clone_of(reference);
   DataParallel<Sequential> dp(main, {.replicas = replicas});
-  ::torch::optim::SGD ref_opt(reference->parameters(), ::torch::optim::SGDOptions(0.1).momentum(0.9));
-  ::torch::optim::SGD dp_opt(dp.module()->parameters(), ::torch::optim::SGDOptions(0.1).momentum(0.9));
+  torch::optim::SGD ref_opt(reference->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  torch::optim::SGD dp_opt(dp.module()->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
   for (int step = 0; step < steps; ++step) {
-    const at::Tensor x = ::torch::randn({rows, 5}, at::TensorOptions(dtype));
-    const at::Tensor y = ::torch::randn({rows, 3}, at::TensorOptions(dtype));
+    const at::Tensor x = torch::randn({rows, 5}, at::TensorOptions(dtype));
+    const at::Tensor y = torch::randn({rows, 3}, at::TensorOptions(dtype));
     ref_opt.zero_grad();
     const at::Tensor ref_loss = mse(reference->forward(x), y);
     ref_loss.backward();
@@ -130,11 +130,11 @@ TEST(DataParallel, MlpFloat32EqualsOneDevice) {
 TEST(DataParallel, OneReplicaIsBitwiseOneDevice) {
   // The worker runs one intra-op thread; so does this thread, so the kernels
   // take the same paths.
-  ::torch::set_num_threads(1);
+  torch::set_num_threads(1);
   Sequential reference = make_mlp(at::kFloat);
   Sequential main = clone_of(reference);
   DataParallel<Sequential> dp(main, {.replicas = 1});
-  const at::Tensor x = ::torch::randn({9, 5}), y = ::torch::randn({9, 3});
+  const at::Tensor x = torch::randn({9, 5}), y = torch::randn({9, 3});
   const at::Tensor ref_loss = mse(reference->forward(x), y);
   ref_loss.backward();
   const at::Tensor loss = dp.train_step(x, y, mse);
@@ -155,7 +155,7 @@ TEST(DataParallel, GradientsAccumulateLikeBackward) {
   Sequential main = clone_of(reference);
   DataParallel<Sequential> dp(main, {.replicas = 3});
   for (int pass = 0; pass < 2; ++pass) {  // no zero_grad in between
-    const at::Tensor x = ::torch::randn({8, 5}, at::kDouble), y = ::torch::randn({8, 3}, at::kDouble);
+    const at::Tensor x = torch::randn({8, 5}, at::kDouble), y = torch::randn({8, 3}, at::kDouble);
     mse(reference->forward(x), y).backward();
     dp.train_step(x, y, mse);
   }
@@ -166,8 +166,8 @@ TEST(DataParallel, ClassifierWithIntegerTargets) {
   Sequential reference = make_mlp(at::kDouble);
   Sequential main = clone_of(reference);
   DataParallel<Sequential> dp(main, {.replicas = 3, .threads_per_replica = 2});
-  const at::Tensor x = ::torch::randn({10, 5}, at::kDouble);
-  const at::Tensor y = ::torch::randint(0, 3, {10}, at::kLong);
+  const at::Tensor x = torch::randn({10, 5}, at::kDouble);
+  const at::Tensor y = torch::randint(0, 3, {10}, at::kLong);
   const at::Tensor ref_loss = cross_entropy(reference->forward(x), y);
   ref_loss.backward();
   const at::Tensor loss = dp.train_step(x, y, cross_entropy);
@@ -183,21 +183,21 @@ TEST(DataParallel, BatchNormTrainingFollowsReplicaZeroSemantics) {
   Sequential main = clone_of(reference);
   const int replicas = 3;
   DataParallel<Sequential> dp(main, {.replicas = replicas});
-  ::torch::optim::SGD ref_opt(reference->parameters(), 0.05);
-  ::torch::optim::SGD dp_opt(dp.module()->parameters(), 0.05);
+  torch::optim::SGD ref_opt(reference->parameters(), 0.05);
+  torch::optim::SGD dp_opt(dp.module()->parameters(), 0.05);
   for (int step = 0; step < 3; ++step) {
     const int64_t rows = 8;  // 3 + 3 + 2
-    const at::Tensor x = ::torch::randn({rows, 2, 5, 5}, at::kDouble);
-    const at::Tensor y = ::torch::randint(0, 3, {rows}, at::kLong);
+    const at::Tensor x = torch::randn({rows, 2, 5, 5}, at::kDouble);
+    const at::Tensor y = torch::randint(0, 3, {rows}, at::kLong);
 
     ref_opt.zero_grad();
     std::vector<at::Tensor> before, after_shard0;
     for (const auto& b : reference->buffers()) before.push_back(b.clone());
-    at::Tensor ref_loss = ::torch::zeros({}, at::kDouble);
+    at::Tensor ref_loss = torch::zeros({}, at::kDouble);
     for (int i = 0; i < replicas; ++i) {
       const RowBlock s = reduce_scatter_block(rows, replicas, i);
       {
-        ::torch::NoGradGuard no_grad;
+        torch::NoGradGuard no_grad;
         const auto bufs = reference->buffers();
         for (size_t k = 0; k < bufs.size(); ++k) bufs[k].copy_(before[k]);
       }
@@ -210,7 +210,7 @@ TEST(DataParallel, BatchNormTrainingFollowsReplicaZeroSemantics) {
         for (const auto& b : reference->buffers()) after_shard0.push_back(b.clone());
     }
     {
-      ::torch::NoGradGuard no_grad;
+      torch::NoGradGuard no_grad;
       const auto bufs = reference->buffers();
       for (size_t k = 0; k < bufs.size(); ++k) bufs[k].copy_(after_shard0[k]);
     }
@@ -236,18 +236,18 @@ TEST(DataParallel, CnnWithBatchNormInEvalEqualsOneDevice) {
   Sequential reference = make_cnn();
   {
     // Non-trivial running statistics to normalise with.
-    ::torch::NoGradGuard no_grad;
-    reference->forward(::torch::randn({16, 2, 5, 5}, at::kDouble) * 3 + 1);
+    torch::NoGradGuard no_grad;
+    reference->forward(torch::randn({16, 2, 5, 5}, at::kDouble) * 3 + 1);
   }
   reference->eval();
   Sequential main = clone_of(reference);
   main->eval();  // clone() does not carry the mode over
   DataParallel<Sequential> dp(main, {.replicas = 2});
-  ::torch::optim::SGD ref_opt(reference->parameters(), 0.05);
-  ::torch::optim::SGD dp_opt(dp.module()->parameters(), 0.05);
+  torch::optim::SGD ref_opt(reference->parameters(), 0.05);
+  torch::optim::SGD dp_opt(dp.module()->parameters(), 0.05);
   for (int step = 0; step < 3; ++step) {
-    const at::Tensor x = ::torch::randn({7, 2, 5, 5}, at::kDouble);
-    const at::Tensor y = ::torch::randint(0, 3, {7}, at::kLong);
+    const at::Tensor x = torch::randn({7, 2, 5, 5}, at::kDouble);
+    const at::Tensor y = torch::randint(0, 3, {7}, at::kLong);
     ref_opt.zero_grad();
     const at::Tensor ref_loss = cross_entropy(reference->forward(x), y);
     ref_loss.backward();
@@ -259,8 +259,8 @@ TEST(DataParallel, CnnWithBatchNormInEvalEqualsOneDevice) {
     dp_opt.step();
   }
   EXPECT_LE(parameter_difference(*dp.module(), *reference), 1e-12);
-  const at::Tensor x = ::torch::randn({5, 2, 5, 5}, at::kDouble);
-  ::torch::NoGradGuard no_grad;
+  const at::Tensor x = torch::randn({5, 2, 5, 5}, at::kDouble);
+  torch::NoGradGuard no_grad;
   EXPECT_LE(max_relative_difference(dp.forward(x), reference->forward(x), 1e-6), 1e-12);
 }
 
@@ -269,12 +269,12 @@ TEST(DataParallel, ForwardGathersOutputsInOrder) {
   for (int replicas : {1, 2, 3}) {
     DataParallel<Sequential> dp(m, {.replicas = replicas});
     for (int64_t rows : {1, 2, 7}) {
-      const at::Tensor x = ::torch::randn({rows, 5});
+      const at::Tensor x = torch::randn({rows, 5});
       const at::Tensor out = dp.forward(x);
       EXPECT_FALSE(out.requires_grad());
       at::Tensor expected;
       {
-        ::torch::NoGradGuard no_grad;
+        torch::NoGradGuard no_grad;
         expected = m->forward(x);
       }
       // Row-wise model: the gathered rows are the module's (up to the
@@ -292,10 +292,10 @@ TEST(DataParallel, ReplicasFollowRawWritesToTheMainParameters) {
   Sequential reference = make_mlp(at::kDouble);
   Sequential main = clone_of(reference);
   DataParallel<Sequential> dp(main, {.replicas = 3});
-  const at::Tensor x = ::torch::randn({9, 5}, at::kDouble), y = ::torch::randn({9, 3}, at::kDouble);
+  const at::Tensor x = torch::randn({9, 5}, at::kDouble), y = torch::randn({9, 3}, at::kDouble);
   dp.train_step(x, y, mse);
   for (auto& p : reference->parameters()) {
-    ::torch::NoGradGuard no_grad;
+    torch::NoGradGuard no_grad;
     p.normal_();
   }
   const auto src = reference->parameters(), dst = dp.module()->parameters();
@@ -324,7 +324,7 @@ TEST(DataParallel, WorkersPersistAcrossSteps) {
     }
     return mse(out, target);
   };
-  for (step = 0; step < 3; ++step) dp.train_step(::torch::randn({6, 5}), ::torch::randn({6, 3}), loss_fn);
+  for (step = 0; step < 3; ++step) dp.train_step(torch::randn({6, 5}), torch::randn({6, 3}), loss_fn);
   EXPECT_EQ(ids[0].size(), size_t(replicas));
   EXPECT_EQ(ids[1], ids[0]);
   EXPECT_EQ(ids[2], ids[0]);
@@ -342,8 +342,8 @@ TEST(DataParallel, WorkerExceptionsReachTheCallerAndThePoolSurvives) {
     return mse(out, target);
   };
   // 5 rows: shards of 3 and 2; replica 1 throws.
-  EXPECT_THROW(dp.train_step(::torch::randn({5, 5}), ::torch::randn({5, 3}), failing), std::runtime_error);
-  const at::Tensor loss = dp.train_step(::torch::randn({6, 5}), ::torch::randn({6, 3}), failing);
+  EXPECT_THROW(dp.train_step(torch::randn({5, 5}), torch::randn({5, 3}), failing), std::runtime_error);
+  const at::Tensor loss = dp.train_step(torch::randn({6, 5}), torch::randn({6, 3}), failing);
   EXPECT_TRUE(std::isfinite(loss.item<double>()));
 }
 
@@ -377,22 +377,22 @@ TEST(DataParallel, BadUseIsAConfigError) {
 
   DataParallel<Sequential> dp(m, {.replicas = 2});
   EXPECT_NE(config_error_of([&] {
-              dp.train_step(::torch::randn({0, 5}), ::torch::randn({0, 3}), mse);
+              dp.train_step(torch::randn({0, 5}), torch::randn({0, 3}), mse);
             }).find("0 rows"),
             std::string::npos);
   EXPECT_NE(config_error_of([&] {
-              dp.train_step(::torch::randn({4, 5}), ::torch::randn({3, 3}), mse);
+              dp.train_step(torch::randn({4, 5}), torch::randn({3, 3}), mse);
             }).find("target"),
             std::string::npos);
   EXPECT_NE(config_error_of([&] {
-              dp.train_step(::torch::randn({4, 5}), ::torch::randn({4, 3}),
+              dp.train_step(torch::randn({4, 5}), torch::randn({4, 3}),
                             [](const at::Tensor& out, const at::Tensor& t) { return (out - t).pow(2); });
             }).find("one-element"),
             std::string::npos);
-  EXPECT_NE(config_error_of([&] { dp.forward(::torch::randn({})); }).find("0-dim"), std::string::npos);
+  EXPECT_NE(config_error_of([&] { dp.forward(torch::randn({})); }).find("0-dim"), std::string::npos);
   // One replica of a non-cloneable module needs no clone: allowed.
   DataParallel<Plain> single(Plain(), {.replicas = 1});
-  EXPECT_EQ(single.forward(::torch::randn({3, 2})).size(0), 3);
+  EXPECT_EQ(single.forward(torch::randn({3, 2})).size(0), 3);
   // CPU devices are accepted, one replica each.
   DataParallel<Sequential> cpu(m,
                                {.devices = {c10::Device(c10::kCPU), c10::Device(c10::kCPU), c10::Device(c10::kCPU)}});
@@ -400,4 +400,4 @@ TEST(DataParallel, BadUseIsAConfigError) {
 }
 
 }  // namespace
-}  // namespace cohort::torch
+}  // namespace cohort

@@ -2,19 +2,19 @@
 // concatenated batch (the independent reference), for world sizes 1..3 run
 // as threads: SGD and Adam, no_sync accumulation, unused parameters,
 // gradient_as_bucket_view, rebuilt buckets; and its errors.
-#include "cohort/torch/distributed_data_parallel.h"
+#include "cohort/torch/data_parallel/distributed_data_parallel.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include "cohort/common/error.h"
-#include "cohort/torch/zero_grad.h"
+#include "cohort/torch/core/zero_grad.h"
 #include "tests/torch/torch_ranks.h"
 
-namespace cohort::torch {
+namespace cohort {
 namespace {
 
-namespace nn = ::torch::nn;
+namespace nn = torch::nn;
 using cohort::testing::PerRank;
 using cohort::testing::run_torch_ranks;
 
@@ -29,7 +29,7 @@ struct NetImpl : nn::Module {
     extra = register_module("extra", nn::Linear(4, 3));
   }
   at::Tensor forward(const at::Tensor& x) {
-    at::Tensor y = fc3(::torch::tanh(fc2(::torch::relu(fc1(x)))));
+    at::Tensor y = fc3(torch::tanh(fc2(torch::relu(fc1(x)))));
     return use_extra ? y + extra(x) : y;
   }
   bool use_extra;
@@ -38,7 +38,7 @@ struct NetImpl : nn::Module {
 TORCH_MODULE(Net);
 
 void copy_into(nn::Module& dst, const std::vector<at::Tensor>& values) {
-  ::torch::NoGradGuard no_grad;
+  torch::NoGradGuard no_grad;
   auto params = dst.parameters();
   for (size_t i = 0; i < params.size(); ++i) params[i].copy_(values[i]);
 }
@@ -53,16 +53,16 @@ struct TrainSetup {
   DistributedDataParallelOptions ddp;
 };
 
-void zero_grad(::torch::optim::Optimizer& opt, bool set_to_none) {
+void zero_grad(torch::optim::Optimizer& opt, bool set_to_none) {
   if (set_to_none)
     zero_grad_to_none(opt);
   else
     opt.zero_grad();
 }
 
-std::unique_ptr<::torch::optim::Optimizer> make_optimizer(Net& net, bool adam) {
-  if (adam) return std::make_unique<::torch::optim::Adam>(net->parameters(), ::torch::optim::AdamOptions(0.01));
-  return std::make_unique<::torch::optim::SGD>(net->parameters(), ::torch::optim::SGDOptions(0.1).momentum(0.9));
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(Net& net, bool adam) {
+  if (adam) return std::make_unique<torch::optim::Adam>(net->parameters(), torch::optim::AdamOptions(0.01));
+  return std::make_unique<torch::optim::SGD>(net->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
 }
 
 constexpr int64_t kBatch = 5;  // per rank and micro-batch
@@ -71,7 +71,7 @@ constexpr int64_t kBatch = 5;  // per rank and micro-batch
 // all ranks end bitwise identical. The reference trains one model on all
 // ranks' micro-batches of a step at once, with the same effective loss.
 void expect_matches_reference(const TrainSetup& s) {
-  ::torch::manual_seed(7);
+  torch::manual_seed(7);
   Net init(6, s.use_extra);
   const auto initial = cohort::testing::copy_parameters(*init);
   const int64_t per_step = int64_t(s.world) * s.micro * kBatch;
@@ -85,7 +85,7 @@ void expect_matches_reference(const TrainSetup& s) {
   auto ref_opt = make_optimizer(ref, s.adam);
   for (int k = 0; k < s.steps; ++k) {
     ref_opt->zero_grad();
-    (double(s.micro) * ::torch::mse_loss(ref(xs[k]), ys[k])).backward();
+    (double(s.micro) * torch::mse_loss(ref(xs[k]), ys[k])).backward();
     ref_opt->step();
   }
 
@@ -105,9 +105,9 @@ void expect_matches_reference(const TrainSetup& s) {
         at::Tensor x = xs[k].narrow(0, row, kBatch), y = ys[k].narrow(0, row, kBatch);
         if (m + 1 < s.micro) {
           auto guard = ddp.no_sync();
-          ::torch::mse_loss(ddp(x), y).backward();
+          torch::mse_loss(ddp(x), y).backward();
         } else {
-          ::torch::mse_loss(ddp(x), y).backward();
+          torch::mse_loss(ddp(x), y).backward();
         }
       }
       opt->step();
@@ -218,18 +218,18 @@ INSTANTIATE_TEST_SUITE_P(Worlds, DdpWorld, ::testing::Values(1, 2, 3));
 // (rank 0 here). Reference: one model where `extra` applies to rank 0's rows.
 TEST(DdpUnused, ParameterUsedOnOneRankOnly) {
   constexpr int kWorld = 2, kSteps = 2;
-  ::torch::manual_seed(9);
+  torch::manual_seed(9);
   Net init;
   const auto initial = cohort::testing::copy_parameters(*init);
   at::Tensor xs = at::randn({kSteps, kWorld * kBatch, 4}), ys = at::randn({kSteps, kWorld * kBatch, 3});
   Net ref(6, /*use_extra=*/false);
   copy_into(*ref, initial);
-  ::torch::optim::SGD ref_opt(ref->parameters(), ::torch::optim::SGDOptions(0.1).momentum(0.9));
+  torch::optim::SGD ref_opt(ref->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
   for (int k = 0; k < kSteps; ++k) {
     ref_opt.zero_grad();
     at::Tensor out = ref(xs[k]);
     at::Tensor first = out.narrow(0, 0, kBatch) + ref->extra(xs[k].narrow(0, 0, kBatch));
-    ::torch::mse_loss(at::cat({first, out.narrow(0, kBatch, kBatch)}), ys[k]).backward();
+    torch::mse_loss(at::cat({first, out.narrow(0, kBatch, kBatch)}), ys[k]).backward();
     ref_opt.step();
   }
   PerRank<std::vector<at::Tensor>> finals(kWorld);
@@ -239,11 +239,11 @@ TEST(DdpUnused, ParameterUsedOnOneRankOnly) {
     DistributedDataParallelOptions o = small_buckets();
     o.find_unused_parameters = true;
     DistributedDataParallel<Net> ddp(net, o);
-    ::torch::optim::SGD opt(net->parameters(), ::torch::optim::SGDOptions(0.1).momentum(0.9));
+    torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
     for (int k = 0; k < kSteps; ++k) {
       opt.zero_grad();
       at::Tensor x = xs[k].narrow(0, rank * kBatch, kBatch), y = ys[k].narrow(0, rank * kBatch, kBatch);
-      ::torch::mse_loss(ddp(x), y).backward();
+      torch::mse_loss(ddp(x), y).backward();
       opt.step();
     }
     finals.add(rank, cohort::testing::copy_parameters(*net));
@@ -266,17 +266,17 @@ TEST(DdpUnused, ParameterUsedOnOneRankOnly) {
 TEST(DdpUnused, ParameterUnusedEverywhereKeepsNoGradient) {
   for (const bool bucket_view : {false, true}) {
     constexpr int kWorld = 2, kSteps = 2;
-    ::torch::manual_seed(11);
+    torch::manual_seed(11);
     Net init;
     const auto initial = cohort::testing::copy_parameters(*init);
     at::Tensor xs = at::randn({kSteps, kWorld * kBatch, 4}), ys = at::randn({kSteps, kWorld * kBatch, 3});
-    const auto sgd = ::torch::optim::SGDOptions(0.1).momentum(0.9).weight_decay(0.1);
+    const auto sgd = torch::optim::SGDOptions(0.1).momentum(0.9).weight_decay(0.1);
     Net ref(6, /*use_extra=*/false);
     copy_into(*ref, initial);
-    ::torch::optim::SGD ref_opt(ref->parameters(), sgd);
+    torch::optim::SGD ref_opt(ref->parameters(), sgd);
     for (int k = 0; k < kSteps; ++k) {
       ref_opt.zero_grad();
-      ::torch::mse_loss(ref(xs[k]), ys[k]).backward();
+      torch::mse_loss(ref(xs[k]), ys[k]).backward();
       ref_opt.step();
     }
     PerRank<std::vector<at::Tensor>> finals(kWorld);
@@ -288,11 +288,11 @@ TEST(DdpUnused, ParameterUnusedEverywhereKeepsNoGradient) {
       o.find_unused_parameters = true;
       o.gradient_as_bucket_view = bucket_view;
       DistributedDataParallel<Net> ddp(net, o);
-      ::torch::optim::SGD opt(net->parameters(), sgd);
+      torch::optim::SGD opt(net->parameters(), sgd);
       for (int k = 0; k < kSteps; ++k) {
         opt.zero_grad();
         at::Tensor x = xs[k].narrow(0, rank * kBatch, kBatch), y = ys[k].narrow(0, rank * kBatch, kBatch);
-        ::torch::mse_loss(ddp(x), y).backward();
+        torch::mse_loss(ddp(x), y).backward();
         extra_grad_defined.add(rank, net->extra->weight.grad().defined() || net->extra->bias.grad().defined());
         opt.step();
       }
@@ -317,19 +317,19 @@ TEST(DdpUnused, GradientFromANoSyncPassCountsAsUse) {
   PerRank<std::vector<at::Tensor>> finals(2);
   PerRank<int> defined(2);
   run_torch_ranks(2, [&](int rank, int) {
-    ::torch::manual_seed(13);
+    torch::manual_seed(13);
     Net net(6, /*use_extra=*/rank == 0);
     DistributedDataParallelOptions o = small_buckets();
     o.find_unused_parameters = true;
     DistributedDataParallel<Net> ddp(net, o);
-    ::torch::optim::SGD opt(net->parameters(), ::torch::optim::SGDOptions(0.1).weight_decay(0.1));
+    torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.1).weight_decay(0.1));
     at::Tensor x = at::randn({kBatch, 4}), y = at::randn({kBatch, 3});
     {
       auto guard = ddp.no_sync();
-      ::torch::mse_loss(ddp(x), y).backward();
+      torch::mse_loss(ddp(x), y).backward();
     }
     net->use_extra = false;
-    ::torch::mse_loss(ddp(x), y).backward();
+    torch::mse_loss(ddp(x), y).backward();
     defined.add(rank, net->extra->weight.grad().defined() ? 1 : 0);
     opt.step();
     finals.add(rank, cohort::testing::copy_parameters(*net));
@@ -445,4 +445,4 @@ TEST(DdpBuffers, RankZeroBuffersAtEveryForward) {
 }
 
 }  // namespace
-}  // namespace cohort::torch
+}  // namespace cohort

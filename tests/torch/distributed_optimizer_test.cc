@@ -8,14 +8,13 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include "cohort/common/check.h"
-#include "cohort/torch/distributed_optimizer.h"
+#include "cohort/torch/data_parallel/distributed_optimizer.h"
 #include "tests/torch/torch_ranks.h"
 
 namespace cohort::testing {
 namespace {
 
-namespace ct = cohort::torch;
-namespace nn = ::torch::nn;
+namespace nn = torch::nn;
 
 constexpr int64_t kGlobalBatch = 16, kIn = 6, kOut = 3;
 
@@ -28,7 +27,7 @@ nn::Sequential make_net() {
 // rank threads, so nobody initialises from it inside them).
 std::vector<at::Tensor> initial_parameters() {
   static const std::vector<at::Tensor> init = [] {
-    ::torch::manual_seed(7);
+    torch::manual_seed(7);
     return copy_parameters(*make_net());
   }();
   return init;
@@ -36,7 +35,7 @@ std::vector<at::Tensor> initial_parameters() {
 
 nn::Sequential make_initialised_net() {
   nn::Sequential net = make_net();
-  ::torch::NoGradGuard no_grad;
+  torch::NoGradGuard no_grad;
   const auto init = initial_parameters();
   auto params = net->parameters();
   for (size_t i = 0; i < params.size(); ++i) params[i].copy_(init[i]);
@@ -54,24 +53,24 @@ std::pair<at::Tensor, at::Tensor> global_batch(int step) {
 
 enum class OptimizerKind { sgd, adam };
 
-std::unique_ptr<::torch::optim::Optimizer> make_optimizer(OptimizerKind kind, nn::Sequential& net) {
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(OptimizerKind kind, nn::Sequential& net) {
   if (kind == OptimizerKind::sgd)
-    return std::make_unique<::torch::optim::SGD>(net->parameters(),
-                                                 ::torch::optim::SGDOptions(0.1).momentum(0.9).weight_decay(1e-3));
-  return std::make_unique<::torch::optim::Adam>(net->parameters(), ::torch::optim::AdamOptions(0.01));
+    return std::make_unique<torch::optim::SGD>(net->parameters(),
+                                                 torch::optim::SGDOptions(0.1).momentum(0.9).weight_decay(1e-3));
+  return std::make_unique<torch::optim::Adam>(net->parameters(), torch::optim::AdamOptions(0.01));
 }
 
 constexpr int kSteps = 6;
 
 // One process, the whole batch, no cohort: the ground truth.
 std::vector<at::Tensor> reference_run(OptimizerKind kind) {
-  ::torch::set_num_threads(1);
+  torch::set_num_threads(1);
   nn::Sequential net = make_initialised_net();
   auto opt = make_optimizer(kind, net);
   for (int s = 0; s < kSteps; ++s) {
     auto [x, y] = global_batch(s);
     opt->zero_grad();
-    ::torch::mse_loss(net->forward(x), y).backward();
+    torch::mse_loss(net->forward(x), y).backward();
     opt->step();
   }
   return copy_parameters(*net);
@@ -91,13 +90,13 @@ TEST_P(Equivalence, RanksWithSplitBatchMatchOneRankWithWholeBatch) {
   run_torch_ranks(n, [&](int rank, int size) {
     nn::Sequential net = make_initialised_net();
     auto opt = make_optimizer(kind, net);
-    ct::DistributedOptimizer dist(*opt, net->named_parameters());
+    cohort::DistributedOptimizer dist(*opt, net->named_parameters());
     COHORT_CHECK(dist.num_reduced_parameters() == 6) << dist.num_reduced_parameters();
     const int64_t per_rank = kGlobalBatch / size;
     for (int s = 0; s < kSteps; ++s) {
       auto [x, y] = global_batch(s);
       dist.zero_grad();
-      ::torch::mse_loss(net->forward(x.narrow(0, rank * per_rank, per_rank)), y.narrow(0, rank * per_rank, per_rank))
+      torch::mse_loss(net->forward(x.narrow(0, rank * per_rank, per_rank)), y.narrow(0, rank * per_rank, per_rank))
           .backward();
       dist.step();
       after_step.add(rank, copy_parameters(*net));
@@ -134,14 +133,14 @@ TEST(DistributedOptimizer, BackwardPassesPerStepEqualsOneStepWithTheWholeBatch) 
     run_torch_ranks(2, [&](int rank, int size) {
       nn::Sequential net = make_initialised_net();
       auto opt = make_optimizer(OptimizerKind::sgd, net);
-      ct::DistributedOptimizer dist(*opt, net->named_parameters(), {.backward_passes_per_step = k});
+      cohort::DistributedOptimizer dist(*opt, net->named_parameters(), {.backward_passes_per_step = k});
       const int64_t micro = kGlobalBatch / (size * k);
       for (int s = 0; s < kSteps; ++s) {
         auto [x, y] = global_batch(s);
         dist.zero_grad();
         for (int pass = 0; pass < k; ++pass) {
           const int64_t start = (rank * k + pass) * micro;
-          ::torch::mse_loss(net->forward(x.narrow(0, start, micro)), y.narrow(0, start, micro)).backward();
+          torch::mse_loss(net->forward(x.narrow(0, start, micro)), y.narrow(0, start, micro)).backward();
         }
         dist.step();
       }
@@ -159,12 +158,12 @@ TEST(DistributedOptimizer, MoreBackwardPassesThanDeclaredIsAnError) {
   run_torch_ranks(1, [&](int, int) {
     nn::Sequential net = make_initialised_net();
     auto opt = make_optimizer(OptimizerKind::sgd, net);
-    ct::DistributedOptimizer dist(*opt, net->named_parameters(), {.backward_passes_per_step = 1});
+    cohort::DistributedOptimizer dist(*opt, net->named_parameters(), {.backward_passes_per_step = 1});
     auto [x, y] = global_batch(0);
-    ::torch::mse_loss(net->forward(x), y).backward();
+    torch::mse_loss(net->forward(x), y).backward();
     std::string message;
     try {
-      ::torch::mse_loss(net->forward(x), y).backward();
+      torch::mse_loss(net->forward(x), y).backward();
     } catch (const std::exception& e) {
       message = e.what();
     }
@@ -173,24 +172,39 @@ TEST(DistributedOptimizer, MoreBackwardPassesThanDeclaredIsAnError) {
   });
 }
 
+// This backward pass's gradient of each parameter, captured by a tensor hook
+// before autograd accumulates it into .grad(). (Reading .grad() itself
+// between backward() and synchronize() would race with the engine, which
+// reduces it in place as soon as every rank has submitted it.)
+class LocalGradients {
+ public:
+  explicit LocalGradients(const std::vector<at::Tensor>& params) : values_(params.size()) {
+    for (size_t i = 0; i < params.size(); ++i)
+      params[i].register_hook([this, i](const at::Tensor& g) { values_[i] = g.clone(); });
+  }
+  const std::vector<at::Tensor>& values() const { return values_; }
+
+ private:
+  std::vector<at::Tensor> values_;
+};
+
 // The gradients every rank's DistributedOptimizer produces (after
 // synchronize()) when rank r's loss is over its slice of the step-0 batch.
-std::vector<at::Tensor> reduced_gradients(int n, ct::DistributedOptimizerOptions options,
+std::vector<at::Tensor> reduced_gradients(int n, cohort::DistributedOptimizerOptions options,
                                           std::vector<std::vector<at::Tensor>>* local = nullptr) {
   PerRank<std::vector<at::Tensor>> grads(n), locals(n);
   run_torch_ranks(n, [&](int rank, int size) {
     nn::Sequential net = make_initialised_net();
     auto opt = make_optimizer(OptimizerKind::sgd, net);
-    ct::DistributedOptimizer dist(*opt, net->named_parameters(), options);
+    cohort::DistributedOptimizer dist(*opt, net->named_parameters(), options);
+    const LocalGradients mine(net->parameters());
     auto [x, y] = global_batch(0);
     const int64_t per = kGlobalBatch / size;
     // Scaled inputs make gradients span several binades (a harder case for
     // 16-bit floats than values near 1).
-    ::torch::mse_loss(net->forward(x.narrow(0, rank * per, per) * (rank + 1)), y.narrow(0, rank * per, per)).backward();
-    std::vector<at::Tensor> mine;
-    for (const auto& p : net->parameters()) mine.push_back(p.grad().clone());
-    locals.add(rank, mine);
+    torch::mse_loss(net->forward(x.narrow(0, rank * per, per) * (rank + 1)), y.narrow(0, rank * per, per)).backward();
     dist.synchronize();
+    locals.add(rank, mine.values());
     std::vector<at::Tensor> g;
     for (const auto& p : net->parameters()) g.push_back(p.grad().clone());
     grads.add(rank, g);
@@ -206,10 +220,10 @@ TEST(DistributedOptimizer, CompressionStaysWithinItsRoundingError) {
   std::vector<std::vector<at::Tensor>> local;
   const std::vector<at::Tensor> exact = reduced_gradients(n, {}, &local);
   struct Case {
-    ct::Compression c;
+    cohort::Compression c;
     double unit;  // unit roundoff of the 16-bit format
   };
-  for (const Case& c : {Case{ct::Compression::fp16, std::ldexp(1.0, -11)}, Case{ct::Compression::bf16, std::ldexp(1.0, -8)}}) {
+  for (const Case& c : {Case{cohort::Compression::fp16, std::ldexp(1.0, -11)}, Case{cohort::Compression::bf16, std::ldexp(1.0, -8)}}) {
     const std::vector<at::Tensor> got = reduced_gradients(n, {.compression = c.c});
     bool any_difference = false;
     for (size_t i = 0; i < exact.size(); ++i) {
@@ -221,12 +235,12 @@ TEST(DistributedOptimizer, CompressionStaysWithinItsRoundingError) {
       const at::Tensor bound = c.unit * (mean_abs + exact[i].abs()) * 1.01 + 6e-8;
       const at::Tensor err = (got[i] - exact[i]).abs();
       EXPECT_TRUE((err <= bound).all().item<bool>())
-          << ct::compression_name(c.c) << " parameter " << i << ": worst excess "
+          << cohort::compression_name(c.c) << " parameter " << i << ": worst excess "
           << (err - bound).max().item<double>();
       any_difference = any_difference || !at::equal(got[i], exact[i]);
       EXPECT_EQ(got[i].scalar_type(), at::kFloat) << "gradients keep the parameter dtype";
     }
-    EXPECT_TRUE(any_difference) << ct::compression_name(c.c) << " changed nothing: was it applied?";
+    EXPECT_TRUE(any_difference) << cohort::compression_name(c.c) << " changed nothing: was it applied?";
   }
 }
 
@@ -262,11 +276,12 @@ TEST(DistributedOptimizer, ParametersWithoutGradientsDoNotHangAnyRank) {
   run_torch_ranks(n, [&](int rank, int) {
     auto net = std::make_shared<TwoHeads>();
     {
-      ::torch::NoGradGuard no_grad;
+      torch::NoGradGuard no_grad;
       for (auto& p : net->parameters()) p.fill_(0.25);
     }
-    ::torch::optim::SGD opt(net->parameters(), 0.1);
-    ct::DistributedOptimizer dist(opt, net->named_parameters());
+    torch::optim::SGD opt(net->parameters(), 0.1);
+    cohort::DistributedOptimizer dist(opt, net->named_parameters());
+    const LocalGradients mine({net->b->weight});
     for (int step = 0; step < 3; ++step) {
       dist.zero_grad();
       const at::Tensor x = at::full({3, 4}, double(rank + 1 + step));
@@ -274,8 +289,8 @@ TEST(DistributedOptimizer, ParametersWithoutGradientsDoNotHangAnyRank) {
       at::Tensor loss = net->a->forward(h).pow(2).sum();
       if (rank == 0) loss = loss + net->b->forward(h).pow(2).sum();
       loss.backward();
-      if (rank == 0) local_b.add(rank, {net->b->weight.grad().clone()});
       dist.synchronize();
+      if (rank == 0) local_b.add(rank, {mine.values()[0]});
       grads.add(rank, {net->b->weight.grad().clone(), net->c->weight.grad().clone()});
       dist.step();
     }
@@ -293,10 +308,10 @@ TEST(DistributedOptimizer, RejectsBadConfiguration) {
   run_torch_ranks(1, [&](int, int) {
     nn::Sequential net = make_initialised_net();
     auto opt = make_optimizer(OptimizerKind::sgd, net);
-    auto error_of = [&](ct::DistributedOptimizerOptions o,
-                        const ::torch::OrderedDict<std::string, at::Tensor>& named) -> std::string {
+    auto error_of = [&](cohort::DistributedOptimizerOptions o,
+                        const torch::OrderedDict<std::string, at::Tensor>& named) -> std::string {
       try {
-        ct::DistributedOptimizer dist(*opt, named, o);
+        cohort::DistributedOptimizer dist(*opt, named, o);
       } catch (const ConfigError& e) {
         return e.what();
       }
@@ -309,7 +324,7 @@ TEST(DistributedOptimizer, RejectsBadConfiguration) {
     expect(error_of({.op = ReduceOp::max}, named), "op must be avg or sum");
     expect(error_of({.backward_passes_per_step = 0}, named), "backward_passes_per_step must be at least 1");
     expect(error_of({.op = ReduceOp::sum, .gradient_predivide_factor = 2}, named), "applies to op avg only");
-    ::torch::OrderedDict<std::string, at::Tensor> partial;
+    torch::OrderedDict<std::string, at::Tensor> partial;
     partial.insert("only", named.values()[0]);
     expect(error_of({}, partial), "parameter 1 of param group 0 (shape [12]) is not among the named parameters");
   });

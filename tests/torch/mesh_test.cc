@@ -2,7 +2,7 @@
 // exactly the ranks that share the other two coordinates (checked by
 // gathering world ranks over the group), engines reducing over their group,
 // and a clear error for sizes that do not multiply to the world size.
-#include "cohort/torch/mesh.h"
+#include "cohort/torch/model_parallel/mesh.h"
 
 #include <gtest/gtest.h>
 
@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "cohort/torch/collectives.h"
+#include "cohort/torch/core/collectives.h"
 #include "tests/torch/torch_ranks.h"
 
-namespace cohort::torch {
+namespace cohort {
 namespace {
 
 using testing::PerRank;
@@ -163,4 +163,4 @@ TEST(MeshTest, LayoutArithmetic) {
 }
 
 }  // namespace
-}  // namespace cohort::torch
+}  // namespace cohort

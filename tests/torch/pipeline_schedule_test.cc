@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "cohort/common/error.h"
-#include "cohort/torch/pipeline_schedule.h"
+#include "cohort/torch/model_parallel/pipeline_schedule.h"
 
-namespace cohort::torch {
+namespace cohort {
 namespace {
 
 using Kind = PipelineAction::Kind;
@@ -175,4 +175,4 @@ TEST(PipelineScheduleTest, BadShapesAreConfigErrors) {
 }
 
 }  // namespace
-}  // namespace cohort::torch
+}  // namespace cohort

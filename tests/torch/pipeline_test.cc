@@ -3,7 +3,7 @@
 // recomputation), the forward-only path, dp x pp through a Mesh, the 1F1B
 // memory bound on the stats counters, and clear errors on every rank (never
 // a hang) for stages that do not fit together or disagree.
-#include "cohort/torch/pipeline.h"
+#include "cohort/torch/model_parallel/pipeline.h"
 
 #include <gtest/gtest.h>
 
@@ -11,11 +11,11 @@
 #include <tuple>
 #include <vector>
 
-#include "cohort/torch/activation_channel.h"
-#include "cohort/torch/mesh.h"
+#include "cohort/torch/model_parallel/activation_channel.h"
+#include "cohort/torch/model_parallel/mesh.h"
 #include "tests/torch/torch_ranks.h"
 
-namespace cohort::torch {
+namespace cohort {
 namespace {
 
 using testing::max_relative_difference;
@@ -27,17 +27,17 @@ using testing::WorldRank;
 constexpr int64_t kVocab = 11, kDim = 8, kSeq = 3;
 
 // A char-LM-shaped model in float64: token ids -> embedding -> MLP -> logits.
-::torch::nn::Sequential make_model(uint64_t seed) {
-  ::torch::manual_seed(seed);
-  ::torch::nn::Sequential m(::torch::nn::Embedding(kVocab, kDim), ::torch::nn::Linear(kDim, 2 * kDim),
-                            ::torch::nn::Tanh(), ::torch::nn::Linear(2 * kDim, kDim), ::torch::nn::Tanh(),
-                            ::torch::nn::Linear(kDim, kDim), ::torch::nn::Tanh(), ::torch::nn::Linear(kDim, kVocab));
+torch::nn::Sequential make_model(uint64_t seed) {
+  torch::manual_seed(seed);
+  torch::nn::Sequential m(torch::nn::Embedding(kVocab, kDim), torch::nn::Linear(kDim, 2 * kDim),
+                            torch::nn::Tanh(), torch::nn::Linear(2 * kDim, kDim), torch::nn::Tanh(),
+                            torch::nn::Linear(kDim, kDim), torch::nn::Tanh(), torch::nn::Linear(kDim, kVocab));
   m->to(at::kDouble);
   return m;
 }
 
 at::Tensor lm_loss(const at::Tensor& logits, const at::Tensor& target) {
-  return ::torch::nn::functional::cross_entropy(logits.reshape({-1, kVocab}), target.reshape({-1}));
+  return torch::nn::functional::cross_entropy(logits.reshape({-1, kVocab}), target.reshape({-1}));
 }
 
 struct Batch {
@@ -45,12 +45,12 @@ struct Batch {
 };
 
 Batch make_batch(int64_t rows, uint64_t seed) {
-  ::torch::manual_seed(seed);
+  torch::manual_seed(seed);
   return {at::randint(kVocab, {rows, kSeq}, at::kLong), at::randint(kVocab, {rows, kSeq}, at::kLong)};
 }
 
 // Single-process reference: one backward of the whole batch's mean loss.
-std::vector<at::Tensor> reference_grads(::torch::nn::Sequential model, const Batch& b, double* loss) {
+std::vector<at::Tensor> reference_grads(torch::nn::Sequential model, const Batch& b, double* loss) {
   model->zero_grad();
   at::Tensor l = lm_loss(model->forward(b.input), b.target);
   l.backward();
@@ -73,10 +73,10 @@ class PipelineGradientTest : public ::testing::TestWithParam<Case> {};
 TEST_P(PipelineGradientTest, EqualsSingleProcessTraining) {
   const auto [schedule, stages, m, recompute] = GetParam();
   auto model = make_model(7);
-  auto reference = std::dynamic_pointer_cast<::torch::nn::SequentialImpl>(model->clone());
+  auto reference = std::dynamic_pointer_cast<torch::nn::SequentialImpl>(model->clone());
   const Batch batch = make_batch(10, 3);  // 10 rows: uneven micro-batches for m = 3, 4, 7
   double ref_loss = 0;
-  const auto ref = reference_grads(::torch::nn::Sequential(reference), batch, &ref_loss);
+  const auto ref = reference_grads(torch::nn::Sequential(reference), batch, &ref_loss);
   const auto bounds = partition_sequential(model, stages);
 
   PerRank<double> losses(stages), worst(stages);
@@ -124,12 +124,12 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(PipelineTest, FloatModelWithinTheIssueTolerance) {
   // float32 as users train: equal to single-process within 1e-5 relative.
-  ::torch::manual_seed(5);
-  ::torch::nn::Sequential model(::torch::nn::Linear(6, 16), ::torch::nn::ReLU(), ::torch::nn::Linear(16, 16),
-                                ::torch::nn::ReLU(), ::torch::nn::Linear(16, 1));
-  auto reference = std::dynamic_pointer_cast<::torch::nn::SequentialImpl>(model->clone());
+  torch::manual_seed(5);
+  torch::nn::Sequential model(torch::nn::Linear(6, 16), torch::nn::ReLU(), torch::nn::Linear(16, 16),
+                                torch::nn::ReLU(), torch::nn::Linear(16, 1));
+  auto reference = std::dynamic_pointer_cast<torch::nn::SequentialImpl>(model->clone());
   const at::Tensor x = at::randn({16, 6}), y = at::randn({16, 1});
-  auto mse = [](const at::Tensor& out, const at::Tensor& t) { return ::torch::mse_loss(out, t); };
+  auto mse = [](const at::Tensor& out, const at::Tensor& t) { return torch::mse_loss(out, t); };
   mse(reference->forward(x), y).backward();
   const auto bounds = partition_sequential(model, 2);
   PerRank<double> worst(2);
@@ -155,15 +155,15 @@ TEST(PipelineTest, RecomputationReplaysDropoutMasks) {
   // so gradients equal those of a run without recomputation from the same
   // generator state.
   auto grads_with = [](bool recompute) {
-    ::torch::manual_seed(11);
-    ::torch::nn::Sequential model(::torch::nn::Linear(5, 32), ::torch::nn::Dropout(0.5), ::torch::nn::Linear(32, 1));
+    torch::manual_seed(11);
+    torch::nn::Sequential model(torch::nn::Linear(5, 32), torch::nn::Dropout(0.5), torch::nn::Linear(32, 1));
     model->to(at::kDouble);
     const at::Tensor x = at::randn({6, 5}, at::kDouble), y = at::randn({6, 1}, at::kDouble);
     std::vector<at::Tensor> out;
     run_world_ranks(1, [&](WorldRank& w) {
-      ::torch::manual_seed(12);
+      torch::manual_seed(12);
       Pipeline pipe(model, w.world, {.micro_batches = 3, .recompute_activations = recompute});
-      pipe.train_step(x, y, [](const at::Tensor& o, const at::Tensor& t) { return ::torch::mse_loss(o, t); });
+      pipe.train_step(x, y, [](const at::Tensor& o, const at::Tensor& t) { return torch::mse_loss(o, t); });
     });
     for (auto& p : model->parameters()) out.push_back(p.grad().clone());
     return out;
@@ -178,7 +178,7 @@ TEST(PipelineTest, ForwardReturnsTheModelOutputOnEveryStage) {
   const Batch batch = make_batch(5, 4);
   at::Tensor want;
   {
-    ::torch::NoGradGuard no_grad;
+    torch::NoGradGuard no_grad;
     want = model->forward(batch.input);
   }
   const auto bounds = partition_sequential(model, 3);
@@ -198,14 +198,14 @@ TEST(PipelineTest, DataTimesPipelineParallelEqualsSingleProcess) {
   // batch.
   const MeshShape shape{.dp = 2, .pp = 2, .tp = 1};
   auto base = make_model(21);
-  auto reference = std::dynamic_pointer_cast<::torch::nn::SequentialImpl>(base->clone());
-  std::vector<::torch::nn::Sequential> replicas;
+  auto reference = std::dynamic_pointer_cast<torch::nn::SequentialImpl>(base->clone());
+  std::vector<torch::nn::Sequential> replicas;
   for (int d = 0; d < 2; ++d)
-    replicas.emplace_back(std::dynamic_pointer_cast<::torch::nn::SequentialImpl>(base->clone()));
+    replicas.emplace_back(std::dynamic_pointer_cast<torch::nn::SequentialImpl>(base->clone()));
   const std::vector<Batch> batches{make_batch(8, 31), make_batch(8, 32)};
   const double lr = 0.5;
   {
-    ::torch::optim::SGD sgd(reference->parameters(), lr);
+    torch::optim::SGD sgd(reference->parameters(), lr);
     for (const auto& b : batches) {
       sgd.zero_grad();
       lm_loss(reference->forward(b.input), b.target).backward();
@@ -221,7 +221,7 @@ TEST(PipelineTest, DataTimesPipelineParallelEqualsSingleProcess) {
     const int d = mesh.rank(MeshAxis::dp);
     auto stage = stage_of(replicas[size_t(d)], bounds, mesh.rank(MeshAxis::pp));
     Pipeline pipe(stage, mesh.comm(MeshAxis::pp), {.micro_batches = 2});
-    ::torch::optim::SGD sgd(stage->parameters(), lr);
+    torch::optim::SGD sgd(stage->parameters(), lr);
     for (const auto& b : batches) {
       sgd.zero_grad();
       const at::Tensor x = b.input.narrow(0, 4 * d, 4), y = b.target.narrow(0, 4 * d, 4);
@@ -318,14 +318,14 @@ std::vector<std::string> all_failed(const std::vector<std::exception_ptr>& error
 
 TEST(PipelineTest, StagesThatDoNotFitFailOnEveryRankNamingTheStages) {
   // Stage 1 expects 5 features, stage 0 produces 6; stage 2 waits behind it.
-  ::torch::manual_seed(1);
-  std::vector<::torch::nn::Linear> stages{::torch::nn::Linear(4, 6), ::torch::nn::Linear(5, 3),
-                                          ::torch::nn::Linear(3, 1)};
+  torch::manual_seed(1);
+  std::vector<torch::nn::Linear> stages{torch::nn::Linear(4, 6), torch::nn::Linear(5, 3),
+                                          torch::nn::Linear(3, 1)};
   for (Schedule schedule : {Schedule::gpipe, Schedule::one_f_one_b}) {
     const auto errors = run_world_ranks_collect(3, [&](WorldRank& w) {
       Pipeline pipe(stages[size_t(w.rank)], w.world, {.micro_batches = 2, .schedule = schedule});
       pipe.train_step(at::randn({4, 4}), at::randn({4, 1}),
-                      [](const at::Tensor& o, const at::Tensor& t) { return ::torch::mse_loss(o, t); });
+                      [](const at::Tensor& o, const at::Tensor& t) { return torch::mse_loss(o, t); });
     });
     const auto what = all_failed(errors);
     ASSERT_EQ(what.size(), 3u);
@@ -377,7 +377,7 @@ TEST(PipelineTest, NonFloatActivationIsAClearError) {
   const auto errors = run_world_ranks_collect(2, [&](WorldRank& w) {
     Pipeline pipe(fns[size_t(w.rank)], w.world, {.micro_batches = 1});
     pipe.train_step(at::randn({2, 3}), at::randn({2, 3}),
-                    [](const at::Tensor& o, const at::Tensor& t) { return ::torch::mse_loss(o, t); });
+                    [](const at::Tensor& o, const at::Tensor& t) { return torch::mse_loss(o, t); });
   });
   const auto what = all_failed(errors);
   EXPECT_NE(what[0].find("pipeline stage 0 of 2 returned shape [2, 3] Long"), std::string::npos) << what[0];
@@ -393,7 +393,7 @@ TEST(PipelineTest, StagesThatDisagreeOnOptionsAreAConfigErrorOnEveryRank) {
 
 TEST(PipelineTest, BatchAndTargetErrors) {
   auto id = [](const at::Tensor& x) { return x * 1.0; };
-  auto mse = [](const at::Tensor& o, const at::Tensor& t) { return ::torch::mse_loss(o, t); };
+  auto mse = [](const at::Tensor& o, const at::Tensor& t) { return torch::mse_loss(o, t); };
   // Fewer rows than micro-batches: the same ConfigError on both stages.
   auto errors = run_world_ranks_collect(2, [&](WorldRank& w) {
     Pipeline pipe(id, w.world, {.micro_batches = 4});
@@ -440,4 +440,4 @@ TEST(StagePartitionTest, BalancesContiguousStages) {
 }
 
 }  // namespace
-}  // namespace cohort::torch
+}  // namespace cohort

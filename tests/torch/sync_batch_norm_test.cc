@@ -3,7 +3,7 @@
 // of grad weight / grad bias, and the running statistics; uneven per-rank
 // batches including a rank with 0 rows; eval mode; conversion of a
 // Sequential's BatchNorm children.
-#include "cohort/torch/sync_batch_norm.h"
+#include "cohort/torch/data_parallel/sync_batch_norm.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -14,10 +14,10 @@
 #include <vector>
 
 #include "cohort/common/error.h"
-#include "cohort/torch/runtime.h"
+#include "cohort/torch/core/runtime.h"
 #include "tests/torch/torch_ranks.h"
 
-namespace cohort::torch {
+namespace cohort {
 namespace {
 
 using testing::PerRank;
@@ -65,41 +65,41 @@ void expect_equals_global_batch_norm(const Case& c, int size) {
   std::vector<int64_t> offsets(rows.size(), 0);
   for (size_t r = 1; r < rows.size(); ++r) offsets[r] = offsets[r - 1] + rows[r - 1];
 
-  ::torch::manual_seed(3);
+  torch::manual_seed(3);
   std::vector<int64_t> shape{total, kChannels};
   shape.insert(shape.end(), c.spatial.begin(), c.spatial.end());
   const at::TensorOptions f64 = at::TensorOptions(at::kDouble);
   std::vector<at::Tensor> inputs, seeds;  // per step: global input and dLoss/dy
   for (int s = 0; s < kSteps; ++s) {
-    inputs.push_back(::torch::randn(shape, f64) * 2 + 0.5);
-    seeds.push_back(::torch::randn(shape, f64));
+    inputs.push_back(torch::randn(shape, f64) * 2 + 0.5);
+    seeds.push_back(torch::randn(shape, f64));
   }
-  const at::Tensor weight = ::torch::rand({kChannels}, f64) + 0.5, bias = ::torch::randn({kChannels}, f64);
+  const at::Tensor weight = torch::rand({kChannels}, f64) + 0.5, bias = torch::randn({kChannels}, f64);
 
   // Reference: one BatchNorm of the right rank over the whole batch.
-  ::torch::nn::BatchNormOptions bn_options = ::torch::nn::BatchNormOptions(kChannels).affine(c.affine);
+  torch::nn::BatchNormOptions bn_options = torch::nn::BatchNormOptions(kChannels).affine(c.affine);
   if (c.momentum)
     bn_options.momentum(*c.momentum);
   else
     bn_options.momentum(c10::nullopt);
-  std::shared_ptr<::torch::nn::Module> reference;
+  std::shared_ptr<torch::nn::Module> reference;
   std::function<at::Tensor(const at::Tensor&)> reference_forward;
   if (c.spatial.size() <= 1) {
-    ::torch::nn::BatchNorm1d bn(bn_options);
+    torch::nn::BatchNorm1d bn(bn_options);
     reference = bn.ptr();
     reference_forward = [bn](const at::Tensor& x) mutable { return bn->forward(x); };
   } else if (c.spatial.size() == 2) {
-    ::torch::nn::BatchNorm2d bn(bn_options);
+    torch::nn::BatchNorm2d bn(bn_options);
     reference = bn.ptr();
     reference_forward = [bn](const at::Tensor& x) mutable { return bn->forward(x); };
   } else {
-    ::torch::nn::BatchNorm3d bn(bn_options);
+    torch::nn::BatchNorm3d bn(bn_options);
     reference = bn.ptr();
     reference_forward = [bn](const at::Tensor& x) mutable { return bn->forward(x); };
   }
   reference->to(at::kDouble);
   if (c.affine) {
-    ::torch::NoGradGuard no_grad;
+    torch::NoGradGuard no_grad;
     reference->named_parameters()["weight"].copy_(weight);
     reference->named_parameters()["bias"].copy_(bias);
   }
@@ -127,7 +127,7 @@ void expect_equals_global_batch_norm(const Case& c, int size) {
     SyncBatchNorm sbn(SyncBatchNormOptions{.num_features = kChannels, .momentum = c.momentum, .affine = c.affine});
     sbn->to(at::kDouble);
     if (c.affine) {
-      ::torch::NoGradGuard no_grad;
+      torch::NoGradGuard no_grad;
       sbn->weight.copy_(weight);
       sbn->bias.copy_(bias);
     }
@@ -161,7 +161,7 @@ void expect_equals_global_batch_norm(const Case& c, int size) {
     SCOPED_TRACE("step " + std::to_string(s));
     const StepResult& e = expected[size_t(s)];
     std::vector<at::Tensor> outputs, grads;
-    at::Tensor grad_weight = ::torch::zeros({kChannels}, f64), grad_bias = ::torch::zeros({kChannels}, f64);
+    at::Tensor grad_weight = torch::zeros({kChannels}, f64), grad_bias = torch::zeros({kChannels}, f64);
     for (int r = 0; r < size; ++r) {
       const StepResult& g = got.of(r).at(size_t(s));
       ASSERT_TRUE(g.grad_input.defined()) << "rank " << r;
@@ -212,7 +212,7 @@ TEST(SyncBatchNorm, OneAllreducePerForwardAndPerBackward) {
     engine::Engine& e = current_engine();
     SyncBatchNorm sbn(4);
     sbn->to(at::kDouble);
-    const at::Tensor x = ::torch::randn({rank + 1, 4, 3}, at::TensorOptions(at::kDouble)).requires_grad_();
+    const at::Tensor x = torch::randn({rank + 1, 4, 3}, at::TensorOptions(at::kDouble)).requires_grad_();
     const engine::EngineStats before = e.stats();
     const at::Tensor y = sbn->forward(x);
     const engine::EngineStats after_forward = e.stats();
@@ -237,9 +237,9 @@ TEST(SyncBatchNorm, OneAllreducePerForwardAndPerBackward) {
 }
 
 TEST(SyncBatchNorm, WorldOfOneIsBatchNormBitForBit) {
-  ::torch::manual_seed(5);
-  const at::Tensor x = ::torch::randn({6, 4, 3, 3});
-  ::torch::nn::BatchNorm2d bn(4);
+  torch::manual_seed(5);
+  const at::Tensor x = torch::randn({6, 4, 3, 3});
+  torch::nn::BatchNorm2d bn(4);
   run_torch_ranks(1, [&](int, int) {
     SyncBatchNorm sbn(4);
     const at::Tensor y = sbn->forward(x), expected = bn->forward(x);
@@ -251,8 +251,8 @@ TEST(SyncBatchNorm, WorldOfOneIsBatchNormBitForBit) {
 // Float32 input far from zero: the statistics are accumulated in float64
 // about each rank's own mean, so the variance does not cancel away.
 TEST(SyncBatchNorm, Float32WithLargeMeanStaysAccurate) {
-  ::torch::manual_seed(9);
-  const at::Tensor x = ::torch::randn({8, 2, 4, 4}) * 0.5 + 3000;  // float32
+  torch::manual_seed(9);
+  const at::Tensor x = torch::randn({8, 2, 4, 4}) * 0.5 + 3000;  // float32
   const at::Tensor xd = x.to(at::kDouble);
   const at::Tensor mean = xd.mean({0, 2, 3}, true);
   const at::Tensor var = (xd - mean).pow(2).mean({0, 2, 3}, true);
@@ -268,11 +268,11 @@ TEST(SyncBatchNorm, Float32WithLargeMeanStaysAccurate) {
 }
 
 TEST(SyncBatchNorm, EvalUsesRunningStatsWithoutAnEngine) {
-  ::torch::manual_seed(13);
-  ::torch::nn::BatchNorm2d bn(3);
+  torch::manual_seed(13);
+  torch::nn::BatchNorm2d bn(3);
   SyncBatchNorm sbn(3);
   {
-    ::torch::NoGradGuard no_grad;
+    torch::NoGradGuard no_grad;
     bn->running_mean.normal_();
     bn->running_var.uniform_(0.5, 2);
     bn->weight.uniform_(0.5, 1.5);
@@ -282,7 +282,7 @@ TEST(SyncBatchNorm, EvalUsesRunningStatsWithoutAnEngine) {
   }
   bn->eval();
   sbn->eval();
-  const at::Tensor x = ::torch::randn({4, 3, 2, 2});
+  const at::Tensor x = torch::randn({4, 3, 2, 2});
   // This thread has no engine: eval must not communicate.
   EXPECT_TRUE(at::allclose(sbn->forward(x), bn->forward(x), 1e-6, 1e-7));
   // Training does, and says so.
@@ -292,15 +292,15 @@ TEST(SyncBatchNorm, EvalUsesRunningStatsWithoutAnEngine) {
 
 TEST(SyncBatchNorm, BadInputsAreConfigErrors) {
   SyncBatchNorm sbn(3);
-  EXPECT_THROW(sbn->forward(::torch::randn({4, 2, 5})), ConfigError);  // channels
-  EXPECT_THROW(sbn->forward(::torch::randn({4})), ConfigError);        // no channel dim
+  EXPECT_THROW(sbn->forward(torch::randn({4, 2, 5})), ConfigError);  // channels
+  EXPECT_THROW(sbn->forward(torch::randn({4})), ConfigError);        // no channel dim
   EXPECT_THROW(SyncBatchNorm(SyncBatchNormOptions{.num_features = 0}), ConfigError);
   // One value per channel over all ranks: every rank fails the same way.
   PerRank<std::string> errors(2);
   run_torch_ranks(2, [&](int rank, int) {
     SyncBatchNorm s(3);
     try {
-      s->forward(::torch::randn({rank == 0 ? 1 : 0, 3}));
+      s->forward(torch::randn({rank == 0 ? 1 : 0, 3}));
       errors.add(rank, "none");
     } catch (const ConfigError& e) {
       errors.add(rank, e.what());
@@ -310,7 +310,7 @@ TEST(SyncBatchNorm, BadInputsAreConfigErrors) {
   run_torch_ranks(1, [&](int, int) {
     SyncBatchNorm s(3);
     try {
-      s->forward(::torch::randn({1, 3}));
+      s->forward(torch::randn({1, 3}));
       errors.add(0, "none");
     } catch (const ConfigError& e) {
       errors.add(0, e.what());
@@ -320,13 +320,13 @@ TEST(SyncBatchNorm, BadInputsAreConfigErrors) {
 }
 
 TEST(SyncBatchNorm, ConvertReplacesBatchNormChildren) {
-  ::torch::manual_seed(17);
-  ::torch::nn::Sequential net(::torch::nn::Linear(4, 3), ::torch::nn::BatchNorm1d(3), ::torch::nn::ReLU());
+  torch::manual_seed(17);
+  torch::nn::Sequential net(torch::nn::Linear(4, 3), torch::nn::BatchNorm1d(3), torch::nn::ReLU());
   {
-    ::torch::NoGradGuard no_grad;
-    net->forward(::torch::randn({6, 4}) * 2);  // non-trivial running statistics
+    torch::NoGradGuard no_grad;
+    net->forward(torch::randn({6, 4}) * 2);  // non-trivial running statistics
   }
-  ::torch::nn::Sequential converted = convert_sync_batch_norm(net);
+  torch::nn::Sequential converted = convert_sync_batch_norm(net);
   ASSERT_EQ(converted->size(), 3u);
   EXPECT_NE(converted->ptr(1)->as<SyncBatchNormImpl>(), nullptr);
   EXPECT_EQ(converted->ptr(0).get(), net->ptr(0).get());  // shared, not cloned
@@ -335,7 +335,7 @@ TEST(SyncBatchNorm, ConvertReplacesBatchNormChildren) {
   const auto bn_buffers = net->named_buffers(), sync_buffers = converted->named_buffers();
   ASSERT_EQ(bn_buffers.size(), sync_buffers.size());
   for (const auto& b : bn_buffers) EXPECT_TRUE(at::equal(b.value(), sync_buffers[b.key()])) << b.key();
-  const at::Tensor x = ::torch::randn({5, 4});
+  const at::Tensor x = torch::randn({5, 4});
   net->eval();
   converted->eval();
   EXPECT_TRUE(at::allclose(converted->forward(x), net->forward(x), 1e-6, 1e-7));
@@ -346,4 +346,4 @@ TEST(SyncBatchNorm, ConvertReplacesBatchNormChildren) {
 }
 
 }  // namespace
-}  // namespace cohort::torch
+}  // namespace cohort

@@ -9,17 +9,16 @@
 #include <string>
 
 #include "cohort/common/check.h"
-#include "cohort/torch/parallel_cross_entropy.h"
-#include "cohort/torch/parallel_linear.h"
-#include "cohort/torch/tensor_parallel_module.h"
-#include "cohort/torch/tensor_parallel_region.h"
-#include "cohort/torch/vocab_parallel_embedding.h"
+#include "cohort/torch/model_parallel/parallel_cross_entropy.h"
+#include "cohort/torch/model_parallel/parallel_linear.h"
+#include "cohort/torch/model_parallel/tensor_parallel_module.h"
+#include "cohort/torch/model_parallel/tensor_parallel_region.h"
+#include "cohort/torch/model_parallel/vocab_parallel_embedding.h"
 #include "tests/torch/torch_ranks.h"
 
 namespace cohort::testing {
 namespace {
 
-namespace ct = cohort::torch;
 
 // The same values on every rank thread (a private generator: the global one
 // is shared by the threads).
@@ -68,11 +67,11 @@ class TensorParallel : public ::testing::TestWithParam<int> {};
 // One test for the four functions: each ctest case costs a process start.
 TEST_P(TensorParallel, RegionFunctionsForwardAndBackward) {
   run_torch_ranks(GetParam(), [](int rank, int size) {
-    const ct::TensorParallelGroup g = ct::TensorParallelGroup::of();
+    const cohort::TensorParallelGroup g = cohort::TensorParallelGroup::of();
     COHORT_CHECK(g.rank == rank && g.size == size) << "group of rank " << rank;
     // copy_to: identity forward, gradients summed over the group.
     const at::Tensor x = randn({3, 4}, 1).requires_grad_();
-    const at::Tensor y = ct::copy_to_tensor_parallel_region(x, g);
+    const at::Tensor y = cohort::copy_to_tensor_parallel_region(x, g);
     expect_close(y, x.detach(), "copy_to forward", rank);
     (y * randn({3, 4}, 100 + rank)).sum().backward();  // rank r's upstream gradient
     at::Tensor want = at::zeros({3, 4}, at::kDouble);
@@ -81,7 +80,7 @@ TEST_P(TensorParallel, RegionFunctionsForwardAndBackward) {
 
     // reduce_from: sum forward, gradients passed through.
     const at::Tensor xr = randn({2, 5}, 10 + rank).requires_grad_();
-    const at::Tensor yr = ct::reduce_from_tensor_parallel_region(xr, g);
+    const at::Tensor yr = cohort::reduce_from_tensor_parallel_region(xr, g);
     at::Tensor sum = at::zeros({2, 5}, at::kDouble);
     for (int r = 0; r < size; ++r) sum += randn({2, 5}, 10 + r);
     expect_close(yr, sum, "reduce_from forward", rank);
@@ -94,14 +93,14 @@ TEST_P(TensorParallel, RegionFunctionsForwardAndBackward) {
     // The full tensor (2, 3, size * part); rank r holds columns [r * part, (r + 1) * part).
     const at::Tensor full = randn({2, 3, size * part}, 5);
     const at::Tensor mine = full.narrow(-1, rank * part, part).contiguous().requires_grad_();
-    const at::Tensor gathered = ct::gather_from_tensor_parallel_region(mine, g);
+    const at::Tensor gathered = cohort::gather_from_tensor_parallel_region(mine, g);
     expect_close(gathered, full, "gather forward", rank);
     const at::Tensor up = randn({2, 3, size * part}, 6);  // the same on every rank (replicated region)
     (gathered * up).sum().backward();
     expect_close(mine.grad(), up.narrow(-1, rank * part, part), "gather backward", rank);
 
     const at::Tensor whole = full.clone().requires_grad_();
-    const at::Tensor scattered = ct::scatter_to_tensor_parallel_region(whole, g);
+    const at::Tensor scattered = cohort::scatter_to_tensor_parallel_region(whole, g);
     expect_close(scattered, full.narrow(-1, rank * part, part), "scatter forward", rank);
     // Rank r's upstream gradient covers its slice; backward joins the slices.
     (scattered * randn({2, 3, part}, 200 + rank)).sum().backward();
@@ -137,7 +136,7 @@ TEST_P(TensorParallel, ColumnParallelLinearMatchesFullLinear) {
     SCOPED_TRACE(::testing::Message() << "bias " << c.bias << " gather " << c.gather_output << " chunks " << c.chunks);
     run_torch_ranks(n, [&](int rank, int size) {
       const int64_t in = 6, out = 12 * c.chunks;
-      ct::ColumnParallelLinear layer(
+      cohort::ColumnParallelLinear layer(
           in, out, {.bias = c.bias, .gather_output = c.gather_output, .chunks = c.chunks, .dtype = at::kDouble});
       const at::Tensor w = randn({out, in}, 1), b = c.bias ? randn({out}, 2) : at::Tensor();
       layer->load_full(w, b);
@@ -147,21 +146,21 @@ TEST_P(TensorParallel, ColumnParallelLinearMatchesFullLinear) {
 
       const at::Tensor x = ref.x.detach().clone().requires_grad_();
       const at::Tensor y = layer->forward(x);
-      const ct::ShardSpec spec{.dim = 0, .chunks = c.chunks};
+      const cohort::ShardSpec spec{.dim = 0, .chunks = c.chunks};
       if (c.gather_output) {
         expect_close(y, ref.y.detach(), "gathered output", rank);
         (y * up).sum().backward();
       } else {
         // This rank's columns of the output, in the chunked layout.
-        const at::Tensor want = ct::shard_of(ref.y.detach().movedim(-1, 0), spec, layer->group(), "y").movedim(0, -1);
+        const at::Tensor want = cohort::shard_of(ref.y.detach().movedim(-1, 0), spec, layer->group(), "y").movedim(0, -1);
         expect_close(y, want, "local output", rank);
-        (y * ct::shard_of(up.movedim(-1, 0), spec, layer->group(), "up").movedim(0, -1)).sum().backward();
+        (y * cohort::shard_of(up.movedim(-1, 0), spec, layer->group(), "up").movedim(0, -1)).sum().backward();
       }
       expect_close(x.grad(), ref.x.grad(), "input gradient", rank);
-      expect_close(layer->weight.grad(), ct::shard_of(ref.w.grad(), spec, layer->group(), "w"), "weight gradient",
+      expect_close(layer->weight.grad(), cohort::shard_of(ref.w.grad(), spec, layer->group(), "w"), "weight gradient",
                    rank);
       if (c.bias)
-        expect_close(layer->bias.grad(), ct::shard_of(ref.b.grad(), spec, layer->group(), "b"), "bias gradient", rank);
+        expect_close(layer->bias.grad(), cohort::shard_of(ref.b.grad(), spec, layer->group(), "b"), "bias gradient", rank);
       COHORT_CHECK(layer->local_out_features() == out / size);
     });
   }
@@ -174,7 +173,7 @@ TEST_P(TensorParallel, RowParallelLinearMatchesFullLinear) {
       SCOPED_TRACE(::testing::Message() << "input_is_parallel " << input_is_parallel << " bias " << bias);
       run_torch_ranks(n, [&](int rank, int size) {
         const int64_t in = 8, out = 5;
-        ct::RowParallelLinear layer(in, out,
+        cohort::RowParallelLinear layer(in, out,
                                     {.bias = bias, .input_is_parallel = input_is_parallel, .dtype = at::kDouble});
         const at::Tensor w = randn({out, in}, 11), b = bias ? randn({out}, 12) : at::Tensor();
         layer->load_full(w, b);
@@ -203,12 +202,12 @@ TEST_P(TensorParallel, RowParallelLinearMatchesFullLinear) {
 TEST_P(TensorParallel, ColumnThenRowMatchesTwoFullLayers) {
   run_torch_ranks(GetParam(), [](int rank, int) {
     const int64_t d = 4, hidden = 16;
-    ct::ColumnParallelLinear fc(d, hidden, {.gather_output = false, .dtype = at::kDouble});
-    ct::RowParallelLinear proj(hidden, d, {.input_is_parallel = true, .dtype = at::kDouble});
+    cohort::ColumnParallelLinear fc(d, hidden, {.gather_output = false, .dtype = at::kDouble});
+    cohort::RowParallelLinear proj(hidden, d, {.input_is_parallel = true, .dtype = at::kDouble});
     const std::map<std::string, at::Tensor> w1 = {{"weight", randn({hidden, d}, 21)}, {"bias", randn({hidden}, 22)}};
     const std::map<std::string, at::Tensor> w2 = {{"weight", randn({d, hidden}, 23)}, {"bias", randn({d}, 24)}};
-    ct::load_full_parameters(*fc, w1);
-    ct::load_full_parameters(*proj, w2);
+    cohort::load_full_parameters(*fc, w1);
+    cohort::load_full_parameters(*proj, w2);
     LinearReference l1(randn({3, d}, 25), w1.at("weight"), w1.at("bias"));
     LinearReference l2(at::relu(l1.y).detach(), w2.at("weight"), w2.at("bias"));
     // Chained through l1's graph (l2.x is only a placeholder).
@@ -220,8 +219,8 @@ TEST_P(TensorParallel, ColumnThenRowMatchesTwoFullLayers) {
     expect_close(y, ref_y.detach(), "output", rank);
     y.pow(2).sum().backward();
     expect_close(x.grad(), l1.x.grad(), "input gradient", rank);
-    const auto grads1 = ct::gather_full_parameters(*fc, /*gradients=*/true);
-    const auto grads2 = ct::gather_full_parameters(*proj, /*gradients=*/true);
+    const auto grads1 = cohort::gather_full_parameters(*fc, /*gradients=*/true);
+    const auto grads2 = cohort::gather_full_parameters(*proj, /*gradients=*/true);
     expect_close(grads1.at("weight"), l1.w.grad(), "fc weight gradient (gathered)", rank);
     expect_close(grads1.at("bias"), l1.b.grad(), "fc bias gradient (gathered)", rank);
     expect_close(grads2.at("weight"), l2.w.grad(), "proj weight gradient (gathered)", rank);
@@ -233,12 +232,12 @@ TEST_P(TensorParallel, ColumnThenRowMatchesTwoFullLayers) {
 // any tp size, equal to full_linear_init's.
 TEST_P(TensorParallel, SeededInitialisationIsIndependentOfTensorParallelSize) {
   run_torch_ranks(GetParam(), [](int rank, int) {
-    ct::ColumnParallelLinear col(6, 8, {.chunks = 2, .seed = 42, .dtype = at::kDouble});
-    ct::RowParallelLinear row(8, 6, {.seed = 43, .dtype = at::kDouble});
-    ct::VocabParallelEmbedding emb(16, 4, {.seed = 44, .dtype = at::kDouble});
-    const ct::FullLinearInit c = ct::full_linear_init(6, 8, true, 42, at::kDouble);
-    const ct::FullLinearInit r = ct::full_linear_init(8, 6, true, 43, at::kDouble);
-    auto full_col = ct::gather_full_parameters(*col), full_row = ct::gather_full_parameters(*row);
+    cohort::ColumnParallelLinear col(6, 8, {.chunks = 2, .seed = 42, .dtype = at::kDouble});
+    cohort::RowParallelLinear row(8, 6, {.seed = 43, .dtype = at::kDouble});
+    cohort::VocabParallelEmbedding emb(16, 4, {.seed = 44, .dtype = at::kDouble});
+    const cohort::FullLinearInit c = cohort::full_linear_init(6, 8, true, 42, at::kDouble);
+    const cohort::FullLinearInit r = cohort::full_linear_init(8, 6, true, 43, at::kDouble);
+    auto full_col = cohort::gather_full_parameters(*col), full_row = cohort::gather_full_parameters(*row);
     COHORT_CHECK(at::equal(full_col.at("weight"), c.weight) && at::equal(full_col.at("bias"), c.bias))
         << "column layer's gathered weights differ from the seed's on rank " << rank;
     COHORT_CHECK(at::equal(full_row.at("weight"), r.weight) && at::equal(full_row.at("bias"), r.bias))
@@ -246,10 +245,10 @@ TEST_P(TensorParallel, SeededInitialisationIsIndependentOfTensorParallelSize) {
     // The embedding's table: standard normal from the seed's generator.
     at::Generator gen = at::detail::createCPUGenerator(44);
     const at::Tensor want = at::empty({16, 4}, at::kDouble).normal_(0.0, 1.0, gen);
-    COHORT_CHECK(at::equal(ct::gather_full_parameters(*emb).at("weight"), want))
+    COHORT_CHECK(at::equal(cohort::gather_full_parameters(*emb).at("weight"), want))
         << "embedding's gathered table differs from the seed's on rank " << rank;
     // Different seeds, different weights (the seed is used).
-    COHORT_CHECK(!at::equal(c.weight, ct::full_linear_init(6, 8, true, 41, at::kDouble).weight));
+    COHORT_CHECK(!at::equal(c.weight, cohort::full_linear_init(6, 8, true, 41, at::kDouble).weight));
   });
 }
 
@@ -258,7 +257,7 @@ TEST_P(TensorParallel, SeededInitialisationIsIndependentOfTensorParallelSize) {
 TEST_P(TensorParallel, VocabParallelEmbeddingMatchesFullEmbedding) {
   run_torch_ranks(GetParam(), [](int rank, int size) {
     const int64_t vocab = 12, dim = 5;
-    ct::VocabParallelEmbedding emb(vocab, dim, {.dtype = at::kDouble});
+    cohort::VocabParallelEmbedding emb(vocab, dim, {.dtype = at::kDouble});
     const at::Tensor table = randn({vocab, dim}, 31);
     emb->load_full(table);
     COHORT_CHECK(emb->vocab_start() == rank * vocab / size && emb->vocab_end() == (rank + 1) * vocab / size);
@@ -281,25 +280,25 @@ TEST_P(TensorParallel, VocabParallelEmbeddingMatchesFullEmbedding) {
 
 TEST_P(TensorParallel, ParallelCrossEntropyMatchesCrossEntropyOnFullLogits) {
   run_torch_ranks(GetParam(), [](int rank, int size) {
-    namespace F = ::torch::nn::functional;
+    namespace F = torch::nn::functional;
     const int64_t vocab = 16, part = vocab / size;
     // Large logits check the max shift (exp(300) overflows without it).
     for (double scale : {1.0, 300.0}) {
-      for (ct::LossReduction reduction : {ct::LossReduction::mean, ct::LossReduction::sum, ct::LossReduction::none}) {
+      for (cohort::LossReduction reduction : {cohort::LossReduction::mean, cohort::LossReduction::sum, cohort::LossReduction::none}) {
         const at::Tensor full = randn({3, 5, vocab}, 41) * scale;
         const at::Tensor target = rand_ids({3, 5}, vocab, 42);
         const at::Tensor ref_logits = full.clone().requires_grad_();
         const at::Tensor ref_flat = F::cross_entropy(ref_logits.reshape({-1, vocab}), target.reshape({-1}),
-                                                     F::CrossEntropyFuncOptions().reduction(::torch::kNone))
+                                                     F::CrossEntropyFuncOptions().reduction(torch::kNone))
                                         .reshape({3, 5});
-        at::Tensor ref = reduction == ct::LossReduction::mean  ? ref_flat.mean()
-                         : reduction == ct::LossReduction::sum ? ref_flat.sum()
+        at::Tensor ref = reduction == cohort::LossReduction::mean  ? ref_flat.mean()
+                         : reduction == cohort::LossReduction::sum ? ref_flat.sum()
                                                                : ref_flat;
-        const at::Tensor up = reduction == ct::LossReduction::none ? randn({3, 5}, 43) : at::ones({}, at::kDouble);
+        const at::Tensor up = reduction == cohort::LossReduction::none ? randn({3, 5}, 43) : at::ones({}, at::kDouble);
         (ref * up).sum().backward();
 
         const at::Tensor logits = full.narrow(-1, rank * part, part).contiguous().requires_grad_();
-        const at::Tensor loss = ct::parallel_cross_entropy(logits, target, {.reduction = reduction});
+        const at::Tensor loss = cohort::parallel_cross_entropy(logits, target, {.reduction = reduction});
         expect_close(loss, ref.detach(), "loss", rank);
         (loss * up).sum().backward();
         expect_close(logits.grad(), ref_logits.grad().narrow(-1, rank * part, part), "logits gradient", rank);
@@ -312,9 +311,9 @@ TEST_P(TensorParallel, ParallelCrossEntropyMatchesCrossEntropyOnFullLogits) {
 // the parallel cross-entropy; the full logits never exist.
 TEST_P(TensorParallel, LanguageModelHeadWithParallelCrossEntropy) {
   run_torch_ranks(GetParam(), [](int rank, int) {
-    namespace F = ::torch::nn::functional;
+    namespace F = torch::nn::functional;
     const int64_t d = 6, vocab = 8;
-    ct::ColumnParallelLinear head(d, vocab, {.bias = false, .gather_output = false, .dtype = at::kDouble});
+    cohort::ColumnParallelLinear head(d, vocab, {.bias = false, .gather_output = false, .dtype = at::kDouble});
     const at::Tensor w = randn({vocab, d}, 51);
     head->load_full(w);
     const at::Tensor h = randn({2, 4, d}, 52), target = rand_ids({2, 4}, vocab, 53);
@@ -322,11 +321,11 @@ TEST_P(TensorParallel, LanguageModelHeadWithParallelCrossEntropy) {
     F::cross_entropy(ref.y.reshape({-1, vocab}), target.reshape({-1})).backward();
 
     const at::Tensor x = h.clone().requires_grad_();
-    const at::Tensor loss = ct::parallel_cross_entropy(head->forward(x), target);
+    const at::Tensor loss = cohort::parallel_cross_entropy(head->forward(x), target);
     expect_close(loss, F::cross_entropy(ref.y.detach().reshape({-1, vocab}), target.reshape({-1})), "loss", rank);
     loss.backward();
     expect_close(x.grad(), ref.x.grad(), "hidden-state gradient", rank);
-    expect_close(ct::gather_full_parameters(*head, true).at("weight"), ref.w.grad(), "head weight gradient", rank);
+    expect_close(cohort::gather_full_parameters(*head, true).at("weight"), ref.w.grad(), "head weight gradient", rank);
   });
 }
 
@@ -334,16 +333,16 @@ TEST_P(TensorParallel, LanguageModelHeadWithParallelCrossEntropy) {
 
 TEST(TensorParallelErrors, LoadFullParametersRejectsMissingExtraAndMisshapenTensors) {
   const int n = 2;
-  auto make = [] { return ct::ColumnParallelLinear(4, 8, {.dtype = at::kDouble}); };
+  auto make = [] { return cohort::ColumnParallelLinear(4, 8, {.dtype = at::kDouble}); };
   EXPECT_NE(config_error_of(n,
                             [&](int, int) {
-                              ct::load_full_parameters(*make(), {{"weight", randn({8, 4}, 1)}});
+                              cohort::load_full_parameters(*make(), {{"weight", randn({8, 4}, 1)}});
                             })
                 .find("no tensor for parameter 'bias'"),
             std::string::npos);
   EXPECT_NE(config_error_of(n,
                             [&](int, int) {
-                              ct::load_full_parameters(
+                              cohort::load_full_parameters(
                                   *make(),
                                   {{"weight", randn({8, 4}, 1)}, {"bias", randn({8}, 2)}, {"bais", randn({8}, 2)}});
                             })
@@ -352,7 +351,7 @@ TEST(TensorParallelErrors, LoadFullParametersRejectsMissingExtraAndMisshapenTens
   EXPECT_NE(
       config_error_of(n,
                       [&](int, int) {
-                        ct::load_full_parameters(*make(), {{"weight", randn({8, 5}, 1)}, {"bias", randn({8}, 2)}});
+                        cohort::load_full_parameters(*make(), {{"weight", randn({8, 5}, 1)}, {"bias", randn({8}, 2)}});
                       })
           .find("parameter 'weight'"),
       std::string::npos);
@@ -365,39 +364,39 @@ TEST(TensorParallelErrors, LoadFullParametersRejectsMissingExtraAndMisshapenTens
 }
 
 TEST(TensorParallelErrors, SplitDimensionsMustDivideByTheGroupSize) {
-  std::string m = config_error_of(4, [](int, int) { ct::ColumnParallelLinear(4, 6); });
+  std::string m = config_error_of(4, [](int, int) { cohort::ColumnParallelLinear(4, 6); });
   EXPECT_NE(m.find("ColumnParallelLinear out_features = 6 does not divide by the tensor-parallel size 4"),
             std::string::npos)
       << m;
-  m = config_error_of(2, [](int, int) { ct::ColumnParallelLinear(4, 9, {.chunks = 3}); });
+  m = config_error_of(2, [](int, int) { cohort::ColumnParallelLinear(4, 9, {.chunks = 3}); });
   EXPECT_NE(m.find("out_features / chunks = 3 does not divide by the tensor-parallel size 2"), std::string::npos) << m;
-  m = config_error_of(4, [](int, int) { ct::RowParallelLinear(10, 4); });
+  m = config_error_of(4, [](int, int) { cohort::RowParallelLinear(10, 4); });
   EXPECT_NE(m.find("RowParallelLinear in_features = 10 does not divide"), std::string::npos) << m;
-  m = config_error_of(2, [](int, int) { ct::VocabParallelEmbedding(7, 4); });
+  m = config_error_of(2, [](int, int) { cohort::VocabParallelEmbedding(7, 4); });
   EXPECT_NE(m.find("VocabParallelEmbedding vocab_size = 7 does not divide"), std::string::npos) << m;
   // And they are fine at tp = 1.
-  EXPECT_EQ(config_error_of(1, [](int, int) { ct::ColumnParallelLinear(4, 6); }), "");
+  EXPECT_EQ(config_error_of(1, [](int, int) { cohort::ColumnParallelLinear(4, 6); }), "");
 }
 
 TEST(TensorParallelErrors, BadInputsNameTheProblem) {
   std::string m = config_error_of(2, [](int, int) {
-    ct::ColumnParallelLinear l(4, 8);
+    cohort::ColumnParallelLinear l(4, 8);
     l->forward(at::zeros({2, 5}));
   });
   EXPECT_NE(m.find("input must be (..., 4)"), std::string::npos) << m;
   m = config_error_of(2, [](int, int) {
-    ct::RowParallelLinear l(8, 4, {.input_is_parallel = true});
+    cohort::RowParallelLinear l(8, 4, {.input_is_parallel = true});
     l->forward(at::zeros({2, 8}));
   });
   EXPECT_NE(m.find("input must be (..., 4) (this rank's slice"), std::string::npos) << m;
   m = config_error_of(2, [](int, int) {
-    ct::VocabParallelEmbedding e(8, 4);
+    cohort::VocabParallelEmbedding e(8, 4);
     e->forward(at::full({3}, 8, at::kLong));
   });
   EXPECT_NE(m.find("ids must lie in [0, 8)"), std::string::npos) << m;
-  m = config_error_of(2, [](int, int) { ct::parallel_cross_entropy(at::zeros({3, 4}), at::full({3}, 8, at::kLong)); });
+  m = config_error_of(2, [](int, int) { cohort::parallel_cross_entropy(at::zeros({3, 4}), at::full({3}, 8, at::kLong)); });
   EXPECT_NE(m.find("targets must lie in [0, 8)"), std::string::npos) << m;
-  m = config_error_of(2, [](int, int) { ct::parallel_cross_entropy(at::zeros({3, 4}), at::zeros({4}, at::kLong)); });
+  m = config_error_of(2, [](int, int) { cohort::parallel_cross_entropy(at::zeros({3, 4}), at::zeros({4}, at::kLong)); });
   EXPECT_NE(m.find("target shape"), std::string::npos) << m;
 }
 

@@ -4,25 +4,25 @@
 #include <torch/torch.h>
 
 #include "cohort/common/error.h"
-#include "cohort/torch/threads.h"
+#include "cohort/torch/core/threads.h"
 
 namespace cohort::testing {
 namespace {
 
 TEST(IntraOpThreads, SetsLibTorchsPoolAndOpenBlassPool) {
-  torch::set_intra_op_threads(1);
+  cohort::set_intra_op_threads(1);
   EXPECT_EQ(at::get_num_threads(), 1);
-  if (torch::blas_threads() < 0) GTEST_SKIP() << "this LibTorch's BLAS is not OpenBLAS";
-  EXPECT_EQ(torch::blas_threads(), 1);
-  torch::set_intra_op_threads(2);
+  if (cohort::blas_threads() < 0) GTEST_SKIP() << "this LibTorch's BLAS is not OpenBLAS";
+  EXPECT_EQ(cohort::blas_threads(), 1);
+  cohort::set_intra_op_threads(2);
   EXPECT_EQ(at::get_num_threads(), 2);
-  EXPECT_EQ(torch::blas_threads(), 2);
-  torch::set_intra_op_threads(1);
-  EXPECT_EQ(torch::blas_threads(), 1);
+  EXPECT_EQ(cohort::blas_threads(), 2);
+  cohort::set_intra_op_threads(1);
+  EXPECT_EQ(cohort::blas_threads(), 1);
 }
 
 TEST(IntraOpThreads, AtLeastOne) {
-  EXPECT_THROW(torch::set_intra_op_threads(0), ConfigError);
+  EXPECT_THROW(cohort::set_intra_op_threads(0), ConfigError);
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // Test support for cohort/torch: ranks as threads, each with its own shm
 // communicator and Engine (tests/engine/engine_ranks.h), bound as the
-// thread's engine so that cohort::torch calls need no engine argument.
+// thread's engine so that cohort's tensor calls need no engine argument.
 #pragma once
 
 #include <torch/torch.h>
@@ -9,7 +9,7 @@
 #include <mutex>
 #include <vector>
 
-#include "cohort/torch/runtime.h"
+#include "cohort/torch/core/runtime.h"
 #include "tests/engine/engine_ranks.h"
 
 namespace cohort::testing {
@@ -18,9 +18,9 @@ namespace cohort::testing {
 inline void run_torch_ranks(int n, const std::function<void(int rank, int size)>& fn) {
   // One intra-op thread: the ranks are the parallelism, and results must not
   // depend on how a machine splits the work.
-  ::torch::set_num_threads(1);
+  torch::set_num_threads(1);
   run_engine_ranks(n, [&](EngineRank& info, engine::Engine& e) {
-    cohort::torch::EngineScope scope(e);
+    cohort::EngineScope scope(e);
     fn(info.rank, info.size);
   });
 }
@@ -39,7 +39,7 @@ struct WorldRank {
 // when it succeeded). A throwing rank's communicators unwind with the
 // exception, which aborts them for the other ranks.
 inline std::vector<std::exception_ptr> run_world_ranks_collect(int n, const std::function<void(WorldRank&)>& fn) {
-  ::torch::set_num_threads(1);
+  torch::set_num_threads(1);
   auto store = std::make_shared<rendezvous::MemoryStore>();
   std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
   std::vector<std::thread> threads;
@@ -81,14 +81,14 @@ class PerRank {
 };
 
 // All parameters of a module flattened into one float64 vector (a copy).
-inline at::Tensor flat_parameters(::torch::nn::Module& m) {
+inline at::Tensor flat_parameters(torch::nn::Module& m) {
   std::vector<at::Tensor> parts;
   for (const auto& p : m.parameters()) parts.push_back(p.detach().reshape({-1}).to(at::kDouble));
   return at::cat(parts);
 }
 
 // Exactly the parameters (same dtype), for bitwise comparisons.
-inline std::vector<at::Tensor> copy_parameters(::torch::nn::Module& m) {
+inline std::vector<at::Tensor> copy_parameters(torch::nn::Module& m) {
   std::vector<at::Tensor> out;
   for (const auto& p : m.parameters()) out.push_back(p.detach().clone());
   return out;

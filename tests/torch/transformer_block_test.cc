@@ -4,7 +4,7 @@
 // every parameter's gradient (each rank's slice against the slice of the
 // reference's full gradient), then a few SGD steps; plus seeded
 // initialisation across tp sizes, dropout consistency and argument errors.
-#include "cohort/torch/transformer_block.h"
+#include "cohort/models/transformer_block.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
@@ -15,14 +15,13 @@
 #include <string>
 
 #include "cohort/common/check.h"
-#include "cohort/torch/tensor_parallel_module.h"
-#include "cohort/torch/transformer.h"
+#include "cohort/models/transformer.h"
+#include "cohort/torch/model_parallel/tensor_parallel_module.h"
 #include "tests/torch/torch_ranks.h"
 
 namespace cohort::testing {
 namespace {
 
-namespace ct = cohort::torch;
 using Params = std::map<std::string, at::Tensor>;
 
 at::Tensor randn(std::vector<int64_t> shape, uint64_t seed, double std = 1.0) {
@@ -99,8 +98,8 @@ Params leaves(const Params& p) {
   return out;
 }
 
-ct::TransformerBlock make_block(uint64_t seed = 0, at::ScalarType dtype = at::kDouble) {
-  return ct::TransformerBlock(kD, {.n_heads = kHeads, .mlp_hidden = kHidden, .seed = seed, .dtype = dtype});
+cohort::models::TransformerBlock make_block(uint64_t seed = 0, at::ScalarType dtype = at::kDouble) {
+  return cohort::models::TransformerBlock(kD, {.n_heads = kHeads, .mlp_hidden = kHidden, .seed = seed, .dtype = dtype});
 }
 
 class TransformerBlockTp : public ::testing::TestWithParam<int> {};
@@ -112,8 +111,8 @@ TEST_P(TransformerBlockTp, OutputAndEveryGradientMatchTheReference) {
     for (at::ScalarType dtype : {at::kDouble, at::kFloat}) {
       const double tol = dtype == at::kDouble ? 1e-10 : 2e-5;
       const Params full = full_weights(7);
-      ct::TransformerBlock block = make_block(0, dtype);
-      ct::load_full_parameters(*block, full);
+      cohort::models::TransformerBlock block = make_block(0, dtype);
+      cohort::load_full_parameters(*block, full);
 
       Params ref = leaves(full);
       const at::Tensor ref_x = randn({2, 5, kD}, 3).requires_grad_();
@@ -128,12 +127,12 @@ TEST_P(TransformerBlockTp, OutputAndEveryGradientMatchTheReference) {
       (y * up.to(dtype)).sum().backward();
       expect_close(x.grad(), ref_x.grad(), "input gradient", rank, tol);
 
-      const auto specs = ct::shard_specs(*block);
-      const ct::TensorParallelGroup g = ct::TensorParallelGroup::of();
+      const auto specs = cohort::shard_specs(*block);
+      const cohort::TensorParallelGroup g = cohort::TensorParallelGroup::of();
       int checked = 0;
       for (const auto& item : block->named_parameters()) {
         const std::string& name = item.key();
-        const at::Tensor want = ct::shard_of(ref.at(name).grad(), specs.at(name), g, name);
+        const at::Tensor want = cohort::shard_of(ref.at(name).grad(), specs.at(name), g, name);
         expect_close(item.value().grad(), want, "gradient of " + name + " (" + c10::toString(dtype) + ")", rank, tol);
         ++checked;
       }
@@ -147,16 +146,16 @@ TEST_P(TransformerBlockTp, SgdStepsFollowTheReference) {
   run_torch_ranks(GetParam(), [](int rank, int) {
     const Params full = full_weights(17);
     const double lr = 0.1;
-    ct::TransformerBlock block = make_block();
-    ct::load_full_parameters(*block, full);
-    ::torch::optim::SGD sgd(block->parameters(), ::torch::optim::SGDOptions(lr));
+    cohort::models::TransformerBlock block = make_block();
+    cohort::load_full_parameters(*block, full);
+    torch::optim::SGD sgd(block->parameters(), torch::optim::SGDOptions(lr));
     Params ref = leaves(full);
     for (int step = 0; step < 3; ++step) {
       const at::Tensor x = randn({2, 6, kD}, 100 + step), target = randn({2, 6, kD}, 200 + step);
       const at::Tensor ref_loss = (reference_block(x, ref) - target).pow(2).mean();
       ref_loss.backward();
       {
-        ::torch::NoGradGuard no_grad;
+        torch::NoGradGuard no_grad;
         for (auto& [name, t] : ref) {
           t.sub_(lr * t.grad());
           t.grad().zero_();
@@ -168,7 +167,7 @@ TEST_P(TransformerBlockTp, SgdStepsFollowTheReference) {
       loss.backward();
       sgd.step();
     }
-    for (const auto& [name, t] : ct::gather_full_parameters(*block))
+    for (const auto& [name, t] : cohort::gather_full_parameters(*block))
       expect_close(t, ref.at(name).detach(), "weights after 3 steps: " + name, rank);
   });
 }
@@ -176,9 +175,9 @@ TEST_P(TransformerBlockTp, SgdStepsFollowTheReference) {
 // The same seed gives the same block at any tp size (Megatron's init).
 TEST_P(TransformerBlockTp, SeededInitialisationMatchesTpOne) {
   Params single;
-  run_torch_ranks(1, [&](int, int) { single = ct::gather_full_parameters(*make_block(5)); });
+  run_torch_ranks(1, [&](int, int) { single = cohort::gather_full_parameters(*make_block(5)); });
   PerRank<Params> gathered(GetParam());
-  run_torch_ranks(GetParam(), [&](int rank, int) { gathered.add(rank, ct::gather_full_parameters(*make_block(5))); });
+  run_torch_ranks(GetParam(), [&](int rank, int) { gathered.add(rank, cohort::gather_full_parameters(*make_block(5))); });
   for (int r = 0; r < GetParam(); ++r) {
     ASSERT_EQ(gathered.of(r)[0].size(), single.size());
     for (const auto& [name, t] : single) EXPECT_TRUE(at::equal(gathered.of(r)[0].at(name), t)) << name << " rank " << r;
@@ -194,15 +193,15 @@ TEST_P(TransformerBlockTp, DropoutKeepsRanksConsistent) {
   const int n = GetParam();
   PerRank<at::Tensor> outputs(n);
   run_torch_ranks(n, [&](int rank, int) {
-    ct::TransformerBlock block(kD, {.n_heads = kHeads,
+    cohort::models::TransformerBlock block(kD, {.n_heads = kHeads,
                                     .mlp_hidden = kHidden,
                                     .attention_dropout = 0.2,
                                     .residual_dropout = 0.3,
                                     .dtype = at::kDouble});
-    ct::TransformerBlock plain = make_block();
+    cohort::models::TransformerBlock plain = make_block();
     const Params full = full_weights(9);
-    ct::load_full_parameters(*block, full);
-    ct::load_full_parameters(*plain, full);
+    cohort::load_full_parameters(*block, full);
+    cohort::load_full_parameters(*plain, full);
     const at::Tensor x = randn({2, 4, kD}, 1);
     block->train();
     const at::Tensor train_y = block->forward(x).detach();
@@ -217,8 +216,8 @@ TEST_P(TransformerBlockTp, DropoutKeepsRanksConsistent) {
 
 // ---- the GPT model (transformer.h) ----
 
-ct::GptOptions gpt_options() {
-  return ct::GptOptions{.vocab_size = 16,
+cohort::models::GptOptions gpt_options() {
+  return cohort::models::GptOptions{.vocab_size = 16,
                         .max_seq_len = 8,
                         .d_model = kD,
                         .n_layers = 2,
@@ -231,7 +230,7 @@ ct::GptOptions gpt_options() {
 
 // The whole model from its full parameters, with the reference block.
 at::Tensor reference_gpt_loss(const at::Tensor& ids, const at::Tensor& targets, const Params& p, int64_t layers) {
-  namespace F = ::torch::nn::functional;
+  namespace F = torch::nn::functional;
   at::Tensor h =
       at::embedding(p.at("embedding.tokens.weight"), ids) + p.at("embedding.positions").narrow(0, 0, ids.size(1));
   for (int64_t i = 0; i < layers; ++i) {
@@ -248,10 +247,10 @@ at::Tensor reference_gpt_loss(const at::Tensor& ids, const at::Tensor& targets, 
 
 TEST_P(TransformerBlockTp, GptModelLossAndGradientsMatchTheReference) {
   Params single;  // the tp = 1 model of the same seed
-  run_torch_ranks(1, [&](int, int) { single = ct::gather_full_parameters(*ct::GptModel(gpt_options())); });
+  run_torch_ranks(1, [&](int, int) { single = cohort::gather_full_parameters(*cohort::models::GptModel(gpt_options())); });
   run_torch_ranks(GetParam(), [&](int rank, int) {
-    ct::GptModel model(gpt_options());
-    const Params full = ct::gather_full_parameters(*model);
+    cohort::models::GptModel model(gpt_options());
+    const Params full = cohort::gather_full_parameters(*model);
     COHORT_CHECK(full.size() == single.size()) << full.size() << " parameters vs " << single.size();
     for (const auto& [name, t] : single)
       COHORT_CHECK(at::equal(full.at(name), t)) << name << " differs from the tp = 1 model's on rank " << rank;
@@ -266,10 +265,10 @@ TEST_P(TransformerBlockTp, GptModelLossAndGradientsMatchTheReference) {
     const at::Tensor loss = model->loss(ids, targets);
     expect_close(loss, ref_loss.detach(), "model loss", rank);
     loss.backward();
-    const auto specs = ct::shard_specs(*model);
-    const ct::TensorParallelGroup g = ct::TensorParallelGroup::of();
+    const auto specs = cohort::shard_specs(*model);
+    const cohort::TensorParallelGroup g = cohort::TensorParallelGroup::of();
     for (const auto& item : model->named_parameters())
-      expect_close(item.value().grad(), ct::shard_of(ref.at(item.key()).grad(), specs.at(item.key()), g, item.key()),
+      expect_close(item.value().grad(), cohort::shard_of(ref.at(item.key()).grad(), specs.at(item.key()), g, item.key()),
                    "gradient of " + item.key(), rank);
   });
 }
@@ -278,21 +277,21 @@ TEST_P(TransformerBlockTp, GptModelLossAndGradientsMatchTheReference) {
 // the seeds, not the split, are what is tested).
 TEST(GptPieces, BuiltAloneMatchTheModel) {
   run_torch_ranks(2, [&](int rank, int) {
-    const ct::GptOptions o = gpt_options();
-    ct::GptModel model(o);
-    auto same = [&](::torch::nn::Module& piece, ::torch::nn::Module& in_model, const std::string& what) {
+    const cohort::models::GptOptions o = gpt_options();
+    cohort::models::GptModel model(o);
+    auto same = [&](torch::nn::Module& piece, torch::nn::Module& in_model, const std::string& what) {
       const auto a = piece.named_parameters(), b = in_model.named_parameters();
       COHORT_CHECK(a.size() == b.size() && a.size() > 0) << what;
       for (const auto& item : a)
         COHORT_CHECK(at::equal(item.value(), b[item.key()])) << what << ": " << item.key() << " on rank " << rank;
     };
-    ct::GptEmbedding embedding(o);
+    cohort::models::GptEmbedding embedding(o);
     same(*embedding, *model->embedding, "embedding");
     for (int64_t i = 0; i < o.n_layers; ++i) {
-      ct::TransformerBlock block(o.d_model, ct::gpt_block_options(o, i));
+      cohort::models::TransformerBlock block(o.d_model, cohort::models::gpt_block_options(o, i));
       same(*block, *model->block(i), "block " + std::to_string(i));
     }
-    ct::GptHead head(o);
+    cohort::models::GptHead head(o);
     same(*head, *model->head, "head");
   });
 }
@@ -314,17 +313,17 @@ std::string config_error_of(int n, const std::function<void()>& fn) {
 }
 
 TEST(TransformerBlockErrors, HeadsMustDivideByTheGroupSize) {
-  const std::string m = config_error_of(2, [] { ct::TransformerBlock(12, {.n_heads = 3}); });
+  const std::string m = config_error_of(2, [] { cohort::models::TransformerBlock(12, {.n_heads = 3}); });
   EXPECT_NE(m.find("n_heads = 3 does not divide by the tensor-parallel size 2"), std::string::npos) << m;
-  EXPECT_EQ(config_error_of(1, [] { ct::TransformerBlock(12, {.n_heads = 3}); }), "");
+  EXPECT_EQ(config_error_of(1, [] { cohort::models::TransformerBlock(12, {.n_heads = 3}); }), "");
 }
 
 TEST(TransformerBlockErrors, BadShapesAndOptions) {
-  std::string m = config_error_of(1, [] { ct::TransformerBlock(10, {.n_heads = 4}); });
+  std::string m = config_error_of(1, [] { cohort::models::TransformerBlock(10, {.n_heads = 4}); });
   EXPECT_NE(m.find("d_model = 10 does not divide into n_heads = 4"), std::string::npos) << m;
-  m = config_error_of(2, [] { ct::TransformerBlock(8, {.n_heads = 2, .mlp_hidden = 5}); });
+  m = config_error_of(2, [] { cohort::models::TransformerBlock(8, {.n_heads = 2, .mlp_hidden = 5}); });
   EXPECT_NE(m.find("ColumnParallelLinear out_features = 5 does not divide"), std::string::npos) << m;
-  m = config_error_of(1, [] { ct::TransformerBlock(8, {.n_heads = 2, .attention_dropout = 1.0}); });
+  m = config_error_of(1, [] { cohort::models::TransformerBlock(8, {.n_heads = 2, .attention_dropout = 1.0}); });
   EXPECT_NE(m.find("dropout probabilities must lie in [0, 1)"), std::string::npos) << m;
   m = config_error_of(1, [] { make_block()->forward(at::zeros({2, kD}, at::kDouble)); });
   EXPECT_NE(m.find("input must be (batch, seq, 16)"), std::string::npos) << m;

@@ -1,11 +1,14 @@
-// Every rank contributes rank + 1; prints the sum the world agreed on.
+// Every rank contributes rank + 1; prints the sum the world agreed on. Uses
+// only the one include and the core API (cohort::engine, no LibTorch).
+#include <cohort/cohort.h>
+
 #include <cstdio>
 
-#include "cohort/comm/create.h"
+using namespace cohort;
 
 int main() {
-  auto world = cohort::comm::init_world();
+  auto world = comm::init_world();
   double value = world.comm->rank() + 1;
-  world.comm->allreduce(cohort::BufferView{&value, 1, cohort::DType::f64});
+  world.comm->allreduce(BufferView{&value, 1, DType::f64});
   std::printf("core rank %d of %d: sum %g\n", world.comm->rank(), world.comm->size(), value);
 }

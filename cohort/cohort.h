@@ -1,0 +1,62 @@
+// The one include of cohort.
+//
+//   #include <cohort/cohort.h>
+//
+// gives the core API (communicators, the engine, stores, errors, tunables)
+// to every program, and the LibTorch API (runtime, tensor collectives, data
+// and model parallelism, checkpoints, samplers) to programs that link
+// cohort::torch, which defines COHORT_HAVE_TORCH. The networks of
+// cohort::models are not included: include cohort/models/<name>.h.
+//
+// Namespaces: everything a user calls is in `cohort` (cohort::init(),
+// cohort::DistributedOptimizer, cohort::allreduce(tensor)), so
+// `using namespace cohort;` next to LibTorch code leaves `torch::` meaning
+// LibTorch. The layers below keep their own namespaces: cohort::comm,
+// cohort::engine, cohort::rendezvous.
+#pragma once
+
+// Core.
+#include "cohort/common/buffer_view.h"
+#include "cohort/common/check.h"
+#include "cohort/common/dtype.h"
+#include "cohort/common/error.h"
+#include "cohort/common/logging.h"
+#include "cohort/common/reduce_op.h"
+#include "cohort/common/tunables.h"
+#include "cohort/comm/communicator.h"
+#include "cohort/comm/create.h"
+#include "cohort/engine/engine.h"
+#include "cohort/rendezvous/discovery.h"
+#include "cohort/rendezvous/file_store.h"
+#include "cohort/rendezvous/memory_store.h"
+#include "cohort/rendezvous/prefix_store.h"
+#include "cohort/rendezvous/store.h"
+#include "cohort/rendezvous/tcp_store.h"
+
+#if defined(COHORT_HAVE_TORCH)
+// torch/core: runtime, collectives, views, handles, threads, state broadcast.
+#include "cohort/torch/core/broadcast_state.h"
+#include "cohort/torch/core/collectives.h"
+#include "cohort/torch/core/runtime.h"
+#include "cohort/torch/core/tensor_handle.h"
+#include "cohort/torch/core/tensor_view.h"
+#include "cohort/torch/core/threads.h"
+#include "cohort/torch/core/zero_grad.h"
+// torch/data_parallel: Horovod and PyTorch style data parallelism.
+#include "cohort/torch/data_parallel/comm_hooks.h"
+#include "cohort/torch/data_parallel/data_parallel.h"
+#include "cohort/torch/data_parallel/distributed_data_parallel.h"
+#include "cohort/torch/data_parallel/distributed_optimizer.h"
+#include "cohort/torch/data_parallel/powersgd_hook.h"
+#include "cohort/torch/data_parallel/sync_batch_norm.h"
+// torch/model_parallel: mesh, pipeline, tensor parallelism.
+#include "cohort/torch/model_parallel/mesh.h"
+#include "cohort/torch/model_parallel/parallel_cross_entropy.h"
+#include "cohort/torch/model_parallel/parallel_linear.h"
+#include "cohort/torch/model_parallel/pipeline.h"
+#include "cohort/torch/model_parallel/tensor_parallel_module.h"
+#include "cohort/torch/model_parallel/vocab_parallel_embedding.h"
+// torch/checkpoint and torch/data.
+#include "cohort/torch/checkpoint/checkpoint.h"
+#include "cohort/torch/data/distributed_sampler.h"
+#endif

@@ -1,0 +1,324 @@
+#include "cohort/torch/checkpoint/checkpoint.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <torch/torch.h>
+
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <vector>
+
+#include "cohort/common/check.h"
+#include "cohort/common/logging.h"
+#include "cohort/torch/core/broadcast_state.h"
+#include "cohort/torch/core/optimizer_archive.h"
+#include "cohort/torch/core/runtime.h"
+
+namespace cohort {
+namespace {
+
+constexpr char kMagic[8] = {'C', 'O', 'H', 'O', 'R', 'T', 'C', 'K'};
+constexpr uint32_t kVersion = 1;
+constexpr size_t kHeaderBytes = 32;
+constexpr int64_t kStateFormat = 1;
+
+uint32_t crc32_of(const void* data, size_t n) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  const auto* p = static_cast<const Bytef*>(data);
+  // zlib's length is a uInt: feed large payloads in pieces.
+  while (n > 0) {
+    const uInt chunk = static_cast<uInt>(std::min<size_t>(n, 1u << 30));
+    crc = crc32(crc, p, chunk);
+    p += chunk;
+    n -= chunk;
+  }
+  return static_cast<uint32_t>(crc);
+}
+
+template <typename T>
+void put(std::array<char, kHeaderBytes>& h, size_t offset, T v) {
+  std::memcpy(h.data() + offset, &v, sizeof v);
+}
+template <typename T>
+T get(const char* h, size_t offset) {
+  T v;
+  std::memcpy(&v, h + offset, sizeof v);
+  return v;
+}
+
+std::string errno_text() { return std::strerror(errno); }
+
+void write_all(int fd, const char* data, size_t n, const std::string& path) {
+  while (n > 0) {
+    const ssize_t w = ::write(fd, data, n);
+    if (w < 0 && errno == EINTR) continue;
+    COHORT_CHECK(w > 0) << "writing checkpoint " << path << ": " << errno_text();
+    data += w;
+    n -= size_t(w);
+  }
+}
+
+void fsync_directory_of(const std::string& path) {
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  if (dir.empty()) dir = ".";
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;  // best effort: the rename itself has happened
+  ::fsync(fd);
+  ::close(fd);
+}
+
+std::vector<char> serialize(const torch::nn::Module& module, const torch::optim::Optimizer& optimizer,
+                            const TrainingState& state) {
+  torch::serialize::OutputArchive archive, model, optim;
+  module.save(model);
+  save_optimizer(optimizer, optim);
+  archive.write("model", model);
+  archive.write("optimizer", optim);
+  int64_t seed_bits;
+  std::memcpy(&seed_bits, &state.seed, sizeof seed_bits);
+  archive.write("training_state",
+                at::tensor(std::vector<int64_t>{kStateFormat, state.epoch, state.batch, state.step, seed_bits},
+                           at::TensorOptions().dtype(at::kLong)));
+  std::vector<char> bytes;
+  archive.save_to([&bytes](const void* data, size_t n) {
+    bytes.insert(bytes.end(), static_cast<const char*>(data), static_cast<const char*>(data) + n);
+    return n;
+  });
+  return bytes;
+}
+
+std::string damaged(const std::string& path) {
+  return "checkpoint " + path + " is unusable (the previous one, if any, is " + previous_checkpoint_path(path) + ")";
+}
+
+// The verified payload of the checkpoint at `path`.
+std::vector<char> read_verified(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  COHORT_CHECK_AS(ConfigError, fd >= 0) << "cannot open checkpoint " << path << ": " << errno_text();
+  std::vector<char> file;
+  char buffer[1 << 16];
+  for (;;) {
+    const ssize_t r = ::read(fd, buffer, sizeof buffer);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      const int saved = errno;
+      ::close(fd);
+      errno = saved;
+      COHORT_CHECK_AS(ConfigError, r == 0) << "reading checkpoint " << path << ": " << errno_text();
+      break;
+    }
+    file.insert(file.end(), buffer, buffer + r);
+  }
+  COHORT_CHECK_AS(ConfigError, file.size() >= kHeaderBytes)
+      << damaged(path) << ": truncated: " << file.size() << " bytes, shorter than the " << kHeaderBytes
+      << "-byte header";
+  COHORT_CHECK_AS(ConfigError, std::memcmp(file.data(), kMagic, sizeof kMagic) == 0)
+      << damaged(path) << ": not a cohort checkpoint (bad magic)";
+  COHORT_CHECK_AS(ConfigError, get<uint32_t>(file.data(), 28) == crc32_of(file.data(), 28))
+      << damaged(path) << ": corrupt header (checksum mismatch)";
+  const auto version = get<uint32_t>(file.data(), 8);
+  COHORT_CHECK_AS(ConfigError, version == kVersion)
+      << damaged(path) << ": format version " << version << ", this build reads version " << kVersion;
+  const auto payload = get<uint64_t>(file.data(), 16);
+  const size_t present = file.size() - kHeaderBytes;
+  COHORT_CHECK_AS(ConfigError, present >= payload)
+      << damaged(path) << ": truncated: the header announces " << payload << " payload bytes, the file holds "
+      << present;
+  COHORT_CHECK_AS(ConfigError, present == payload)
+      << damaged(path) << ": " << (present - payload) << " unexpected bytes after the payload";
+  COHORT_CHECK_AS(ConfigError, get<uint32_t>(file.data(), 24) == crc32_of(file.data() + kHeaderBytes, payload))
+      << damaged(path) << ": corrupt payload (checksum mismatch)";
+  file.erase(file.begin(), file.begin() + kHeaderBytes);
+  return file;
+}
+
+// Checks that `archive` holds a tensor of the right shape and dtype for
+// every parameter and buffer of `module`, as Module::load will read them, so
+// that a checkpoint of another model fails before anything is overwritten.
+void check_fits(const torch::nn::Module& module, torch::serialize::InputArchive& archive,
+                const std::string& prefix, const std::string& path) {
+  auto check = [&](const std::string& key, const at::Tensor& have, bool is_buffer) {
+    at::Tensor saved;
+    COHORT_CHECK_AS(ConfigError, archive.try_read(key, saved, is_buffer))
+        << "checkpoint " << path << " does not fit the model: it has no " << (is_buffer ? "buffer" : "parameter")
+        << " '" << prefix << key << "'";
+    COHORT_CHECK_AS(ConfigError, saved.sizes() == have.sizes() && saved.scalar_type() == have.scalar_type())
+        << "checkpoint " << path << " does not fit the model: '" << prefix << key << "' is " << saved.sizes() << " "
+        << saved.scalar_type() << " there, " << have.sizes() << " " << have.scalar_type() << " here";
+  };
+  for (const auto& p : module.named_parameters(/*recurse=*/false)) check(p.key(), p.value(), false);
+  for (const auto& b : module.named_buffers(/*recurse=*/false)) check(b.key(), b.value(), true);
+  for (const auto& child : module.named_children()) {
+    if (!child.value()->is_serializable()) continue;
+    torch::serialize::InputArchive nested;
+    COHORT_CHECK_AS(ConfigError, archive.try_read(child.key(), nested))
+        << "checkpoint " << path << " does not fit the model: it has no module '" << prefix << child.key() << "'";
+    check_fits(*child.value(), nested, prefix + child.key() + ".", path);
+  }
+}
+
+TrainingState state_from(const at::Tensor& t, const std::string& path) {
+  COHORT_CHECK_AS(ConfigError, t.scalar_type() == at::kLong && t.dim() == 1 && t.numel() == 5 &&
+                                   t.data_ptr<int64_t>()[0] == kStateFormat)
+      << damaged(path) << ": unexpected training_state record";
+  const int64_t* v = t.data_ptr<int64_t>();
+  TrainingState s;
+  s.epoch = v[1];
+  s.batch = v[2];
+  s.step = v[3];
+  std::memcpy(&s.seed, &v[4], sizeof s.seed);
+  return s;
+}
+
+}  // namespace
+
+std::string previous_checkpoint_path(const std::string& path) { return path + ".prev"; }
+
+void save_checkpoint(const std::string& path, const torch::nn::Module& module,
+                     const torch::optim::Optimizer& optimizer, const TrainingState& state,
+                     const CheckpointOptions& options) {
+  const std::vector<char> payload = serialize(module, optimizer, state);
+  std::array<char, kHeaderBytes> header{};
+  std::memcpy(header.data(), kMagic, sizeof kMagic);
+  put<uint32_t>(header, 8, kVersion);
+  put<uint32_t>(header, 12, 0);
+  put<uint64_t>(header, 16, payload.size());
+  put<uint32_t>(header, 24, crc32_of(payload.data(), payload.size()));
+  put<uint32_t>(header, 28, crc32_of(header.data(), 28));
+
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  COHORT_CHECK(fd >= 0) << "cannot create " << tmp << ": " << errno_text();
+  try {
+    write_all(fd, header.data(), header.size(), tmp);
+    write_all(fd, payload.data(), payload.size(), tmp);
+    // The data must be on disk before the rename makes it the checkpoint.
+    COHORT_CHECK(::fsync(fd) == 0) << "fsync " << tmp << ": " << errno_text();
+  } catch (...) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  if (::close(fd) != 0) {
+    const std::string why = errno_text();
+    ::unlink(tmp.c_str());
+    COHORT_THROW(Error) << "closing " << tmp << ": " << why;
+  }
+  struct stat st;
+  if (options.keep_previous && ::stat(path.c_str(), &st) == 0) {
+    const std::string prev = previous_checkpoint_path(path);
+    const std::string prev_tmp = prev + ".tmp." + std::to_string(::getpid());
+    ::unlink(prev_tmp.c_str());
+    // A hard link keeps "<path>" in place until the new file replaces it.
+    if (::link(path.c_str(), prev_tmp.c_str()) == 0) {
+      COHORT_CHECK(::rename(prev_tmp.c_str(), prev.c_str()) == 0)
+          << "rename " << prev_tmp << " to " << prev << ": " << errno_text();
+    } else {
+      // No hard links on this filesystem: fall back to moving it.
+      COHORT_CHECK(::rename(path.c_str(), prev.c_str()) == 0)
+          << "rename " << path << " to " << prev << ": " << errno_text();
+    }
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = errno_text();
+    ::unlink(tmp.c_str());
+    COHORT_THROW(Error) << "rename " << tmp << " to " << path << ": " << why;
+  }
+  fsync_directory_of(path);
+}
+
+void verify_checkpoint(const std::string& path) { (void)read_verified(path); }
+
+TrainingState load_checkpoint(const std::string& path, torch::nn::Module& module,
+                              torch::optim::Optimizer& optimizer) {
+  const std::vector<char> payload = read_verified(path);
+  torch::serialize::InputArchive archive, model, optim;
+  at::Tensor state;
+  try {
+    archive.load_from(payload.data(), payload.size());
+    archive.read("model", model);
+    archive.read("optimizer", optim);
+    archive.read("training_state", state);
+  } catch (const c10::Error& e) {
+    COHORT_THROW(ConfigError) << damaged(path) << ": unreadable archive: " << e.what_without_backtrace();
+  }
+  const TrainingState result = state_from(state, path);
+  check_fits(module, model, "", path);
+  try {
+    // The optimizer first: it can still refuse (another optimizer kind or
+    // parameter layout), and the model must stay untouched if it does.
+    load_optimizer(optimizer, optim);
+  } catch (const MismatchError& e) {
+    COHORT_THROW(ConfigError) << "checkpoint " << path << " does not fit the optimizer: " << e.what();
+  } catch (const c10::Error& e) {
+    COHORT_THROW(ConfigError) << "checkpoint " << path
+                              << " does not fit the optimizer: " << e.what_without_backtrace();
+  }
+  torch::NoGradGuard no_grad;
+  module.load(model);
+  return result;
+}
+
+std::optional<TrainingState> resume_from_checkpoint(const std::string& path, torch::nn::Module& module,
+                                                    torch::optim::Optimizer& optimizer,
+                                                    const ResumeOptions& options) {
+  engine::Engine& eng = resolve_engine(options.engine);
+  // status: 0 loaded, 1 nothing to resume from, 2 failed (message follows).
+  std::array<int64_t, 6> record{};
+  std::string message;
+  std::exception_ptr root_error;
+  if (eng.rank() == options.root) {
+    const std::string prev = previous_checkpoint_path(path);
+    struct stat st;
+    const bool have = ::stat(path.c_str(), &st) == 0;
+    const bool have_prev = ::stat(prev.c_str(), &st) == 0;
+    if (!have && !(options.fall_back_to_previous && have_prev)) {
+      record[0] = 1;
+    } else {
+      try {
+        TrainingState s;
+        try {
+          if (!have) COHORT_THROW(ConfigError) << "checkpoint " << path << " does not exist";
+          s = load_checkpoint(path, module, optimizer);
+        } catch (const ConfigError& e) {
+          if (!options.fall_back_to_previous || !have_prev) throw;
+          COHORT_LOG(warn) << e.what() << "; resuming from " << prev;
+          s = load_checkpoint(prev, module, optimizer);
+        }
+        int64_t seed_bits;
+        std::memcpy(&seed_bits, &s.seed, sizeof seed_bits);
+        record = {0, s.epoch, s.batch, s.step, seed_bits, 0};
+      } catch (const std::exception& e) {
+        root_error = std::current_exception();
+        message = e.what();
+        record[0] = 2;
+      }
+    }
+    record[5] = static_cast<int64_t>(message.size());
+  }
+  engine::BroadcastOptions o;
+  eng.broadcast_async("resume/record", BufferView{record.data(), record.size(), DType::i64}, options.root, o).wait();
+  if (record[0] == 2) {
+    message.resize(size_t(record[5]));
+    eng.broadcast_async("resume/message", BufferView{message.data(), message.size(), DType::u8}, options.root, o)
+        .wait();
+    if (root_error) std::rethrow_exception(root_error);
+    COHORT_THROW(ConfigError) << "rank " << options.root << " could not resume from " << path << ": " << message;
+  }
+  if (record[0] == 1) return std::nullopt;
+  broadcast_parameters(module, options.root, &eng);
+  broadcast_optimizer_state(optimizer, options.root, &eng);
+  TrainingState s;
+  s.epoch = record[1];
+  s.batch = record[2];
+  s.step = record[3];
+  std::memcpy(&s.seed, &record[4], sizeof s.seed);
+  return s;
+}
+
+}  // namespace cohort
