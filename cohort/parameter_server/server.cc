@@ -17,6 +17,7 @@
 #include "cohort/parameter_server/partition.h"
 #include "cohort/parameter_server/replica.h"
 #include "cohort/parameter_server/shard_spec.h"
+#include "cohort/parameter_server/transport.h"
 
 namespace cohort::ps {
 

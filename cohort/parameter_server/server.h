@@ -20,7 +20,7 @@
 #include <string>
 
 #include "cohort/parameter_server/options.h"
-#include "cohort/parameter_server/transport.h"
+#include "cohort/parameter_server/transport_options.h"
 #include "cohort/rendezvous/store.h"
 
 namespace cohort::ps {

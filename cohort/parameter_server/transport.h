@@ -29,24 +29,10 @@
 #include <string>
 
 #include "cohort/parameter_server/handle.h"
+#include "cohort/parameter_server/transport_options.h"
 #include "cohort/parameter_server/wire.h"
 
 namespace cohort::ps {
-
-using Millis = std::chrono::milliseconds;
-
-// Where a server listens, as it publishes it in the store.
-struct ServerAddress {
-  std::string host_key;
-  std::string tcp;  // tcp://10.1.2.3:41234, or empty
-  std::string ipc;  // ipc:///dev/shm/cohort-<job>-ps-..., or empty
-  std::string encode() const;
-  static ServerAddress decode(std::string_view text);  // ConfigError when malformed
-};
-
-// The transports a client may use: "auto" (ipc on the same host, else tcp),
-// "tcp" or "ipc"; COHORT_PS_TRANSPORT by default.
-std::string transport_choice();
 
 struct ServerSocketOptions {
   std::string secret;                 // the job secret
@@ -88,19 +74,6 @@ class ServerSocket {
   std::atomic<int> failed_handshakes_{0};  // read by other threads
 };
 
-struct ClientOptions {
-  std::string secret;
-  std::string name = "client";  // logs and routing ids
-  uint32_t worker = kNoWorker;  // stamped into every request
-  uint32_t incarnation = 0;
-  std::string transport = "auto";
-  Millis heartbeat{1000};
-  Millis server_timeout{10000};
-  Millis reconnect_grace{500};
-};
-// The options with heartbeat and timeouts from the COHORT_PS_* tunables.
-ClientOptions client_options_from_env();
-
 // Runs on the I/O thread with the reply (status ok); copies values out.
 // Throwing fails the handle with that error.
 using ReplyFn = std::function<void(Message& reply)>;
@@ -116,12 +89,6 @@ struct RequestOptions {
   // Keep the request after its reply, until a reply from the partition says
   // the worker's step `header.step` is settled, and resend it on reroute.
   bool retain = false;
-};
-
-struct TransportCounters {
-  uint64_t requests = 0;
-  uint64_t bytes_sent = 0;      // payload and header bytes handed to ZeroMQ
-  uint64_t bytes_received = 0;
 };
 
 class Client {

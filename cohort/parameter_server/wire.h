@@ -17,6 +17,8 @@
 
 #include <zmq.hpp>
 
+#include "cohort/parameter_server/transport_options.h"
+
 namespace cohort::ps {
 
 static_assert(std::endian::native == std::endian::little, "the parameter-server wire format is little-endian");
@@ -45,7 +47,6 @@ const char* op_name(Op op);
 enum class Status : uint16_t { ok = 0, error = 1, stale = 2, unknown_partition = 3 };
 
 inline constexpr uint32_t kWireMagic = 0x31535043;  // "CPS1"
-inline constexpr uint32_t kNoWorker = 0xffffffffu;
 inline constexpr uint32_t kNoPartition = 0xffffffffu;
 
 struct Header {

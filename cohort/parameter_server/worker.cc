@@ -9,6 +9,7 @@
 #include "cohort/parameter_server/checkpoint.h"
 #include "cohort/parameter_server/server.h"
 #include "cohort/parameter_server/shard_spec.h"
+#include "cohort/parameter_server/transport.h"
 #include "cohort/rendezvous/auth.h"
 
 namespace cohort::ps {
@@ -26,6 +27,15 @@ uint32_t new_incarnation() {
 
 std::span<const std::byte> bytes_of(const void* base, size_t offset, size_t n) {
   return {static_cast<const std::byte*>(base) + offset, n};
+}
+
+Message shard_request(Op op, const ShardInfo& shard, DType dtype, int64_t step) {
+  Message m(op);
+  m.header.variable = shard.variable;
+  m.header.shard = shard.index;
+  m.header.dtype = static_cast<uint32_t>(dtype);
+  m.header.step = step;
+  return m;
 }
 
 }  // namespace
@@ -57,20 +67,13 @@ Worker::~Worker() {
   }
 }
 
-Message Worker::request(Op op, const ShardInfo& shard, int64_t step) const {
-  Message m(op);
-  m.header.variable = shard.variable;
-  m.header.shard = shard.index;
-  m.header.dtype = static_cast<uint32_t>(layout_.variable(shard.variable).dtype);
-  m.header.step = step;
-  return m;
-}
-
-void Worker::track(int partition, const Message& reply) {
+void Worker::track(int partition, int64_t version) {
   std::lock_guard lock(seen_mutex_);
   auto& seen = seen_version_.at(static_cast<size_t>(partition));
-  seen = std::max(seen, reply.header.version);
+  seen = std::max(seen, version);
 }
+
+TransportCounters Worker::counters() const { return client_->counters(); }
 
 void Worker::declare(std::vector<VariableSpec> variables, std::span<const void* const> initial) {
   COHORT_CHECK_EQ(variables.size(), initial.size()) << "one initial value per variable";
@@ -79,7 +82,7 @@ void Worker::declare(std::vector<VariableSpec> variables, std::span<const void* 
   for (uint32_t v = 0; v < layout_.variables().size(); ++v) {
     const VariableSpec& spec = layout_.variable(v);
     for (const ShardInfo& s : layout_.shards(v)) {
-      Message m = request(Op::declare, s, 0);
+      Message m = shard_request(Op::declare, s, spec.dtype, 0);
       m.add(ShardSpec{s, spec}.encode());
       const auto data = bytes_of(initial[v], static_cast<size_t>(s.row_begin * spec.row_bytes()),
                                  static_cast<size_t>(s.rows() * spec.row_bytes()));
@@ -115,7 +118,7 @@ int64_t Worker::start() {
         [&, p](Message& reply) {
           versions[p] = reply.header.version;
           clocks[p] = reply.header.step;
-          track(p, reply);
+          track(p, reply.header.version);
         },
         "hello to partition " + std::to_string(p)));
   }
@@ -148,11 +151,11 @@ Handle Worker::pull(uint32_t v, void* out) {
     std::byte* dst = static_cast<std::byte*>(out) + s.row_begin * spec.row_bytes();
     const size_t n = static_cast<size_t>(s.rows() * spec.row_bytes());
     client_->request_part(
-        group, Target::to_partition(s.partition), request(Op::pull, s, step),
+        group, Target::to_partition(s.partition), shard_request(Op::pull, s, spec.dtype, step),
         [this, dst, n, p = s.partition](Message& reply) {
           COHORT_CHECK(!reply.frames.empty() && reply.frames[0].size() == n) << "pull reply of the wrong size";
           std::memcpy(dst, reply.frames[0].data(), n);
-          track(p, reply);
+          track(p, reply.header.version);
         },
         "pull of '" + spec.name + "' shard " + std::to_string(s.index));
   }
@@ -165,12 +168,12 @@ Handle Worker::push(uint32_t v, const void* grad) {
   auto group = HandleState::group("push of '" + spec.name + "'", static_cast<int>(shards.size()));
   const int64_t step = clock_.load();
   for (const ShardInfo& s : shards) {
-    Message m = request(Op::push, s, step);
+    Message m = shard_request(Op::push, s, spec.dtype, step);
     const auto data = bytes_of(grad, static_cast<size_t>(s.row_begin * spec.row_bytes()),
                                static_cast<size_t>(s.rows() * spec.row_bytes()));
     m.add(data.data(), data.size());
     client_->request_part(group, Target::to_partition(s.partition), std::move(m),
-                          [this, p = s.partition](Message& reply) { track(p, reply); },
+                          [this, p = s.partition](Message& reply) { track(p, reply.header.version); },
                           "push of '" + spec.name + "' shard " + std::to_string(s.index), {.retain = true});
   }
   return Handle(group);
@@ -182,7 +185,7 @@ Handle Worker::push_pull(uint32_t v, const void* grad, void* out) {
   auto group = HandleState::group("push_pull of '" + spec.name + "'", static_cast<int>(shards.size()));
   const int64_t step = clock_.load();
   for (const ShardInfo& s : shards) {
-    Message m = request(Op::push_pull, s, step);
+    Message m = shard_request(Op::push_pull, s, spec.dtype, step);
     const size_t offset = static_cast<size_t>(s.row_begin * spec.row_bytes());
     const size_t n = static_cast<size_t>(s.rows() * spec.row_bytes());
     const auto data = bytes_of(grad, offset, n);
@@ -193,7 +196,7 @@ Handle Worker::push_pull(uint32_t v, const void* grad, void* out) {
         [this, dst, n, p = s.partition](Message& reply) {
           COHORT_CHECK(!reply.frames.empty() && reply.frames[0].size() == n) << "push_pull reply of the wrong size";
           std::memcpy(dst, reply.frames[0].data(), n);
-          track(p, reply);
+          track(p, reply.header.version);
         },
         "push_pull of '" + spec.name + "' shard " + std::to_string(s.index), {.retain = true});
   }
@@ -226,7 +229,7 @@ Handle Worker::pull_rows(uint32_t v, std::span<const int64_t> rows, void* out) {
   auto group = HandleState::group("pull_rows of '" + spec.name + "'", static_cast<int>(parts.size()));
   const int64_t step = clock_.load();
   for (const auto& [s, part] : parts) {
-    Message m = request(Op::pull_rows, *s, step);
+    Message m = shard_request(Op::pull_rows, *s, spec.dtype, step);
     std::vector<int64_t> local(part.begin(), part.end());
     for (int64_t& r : local) r -= s->row_begin;
     m.add(std::span<const int64_t>(local));
@@ -237,7 +240,7 @@ Handle Worker::pull_rows(uint32_t v, std::span<const int64_t> rows, void* out) {
         [this, dst, n, p = s->partition](Message& reply) {
           COHORT_CHECK(!reply.frames.empty() && reply.frames[0].size() == n) << "pull_rows reply of the wrong size";
           std::memcpy(dst, reply.frames[0].data(), n);
-          track(p, reply);
+          track(p, reply.header.version);
         },
         "pull_rows of '" + spec.name + "' shard " + std::to_string(s->index));
   }
@@ -250,7 +253,7 @@ Handle Worker::push_rows(uint32_t v, std::span<const int64_t> rows, const void* 
   auto group = HandleState::group("push_rows of '" + spec.name + "'", static_cast<int>(parts.size()));
   const int64_t step = clock_.load();
   for (const auto& [s, part] : parts) {
-    Message m = request(Op::push_rows, *s, step);
+    Message m = shard_request(Op::push_rows, *s, spec.dtype, step);
     std::vector<int64_t> local(part.begin(), part.end());
     for (int64_t& r : local) r -= s->row_begin;
     m.add(std::span<const int64_t>(local));
@@ -258,7 +261,7 @@ Handle Worker::push_rows(uint32_t v, std::span<const int64_t> rows, const void* 
                                part.size() * static_cast<size_t>(spec.row_bytes()));
     m.add(data.data(), data.size());
     client_->request_part(group, Target::to_partition(s->partition), std::move(m),
-                          [this, p = s->partition](Message& reply) { track(p, reply); },
+                          [this, p = s->partition](Message& reply) { track(p, reply.header.version); },
                           "push_rows of '" + spec.name + "' shard " + std::to_string(s->index), {.retain = true});
   }
   return Handle(group);
@@ -271,7 +274,7 @@ Handle Worker::end_step() {
     Message m(Op::commit);
     m.header.step = step;
     client_->request_part(group, Target::to_partition(p), std::move(m),
-                          [this, p](Message& reply) { track(p, reply); },
+                          [this, p](Message& reply) { track(p, reply.header.version); },
                           "commit of step " + std::to_string(step) + " on partition " + std::to_string(p),
                           {.retain = true});
   }

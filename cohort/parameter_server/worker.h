@@ -33,10 +33,12 @@
 #include "cohort/parameter_server/handle.h"
 #include "cohort/parameter_server/layout.h"
 #include "cohort/parameter_server/options.h"
-#include "cohort/parameter_server/transport.h"
+#include "cohort/parameter_server/transport_options.h"
 #include "cohort/rendezvous/store.h"
 
 namespace cohort::ps {
+
+class Client;
 
 struct WorkerOptions {
   int worker = 0;
@@ -94,13 +96,13 @@ class Worker {
 
   // A server's counters (Server::stats format).
   std::string server_stats(int server);
-  TransportCounters counters() const { return client_->counters(); }
+  // Requests and bytes this worker sent and received.
+  TransportCounters counters() const;
   const WorkerOptions& options() const { return options_; }
 
  private:
   void on_server_lost(int server, const std::string& why);
-  void track(int partition, const Message& reply);
-  Message request(Op op, const ShardInfo& shard, int64_t step) const;
+  void track(int partition, int64_t version);
   std::vector<std::pair<const ShardInfo*, std::span<const int64_t>>> split(uint32_t variable,
                                                                            std::span<const int64_t> rows) const;
 

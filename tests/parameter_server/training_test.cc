@@ -10,6 +10,7 @@
 
 #include "cohort/common/error.h"
 #include "cohort/parameter_server/server.h"
+#include "cohort/parameter_server/transport.h"
 #include "cohort/rendezvous/memory_store.h"
 #include "tests/parameter_server/train_loop.h"
 
