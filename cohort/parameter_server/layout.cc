@@ -2,11 +2,88 @@
 
 #include <algorithm>
 #include <numeric>
+#include <cmath>
 #include <set>
+#include <sstream>
 
 #include "cohort/common/check.h"
 
 namespace cohort::ps {
+
+namespace {
+
+uint64_t splitmix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// A uniform in (0, 1) from a counter.
+double unit(uint64_t seed, uint64_t counter) {
+  return (static_cast<double>(splitmix(seed ^ splitmix(counter)) >> 11) + 0.5) / 9007199254740992.0;
+}
+
+const char* kind_name(Initializer::Kind k) {
+  switch (k) {
+    case Initializer::Kind::given: return "given";
+    case Initializer::Kind::zeros: return "zeros";
+    case Initializer::Kind::uniform: return "uniform";
+    case Initializer::Kind::normal: return "normal";
+  }
+  return "given";
+}
+
+}  // namespace
+
+std::string Initializer::encode() const {
+  std::ostringstream s;
+  s.precision(17);
+  s << kind_name(kind) << ':' << a << ':' << b << ':' << seed;
+  return s.str();
+}
+
+Initializer Initializer::decode(const std::string& text) {
+  std::istringstream s(text);
+  std::string kind, a, b, seed;
+  std::getline(s, kind, ':');
+  std::getline(s, a, ':');
+  std::getline(s, b, ':');
+  std::getline(s, seed, ':');
+  Initializer init;
+  bool known = false;
+  for (Kind k : {Kind::given, Kind::zeros, Kind::uniform, Kind::normal})
+    if (kind == kind_name(k)) init.kind = k, known = true;
+  COHORT_CHECK(known && !seed.empty()) << "malformed initializer '" << text << "'";
+  init.a = std::stod(a);
+  init.b = std::stod(b);
+  init.seed = std::stoull(seed);
+  return init;
+}
+
+void Initializer::fill(DType dtype, int64_t row_begin, int64_t row_end, int64_t cols, void* out) const {
+  COHORT_CHECK(kind != Kind::given) << "a given initializer has no values to generate";
+  const int64_t n = (row_end - row_begin) * cols;
+  const uint64_t first = static_cast<uint64_t>(row_begin * cols);
+  auto value = [&](uint64_t i) -> double {
+    switch (kind) {
+      case Kind::uniform: return a + (b - a) * unit(seed, i);
+      case Kind::normal: {
+        // Box-Muller from two independent uniforms of this element.
+        const double u1 = unit(seed, 2 * i), u2 = unit(seed, 2 * i + 1);
+        return a + b * std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+      }
+      default: return 0.0;
+    }
+  };
+  if (dtype == DType::f64) {
+    double* p = static_cast<double*>(out);
+    for (int64_t i = 0; i < n; ++i) p[i] = value(first + i);
+  } else {
+    float* p = static_cast<float*>(out);
+    for (int64_t i = 0; i < n; ++i) p[i] = static_cast<float>(value(first + i));
+  }
+}
 
 int shard_count(int64_t rows, int64_t row_bytes, const PartitionOptions& options, int partitions) {
   if (rows <= 1) return 1;

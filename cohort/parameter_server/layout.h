@@ -21,12 +21,31 @@
 
 namespace cohort::ps {
 
+// How a server fills a new shard when the worker sends no values (a table
+// too large for one process): element (row, col) is a function of the seed
+// and its global position only, so every layout gives the same table.
+struct Initializer {
+  enum class Kind : uint8_t { given, zeros, uniform, normal };
+  Kind kind = Kind::given;  // given: the declaring worker sends the values
+  double a = 0, b = 0;      // uniform: [a, b); normal: mean a, standard deviation b
+  uint64_t seed = 0;
+
+  static Initializer uniform(double low, double high, uint64_t seed) { return {Kind::uniform, low, high, seed}; }
+  static Initializer normal(double mean, double stddev, uint64_t seed) { return {Kind::normal, mean, stddev, seed}; }
+  static Initializer zeros() { return {Kind::zeros, 0, 0, 0}; }
+  std::string encode() const;  // "uniform:-0.1:0.1:7"
+  static Initializer decode(const std::string& text);
+  // Fills rows [row_begin, row_end) of a variable of `cols` columns.
+  void fill(DType dtype, int64_t row_begin, int64_t row_end, int64_t cols, void* out) const;
+};
+
 struct VariableSpec {
   std::string name;
   int64_t rows = 0;
   int64_t cols = 1;  // elements per row: the product of dimensions 1..n
   DType dtype = DType::f32;
   bool sparse = false;  // pushed and pulled by rows (embedding tables)
+  Initializer init;     // given (the default) or generated on the servers
 
   int64_t row_bytes() const { return cols * static_cast<int64_t>(dtype_size(dtype)); }
   int64_t bytes() const { return rows * row_bytes(); }

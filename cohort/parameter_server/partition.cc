@@ -36,8 +36,13 @@ void Partition::declare(const ShardInfo& info, const VariableSpec& spec, std::sp
   s.info = info;
   s.spec = spec;
   const size_t bytes = static_cast<size_t>(info.rows() * spec.row_bytes());
-  COHORT_CHECK_EQ(initial.size(), bytes) << "initial values of '" << spec.name << "' shard " << info.index;
-  s.values.assign(initial.begin(), initial.end());
+  if (spec.init.kind == Initializer::Kind::given || !initial.empty()) {
+    COHORT_CHECK_EQ(initial.size(), bytes) << "initial values of '" << spec.name << "' shard " << info.index;
+    s.values.assign(initial.begin(), initial.end());
+  } else {
+    s.values.resize(bytes);
+    spec.init.fill(spec.dtype, info.row_begin, info.row_end, spec.cols, s.values.data());
+  }
   for (int i = 0; i < slot_count(config_.optimizer); ++i) {
     Bytes slot(bytes);
     const double init = config_.optimizer.rule == UpdateRule::adagrad ? config_.optimizer.initial_accumulator : 0.0;

@@ -27,13 +27,20 @@ using Clock = std::chrono::steady_clock;
 
 // ---------------------------------------------------------------- addresses
 
-std::string ServerAddress::encode() const { return host_key + "\n" + tcp + "\n" + ipc; }
+std::string ServerAddress::encode() const { return host_key + "\n" + tcp + "\n" + ipc + "\n" + tcp_security; }
 
 ServerAddress ServerAddress::decode(std::string_view text) {
   const auto fields = split_fields(text);
-  COHORT_CHECK_AS(ConfigError, fields.size() == 3)
-      << "malformed parameter-server address record (" << fields.size() << " fields, expected 3)";
-  return {fields[0], fields[1], fields[2]};
+  COHORT_CHECK_AS(ConfigError, fields.size() == 4 && (fields[3] == "curve" || fields[3] == "plain"))
+      << "malformed parameter-server address record (" << fields.size() << " fields, expected 4)";
+  return {fields[0], fields[1], fields[2], fields[3]};
+}
+
+std::string tcp_security_choice() {
+  const std::string t = tunables::ps_tcp_security();
+  COHORT_CHECK_AS(ConfigError, t == "curve" || t == "plain")
+      << "COHORT_PS_TCP_SECURITY='" << t << "' must be curve or plain";
+  return t;
 }
 
 std::string transport_choice() {
@@ -116,7 +123,11 @@ ServerSocket::ServerSocket(const ServerSocketOptions& options) : context_(1) {
   configure_common(router_);
   router_.set(zmq::sockopt::router_mandatory, 1);
   router_.set(zmq::sockopt::router_handover, 1);
-  make_curve_server(router_, keys);
+  if (options.tcp_security == "plain")
+    make_plain_server(router_);
+  else
+    make_curve_server(router_, keys);
+  address_.tcp_security = options.tcp_security;
   monitor_ = monitor(context_, router_, kMonitoredEvents);
   if (!options.tcp_host.empty()) {
     try {
@@ -387,7 +398,7 @@ struct Client::Impl {
                           address.tcp.empty());
     COHORT_CHECK_AS(ConfigError, use_ipc || !address.tcp.empty())
         << "parameter server " << server << " has no endpoint this client can use";
-    if (use_ipc)
+    if (use_ipc || address.tcp_security == "plain")
       make_plain_client(peer.socket, options.secret);
     else
       make_curve_client(peer.socket, derive_curve_keys(options.secret));

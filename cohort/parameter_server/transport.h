@@ -39,6 +39,7 @@ struct ServerSocketOptions {
   std::string tcp_host = "127.0.0.1"; // address to bind and publish; empty: no tcp endpoint
   bool ipc = true;                    // also listen on an ipc:// socket file
   std::string job_id = "local";       // names the socket file (removed by cohortrun at exit)
+  std::string tcp_security = tcp_security_choice();
 };
 
 class ServerSocket {

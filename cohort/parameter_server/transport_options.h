@@ -19,9 +19,16 @@ struct ServerAddress {
   std::string host_key;
   std::string tcp;  // tcp://10.1.2.3:41234, or empty
   std::string ipc;  // ipc:///dev/shm/cohort-<job>-ps-..., or empty
+  std::string tcp_security = "curve";  // how the tcp endpoint authenticates: curve or plain
   std::string encode() const;
   static ServerAddress decode(std::string_view text);  // ConfigError when malformed
 };
+
+// How tcp endpoints authenticate (COHORT_PS_TCP_SECURITY): "curve" (keys
+// derived from the job secret; every message encrypted) or "plain" (a
+// password derived from the job secret, sent in clear: it keeps out anyone
+// without the secret, but not someone who can read the network).
+std::string tcp_security_choice();
 
 // The transports a client may use: "auto" (ipc on the same host, else tcp),
 // "tcp" or "ipc"; COHORT_PS_TRANSPORT by default.

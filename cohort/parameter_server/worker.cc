@@ -84,9 +84,15 @@ void Worker::declare(std::vector<VariableSpec> variables, std::span<const void* 
     for (const ShardInfo& s : layout_.shards(v)) {
       Message m = shard_request(Op::declare, s, spec.dtype, 0);
       m.add(ShardSpec{s, spec}.encode());
-      const auto data = bytes_of(initial[v], static_cast<size_t>(s.row_begin * spec.row_bytes()),
-                                 static_cast<size_t>(s.rows() * spec.row_bytes()));
-      m.add(data.data(), data.size());
+      if (initial[v]) {
+        const auto data = bytes_of(initial[v], static_cast<size_t>(s.row_begin * spec.row_bytes()),
+                                   static_cast<size_t>(s.rows() * spec.row_bytes()));
+        m.add(data.data(), data.size());
+      } else {
+        COHORT_CHECK_AS(ConfigError, spec.init.kind != Initializer::Kind::given)
+            << "variable '" << spec.name << "' has neither initial values nor an initializer";
+        m.add(std::string_view());  // the server generates the values
+      }
       handles.push_back(client_->request(Target::to_partition(s.partition), std::move(m), nullptr,
                                          "declare of '" + spec.name + "' shard " + std::to_string(s.index)));
     }

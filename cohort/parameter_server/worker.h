@@ -58,8 +58,10 @@ class Worker {
   Worker& operator=(const Worker&) = delete;
 
   // Lays the variables out and creates their shards with the given initial
-  // values (initial[v]: rows x cols elements of its dtype); the first
-  // worker's values win, so every worker should pull before training.
+  // values (initial[v]: rows x cols elements of its dtype, or nullptr for a
+  // variable whose spec names an Initializer, generated on the servers);
+  // the first worker's values win, so every worker should pull before
+  // training.
   void declare(std::vector<VariableSpec> variables, std::span<const void* const> initial);
   const Layout& layout() const { return layout_; }
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "cohort/common/error.h"
 #include "cohort/parameter_server/layout.h"
@@ -155,6 +156,49 @@ TEST(Roles, LastRanksServe) {
   EXPECT_EQ(s1.index, 1);
   EXPECT_EQ(w0.num_workers, 3);
   EXPECT_THROW(assign_role(0, 2, 2), ConfigError);
+}
+
+}  // namespace
+}  // namespace cohort::ps
+
+namespace cohort::ps {
+namespace {
+
+TEST(Initializer, ValuesDependOnlyOnTheGlobalPositionAndRoundTripAsText) {
+  for (Initializer init : {Initializer::uniform(-0.5, 0.25, 7), Initializer::normal(1.0, 2.0, 9)}) {
+    const Initializer again = Initializer::decode(init.encode());
+    EXPECT_EQ(again.kind, init.kind);
+    EXPECT_EQ(again.a, init.a);
+    EXPECT_EQ(again.b, init.b);
+    EXPECT_EQ(again.seed, init.seed);
+    std::vector<double> whole(10 * 3), parts(10 * 3);
+    init.fill(DType::f64, 0, 10, 3, whole.data());
+    init.fill(DType::f64, 0, 4, 3, parts.data());
+    init.fill(DType::f64, 4, 10, 3, parts.data() + 12);
+    EXPECT_EQ(whole, parts);
+  }
+  EXPECT_THROW(Initializer::decode("laplace:0:1:3"), Error);
+}
+
+TEST(Initializer, UniformAndNormalHaveTheirMoments) {
+  const int64_t n = 200000;
+  std::vector<double> u(n), g(n);
+  Initializer::uniform(-1, 3, 1).fill(DType::f64, 0, n, 1, u.data());
+  Initializer::normal(2, 0.5, 1).fill(DType::f64, 0, n, 1, g.data());
+  double su = 0, sg = 0, sg2 = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    EXPECT_TRUE(u[i] >= -1 && u[i] < 3);
+    su += u[i];
+    sg += g[i];
+    sg2 += g[i] * g[i];
+  }
+  // Standard errors: uniform mean 4/sqrt(12 n) ~ 0.0026, normal mean 0.0011.
+  EXPECT_NEAR(su / n, 1.0, 0.015);
+  EXPECT_NEAR(sg / n, 2.0, 0.006);
+  EXPECT_NEAR(std::sqrt(sg2 / n - (sg / n) * (sg / n)), 0.5, 0.006);
+  std::vector<float> f(5);
+  Initializer::uniform(-1, 3, 1).fill(DType::f32, 0, 5, 1, f.data());
+  for (int i = 0; i < 5; ++i) EXPECT_FLOAT_EQ(f[i], static_cast<float>(u[i]));
 }
 
 }  // namespace

@@ -6,11 +6,14 @@
 //                   die_worker=W die_step=K        (worker W kills itself before committing step K)
 //                   kill_server=S kill_step=K      (worker 0 kills server S's process then)
 //                   result=/tmp/x save=DIR load=DIR lr=0.1
+//                   timeline=1                     (worker 0 prints "timeline <event> <step> <ns>"
+//                                                   on the monotonic clock: bench/ps_recovery.sh)
 // It finds the job through discovery (cohortrun, or the test's COHORT_*
 // variables) and exits 0 when its role finished.
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -74,6 +77,15 @@ int main(int argc, char** argv) {
     const int64_t die_step = std::stoll(arg("die_step", "-1"));
     const int kill_server = std::stoi(arg("kill_server", "-1"));
     const int64_t kill_step = std::stoll(arg("kill_step", "-1"));
+    const bool timeline = args.count("timeline") != 0 && role.index == 0;
+    auto stamp = [](const char* event, int64_t step) {
+      const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::steady_clock::now().time_since_epoch())
+                          .count();
+      std::printf("timeline %s %lld %lld\n", event, static_cast<long long>(step), static_cast<long long>(ns));
+      std::fflush(stdout);
+    };
+    if (timeline) hooks.after_pull = [&](int64_t s) { stamp("pulled", s); };
     hooks.before_commit = [&](int64_t s) {
       if (role.index == die_worker && s == die_step) {
         std::cerr << "worker " << role.index << " dies before committing step " << s << std::endl;
@@ -82,6 +94,7 @@ int main(int argc, char** argv) {
       if (role.index == 0 && kill_server >= 0 && s == kill_step) {
         const pid_t pid = static_cast<pid_t>(std::stol(store->get("pid/" + std::to_string(kill_server))));
         std::cerr << "worker 0 kills server " << kill_server << " (pid " << pid << ") at step " << s << std::endl;
+        if (timeline) stamp("kill", s);
         ::kill(pid, SIGKILL);
       }
     };

@@ -14,6 +14,7 @@ namespace cohort::ps::testing {
 
 struct TrainHooks {
   std::function<void(int64_t step)> before_commit;  // e.g. die here
+  std::function<void(int64_t step)> after_pull;     // the step's parameters arrived
   std::chrono::microseconds delay{0};                // per step (a straggler)
   bool fixed_data = false;                           // every step sees step 0's batch of worker 0
 };
@@ -40,6 +41,7 @@ inline ReferenceResult train(Worker& worker, const Problem& p, int64_t steps, co
     Handle b = worker.pull_rows(1, rows, rows_values.data());
     a.wait();
     b.wait();
+    if (hooks.after_pull) hooks.after_pull(s);
     gradients(p, data_worker, data_step, w, rows_values, rows, dw, demb);
     if (hooks.delay.count()) std::this_thread::sleep_for(hooks.delay);
     Handle c = worker.push(0, dw.data());

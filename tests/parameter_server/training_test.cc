@@ -230,10 +230,13 @@ TEST(Staleness, AsyncConvergesOnAConvexProblem) {
 }
 
 TEST(Security, AStrangerWithoutTheSecretIsRefused) {
-  for (const std::string transport : {"tcp", "ipc"}) {
+  for (const std::string mode : {"tcp", "ipc", "tcp-plain"}) {
+    const std::string transport = mode == "ipc" ? "ipc" : "tcp";
+    ::setenv("COHORT_PS_TCP_SECURITY", mode == "tcp-plain" ? "plain" : "curve", 1);
     JobOptions o;
     o.servers = 1;
     Job job(o, 1);
+    ::unsetenv("COHORT_PS_TCP_SECURITY");
     ClientOptions c = client_options_from_env();
     c.secret = "not-the-job-secret";
     c.transport = transport;
@@ -244,7 +247,7 @@ TEST(Security, AStrangerWithoutTheSecretIsRefused) {
     Handle h = stranger.request(Target::to_server(0), Message(Op::stats), nullptr, "stats");
     try {
       h.wait();
-      FAIL() << transport << ": a stranger was served";
+      FAIL() << mode << ": a stranger was served";
     } catch (const ConfigError& e) {
       EXPECT_NE(std::string(e.what()).find("refused"), std::string::npos) << e.what();
     }
@@ -252,7 +255,7 @@ TEST(Security, AStrangerWithoutTheSecretIsRefused) {
     // events, which may be just after the stranger heard of it.
     for (int i = 0; i < 1000 && job.servers[0]->refused() < 1; ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    EXPECT_GE(job.servers[0]->refused(), 1) << transport;
+    EXPECT_GE(job.servers[0]->refused(), 1) << mode;
     // The job's own client is served on the same endpoint.
     ClientOptions good = c;
     good.secret = kSecret;
