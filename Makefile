@@ -8,13 +8,25 @@
 #                reach 85% test accuracy; metrics and checkpoint in $(DEMO_DIR)
 #   make bench   build, then bench/allreduce_vs_mpi.sh (cohort vs OpenMPI)
 #   make build   set up and build everything (library, tools, examples, tests)
+#   make fuzz    build the libFuzzer harnesses with clang in $(FUZZ_BUILD_DIR)
+#                and run each for FUZZ_SECONDS (fuzz/README.md)
 #   make clean   remove the build directory
+#   make test-tsan   ThreadSanitizer over the engine, store, shm and launcher
+#                tests, in its own build directory (build-tsan)
+#   make test-asan   AddressSanitizer + UndefinedBehaviorSanitizer over the
+#                whole suite, in its own build directory (build-asan)
+# The sanitizer targets are not part of `make test`. They build torch-free
+# (SANITIZER_CMAKE_FLAGS, default -DCOHORT_WITH_TORCH=OFF; give
+# SANITIZER_CMAKE_FLAGS= to let CMake find LibTorch, and test-asan covers the
+# torch tests too). Suppressions: tests/sanitizers/, third-party code only.
 #
 # Variables: BUILD_DIR (build), BUILD_TYPE (RelWithDebInfo), JOBS (2, build
 # parallelism), TEST_JOBS (2, tests at once: they spawn processes),
 # CMAKE_FLAGS (extra -D options; given, they force a re-configure),
 # CTEST_FLAGS (e.g. -R shm), DEMO_ARGS (fashion_mnist flags), DEMO_DIR
-# (build/demo), BENCH_ARGS, BOOTSTRAP_FLAGS (--with-torch adds python3-torch).
+# (build/demo), BENCH_ARGS, BOOTSTRAP_FLAGS (--with-torch adds python3-torch;
+# `make test` adds --with-slurm: tests/slurm runs cohort under a real Slurm),
+# FUZZ_SECONDS (60, per harness), FUZZ_BUILD_DIR (build-fuzz).
 
 BUILD_DIR ?= build
 BUILD_TYPE ?= RelWithDebInfo
@@ -23,11 +35,13 @@ TEST_JOBS ?= 2
 CMAKE_FLAGS ?=
 CTEST_FLAGS ?=
 DEMO_DIR ?= $(BUILD_DIR)/demo
-DEMO_ARGS ?= --epochs 2 --model cnn --target-accuracy 85
+DEMO_ARGS ?= --strategy multi_worker --epochs 2 --model cnn --target-accuracy 85
 BENCH_ARGS ?=
 BOOTSTRAP_FLAGS ?=
+FUZZ_SECONDS ?= 60
+FUZZ_BUILD_DIR ?= build-fuzz
 
-.PHONY: all bootstrap configure build test demo bench clean
+.PHONY: all bootstrap configure build test demo bench fuzz clean test-tsan test-asan
 
 all: build
 
@@ -46,6 +60,8 @@ configure: bootstrap
 build: configure
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
+# Prerequisites see this too: bootstrap installs Slurm for tests/slurm.
+test: BOOTSTRAP_FLAGS += --with-slurm
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(TEST_JOBS) $(CTEST_FLAGS)
 
@@ -57,10 +73,56 @@ demo: configure
 	cmake --build $(BUILD_DIR) -j $(JOBS) --target cohortrun fashion_mnist
 	@mkdir -p $(DEMO_DIR)
 	$(BUILD_DIR)/cohort/launcher/cohortrun -np 2 $(BUILD_DIR)/examples/fashion_mnist $(DEMO_ARGS) \
-	  --metrics $(DEMO_DIR)/metrics.jsonl --checkpoint $(DEMO_DIR)/checkpoint.bin
+	  --metrics $(DEMO_DIR)/metrics.jsonl --checkpoint $(DEMO_DIR)/checkpoint.bin --csv $(DEMO_DIR)/history.csv
 
 bench: build
 	bash bench/allreduce_vs_mpi.sh --build-dir $(BUILD_DIR) $(BENCH_ARGS)
 
+# Its own build directory: clang, libFuzzer, ASan and UBSan over the core
+# (no tests, no LibTorch); only the fuzzers are built.
+fuzz:
+	@$(MAKE) --no-print-directory bootstrap BOOTSTRAP_FLAGS="$(BOOTSTRAP_FLAGS) --with-fuzz"
+	@if [ ! -f $(FUZZ_BUILD_DIR)/build.ninja ]; then \
+	  cmake -S . -B $(FUZZ_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
+	    -DCMAKE_CXX_COMPILER=clang++ -DCOHORT_FUZZ=ON -DCOHORT_BUILD_TESTS=OFF -DCOHORT_WITH_TORCH=OFF \
+	    -DCOHORT_WITH_GLOO=OFF -DCOHORT_WITH_MPI=OFF; \
+	fi
+	cmake --build $(FUZZ_BUILD_DIR) -j $(JOBS) --target cohort_fuzzers
+	bash fuzz/run.sh $(FUZZ_BUILD_DIR) $(FUZZ_SECONDS)
+
 clean:
 	rm -rf $(BUILD_DIR)
+
+# --- Sanitizers: a build directory each, configured once with the flags.
+TSAN_DIR ?= build-tsan
+ASAN_DIR ?= build-asan
+SANITIZER_CMAKE_FLAGS ?= -DCOHORT_WITH_TORCH=OFF
+TSAN_LABELS ?= ^(engine|rendezvous|shm|launcher)$$
+SUPPRESSIONS := $(CURDIR)/tests/sanitizers
+TSAN_FLAGS := -fsanitize=thread -fno-omit-frame-pointer
+ASAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+
+# $(call sanitized_build,DIR,FLAGS)
+define sanitized_build
+	@if [ ! -f $(1)/build.ninja ]; then \
+	  cmake -S . -B $(1) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo $(SANITIZER_CMAKE_FLAGS) \
+	    "-DCMAKE_C_FLAGS=$(2)" "-DCMAKE_CXX_FLAGS=$(2)" \
+	    "-DCMAKE_EXE_LINKER_FLAGS=$(2)" "-DCMAKE_SHARED_LINKER_FLAGS=$(2)"; \
+	fi
+	cmake --build $(1) -j $(JOBS)
+endef
+
+# A finding fails the test that made it (exit code 66 from TSan at exit; ASan
+# and UBSan stop the process at the first one), in the test process and in the
+# rank processes it starts, which inherit the options.
+test-tsan: bootstrap
+	$(call sanitized_build,$(TSAN_DIR),$(TSAN_FLAGS))
+	cd $(TSAN_DIR) && TSAN_OPTIONS="second_deadlock_stack=1 suppressions=$(SUPPRESSIONS)/tsan.supp" \
+	  ctest --output-on-failure -j $(TEST_JOBS) -L '$(TSAN_LABELS)' $(CTEST_FLAGS)
+
+test-asan: bootstrap
+	$(call sanitized_build,$(ASAN_DIR),$(ASAN_FLAGS))
+	cd $(ASAN_DIR) && ASAN_OPTIONS="detect_leaks=1 strict_string_checks=1 detect_stack_use_after_return=1" \
+	  LSAN_OPTIONS="suppressions=$(SUPPRESSIONS)/lsan.supp print_suppressions=0" \
+	  UBSAN_OPTIONS="print_stacktrace=1 halt_on_error=1" \
+	  ctest --output-on-failure -j $(TEST_JOBS) $(CTEST_FLAGS)

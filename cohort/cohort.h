@@ -59,4 +59,21 @@
 // torch/checkpoint and torch/data.
 #include "cohort/torch/checkpoint/checkpoint.h"
 #include "cohort/torch/data/distributed_sampler.h"
+// torch/strategy: one training program from one device to many machines.
+#include "cohort/torch/core/strategy.h"
+#include "cohort/torch/strategy/make_strategy.h"
+#include "cohort/torch/strategy/mirrored.h"
+#include "cohort/torch/strategy/multi_worker.h"
+#include "cohort/torch/strategy/one_device.h"
+// torch/fit: Keras's fit(), metrics and callbacks.
+#include "cohort/torch/fit/backup_and_restore.h"
+#include "cohort/torch/fit/csv_logger.h"
+#include "cohort/torch/fit/early_stopping.h"
+#include "cohort/torch/fit/json_lines_logger.h"
+#include "cohort/torch/fit/learning_rate_scheduler.h"
+#include "cohort/torch/fit/model.h"
+#include "cohort/torch/fit/model_checkpoint.h"
+#include "cohort/torch/fit/progress_bar.h"
+#include "cohort/torch/fit/reduce_lr_on_plateau.h"
+#include "cohort/torch/fit/terminate_on_nan.h"
 #endif

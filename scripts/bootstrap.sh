@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Installs every Debian package cohort needs to build, test and benchmark.
 #
-# Usage: scripts/bootstrap.sh [--with-torch] [--check]
+# Usage: scripts/bootstrap.sh [--with-torch] [--with-slurm] [--with-fuzz] [--check]
 #   --with-torch  also install python3-torch (PyTorch for Python, for
 #                 comparisons); LibTorch itself is in the default set.
+#   --with-slurm  also install Slurm and munge (tests/slurm starts a
+#                 one-machine cluster; `make test` asks for them).
+#   --with-fuzz   also install clang and its libFuzzer and sanitizer runtimes
+#                 (`make fuzz`, fuzz/README.md).
 #   --check       install nothing; exit 0 when everything is present, 1 otherwise
 #                 (the Makefile uses it to skip bootstrap quickly).
 #
@@ -48,18 +52,35 @@ torch_packages=(
   python3-torch
 )
 
+# Optional: Slurm's daemons and commands, and munge, its authentication,
+# for tests/slurm (3.5 MB; the services are not started or enabled).
+slurm_packages=(
+  slurm-wlm
+  munge
+)
+
+# Optional: clang with libFuzzer for the fuzzing harnesses (make fuzz).
+fuzz_packages=(
+  clang
+  libclang-rt-14-dev
+)
+
 with_torch=0
+with_slurm=0
+with_fuzz=0
 check_only=0
 for arg in "$@"; do
   case "$arg" in
     --with-torch) with_torch=1 ;;
+    --with-slurm) with_slurm=1 ;;
+    --with-fuzz) with_fuzz=1 ;;
     --check) check_only=1 ;;
     -h|--help)
-      sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
+      sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
     *)
-      echo "bootstrap.sh: unknown argument '$arg' (expected --with-torch, --check, --help)" >&2
+      echo "bootstrap.sh: unknown argument '$arg' (expected --with-torch, --with-slurm, --with-fuzz, --check, --help)" >&2
       exit 2
       ;;
   esac
@@ -68,6 +89,12 @@ done
 wanted=("${core_packages[@]}")
 if [[ $with_torch == 1 ]]; then
   wanted+=("${torch_packages[@]}")
+fi
+if [[ $with_slurm == 1 ]]; then
+  wanted+=("${slurm_packages[@]}")
+fi
+if [[ $with_fuzz == 1 ]]; then
+  wanted+=("${fuzz_packages[@]}")
 fi
 
 if ! command -v dpkg-query >/dev/null 2>&1; then

@@ -713,15 +713,6 @@ class Bench {
   bool csv_header_printed_ = false;
 };
 
-// A ConfigError's message without the source location and kind the check
-// macros prepend ("dtype.cc:33: ConfigError: "): the user wants the flag.
-std::string user_message(const cohort::Error& e) {
-  std::string what = e.what();
-  constexpr std::string_view kKind = "ConfigError: ";
-  if (auto p = what.find(kKind); p != std::string::npos) what = what.substr(p + kKind.size());
-  return what;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -729,7 +720,7 @@ int main(int argc, char** argv) {
   try {
     options = parse_args(argc, argv);
   } catch (const cohort::Error& e) {
-    std::fprintf(stderr, "cohort-bench: %s\n", user_message(e).c_str());
+    std::fprintf(stderr, "cohort-bench: %s\n", e.what());
     return 2;
   }
   if (!options) {
@@ -753,7 +744,7 @@ int main(int argc, char** argv) {
     }
     return 0;
   } catch (const ConfigError& e) {
-    std::fprintf(stderr, "cohort-bench: %s\n", user_message(e).c_str());
+    std::fprintf(stderr, "cohort-bench: %s\n", e.what());
     return 2;
   } catch (const std::exception& e) {
     if (rank >= 0)

@@ -1,7 +1,12 @@
 #include "cohort/comm/create.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdlib>
+#include <functional>
 #include <optional>
+#include <vector>
 
 #include "cohort/comm/shm/communicator.h"
 #include "cohort/common/check.h"
@@ -9,6 +14,7 @@
 #include "cohort/common/tunables.h"
 #include "cohort/rendezvous/memory_store.h"
 #include "cohort/rendezvous/prefix_store.h"
+#include "cohort/rendezvous/registration.h"
 #include "cohort/rendezvous/tcp_store.h"
 
 #ifdef COHORT_HAVE_GLOO
@@ -53,11 +59,46 @@ void connect_store(World& world) {
     return;
   }
   if (info.store_in_rank0 && info.rank == 0 && !world.store_server) {
-    world.store_server = std::make_shared<rendezvous::TcpStoreServer>(
-        rendezvous::TcpStoreServerOptions{.host = "0.0.0.0", .port = info.store_port, .secret = info.secret});
+    world.store_server = std::make_shared<rendezvous::TcpStoreServer>(rendezvous::TcpStoreServerOptions{
+        .host = info.store_bind, .port = info.store_port, .secret = info.secret});
   }
   world.store = std::make_shared<rendezvous::TcpStore>(rendezvous::TcpStoreOptions{
       .host = info.store_host, .port = info.store_port, .secret = info.secret});
+  // Before anything else: a process of another job must not take a seat.
+  rendezvous::register_rank(*world.store, info,
+                            "store at " + info.store_host + ":" + std::to_string(info.store_port));
+}
+
+// The number of hosts the ranks run on. Collective, and made by every rank
+// whether or not the banner is wanted: ranks may not agree on COHORT_BANNER.
+// Returns the count on rank 0, 0 elsewhere.
+int count_hosts(Communicator& comm) {
+  char name[256] = {};
+  ::gethostname(name, sizeof name - 1);
+  int64_t mine = static_cast<int64_t>(std::hash<std::string>{}(name));
+  std::vector<int64_t> all(static_cast<size_t>(comm.size()));
+  comm.gather(BufferView{&mine, 1, DType::i64}, BufferView{all.data(), all.size(), DType::i64}, 0);
+  if (comm.rank() != 0) return 0;
+  std::sort(all.begin(), all.end());
+  return static_cast<int>(std::unique(all.begin(), all.end()) - all.begin());
+}
+
+// The line rank 0 prints once the world exists: which backend was chosen,
+// for how many ranks on how many hosts, where the store is and who started
+// the job. COHORT_BANNER=0 silences it.
+void announce(const World& world) {
+  const int hosts = count_hosts(*world.comm);
+  if (world.info.rank != 0 || !tunables::banner()) return;
+  const auto& info = world.info;
+  std::string line = "cohort: backend " + world.comm->backend() + ", " + std::to_string(info.size) +
+                     (info.size == 1 ? " rank" : " ranks") + " on " + std::to_string(hosts) +
+                     (hosts == 1 ? " host" : " hosts") + ", ";
+  line += info.store_host.empty() ? std::string("no store")
+                                  : "store " + info.store_host + ":" + std::to_string(info.store_port);
+  line += std::string(", started by ") + rendezvous::launch_source_name(info.source);
+  if (info.source == rendezvous::LaunchSource::single) line += " (no launcher: cohortrun -np N runs N ranks)";
+  line += "\n";
+  [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, line.data(), line.size());
 }
 
 #ifdef COHORT_HAVE_MPI
@@ -70,7 +111,12 @@ std::optional<rendezvous::LaunchSource> mpi_launch(const rendezvous::Environment
   };
   if (has("COHORT_RANK") || has("RANK")) return std::nullopt;
   if (has("OMPI_COMM_WORLD_RANK")) return rendezvous::LaunchSource::openmpi;
-  if (has("SLURM_PROCID")) return rendezvous::LaunchSource::slurm;
+  // A task of an srun step (sbatch's batch script has SLURM_PROCID too) that
+  // srun gave a PMIx server (--mpi=pmix, or MpiDefault=pmix): without one,
+  // OpenMPI's MPI_Init aborts the process ("OMPI was not built with SLURM's
+  // PMI support"), so the job goes without MPI, through the store.
+  if (has("SLURM_PROCID") && (has("SLURM_STEP_ID") || has("SLURM_STEPID")) && has("PMIX_RANK"))
+    return rendezvous::LaunchSource::slurm;
   return std::nullopt;
 }
 
@@ -110,6 +156,7 @@ std::optional<World> init_mpi_world(rendezvous::Environment env, rendezvous::Lau
   logging::set_rank(world.info.rank);
   connect_store(world);
   world.comm = std::move(comm);
+  announce(world);
   return world;
 }
 #endif
@@ -220,31 +267,32 @@ std::unique_ptr<Communicator> create_communicator(std::shared_ptr<rendezvous::St
 World init_world() {
   CommunicatorOptions options = options_from_env();
   const rendezvous::Environment env = this_environment();
-  bool mpi_declined = false;
 #ifdef COHORT_HAVE_MPI
   // Under mpirun/srun, MPI's world is the communicator; it needs no store
   // address (one is bootstrapped over MPI for the engine).
   if (options.backend == "auto" || options.backend == "mpi")
     if (auto source = mpi_launch(env)) {
       if (auto world = init_mpi_world(env, *source, options)) return std::move(*world);
-      mpi_declined = true;
     }
 #endif
   COHORT_CHECK_AS(ConfigError, options.backend != "mpi")
-      << "COHORT_BACKEND=mpi needs a job started by mpirun or srun"
-      << (std::string(" and a build with MPI (available: ") + available_text() + ")");
+      << "COHORT_BACKEND=mpi needs a job started by mpirun or by srun --mpi=pmix"
+      << (std::string(", and a build with MPI (available: ") + available_text() + ")");
   World world;
   world.info = rendezvous::discover(env);
   const auto& info = world.info;
   logging::set_rank(info.rank);
   options.job_id = info.job_id;
-  // After MPI declined the job, "auto" must not pick it again.
-  options.launch_source = mpi_declined ? rendezvous::LaunchSource::single : info.source;
+  // MPI is not the world's communicator (no MPI launch with PMI, MPI
+  // declined the job, or another backend was asked for), so "auto" must not
+  // pick it: it would abort a task that srun started without PMIx.
+  options.launch_source = rendezvous::LaunchSource::single;
   options.all_local = info.local_size == info.size;
   options.store_host = info.store_host;
   connect_store(world);
   auto store = std::make_shared<rendezvous::PrefixStore>("world", world.store);
   world.comm = create_communicator(std::move(store), info.rank, info.size, options);
+  announce(world);
   return world;
 }
 

@@ -4,11 +4,13 @@
 // Backends (CommunicatorOptions::backend, COHORT_BACKEND):
 //   shm   ranks on one host, through shared memory
 //   gloo  ranks on any hosts, over TCP (built with COHORT_WITH_GLOO)
-//   mpi   the ranks of an MPI job (built with COHORT_WITH_MPI; mpirun/srun)
+//   mpi   the ranks of an MPI job (built with COHORT_WITH_MPI; mpirun, or
+//         srun --mpi=pmix)
 //   hierarchical  shm inside each host, gloo across hosts (built with
 //         COHORT_WITH_GLOO; see hierarchical/communicator.h)
-//   auto  mpi when the job was started by mpirun or srun and MPI is built
-//         in; else shm when every rank is on this host; else hierarchical.
+//   auto  mpi when the job was started by mpirun or srun --mpi=pmix and MPI
+//         is built in; else shm when every rank is on this host; else
+//         hierarchical.
 #pragma once
 
 #include <chrono>
@@ -53,10 +55,13 @@ std::unique_ptr<Communicator> create_communicator(std::shared_ptr<rendezvous::St
                                                   int size, const CommunicatorOptions& options);
 
 // The whole job, as a program started by cohortrun, torchrun, mpirun or srun
-// sees it (a single process when started alone). Under mpirun/srun with MPI
-// built in (backend auto or mpi) the communicator is MPI's and needs no
-// store address: when none is configured, rank 0 serves the job's store and
-// tells the others over MPI.
+// sees it (a single process when started alone). Under mpirun or
+// srun --mpi=pmix with MPI built in (backend auto or mpi) the communicator
+// is MPI's and needs no store address: when none is configured, rank 0
+// serves the job's store and tells the others over MPI. Under srun without
+// PMIx, the job goes through the store (rendezvous/discovery.h says where it
+// is). Rank 0 then prints one line on stderr (backend, ranks, hosts, store,
+// launcher) unless COHORT_BANNER=0; every rank takes part in counting hosts.
 // Members are destroyed bottom up: the communicator (which may report a
 // failure through the store) before the store, the store before its server.
 struct World {

@@ -1,11 +1,16 @@
-// Check and throw macros. Failures throw a cohort error whose message carries
-// the source location, the failed condition, both operand values for the
-// comparison forms, and whatever the caller streamed after the macro:
+// Check and throw macros. A failure throws a cohort error whose what() leads
+// with what went wrong, in the caller's words (streamed after the macro); a
+// comparison adds both operand values. Where it was raised (file, line and
+// the failed condition) is kept apart, in Error::where(), and logged at
+// debug level (COHORT_LOG_LEVEL=debug):
 //
-//   COHORT_CHECK(fd >= 0) << "open " << path << ": " << std::strerror(errno);
+//   COHORT_CHECK(fd >= 0) << "cannot open " << path << ": " << std::strerror(errno);
+//     -> what(): "cannot open /x: Permission denied"
+//        where(): "file.cc:12: check failed: fd >= 0"
 //   COHORT_CHECK_EQ(send.count, recv.count) << "allreduce buffers differ";
-//     -> cohort::Error: comm.cc:42: check failed: send.count == recv.count
-//        (12 vs 13): allreduce buffers differ
+//     -> what(): "allreduce buffers differ (send.count == recv.count: 12 vs 13)"
+//   COHORT_CHECK_EQ(send.count, recv.count);  // no message: the check is all there is
+//     -> what(): "check failed: send.count == recv.count (12 vs 13)"
 //   COHORT_CHECK_AS(ConfigError, n > 0) << "COHORT_SIZE must be positive";
 //   COHORT_THROW(TimeoutError) << "no reply from rank " << r;
 #pragma once
@@ -13,44 +18,54 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "cohort/common/error.h"
 
 namespace cohort::detail {
 
-// The text of a failure: location, what failed, then whatever the caller
-// streams after the macro.
+// The text of a failure: the caller's message (whatever is streamed after
+// the macro), the failed condition and operand values, and the location.
 class Message {
  public:
-  Message(const char* file, int line, std::string what) {
-    const char* base = file;
-    for (const char* p = file; *p; ++p)
-      if (*p == '/') base = p + 1;
-    stream_ << base << ':' << line << ": " << what;
-  }
+  // `condition` is empty for COHORT_THROW; `values` ("12 vs 13") only for
+  // the comparison forms.
+  Message(const char* file, int line, const char* kind, const char* condition = "", std::string values = {})
+      : file_(file), line_(line), kind_(kind), condition_(condition), values_(std::move(values)) {}
   template <typename T>
   Message& operator<<(const T& value) {
-    if (!separated_) {
-      stream_ << ": ";
-      separated_ = true;
-    }
-    stream_ << value;
+    text_ << value;
     return *this;
   }
-  std::string str() const { return stream_.str(); }
+  // what(): the message first, then the operand values; the condition only
+  // when the caller gave no message.
+  std::string what() const;
+  // "file.cc:42: check failed: condition (values)"; "file.cc:42" for a throw.
+  std::string where() const;
+  const char* kind() const { return kind_; }
 
  private:
-  std::ostringstream stream_;
-  bool separated_ = false;
+  const char* file_;
+  int line_;
+  const char* kind_;
+  const char* condition_;
+  std::string values_;
+  std::ostringstream text_;
 };
+
+// Logs, at debug level, that `kind` is being raised (where, then what).
+void log_raise(const Message& m);
 
 // `Raise<E>() & message << ...` throws E once the whole message is streamed
 // (`&` binds looser than `<<`). The operator is [[noreturn]], so the compiler
 // knows a function ending in COHORT_THROW returns nothing.
 template <typename E>
 struct Raise {
-  [[noreturn]] void operator&(const Message& m) const { throw E(m.str()); }
+  [[noreturn]] void operator&(const Message& m) const {
+    log_raise(m);
+    throw E(m.what(), m.where());
+  }
 };
 
 template <typename T>
@@ -66,17 +81,15 @@ void print_operand(std::ostream& os, const T& v) {
   }
 }
 
-// Returns nullopt when `pred(a, b)` holds, else "expr (a vs b)".
+// Returns nullopt when `pred(a, b)` holds, else the operands: "a vs b".
 template <typename A, typename B, typename Pred>
-std::optional<std::string> check_op(const A& a, const B& b, Pred pred, const char* expr) {
+std::optional<std::string> check_op(const A& a, const B& b, Pred pred) {
   if (pred(a, b)) [[likely]]
     return std::nullopt;
   std::ostringstream os;
-  os << "check failed: " << expr << " (";
   print_operand(os, a);
   os << " vs ";
   print_operand(os, b);
-  os << ')';
   return os.str();
 }
 
@@ -89,19 +102,20 @@ std::optional<std::string> check_op(const A& a, const B& b, Pred pred, const cha
   if (cond) [[likely]]                                                       \
     ;                                                                        \
   else                                                                       \
-    ::cohort::detail::Raise<::cohort::Kind>() &                             \
-        ::cohort::detail::Message(__FILE__, __LINE__, "check failed: " #cond)
+    ::cohort::detail::Raise<::cohort::Kind>() &                              \
+        ::cohort::detail::Message(__FILE__, __LINE__, #Kind, #cond)
 
 #define COHORT_CHECK(cond) COHORT_CHECK_AS(Error, cond)
 
-#define COHORT_CHECK_OP_AS_(Kind, a, op, b)                                              \
-  if (auto cohort_check_failure_ = ::cohort::detail::check_op(                           \
-          (a), (b), [](const auto& x, const auto& y) { return x op y; }, #a " " #op " " #b); \
-      !cohort_check_failure_) [[likely]]                                                  \
-    ;                                                                                    \
-  else                                                                                   \
-    ::cohort::detail::Raise<::cohort::Kind>() &                                          \
-        ::cohort::detail::Message(__FILE__, __LINE__, std::move(*cohort_check_failure_))
+#define COHORT_CHECK_OP_AS_(Kind, a, op, b)                                                   \
+  if (auto cohort_check_failure_ = ::cohort::detail::check_op(                                \
+          (a), (b), [](const auto& x, const auto& y) { return x op y; });                     \
+      !cohort_check_failure_) [[likely]]                                                      \
+    ;                                                                                         \
+  else                                                                                        \
+    ::cohort::detail::Raise<::cohort::Kind>() &                                               \
+        ::cohort::detail::Message(__FILE__, __LINE__, #Kind, #a " " #op " " #b,               \
+                                  std::move(*cohort_check_failure_))
 
 #define COHORT_CHECK_EQ(a, b) COHORT_CHECK_OP_AS_(Error, a, ==, b)
 #define COHORT_CHECK_NE(a, b) COHORT_CHECK_OP_AS_(Error, a, !=, b)

@@ -1,15 +1,25 @@
 // The error hierarchy. Every error cohort raises derives from cohort::Error;
-// the kinds are the ones a user can act on.
+// the kinds are the ones a user can act on. what() says what went wrong (and
+// what to do, where cohort knows); where() says where in cohort's source it
+// was raised, for debugging.
 #pragma once
 
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace cohort {
 
 class Error : public std::runtime_error {
  public:
-  explicit Error(const std::string& what) : std::runtime_error(what) {}
+  explicit Error(const std::string& what, std::string where = {})
+      : std::runtime_error(what), where_(std::move(where)) {}
+  // "file.cc:42: check failed: condition" for errors raised by the macros of
+  // cohort/common/check.h; empty for errors made otherwise.
+  const std::string& where() const { return where_; }
+
+ private:
+  std::string where_;
 };
 
 // Bad flags, environment variables, files or arguments: fix the input.

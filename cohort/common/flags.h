@@ -45,17 +45,13 @@ inline std::string one_of(const std::string& flag, const std::string& text,
   COHORT_THROW(ConfigError) << flag << " expects one of " << list << ", got '" << text << "'";
 }
 
-// An error's text for one line on a terminal: a failed check's message
-// without its file, line and condition ("--steps expects a number, got 'x'").
+// An error's text for one line on a terminal: what() (which leads with the
+// message: "--steps expects a number, got 'x'"; see check.h), with any line
+// break turned into a space.
 inline std::string one_line_message(const std::exception& e) {
   std::string what = e.what();
-  for (const std::string marker : {"check failed: ", "ConfigError: "})
-    if (auto at = what.find(marker); at != std::string::npos) {
-      what = what.substr(at + marker.size());
-      if (marker[0] == 'c')
-        if (auto sep = what.find(": "); sep != std::string::npos) what = what.substr(sep + 2);
-      break;
-    }
+  for (char& c : what)
+    if (c == '\n') c = ' ';
   return what;
 }
 

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <ctime>
+#include <optional>
 
 #include "cohort/common/check.h"
 #include "cohort/common/tunables.h"
@@ -14,8 +15,23 @@ namespace {
 
 std::atomic<int> g_rank{-1};
 
+std::optional<Level> find_level(std::string_view text) {
+  constexpr std::string_view kNames[] = {"trace", "debug", "info", "warn", "error", "off"};
+  for (size_t i = 0; i < std::size(kNames); ++i)
+    if (text == kNames[i]) return static_cast<Level>(i);
+  return std::nullopt;
+}
+
+// A malformed COHORT_LOG_LEVEL is stored as kMalformed rather than thrown
+// from the initializer, so that the error raised about it (whose raising
+// consults would_log) never re-enters this initialization.
+constexpr int kMalformed = -1;
+
 std::atomic<int>& threshold_slot() {
-  static std::atomic<int> slot{static_cast<int>(parse_level(tunables::log_level()))};
+  static std::atomic<int> slot{[] {
+    const auto level = find_level(tunables::log_level());
+    return level ? static_cast<int>(*level) : kMalformed;
+  }()};
   return slot;
 }
 
@@ -24,14 +40,22 @@ constexpr char kLetters[] = {'T', 'D', 'I', 'W', 'E', '-'};
 }  // namespace
 
 Level parse_level(std::string_view text) {
-  constexpr std::string_view kNames[] = {"trace", "debug", "info", "warn", "error", "off"};
-  for (size_t i = 0; i < std::size(kNames); ++i)
-    if (text == kNames[i]) return static_cast<Level>(i);
+  if (const auto level = find_level(text)) return *level;
   COHORT_THROW(ConfigError) << "COHORT_LOG_LEVEL='" << text
                             << "' is not one of trace, debug, info, warn, error, off";
 }
 
-Level threshold() { return static_cast<Level>(threshold_slot().load(std::memory_order_relaxed)); }
+Level threshold() {
+  const int slot = threshold_slot().load(std::memory_order_relaxed);
+  if (slot == kMalformed) return parse_level(tunables::log_level());  // throws, naming the value
+  return static_cast<Level>(slot);
+}
+
+bool would_log(Level level) {
+  int slot = threshold_slot().load(std::memory_order_relaxed);
+  if (slot == kMalformed) slot = static_cast<int>(Level::warn);
+  return static_cast<int>(level) >= slot;
+}
 void set_threshold(Level level) { threshold_slot().store(static_cast<int>(level)); }
 void set_rank(int rank) { g_rank.store(rank); }
 

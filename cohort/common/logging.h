@@ -12,8 +12,13 @@ namespace cohort::logging {
 
 enum class Level : int { trace = 0, debug = 1, info = 2, warn = 3, error = 4, off = 5 };
 
-// The current threshold (read from COHORT_LOG_LEVEL once, settable for tests).
+// The current threshold (read from COHORT_LOG_LEVEL once, settable for
+// tests). Throws ConfigError while COHORT_LOG_LEVEL is malformed.
 Level threshold();
+// Whether a line at `level` would be written. Never throws: a malformed
+// COHORT_LOG_LEVEL counts as "warn" here (errors raised while it is being
+// read are logged through this).
+bool would_log(Level level);
 void set_threshold(Level level);
 Level parse_level(std::string_view text);  // throws ConfigError
 

@@ -29,6 +29,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstdint>
+#include <cmath>
 #include <cstring>
 #include <type_traits>
 
@@ -391,6 +392,52 @@ COHORT_DEFINE_REDUCE_ENTRY(reduce_i32, NativeCodec<int32_t>)
 COHORT_DEFINE_REDUCE_ENTRY(reduce_i64, NativeCodec<int64_t>)
 #undef COHORT_DEFINE_REDUCE_ENTRY
 
+// bf16 averages: every source is widened and scaled by 2^-k, 2^k >= n, which
+// is exact (a bf16 value's lowest bit, 2^-133 at the least, stays at or
+// above f32's 2^-149 for k <= 16) and keeps the f32 sum of n of them below
+// bf16's largest value, so it cannot overflow. The sum is divided by n,
+// scaled back (exact) and rounded once. f16 needs no scaling (its largest
+// value is 65504), so k is 0 for it.
+COHORT_INLINE int average_scale_exponent(DType dtype, size_t contributors) {
+  return dtype == DType::bf16 ? std::bit_width(contributors - 1) : 0;
+}
+
+COHORT_INLINE void widen_bf16(const uint16_t* __restrict src, float* __restrict dst, size_t n, float scale) {
+  for (size_t i = 0; i < n; ++i) dst[i] = bf16_bits_to_f32(src[i]) * scale;
+}
+
+COHORT_INLINE void add_bf16(const uint16_t* __restrict src, float* __restrict acc, size_t n, float scale) {
+  for (size_t i = 0; i < n; ++i) acc[i] += bf16_bits_to_f32(src[i]) * scale;
+}
+
+COHORT_INLINE void narrow_bf16_average(const float* __restrict sum, uint16_t* __restrict dst, size_t n,
+                                       float divisor, float unscale) {
+  for (size_t i = 0; i < n; ++i) dst[i] = f32_to_bf16_bits(sum[i] / divisor * unscale);
+}
+
+// dst aliases at most srcs[0], which each block reads before it writes dst.
+COHORT_INLINE void average_bf16_sources(uint16_t* dst, const uint16_t* const* srcs, size_t nsrc, size_t count) {
+  const int k = average_scale_exponent(DType::bf16, nsrc);
+  const float scale = std::ldexp(1.0f, -k), unscale = std::ldexp(1.0f, k);
+  constexpr size_t kBlock = kBlockBytes / sizeof(float);
+  alignas(64) float acc[kBlock];
+  for (size_t b = 0; b < count; b += kBlock) {
+    const size_t n = std::min(kBlock, count - b);
+    widen_bf16(srcs[0] + b, acc, n, scale);
+    for (size_t j = 1; j < nsrc; ++j) add_bf16(srcs[j] + b, acc, n, scale);
+    narrow_bf16_average(acc, dst + b, n, static_cast<float>(nsrc), unscale);
+  }
+}
+
+COHORT_KERNEL_CLONES void widen_bf16_entry(const uint16_t* src, float* dst, size_t count, int contributors) {
+  widen_bf16(src, dst, count, std::ldexp(1.0f, -average_scale_exponent(DType::bf16, size_t(contributors))));
+}
+
+COHORT_KERNEL_CLONES void narrow_bf16_entry(const float* sum, uint16_t* dst, size_t count, int contributors) {
+  const int k = average_scale_exponent(DType::bf16, size_t(contributors));
+  narrow_bf16_average(sum, dst, count, static_cast<float>(contributors), std::ldexp(1.0f, k));
+}
+
 // bf16 runs over element pairs; an odd last element is folded on its own.
 template <typename Op>
 COHORT_INLINE void reduce_bf16_element(uint16_t* dst, const uint16_t* const* srcs, size_t nsrc, size_t i) {
@@ -401,13 +448,17 @@ COHORT_INLINE void reduce_bf16_element(uint16_t* dst, const uint16_t* const* src
 
 COHORT_KERNEL_CLONES void reduce_bf16(ReduceOp op, void* dst, const void* const* srcs, size_t nsrc,
                                       size_t count) {
+  if (op == ReduceOp::avg) {
+    average_bf16_sources(static_cast<uint16_t*>(dst), reinterpret_cast<const uint16_t* const*>(srcs), nsrc, count);
+    return;
+  }
   if (count >= 2) reduce_elementwise<Bf16PairCodec>(op, dst, srcs, nsrc, count / 2);
   if (count % 2 == 0) return;
   auto* d = static_cast<uint16_t*>(dst);
   auto* s = reinterpret_cast<const uint16_t* const*>(srcs);
   switch (op) {
-    case ReduceOp::sum:
-    case ReduceOp::avg: reduce_bf16_element<SumOp>(d, s, nsrc, count - 1); break;
+    case ReduceOp::sum: reduce_bf16_element<SumOp>(d, s, nsrc, count - 1); break;
+    case ReduceOp::avg: break;  // averaged above
     case ReduceOp::min: reduce_bf16_element<MinOp>(d, s, nsrc, count - 1); break;
     case ReduceOp::max: reduce_bf16_element<MaxOp>(d, s, nsrc, count - 1); break;
     case ReduceOp::product: reduce_bf16_element<ProductOp>(d, s, nsrc, count - 1); break;
@@ -532,12 +583,11 @@ using Vec = F16Avx;
 #pragma GCC diagnostic pop
 #endif  // COHORT_X86
 
-using ReduceF16Fn = void (*)(ReduceOp, uint16_t*, const uint16_t* const*, size_t, size_t);
-using AverageF16Fn = void (*)(uint16_t*, size_t, int);
-
 struct F16Kernels {
-  ReduceF16Fn reduce = f16_portable::reduce;
-  AverageF16Fn average = f16_portable::average;
+  decltype(&f16_portable::reduce) reduce = f16_portable::reduce;
+  decltype(&f16_portable::average) average = f16_portable::average;
+  decltype(&f16_portable::widen) widen = f16_portable::widen;
+  decltype(&f16_portable::narrow_average) narrow_average = f16_portable::narrow_average;
 };
 
 const F16Kernels& f16_kernels() {
@@ -551,11 +601,9 @@ const F16Kernels& f16_kernels() {
     const bool avx512 = __builtin_cpu_supports("avx512f");
 #endif
     if (avx512) {
-      k.reduce = f16_avx512::reduce;
-      k.average = f16_avx512::average;
+      k = {f16_avx512::reduce, f16_avx512::average, f16_avx512::widen, f16_avx512::narrow_average};
     } else if (__builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c")) {
-      k.reduce = f16_avx::reduce;
-      k.average = f16_avx::average;
+      k = {f16_avx::reduce, f16_avx::average, f16_avx::widen, f16_avx::narrow_average};
     }
 #endif
     return k;
@@ -614,20 +662,47 @@ void reduce(ReduceOp op, DType dtype, void* dst, std::span<const void* const> sr
   }
   const void* const* s = srcs.data();
   const size_t n = srcs.size();
+  // Halves average inside their kernels (divided before the one rounding);
+  // the other types sum, then divide.
   switch (dtype) {
-    case DType::f32: reduce_f32(op, dst, s, n, count); return;
-    case DType::f64: reduce_f64(op, dst, s, n, count); return;
     case DType::f16:
       f16_kernels().reduce(op, static_cast<uint16_t*>(dst), reinterpret_cast<const uint16_t* const*>(s), n,
                            count);
       return;
     case DType::bf16: reduce_bf16(op, dst, s, n, count); return;
-    case DType::i8: reduce_i8(op, dst, s, n, count); return;
-    case DType::u8: reduce_u8(op, dst, s, n, count); return;
-    case DType::i32: reduce_i32(op, dst, s, n, count); return;
-    case DType::i64: reduce_i64(op, dst, s, n, count); return;
+    case DType::f32: reduce_f32(op, dst, s, n, count); break;
+    case DType::f64: reduce_f64(op, dst, s, n, count); break;
+    case DType::i8: reduce_i8(op, dst, s, n, count); break;
+    case DType::u8: reduce_u8(op, dst, s, n, count); break;
+    case DType::i32: reduce_i32(op, dst, s, n, count); break;
+    case DType::i64: reduce_i64(op, dst, s, n, count); break;
+    default: COHORT_THROW(Error) << "reduce: unknown dtype " << static_cast<int>(dtype);
   }
-  COHORT_THROW(Error) << "reduce: unknown dtype " << static_cast<int>(dtype);
+  if (op == ReduceOp::avg) finish_average(dtype, dst, count, static_cast<int>(n));
+}
+
+bool averages_through_f32(DType dtype) { return dtype == DType::f16 || dtype == DType::bf16; }
+
+void widen_for_average(DType dtype, const void* src, float* wide, size_t count, int contributors) {
+  COHORT_CHECK(averages_through_f32(dtype)) << "widen_for_average of " << dtype_name(dtype);
+  COHORT_CHECK_GT(contributors, 0) << "widen_for_average needs a positive number of contributors";
+  if (count == 0) return;
+  const auto* h = static_cast<const uint16_t*>(src);
+  if (dtype == DType::f16)
+    f16_kernels().widen(h, wide, count);
+  else
+    widen_bf16_entry(h, wide, count, contributors);
+}
+
+void narrow_average(DType dtype, const float* sum, void* dst, size_t count, int contributors) {
+  COHORT_CHECK(averages_through_f32(dtype)) << "narrow_average to " << dtype_name(dtype);
+  COHORT_CHECK_GT(contributors, 0) << "narrow_average needs a positive number of contributors";
+  if (count == 0) return;
+  auto* h = static_cast<uint16_t*>(dst);
+  if (dtype == DType::f16)
+    f16_kernels().narrow_average(sum, h, count, contributors);
+  else
+    narrow_bf16_entry(sum, h, count, contributors);
 }
 
 void finish_average(DType dtype, void* buf, size_t count, int contributors) {

@@ -11,6 +11,9 @@ EngineOptions EngineOptions::resolve() const {
   if (o.linger.count() < 0) o.linger = std::chrono::microseconds(tunables::cycle_linger_us());
   if (o.stall_warning_s < 0) o.stall_warning_s = tunables::stall_warning_s();
   if (o.stall_shutdown_s < 0) o.stall_shutdown_s = tunables::stall_shutdown_s();
+  // An op that some ranks submitted and others never do is a wait on peers
+  // like any collective: unless told otherwise, COHORT_TIMEOUT_S bounds it.
+  if (o.stall_shutdown_s < 0) o.stall_shutdown_s = tunables::timeout_s();
   if (!o.timeline_path) o.timeline_path = tunables::timeline();
   if (o.cache_capacity < 0) o.cache_capacity = tunables::cache_capacity();
   COHORT_CHECK_AS(ConfigError, o.fusion_threshold_bytes >= 0)

@@ -21,7 +21,7 @@ struct EngineOptions {
   int64_t fusion_threshold_bytes = -1;  // < 0: COHORT_FUSION_THRESHOLD; 0: no fusion
   std::chrono::microseconds linger{-1}; // < 0: COHORT_CYCLE_LINGER_US
   double stall_warning_s = -1;          // < 0: COHORT_STALL_WARNING_S; 0: off
-  double stall_shutdown_s = -1;         // < 0: COHORT_STALL_SHUTDOWN_S; 0: off
+  double stall_shutdown_s = -1;         // < 0: COHORT_STALL_SHUTDOWN_S (< 0: COHORT_TIMEOUT_S); 0: off
   std::optional<std::string> timeline_path;  // unset: COHORT_TIMELINE; "": none
   int64_t cache_capacity = -1;          // < 0: COHORT_CACHE_CAPACITY
   // Names this engine in logs and in the timeline ("world", "dp", "tp/3"...).

@@ -1,7 +1,12 @@
 // StallInspector: notices ops that some ranks have submitted and others have
-// not, for longer than the warning time (COHORT_STALL_WARNING_S), and
-// reports which ranks are missing which ops; past the shutdown time
-// (COHORT_STALL_SHUTDOWN_S) it says that the engine must fail.
+// not, for longer than the warning time (COHORT_STALL_WARNING_S, default
+// 60 s), and reports which ranks are missing which ops; past the shutdown
+// time (COHORT_STALL_SHUTDOWN_S, by default COHORT_TIMEOUT_S: 300 s) it says
+// that the engine must fail, which fails every rank's pending ops with a
+// TimeoutError carrying the report. With the defaults a stalled job is
+// warned about first and ends five minutes after the stall began, instead
+// of waiting forever (a rank of another job in the seat, a rank that runs
+// other ops or fewer steps).
 //
 // Runs on rank 0 of the engine, which sees every rank's submissions in the
 // cycle records (the Negotiator lists them). It is fed by observation passes

@@ -74,6 +74,7 @@ LaunchPlan make_launch_plan(const LaunchOptions& options, const JobEnvironment& 
       launch.path = plan.program;
       launch.argv = options.command;
       launch.envp = to_envp(rank_environment(base, job, where));
+      launch.output = options.output;
     } else {
       launch.argv = launch_template->expand(where.host, {remote_self, kRemoteRankFlag, std::to_string(where.rank)});
       launch.path = template_program;
@@ -84,6 +85,7 @@ LaunchPlan make_launch_plan(const LaunchOptions& options, const JobEnvironment& 
                                      .grace_s = options.grace_s,
                                      .start_timeout_s = options.start_timeout_s,
                                      .cwd = plan.cwd,
+                                     .output = options.output,
                                      .argv = options.command,
                                      .env = remote_rank_variables(base, job, where)};
     }

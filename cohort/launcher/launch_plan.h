@@ -25,6 +25,9 @@ struct RankLaunch {
   std::string path;               // resolved argv[0], run on this machine
   std::vector<std::string> argv;  // argv[0] as given
   std::vector<std::string> envp;  // "K=V"
+  // Local ranks: --output. Remote ranks: a pipe (the launch command's
+  // output); their program's stdout is set up on their host (payload.output).
+  OutputMode output = OutputMode::pipe;
   std::optional<RemotePayload> payload;  // remote ranks: written to stdin
 };
 

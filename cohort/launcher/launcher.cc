@@ -59,9 +59,10 @@ class SegmentCleanup {
   bool verbose_;
 };
 
-// Each running rank holds two pipe ends in the launcher; a large -np would
-// exceed the usual soft limit of 1024 descriptors, so raise it (up to the
-// hard limit) when needed.
+// Each running rank holds two descriptors in the launcher (its stdout's
+// terminal or pipe, its stderr's pipe); a large -np would exceed the usual
+// soft limit of 1024 descriptors, so raise it (up to the hard limit) when
+// needed.
 void raise_descriptor_limit(int ranks) {
   struct rlimit limit {};
   if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
@@ -159,18 +160,26 @@ int run_job(const LaunchOptions& options) {
           "), " + std::to_string(job.threads_per_rank) + " thread(s) per rank here\n");
 
   raise_descriptor_limit(options.num_ranks);
-  Supervisor supervisor(SupervisorOptions{.grace_s = options.grace_s, .verbose = options.verbose}, signals);
+  Supervisor supervisor(
+      SupervisorOptions{.grace_s = options.grace_s, .signal_grace_s = options.signal_grace_s, .verbose = options.verbose},
+      signals);
   std::string launch_error;
   int launch_error_code = 0;
   std::map<int, std::string> remote_ranks;
+  bool output_noted = false;  // a missing pseudo-terminal is said once, not per rank
   for (const RankLaunch& launch : plan.ranks) {
     const int rank = launch.where.rank;
     SpawnRequest request{.path = launch.path,
                          .argv = launch.argv,
                          .envp = launch.envp,
+                         .output = launch.output,
                          .stdin_pipe = launch.payload.has_value()};
     try {
       const SpawnedProcess process = spawn_process(request);
+      if (!process.output_note.empty() && !output_noted) {
+        print("cohortrun: warning: rank " + std::to_string(rank) + ": " + process.output_note + "\n");
+        output_noted = true;
+      }
       supervisor.add(rank, process, launch.where.remote ? launch.where.host : std::string());
       if (launch.payload) {
         send_payload(process.stdin_fd, *launch.payload);

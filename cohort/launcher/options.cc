@@ -52,6 +52,15 @@ bool is_variable_name(const std::string& name) {
 
 std::string quoted(const std::string& s) { return "'" + s + "'"; }
 
+// A grace period: seconds in [0, 3600]; UsageError naming `flag` otherwise.
+double grace_seconds(const std::string& flag, const std::string& text) {
+  char* end = nullptr;
+  const double s = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || !std::isfinite(s) || s < 0 || s > 3600)
+    throw UsageError(flag + " needs seconds between 0 and 3600, got " + quoted(text));
+  return s;
+}
+
 // The message with control characters escaped, so that an argument holding
 // a newline cannot split the one-line error.
 std::string one_line(std::string_view text) {
@@ -180,6 +189,11 @@ LaunchOptions parse_arguments(std::span<const std::string> args) {
         if (!getcwd(cwd, sizeof cwd)) throw UsageError("--timeline: cannot read the working directory");
         options.timeline = std::string(cwd) + "/" + text;
       }
+    } else if (name == "--output") {
+      const std::string text = value();
+      if (text == "pty") options.output = OutputMode::pty;
+      else if (text == "pipe") options.output = OutputMode::pipe;
+      else throw UsageError("--output must be pty or pipe, got " + quoted(text));
     } else if (name == "--dry-run") {
       no_value();
       options.dry_run = true;
@@ -209,12 +223,9 @@ LaunchOptions parse_arguments(std::span<const std::string> args) {
         throw UsageError("--job-id: " + problem);
       options.job_id = text;
     } else if (name == "--grace-s") {
-      const std::string text = value();
-      char* end = nullptr;
-      const double s = std::strtod(text.c_str(), &end);
-      if (text.empty() || *end != '\0' || !std::isfinite(s) || s < 0 || s > 3600)
-        throw UsageError("--grace-s needs seconds between 0 and 3600, got " + quoted(text));
-      options.grace_s = s;
+      options.grace_s = grace_seconds(name, value());
+    } else if (name == "--signal-grace-s") {
+      options.signal_grace_s = grace_seconds(name, value());
     } else {
       throw UsageError("unknown flag " + quoted(arg));
     }
@@ -272,6 +283,12 @@ std::string usage_text() {
         "  --job-id ID           job id (letters, digits, '_', '.'; default: generated)\n"
         "  --grace-s S           seconds between SIGTERM and SIGKILL when stopping\n"
         "                        ranks after a failure (default 3)\n"
+        "  --output pty|pipe     the ranks' stdout: a pseudo-terminal (default; their stdio\n"
+        "                        writes each line as it ends, progress bars see a terminal)\n"
+        "                        or a pipe (stdio then buffers it in blocks); stderr is a pipe\n"
+        "  --signal-grace-s S    seconds ranks get to exit after cohortrun forwards\n"
+        "                        SIGINT, SIGTERM or SIGHUP to them, before SIGKILL\n"
+        "                        (default 30)\n"
         "  -v, --verbose         report the store, the ranks' pids and how each ended\n"
         "  -h, --help            print this help\n"
         "\n"
@@ -307,7 +324,8 @@ std::string usage_text() {
         "on the host) unless already set. Ranks read stdin from /dev/null and inherit\n"
         "no file descriptors beyond stdin, stdout and stderr. Each rank runs in its own\n"
         "process group and is killed if cohortrun dies. SIGINT, SIGTERM and SIGHUP are\n"
-        "forwarded to every rank; a second one kills them with SIGKILL.\n"
+        "forwarded to every rank; ranks still running --signal-grace-s later, or when\n"
+        "a second one arrives, are killed with SIGKILL (and reported).\n"
         "Shared-memory segments /dev/shm/cohort-<job id>-* left behind are removed.\n"
         "\n"
         "exit status:\n"
@@ -316,6 +334,8 @@ std::string usage_text() {
         "           or cohortrun could not start the job (remote ranks did not start\n"
         "           within --start-timeout)\n"
         "  128+S    a rank was killed by signal S, or cohortrun was stopped by signal S\n"
+        "  C        cohortrun was stopped by a signal and every rank then exited with\n"
+        "           the same code C > 0 (a preempted fit() exits with 75: launch again)\n"
         "  2        bad command line\n"
         "  126/127  the program cannot be executed / was not found\n"
         "\n"

@@ -1,7 +1,9 @@
 // cohortrun's command line: the options it understands and their parser.
 //
 //   cohortrun -np N [--backend B] [--env K=V]... [--port P]
-//             [--job-id ID] [--grace-s S] [--verbose] [--] prog args...
+//             [--job-id ID] [--grace-s S] [--signal-grace-s S]
+//             [--output pty|pipe] [--verbose]
+//             [--] prog args...
 //   cohortrun [-np N] -H host1:2,host2:2 | --hostfile F
 //             [--launch-template T] [--store-addr A] [--start-timeout S]
 //             [--network-interface I] [--remote-cohortrun PATH] [--dry-run]
@@ -21,6 +23,7 @@
 #include "cohort/common/error.h"
 #include "cohort/launcher/host_list.h"
 #include "cohort/launcher/launch_template.h"
+#include "cohort/launcher/spawn.h"
 
 namespace cohort::launcher {
 
@@ -39,7 +42,9 @@ struct LaunchOptions {
   int port = 0;                   // --port; 0 picks a free port
   std::string job_id;             // --job-id; empty: generate one
   double grace_s = 3.0;           // --grace-s: SIGTERM to SIGKILL when stopping ranks
+  double signal_grace_s = 30.0;   // --signal-grace-s: a forwarded signal to SIGKILL
   bool verbose = false;           // --verbose / -v
+  OutputMode output = OutputMode::pty;  // --output pty|pipe: ranks' stdout (spawn.h)
   bool help = false;              // --help / -h: print usage and exit 0
   std::vector<std::string> command;  // the program and its arguments
 

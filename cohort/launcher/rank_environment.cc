@@ -93,7 +93,9 @@ std::vector<std::pair<std::string, std::string>> remote_rank_variables(const Env
   EnvironmentMap forwarded;
   for (const auto& [key, value] : base) {
     const bool thread_variable =
-        std::any_of(std::begin(kThreadVariables), std::end(kThreadVariables), [&](const char* v) { return key == v; });
+        // (An init-capture: clang before 16 cannot capture a structured binding.)
+        std::any_of(std::begin(kThreadVariables), std::end(kThreadVariables),
+                    [&name = key](const char* v) { return name == v; });
     if (key.starts_with("COHORT_") || thread_variable) forwarded.emplace(key, value);
   }
   JobEnvironment remote = job;

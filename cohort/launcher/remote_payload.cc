@@ -122,6 +122,10 @@ class Parser {
       payload_.start_timeout_s = seconds(name, value);
     } else if (name == "cwd") {
       payload_.cwd = value;
+    } else if (name == "output") {
+      COHORT_CHECK(value == output_mode_name(OutputMode::pty) || value == output_mode_name(OutputMode::pipe))
+          << "payload output is not pty or pipe: '" << value << "'";
+      payload_.output = value == output_mode_name(OutputMode::pty) ? OutputMode::pty : OutputMode::pipe;
     } else if (name == "arg") {
       payload_.argv.emplace_back(value);
     } else if (name == "env") {
@@ -156,6 +160,7 @@ std::string encode_payload(const RemotePayload& p) {
   record(out, "grace_s", number(p.grace_s));
   record(out, "start_timeout_s", number(p.start_timeout_s));
   record(out, "cwd", p.cwd);
+  record(out, "output", output_mode_name(p.output));
   for (const std::string& a : p.argv) record(out, "arg", a);
   for (const auto& [k, v] : p.env) record(out, "env", k + "=" + v);
   out += "end\n";

@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "cohort/launcher/spawn.h"
+
 namespace cohort::launcher {
 
 inline constexpr size_t kMaxPayloadBytes = size_t(1) << 20;
@@ -25,6 +27,7 @@ struct RemotePayload {
   double grace_s = 3.0;          // SIGTERM to SIGKILL when the launcher goes away
   double start_timeout_s = 60;   // how long the store may take to answer
   std::string cwd;               // the launcher's working directory
+  OutputMode output = OutputMode::pipe;  // the program's stdout: pty or pipe (cohortrun --output)
   std::vector<std::string> argv;  // the program and its arguments
   // Variables set for the rank on top of the remote environment, in order.
   std::vector<std::pair<std::string, std::string>> env;

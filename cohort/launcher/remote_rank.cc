@@ -11,9 +11,11 @@
 #include <chrono>
 #include <cstring>
 #include <optional>
+#include <vector>
 
 #include "cohort/common/error.h"
 #include "cohort/launcher/job_id.h"
+#include "cohort/launcher/output_forwarder.h"
 #include "cohort/launcher/placement.h"
 #include "cohort/launcher/rank_environment.h"
 #include "cohort/launcher/remote_payload.h"
@@ -26,6 +28,10 @@ namespace cohort::launcher {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// How long output may still come once the program has ended (its
+// descendants may hold its terminal or pipes), as cohortrun's drain_s.
+constexpr double kDrainSeconds = 1.0;
 
 class Reporter {
  public:
@@ -74,13 +80,30 @@ rendezvous::TcpStoreOptions store_options(const EnvironmentMap& env, double time
           .connect_timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000))};
 }
 
-Outcome supervise(pid_t child, double grace_s, SignalEvents& signals) {
+// Relays `relays` until each has ended or `drain_s` passed: what the program
+// wrote just before it ended, or what its descendants still write.
+void drain_relays(std::span<OutputRelay* const> relays, double drain_s) {
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(drain_s));
+  for (;;) {
+    std::vector<pollfd> fds;
+    for (OutputRelay* relay : relays)
+      if (relay->fd() >= 0) fds.push_back({relay->fd(), POLLIN, 0});
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (fds.empty() || left <= 0) return;
+    if (::poll(fds.data(), fds.size(), static_cast<int>(left) + 1) < 0 && errno != EINTR) return;
+    for (OutputRelay* relay : relays) relay->pump();
+  }
+}
+
+Outcome supervise(pid_t child, double grace_s, SignalEvents& signals, std::span<OutputRelay* const> relays) {
   std::optional<Clock::time_point> kill_at;
   bool stdin_open = true;
+  std::vector<pollfd> fds;
   for (;;) {
     int status = 0;
     const pid_t done = ::waitpid(child, &status, WNOHANG);
     if (done == child) {
+      drain_relays(relays, kDrainSeconds);
       if (WIFSIGNALED(status)) return {.exit_code = 128 + WTERMSIG(status), .signal = WTERMSIG(status)};
       return {.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 1};
     }
@@ -94,8 +117,11 @@ Outcome supervise(pid_t child, double grace_s, SignalEvents& signals) {
       }
       timeout_ms = static_cast<int>(left) + 1;
     }
-    pollfd fds[2] = {{signals.fd(), POLLIN, 0}, {stdin_open ? STDIN_FILENO : -1, POLLIN, 0}};
-    if (::poll(fds, 2, timeout_ms) < 0 && errno != EINTR) return {.exit_code = 1};
+    fds.assign({{signals.fd(), POLLIN, 0}, {stdin_open ? STDIN_FILENO : -1, POLLIN, 0}});
+    for (OutputRelay* relay : relays) fds.push_back({relay->fd(), POLLIN, 0});
+    if (::poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR) return {.exit_code = 1};
+    for (size_t i = 0; i < relays.size(); ++i)
+      if (fds[i + 2].revents) relays[i]->pump();
     if (fds[1].revents) {
       char byte;
       const ssize_t n = ::read(STDIN_FILENO, &byte, 1);
@@ -158,11 +184,17 @@ Outcome run(std::span<const std::string> args, Reporter& report, SignalEvents& s
     return {.exit_code = 1};
   }
 
+  // With --output pty the program's stdout is a pseudo-terminal here, as for
+  // a rank on the launcher's machine, and its output is relayed to ours
+  // (ssh's channel) as it comes; with pipe it writes to ours directly.
   SpawnedProcess child;
   try {
     const std::string program = resolve_program(payload.argv.front(), lookup(env, "PATH").value_or(""));
     child = spawn_process(SpawnRequest{
-        .path = program, .argv = payload.argv, .envp = to_envp(env), .capture_output = false});
+        .path = program,
+        .argv = payload.argv,
+        .envp = to_envp(env),
+        .output = payload.output == OutputMode::pty ? OutputMode::pty : OutputMode::inherit});
   } catch (const ExecError& e) {
     report(std::string(e.what()) + " on " + this_host_name());
     return {.exit_code = e.exit_code()};
@@ -177,7 +209,12 @@ Outcome run(std::span<const std::string> args, Reporter& report, SignalEvents& s
   }
   store.reset();
 
-  const Outcome outcome = supervise(child.pid, payload.grace_s, signals);
+  std::optional<OutputRelay> out, err;
+  std::vector<OutputRelay*> relays;
+  if (child.stdout_fd >= 0) relays.push_back(&out.emplace(child.stdout_fd, STDOUT_FILENO));
+  if (child.stderr_fd >= 0) relays.push_back(&err.emplace(child.stderr_fd, STDERR_FILENO));
+  if (!child.output_note.empty()) report("warning: " + child.output_note);
+  const Outcome outcome = supervise(child.pid, payload.grace_s, signals, relays);
   if (outcome.exit_code != 0) {
     // What the failed rank started must not outlive it on this host, nor
     // its shared memory (the launcher's own backstop runs on its host only).

@@ -71,17 +71,39 @@ std::string failure_report(const SupervisionResult& result) {
 std::string stop_summary(const SupervisionResult& result) {
   if (result.reason != StopReason::signal) return {};
   int clean = 0;
-  for (const RankRecord& r : result.ranks) clean += r.status.success() ? 1 : 0;
-  return "cohortrun: stopped by " + signal_name(result.signal) + "; " + std::to_string(clean) + " of " +
-         std::to_string(result.ranks.size()) + " rank(s) exited with code 0\n";
+  std::string killed;
+  int killed_count = 0;
+  for (const RankRecord& r : result.ranks) {
+    clean += r.status.success() ? 1 : 0;
+    if (r.killed_after_grace) {
+      killed += (killed.empty() ? "" : ", ") + rank_name(r) + " (pid " + std::to_string(r.pid) + ")";
+      ++killed_count;
+    }
+  }
+  std::ostringstream os;
+  os << "cohortrun: stopped by " << signal_name(result.signal) << "; " << clean << " of " << result.ranks.size()
+     << " rank(s) exited with code 0\n";
+  if (killed_count > 0)
+    os << "cohortrun: " << killed << (killed_count == 1 ? " was" : " were") << " still running " << result.grace_s
+       << " s after " << signal_name(result.signal) << " (--signal-grace-s) and killed with SIGKILL\n";
+  return os.str();
 }
 
 int exit_code(const SupervisionResult& result) {
   switch (result.reason) {
     case StopReason::none:
       return 0;
-    case StopReason::signal:
-      return 128 + result.signal;
+    case StopReason::signal: {
+      // Ranks that handled the forwarded signal and all exited with one
+      // code of their own give that code (fit()'s preemption exits with 75:
+      // backed up, launch again to resume); otherwise 128 + the signal.
+      int common = -1;
+      for (const RankRecord& r : result.ranks) {
+        if (!r.status.exited() || (common >= 0 && r.status.code() != common)) return 128 + result.signal;
+        common = r.status.code();
+      }
+      return common > 0 ? common : 128 + result.signal;
+    }
     case StopReason::launch_failed:
     case StopReason::start_timeout:
       return 1;

@@ -15,9 +15,10 @@ namespace cohort::launcher {
 // "cohortrun: "; the text ends with a newline.
 std::string failure_report(const SupervisionResult& result);
 
-// For the other reasons: one line for StopReason::signal ("cohortrun: stopped
-// by SIGINT; ..."), empty for none, launch_failed and start_timeout (whose
-// message the launcher prints itself).
+// For the other reasons: for StopReason::signal one line ("cohortrun: stopped
+// by SIGINT; ...") and another naming the ranks killed because they were
+// still running when the grace period ended; empty for none, launch_failed
+// and start_timeout (whose message the launcher prints itself).
 std::string stop_summary(const SupervisionResult& result);
 
 // cohortrun's exit code for `result` (see usage_text()).

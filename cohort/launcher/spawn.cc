@@ -2,11 +2,15 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <stdlib.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -42,6 +46,48 @@ void make_pipe(Fd& read_end, Fd& write_end) {
   write_end.reset(fds[1]);
 }
 
+// Columns kept free for the launcher's "[rank] " prefix ("[12345] ").
+constexpr int kPrefixColumns = 8;
+
+// A pseudo-terminal for the child's stdout: `master` stays here, `slave`
+// becomes the child's fd 1. Raw, so that the bytes the child writes are the
+// bytes read here ("\n" not turned into "\r\n", nothing echoed), and as
+// wide as this process's terminal (less the prefix), or 80 columns. Returns
+// why it failed, or empty.
+std::string open_terminal(Fd& master, Fd& slave) {
+  master.reset(::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC));
+  if (master.get() < 0) return std::string("posix_openpt: ") + std::strerror(errno);
+  if (::grantpt(master.get()) != 0) return std::string("grantpt: ") + std::strerror(errno);
+  if (::unlockpt(master.get()) != 0) return std::string("unlockpt: ") + std::strerror(errno);
+  // TIOCGPTPEER opens the peer of this very master, even when /dev/pts is
+  // another mount than the one ptsname() names; older kernels lack it.
+  slave.reset(::ioctl(master.get(), TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC));
+  if (slave.get() < 0) {
+    char name[128];
+    if (::ptsname_r(master.get(), name, sizeof name) != 0) return std::string("ptsname: ") + std::strerror(errno);
+    slave.reset(::open(name, O_RDWR | O_NOCTTY | O_CLOEXEC));
+    if (slave.get() < 0) return std::string("open ") + name + ": " + std::strerror(errno);
+  }
+  termios mode{};
+  if (::tcgetattr(slave.get(), &mode) != 0) return std::string("tcgetattr: ") + std::strerror(errno);
+  ::cfmakeraw(&mode);
+  mode.c_oflag &= ~ONLCR;  // moot without OPOST, but says what matters here
+  if (::tcsetattr(slave.get(), TCSANOW, &mode) != 0) return std::string("tcsetattr: ") + std::strerror(errno);
+  winsize size{.ws_row = 24, .ws_col = 80, .ws_xpixel = 0, .ws_ypixel = 0};
+  for (int fd : {STDOUT_FILENO, STDERR_FILENO}) {
+    winsize ours{};
+    if (::ioctl(fd, TIOCGWINSZ, &ours) == 0 && ours.ws_col > 0) {
+      // Room for the "[rank] " prefix the launcher adds, so that a line
+      // drawn to the full width still fits on one row.
+      size = ours;
+      size.ws_col = static_cast<unsigned short>(std::max(20, ours.ws_col - kPrefixColumns));
+      break;
+    }
+  }
+  ::ioctl(slave.get(), TIOCSWINSZ, &size);
+  return {};
+}
+
 // Why `path` cannot be run, or empty when it can.
 std::string unusable_reason(const std::string& path, int& exit_code) {
   struct stat st {};
@@ -64,6 +110,15 @@ std::vector<char*> c_strings(const std::vector<std::string>& strings) {
 }
 
 }  // namespace
+
+const char* output_mode_name(OutputMode mode) {
+  switch (mode) {
+    case OutputMode::pty: return "pty";
+    case OutputMode::pipe: return "pipe";
+    case OutputMode::inherit: return "inherit";
+  }
+  return "?";
+}
 
 std::string resolve_program(const std::string& program, const std::string& path_variable) {
   if (program.empty()) throw ExecError("cannot execute '': empty program name", 127);
@@ -99,10 +154,17 @@ std::string resolve_program(const std::string& program, const std::string& path_
 SpawnedProcess spawn_process(const SpawnRequest& request) {
   COHORT_CHECK(!request.argv.empty()) << "spawn_process needs argv[0]";
   Fd out_read, out_write, err_read, err_write, status_read, status_write, in_read, in_write;
-  if (request.capture_output) {
-    make_pipe(out_read, out_write);
-    make_pipe(err_read, err_write);
+  OutputMode output = request.output;
+  std::string output_note;
+  if (output == OutputMode::pty) {
+    output_note = open_terminal(out_read, out_write);
+    if (!output_note.empty()) {
+      output = OutputMode::pipe;
+      output_note = "no pseudo-terminal for the rank's output (" + output_note + "); using a pipe";
+    }
   }
+  if (output == OutputMode::pipe) make_pipe(out_read, out_write);
+  if (output != OutputMode::inherit) make_pipe(err_read, err_write);
   // Carries errno from a failed execve; close-on-exec, so EOF means success.
   make_pipe(status_read, status_write);
   Fd dev_null;
@@ -177,7 +239,9 @@ SpawnedProcess spawn_process(const SpawnRequest& request) {
   return SpawnedProcess{.pid = pid,
                         .stdout_fd = out_read.release(),
                         .stderr_fd = err_read.release(),
-                        .stdin_fd = in_write.release()};
+                        .stdin_fd = in_write.release(),
+                        .output = output,
+                        .output_note = std::move(output_note)};
 }
 
 }  // namespace cohort::launcher

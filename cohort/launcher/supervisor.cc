@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "cohort/common/check.h"
@@ -26,6 +27,12 @@ struct Supervisor::Stream {
 namespace {
 std::chrono::steady_clock::duration seconds(double s) {
   return std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(s));
+}
+
+std::string format_seconds(double s) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", s);
+  return text;
 }
 }  // namespace
 
@@ -55,10 +62,11 @@ void Supervisor::add(int rank_id, const SpawnedProcess& process, std::string hos
   rank->record.tail = OutputTail(options_.tail_lines);
   Rank* r = rank.get();
   ranks_.push_back(std::move(rank));
-  streams_.push_back(std::make_unique<Stream>(Stream{
-      r, process.stdout_fd, OutputForwarder({.rank = rank_id, .out_fd = options_.stdout_fd}, &r->record.tail)}));
-  streams_.push_back(std::make_unique<Stream>(Stream{
-      r, process.stderr_fd, OutputForwarder({.rank = rank_id, .out_fd = options_.stderr_fd}, &r->record.tail)}));
+  for (const auto& [from, to] : {std::pair{process.stdout_fd, options_.stdout_fd}, std::pair{process.stderr_fd, options_.stderr_fd}})
+    streams_.push_back(std::make_unique<Stream>(Stream{
+        r, from,
+        OutputForwarder({.rank = rank_id, .out_fd = to, .live = ::isatty(to) ? &live_line_ : nullptr},
+                        &r->record.tail)}));
 }
 
 void Supervisor::watch_start(StartCheck& check, double timeout_s) {
@@ -79,15 +87,13 @@ void Supervisor::check_start(Clock::time_point now) {
   start_error_ = start_check_->describe_missing();
   start_check_ = nullptr;
   message("error: " + start_error_ + "; stopping the job");
-  signal_all(SIGTERM);
-  kill_deadline_ = Clock::now() + seconds(options_.grace_s);
+  stop_all(SIGTERM, options_.grace_s);
 }
 
 void Supervisor::stop() {
   if (reason_ != StopReason::none) return;
   reason_ = StopReason::launch_failed;
-  signal_all(SIGTERM);
-  kill_deadline_ = Clock::now() + seconds(options_.grace_s);
+  stop_all(SIGTERM, options_.grace_s);
 }
 
 int Supervisor::live_count() const {
@@ -100,7 +106,8 @@ int Supervisor::open_stream_count() const {
 
 void Supervisor::message(const std::string& text) {
   const std::string line = "cohortrun: " + text + "\n";
-  [[maybe_unused]] ssize_t n = ::write(options_.stderr_fd, line.data(), line.size());
+  if (::isatty(options_.stderr_fd)) live_line_.write_lines(options_.stderr_fd, line, nullptr);
+  else write_fully(options_.stderr_fd, line);
 }
 
 void Supervisor::signal_group(Rank& rank, int signo) {
@@ -118,6 +125,13 @@ void Supervisor::signal_all(int signo) {
     signal_group(*rank, signo);
     rank->record.signal_sent = signo;
   }
+}
+
+// `signo` now, SIGKILL `grace_s` later to the ranks still running then.
+void Supervisor::stop_all(int signo, double grace_s) {
+  signal_all(signo);
+  kill_deadline_ = Clock::now() + seconds(grace_s);
+  kill_grace_s_ = grace_s;
 }
 
 void Supervisor::reap() {
@@ -147,8 +161,7 @@ void Supervisor::on_rank_end(Rank& rank, int wait_status) {
     if (options_.verbose)
       message("rank " + std::to_string(rank.record.rank) + " failed; stopping the other " +
               std::to_string(others) + " rank(s)");
-    signal_all(SIGTERM);
-    kill_deadline_ = Clock::now() + seconds(options_.grace_s);
+    stop_all(SIGTERM, options_.grace_s);
   }
 }
 
@@ -159,8 +172,9 @@ void Supervisor::on_launcher_signal(int signo) {
     received_signal_ = signo;
     if (live > 0) {
       message("got " + signal_name(signo) + "; forwarding it to " + std::to_string(live) +
-              " rank(s) (send it again to kill them)");
-      signal_all(signo);
+              " rank(s) (they are killed if still running in " + format_seconds(options_.signal_grace_s) +
+              " s, or when it is sent again)");
+      stop_all(signo, options_.signal_grace_s);
     }
     return;
   }
@@ -179,21 +193,8 @@ void Supervisor::close_stream(Stream& stream) {
 }
 
 void Supervisor::drain(Stream& stream, size_t budget) {
-  char buffer[64 * 1024];
-  while (budget > 0) {
-    const ssize_t n = ::read(stream.fd, buffer, sizeof buffer);
-    if (n > 0) {
-      stream.forwarder.feed(std::string_view(buffer, static_cast<size_t>(n)));
-      budget -= std::min(budget, static_cast<size_t>(n));
-    } else if (n < 0 && errno == EINTR) {
-      continue;
-    } else if (n < 0 && errno == EAGAIN) {
-      return;
-    } else {
-      close_stream(stream);  // EOF, or an error that will not go away
-      return;
-    }
-  }
+  if (!read_available(stream.fd, budget, [&](std::string_view bytes) { stream.forwarder.feed(bytes); }))
+    close_stream(stream);
 }
 
 SupervisionResult Supervisor::run() {
@@ -229,8 +230,13 @@ SupervisionResult Supervisor::run() {
     if (live > 0) check_start(now);
     if (kill_deadline_ && now >= *kill_deadline_) {
       if (live > 0) {
-        if (options_.verbose)
-          message("grace period over; killing " + std::to_string(live) + " rank(s)");
+        // Said even without --verbose after a forwarded signal: the user
+        // asked the ranks to stop, and some did not.
+        if (options_.verbose || reason_ == StopReason::signal)
+          message("grace period of " + format_seconds(kill_grace_s_) + " s over; killing " +
+                  std::to_string(live) + " rank(s)");
+        for (auto& rank : ranks_)
+          if (!rank->record.ended) rank->record.killed_after_grace = true;
         signal_all(SIGKILL);
       }
       kill_deadline_.reset();
@@ -270,6 +276,7 @@ SupervisionResult Supervisor::run() {
   result.reason = reason_;
   result.failed_rank = failed_rank_;
   result.signal = received_signal_;
+  result.grace_s = kill_grace_s_;
   result.start_error = start_error_;
   for (const auto& rank : ranks_) result.ranks.push_back(rank->record);
   return result;

@@ -6,8 +6,10 @@
 //    gone wrong, is the job's failure: every other rank's process group gets
 //    SIGTERM, and SIGKILL `grace_s` later if it is still running.
 //  - The first SIGINT, SIGTERM or SIGHUP the launcher receives is forwarded
-//    to every rank's process group; the next one sends SIGKILL. No deadline
-//    applies in between: ranks may take their time to shut down cleanly.
+//    to every rank's process group; ranks still running `signal_grace_s`
+//    later get SIGKILL (they may take that long to shut down cleanly, and a
+//    rank that ignores the signal cannot hold the job), and so do they at
+//    once on the next such signal.
 //  - With watch_start(), ranks that have not reported that they started by
 //    the deadline stop the job like a failure (StopReason::start_timeout).
 //  - Once every rank has ended, output still buffered in the pipes is
@@ -33,6 +35,7 @@ namespace cohort::launcher {
 
 struct SupervisorOptions {
   double grace_s = 3.0;       // SIGTERM to SIGKILL after a failure
+  double signal_grace_s = 30.0;  // a forwarded signal to SIGKILL
   double drain_s = 1.0;       // how long to wait for pipes after all ranks ended
   size_t tail_lines = 20;     // lines kept per rank for the report
   bool verbose = false;       // report each rank's end on stderr_fd
@@ -55,6 +58,7 @@ struct RankRecord {
   bool ended = false;
   ExitStatus status;
   int signal_sent = 0;  // the last signal the launcher sent it, 0 if none
+  bool killed_after_grace = false;  // still running when a grace period ended
   OutputTail tail;
 };
 
@@ -63,6 +67,7 @@ struct SupervisionResult {
   StopReason reason = StopReason::none;
   int failed_rank = -1;  // with rank_failed: the first rank that failed
   int signal = 0;        // with signal: the first signal the launcher received
+  double grace_s = 0;    // the grace period that applied to the stop, if any
   std::string start_error;  // with start_timeout: which ranks were missing
 };
 
@@ -112,6 +117,7 @@ class Supervisor {
   void on_rank_end(Rank& rank, int wait_status);
   void on_launcher_signal(int signo);
   void signal_all(int signo);
+  void stop_all(int signo, double grace_s);
   void signal_group(Rank& rank, int signo);
   void drain(Stream& stream, size_t budget);
   void close_stream(Stream& stream);
@@ -121,12 +127,14 @@ class Supervisor {
 
   SupervisorOptions options_;
   SignalEvents& signals_;
+  LiveLine live_line_;  // the terminal's bottom line, for ranks' redrawn lines
   std::vector<std::unique_ptr<Rank>> ranks_;
   std::vector<std::unique_ptr<Stream>> streams_;
   StopReason reason_ = StopReason::none;
   int failed_rank_ = -1;
   int received_signal_ = 0;
   std::optional<Clock::time_point> kill_deadline_;
+  double kill_grace_s_ = 0;  // the grace period kill_deadline_ ends
   StartCheck* start_check_ = nullptr;
   Clock::time_point start_deadline_;
   Clock::time_point next_start_check_;

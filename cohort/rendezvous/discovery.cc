@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <charconv>
 #include <climits>
+#include <cstdint>
 #include <optional>
 #include <vector>
 
 #include "cohort/common/check.h"
+#include "cohort/rendezvous/tcp_store.h"
 
 extern char** environ;
 
@@ -95,6 +97,11 @@ bool job_id_char(char c) {
          c == '_' || c == '-';
 }
 
+// Ports rank 0 serves the store on under srun when none is configured:
+// [20000, 30000), below Linux's ephemeral range.
+constexpr int kSlurmFirstPort = 20000;
+constexpr uint32_t kSlurmPorts = 10000;
+
 // Job ids name shared-memory segments and files: keep them to a safe alphabet.
 constexpr size_t kMaxJobId = 64;
 
@@ -155,7 +162,18 @@ void store_from_env(const Env& env, LaunchInfo& info, const char* rank_var) {
         << "' of " << info.size << " ranks but no store address is set: set COHORT_STORE_ADDR=host:port "
         << "(or MASTER_ADDR and MASTER_PORT) to an address every rank reaches; rank 0 serves it";
   }
-  info.store_in_rank0 = !info.store_host.empty();
+  if (info.store_host.empty()) return;
+  info.store_in_rank0 = true;
+  // Nobody beyond this host needs a store that every rank reaches locally:
+  // serve it on loopback, where other hosts cannot even try to join.
+  if (is_loopback_host(info.store_host)) {
+    info.store_bind = info.store_host;
+  } else if (info.local_size == info.size) {
+    info.store_host = "127.0.0.1";
+    info.store_bind = "127.0.0.1";
+  } else {
+    info.store_bind = "0.0.0.0";
+  }
 }
 
 void discover_cohortrun(const Env& env, LaunchInfo& info) {
@@ -244,6 +262,57 @@ std::vector<int> parse_tasks_per_node(const std::string& variable, const std::st
   return counts;
 }
 
+// The first host of a Slurm host list: "node[07-09,12],gpu1" -> "node07",
+// "rack[1-2]-n[3-4]" -> "rack1-n3". Empty when `list` has none.
+std::string first_slurm_host(const std::string& list) {
+  std::string host;
+  for (size_t i = 0; i < list.size() && list[i] != ','; ++i) {
+    if (list[i] != '[') {
+      host += list[i];
+      continue;
+    }
+    // A range set: its first number, zero padding kept.
+    const size_t close = list.find(']', i);
+    if (close == std::string::npos) return {};
+    const size_t end = list.find_first_of("-,]", i + 1);
+    host += list.substr(i + 1, end - i - 1);
+    i = close;
+  }
+  return host;
+}
+
+// The store under srun when no address is configured: rank 0 serves it on
+// the first node of the step (where srun's block and cyclic distributions put
+// task 0) at a port derived from the job and step ids, so that every task
+// computes the same address and concurrent steps on a node differ.
+void store_from_slurm(const Env& env, LaunchInfo& info) {
+  if (env.has("COHORT_STORE_ADDR") || env.has("MASTER_ADDR") || env.has("MASTER_PORT") || info.size == 1) return;
+  const char* list_var = env.has("SLURM_STEP_NODELIST") ? "SLURM_STEP_NODELIST"
+                         : env.has("SLURM_JOB_NODELIST") ? "SLURM_JOB_NODELIST"
+                                                         : nullptr;
+  if (!list_var) return;  // store_from_env says what to set
+  const std::string host = first_slurm_host(*env.get(list_var));
+  COHORT_CHECK_AS(ConfigError, !host.empty())
+      << list_var << "='" << *env.get(list_var) << "' names no host; set COHORT_STORE_ADDR=host:port";
+  if (info.rank == 0) {
+    const auto node = env.count("SLURM_NODEID");
+    COHORT_CHECK_AS(ConfigError, !node || *node == 0)
+        << "task 0 runs on node " << *node << " of " << list_var << "='" << *env.get(list_var)
+        << "', not on its first node " << host << ", where the other tasks look for the store; set "
+        << "COHORT_STORE_ADDR=<task 0's host>:<port> (or use srun's default block distribution)";
+  }
+  const std::string id = env.get("SLURM_JOB_ID").value_or("") + "." + env.get("SLURM_STEP_ID").value_or("");
+  uint32_t hash = 2166136261u;  // FNV-1a
+  for (const char c : id) hash = (hash ^ static_cast<uint8_t>(c)) * 16777619u;
+  info.store_host = host;
+  info.store_port = kSlurmFirstPort + static_cast<int>(hash % kSlurmPorts);
+}
+
+// srun sets a step id for every task it starts; the batch script of sbatch
+// (or a shell of salloc) has Slurm's job variables, SLURM_PROCID=0 among
+// them, but is not one of the job's tasks.
+bool in_slurm_step(const Env& env) { return env.has("SLURM_STEP_ID") || env.has("SLURM_STEPID"); }
+
 void discover_slurm(const Env& env, LaunchInfo& info) {
   info.source = LaunchSource::slurm;
   info.rank = *env.count("SLURM_PROCID");
@@ -297,7 +366,9 @@ void discover_slurm(const Env& env, LaunchInfo& info) {
   }
   check_identity(info, "SLURM_PROCID", ntasks ? "SLURM_NTASKS" : "SLURM_NPROCS", "SLURM_LOCALID",
                  derived ? list_var : "SLURM_NTASKS_PER_NODE");
-  store_from_env(env, info, "SLURM_PROCID");
+  store_from_slurm(env, info);
+  if (info.store_host.empty()) store_from_env(env, info, "SLURM_PROCID");
+  else info.store_in_rank0 = true;
   if (auto job = env.get("SLURM_JOB_ID")) {
     std::string id = "slurm-" + *job;
     if (auto step = env.get("SLURM_STEP_ID")) id += "." + *step;
@@ -341,7 +412,7 @@ LaunchInfo discover(const Environment& environment) {
     discover_torchrun(env, info);
   else if (env.has("OMPI_COMM_WORLD_RANK"))
     discover_openmpi(env, info);
-  else if (env.has("SLURM_PROCID"))
+  else if (env.has("SLURM_PROCID") && in_slurm_step(env))
     discover_slurm(env, info);
 
   if (auto id = env.get("COHORT_JOB_ID")) {

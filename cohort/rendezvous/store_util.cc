@@ -7,13 +7,15 @@
 
 namespace cohort::rendezvous::detail {
 
-Clock::time_point deadline_after(Duration timeout) {
+Clock::time_point deadline_after(Duration timeout) { return deadline_after(Clock::now(), timeout); }
+
+Clock::time_point deadline_after(Clock::time_point now, Duration timeout) {
   // Ten years is "never" for a rendezvous and keeps now() + timeout far from
   // the clock's overflow.
   constexpr Duration kNever = std::chrono::duration_cast<Duration>(std::chrono::hours(24 * 365 * 10));
   if (timeout < Duration::zero()) timeout = Duration::zero();
   if (timeout > kNever) timeout = kNever;
-  return Clock::now() + timeout;
+  return now + timeout;
 }
 
 Duration remaining(Clock::time_point deadline) {

@@ -18,6 +18,8 @@ using Clock = std::chrono::steady_clock;
 // now + timeout, saturated so that Duration::max() means "practically never";
 // a negative timeout is treated as zero.
 Clock::time_point deadline_after(Duration timeout);
+// The same from `now`.
+Clock::time_point deadline_after(Clock::time_point now, Duration timeout);
 
 // Milliseconds from now until `deadline`, at least 0.
 Duration remaining(Clock::time_point deadline);

@@ -18,7 +18,6 @@
 #include <functional>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -27,6 +26,7 @@
 #include "cohort/common/logging.h"
 #include "cohort/common/tunables.h"
 #include "cohort/rendezvous/auth.h"
+#include "cohort/rendezvous/server_protocol.h"
 #include "cohort/rendezvous/store_util.h"
 #include "cohort/rendezvous/wire.h"
 
@@ -40,13 +40,6 @@ using wire::Status;
 // A client gives the server this long beyond a blocking call's own timeout
 // before it concludes the server is stuck.
 constexpr Duration kReplyGrace = std::chrono::seconds(10);
-// After refusing a stranger the server lingers this long for it to read the
-// refusal, so that closing does not turn the reply into a reset.
-constexpr Duration kDrainTime = std::chrono::seconds(2);
-// A client that stops reading its replies is dropped past this backlog.
-constexpr size_t kMaxPendingOutput = size_t{256} << 20;
-constexpr const char* kRefusedSecret =
-    "authentication failed: the client's secret does not match the store's";
 
 std::string errno_text(int e) { return std::strerror(e); }
 
@@ -62,6 +55,17 @@ std::string peer_name(const sockaddr_storage& ss, socklen_t len) {
                     NI_NUMERICHOST | NI_NUMERICSERV) != 0)
     return "<unknown peer>";
   return endpoint(host, std::atoi(serv));
+}
+
+bool is_loopback(const sockaddr* a) {
+  if (a->sa_family == AF_INET)
+    return (ntohl(reinterpret_cast<const sockaddr_in*>(a)->sin_addr.s_addr) >> 24) == 127;
+  if (a->sa_family == AF_INET6) {
+    const in6_addr& v6 = reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr;
+    if (IN6_IS_ADDR_LOOPBACK(&v6)) return true;
+    return IN6_IS_ADDR_V4MAPPED(&v6) && v6.s6_addr[12] == 127;
+  }
+  return false;
 }
 
 void set_socket_options(int fd) {
@@ -162,31 +166,14 @@ struct TcpStoreServer::Impl {
   // epoll user data: these two, or a connection id.
   static constexpr uint64_t kListenId = 0;
   static constexpr uint64_t kWakeId = 1;
+  static constexpr uint64_t kFirstConnectionKey = 2;
 
-  struct Conn {
-    uint64_t id = 0;
+  // The socket of one connection; its protocol state is in `protocol`.
+  struct Socket {
     int fd = -1;
     std::string peer;
-    std::string nonce;
-    bool authenticated = false;
-    bool draining = false;   // refused: flush the refusal, then close
-    bool write_shut = false;
-    bool dead = false;
     bool want_write = false;  // EPOLLOUT registered
-    Clock::time_point deadline;  // to authenticate, or to finish draining
-    std::string in;
-    std::string out;
-    size_t out_off = 0;
-    std::vector<uint64_t> waiters;
-  };
-
-  // A get or wait parked until its keys exist or its deadline passes.
-  struct Waiter {
-    uint64_t conn = 0;
-    uint64_t request = 0;
-    Op op = Op::get;
-    std::vector<std::string> keys;
-    Clock::time_point deadline;
+    bool write_shut = false;
   };
 
   TcpStoreServerOptions options;
@@ -200,31 +187,29 @@ struct TcpStoreServer::Impl {
   std::thread thread;
 
   // Everything below belongs to the event-loop thread.
-  std::unordered_map<uint64_t, std::unique_ptr<Conn>> conns;
-  uint64_t next_conn = 2;
-  std::vector<uint64_t> closed;
-  std::vector<uint64_t> dirty;
-  std::unordered_map<std::string, Bytes> data;
-  std::unordered_map<uint64_t, Waiter> waiters;
-  uint64_t next_waiter = 1;
-  std::unordered_map<std::string, std::vector<uint64_t>> waiters_by_key;
-  std::set<std::pair<Clock::time_point, uint64_t>> deadlines;
-  bool accept_paused = false;
-  Clock::time_point accept_resume;
+  std::unique_ptr<ServerProtocol> protocol;
+  std::unordered_map<uint64_t, Socket> sockets;  // by the protocol's connection id
+  bool listening = false;                         // listen_fd is in the epoll set
+  std::optional<Clock::time_point> accept_retry;  // paused after an accept error
+  std::optional<Clock::time_point> last_full_notice;
 
   explicit Impl(TcpStoreServerOptions o) : options(std::move(o)) {
+    COHORT_CHECK_AS(ConfigError, options.max_handshakes >= 1)
+        << "TcpStoreServerOptions::max_handshakes must be at least 1, got " << options.max_handshakes;
     try {
       listen();
       epoll_fd = ::epoll_create1(EPOLL_CLOEXEC);
       COHORT_CHECK(epoll_fd >= 0) << "epoll_create1: " << errno_text(errno);
       wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
       COHORT_CHECK(wake_fd >= 0) << "eventfd: " << errno_text(errno);
-      watch(listen_fd, kListenId, EPOLLIN);
+      set_listening(true);
       watch(wake_fd, kWakeId, EPOLLIN);
     } catch (...) {
       close_fds();
       throw;
     }
+    protocol = std::make_unique<ServerProtocol>(ServerProtocolOptions{
+        .secret = options.secret, .where = where, .handshake_timeout = options.auth_timeout});
     if (options.secret.empty()) {
       COHORT_LOG(warn) << where
                        << " runs without a secret (COHORT_SECRET is empty): any local user can "
@@ -265,6 +250,15 @@ struct TcpStoreServer::Impl {
         << "store server cannot resolve " << asked << ": " << ::gai_strerror(rc);
     int last_errno = 0;
     for (addrinfo* ai = list.head; ai; ai = ai->ai_next) {
+      // Without a secret anyone who reaches the store can join the job or
+      // feed its ranks false addresses: only this machine's users may.
+      COHORT_CHECK_AS(ConfigError, !options.secret.empty() || is_loopback(ai->ai_addr) ||
+                                       tunables::allow_insecure_store())
+          << "refusing to serve the store on " << asked
+          << " without a secret: any host that reaches it could join the job or feed its ranks false "
+             "addresses. Set COHORT_SECRET to the same random value for every rank (e.g. `openssl rand "
+             "-hex 32`), or serve on a loopback address when every rank runs on this machine, or set "
+             "COHORT_ALLOW_INSECURE_STORE=1 on a network you trust (docs/security.md)";
       int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
       if (fd < 0) {
         last_errno = errno;
@@ -306,6 +300,16 @@ struct TcpStoreServer::Impl {
     COHORT_CHECK(::epoll_ctl(epoll_fd, EPOLL_CTL_ADD, fd, &ev) == 0) << "epoll_ctl: " << errno_text(errno);
   }
 
+  // While not listening, new connections wait in the kernel's backlog.
+  void set_listening(bool on) {
+    if (on == listening) return;
+    if (on)
+      watch(listen_fd, kListenId, EPOLLIN);
+    else
+      ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, listen_fd, nullptr);
+    listening = on;
+  }
+
   // --- event loop ---------------------------------------------------------
 
   void run() {
@@ -314,32 +318,29 @@ struct TcpStoreServer::Impl {
     } catch (const std::exception& e) {
       COHORT_LOG(error) << where << ": event loop failed, closing every connection: " << e.what();
     }
-    for (auto& [id, c] : conns) close_conn(*c);
-    conns.clear();
+    for (auto& [id, s] : sockets) ::close(s.fd);
+    sockets.clear();
   }
 
   void loop() {
     epoll_event events[64];
-    auto next_sweep = Clock::now() + std::chrono::seconds(1);
     while (!stop.load()) {
-      int timeout_ms = 1000;
-      if (!deadlines.empty())
-        timeout_ms = std::min<int>(timeout_ms, static_cast<int>(detail::remaining(deadlines.begin()->first).count()));
-      if (accept_paused)
-        timeout_ms = std::min<int>(timeout_ms, static_cast<int>(detail::remaining(accept_resume).count()));
+      std::optional<Clock::time_point> wake = protocol->next_deadline();
+      if (accept_retry) wake = std::min(wake.value_or(*accept_retry), *accept_retry);
+      const int timeout_ms = wake ? static_cast<int>(std::min<int64_t>(detail::remaining(*wake).count(), 1000)) : 1000;
       const int n = ::epoll_wait(epoll_fd, events, 64, timeout_ms);
       if (n < 0) {
         if (errno == EINTR) continue;
         COHORT_THROW(Error) << "epoll_wait: " << errno_text(errno);
       }
       for (int i = 0; i < n; ++i) {
-        const uint64_t id = events[i].data.u64;
-        if (id == kWakeId) {
+        const uint64_t key = events[i].data.u64;
+        if (key == kWakeId) {
           uint64_t v;
           [[maybe_unused]] ssize_t r = ::read(wake_fd, &v, sizeof v);
           continue;
         }
-        if (id == kListenId) {
+        if (key == kListenId) {
           try {
             accept_all();
           } catch (const std::exception& e) {
@@ -347,30 +348,31 @@ struct TcpStoreServer::Impl {
           }
           continue;
         }
-        auto it = conns.find(id);
-        if (it == conns.end() || it->second->dead) continue;
-        Conn& c = *it->second;
-        if (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) on_readable(c);
-        if (!c.dead && (events[i].events & EPOLLOUT)) dirty.push_back(c.id);
+        const uint64_t id = key - kFirstConnectionKey;
+        if (!sockets.contains(id)) continue;
+        if (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) on_readable(id);
+        if ((events[i].events & EPOLLOUT) && sockets.contains(id)) flush(id);
       }
       const auto now = Clock::now();
-      expire_waiters(now);
-      if (accept_paused && now >= accept_resume) {
-        accept_paused = false;
-        watch(listen_fd, kListenId, EPOLLIN);
+      protocol->expire(now);
+      for (uint64_t id : protocol->take_written()) flush(id);
+      for (uint64_t id : protocol->take_ended()) close_socket(id);
+      if (accept_retry && now >= *accept_retry) accept_retry.reset();
+      // A large job's ranks connecting at once fill the slots too: said
+      // quietly, and at most once a minute.
+      const bool full = protocol->handshaking() >= options.max_handshakes;
+      if (full && (!last_full_notice || now - *last_full_notice >= std::chrono::minutes(1))) {
+        COHORT_LOG(info) << where << ": " << protocol->handshaking()
+                         << " connections are in the handshake at once; new ones wait until one "
+                            "finishes or times out";
+        last_full_notice = now;
       }
-      if (now >= next_sweep) {
-        sweep(now);
-        next_sweep = now + std::chrono::seconds(1);
-      }
-      flush_dirty();
-      for (uint64_t id : closed) conns.erase(id);
-      closed.clear();
+      set_listening(!accept_retry && !full);
     }
   }
 
   void accept_all() {
-    while (true) {
+    while (protocol->handshaking() < options.max_handshakes) {
       sockaddr_storage ss{};
       socklen_t len = sizeof ss;
       const int fd = ::accept4(listen_fd, reinterpret_cast<sockaddr*>(&ss), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -381,402 +383,122 @@ struct TcpStoreServer::Impl {
         // Out of descriptors or memory: stop accepting for a moment rather
         // than spin on a listening socket that stays readable.
         COHORT_LOG(warn) << where << ": accept failed (" << errno_text(e) << "); pausing for 100 ms";
-        ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, listen_fd, nullptr);
-        accept_paused = true;
-        accept_resume = Clock::now() + std::chrono::milliseconds(100);
+        accept_retry = Clock::now() + std::chrono::milliseconds(100);
+        set_listening(false);
         return;
       }
-      std::string nonce;
+      set_socket_options(fd);
+      Socket s{.fd = fd, .peer = peer_name(ss, len)};
+      uint64_t id;
       try {
-        nonce = random_bytes(kAuthNonceBytes);
+        id = protocol->open(s.peer, Clock::now());
       } catch (...) {
         ::close(fd);
         throw;
       }
-      set_socket_options(fd);
-      auto c = std::make_unique<Conn>();
-      c->id = next_conn++;
-      c->fd = fd;
-      c->peer = peer_name(ss, len);
-      c->nonce = std::move(nonce);
-      c->deadline = detail::deadline_after(options.auth_timeout);
+      // Protocol ids start at 1; shift them past the epoll keys of the
+      // listening socket and the wake-up descriptor.
       epoll_event ev{};
       ev.events = EPOLLIN;
-      ev.data.u64 = c->id;
+      ev.data.u64 = id + kFirstConnectionKey;
       if (::epoll_ctl(epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
-        COHORT_LOG(warn) << where << ": epoll_ctl for " << c->peer << ": " << errno_text(errno);
+        COHORT_LOG(warn) << where << ": epoll_ctl for " << s.peer << ": " << errno_text(errno);
+        protocol->close(id);
         ::close(fd);
         continue;
       }
-      COHORT_LOG(debug) << where << ": connection from " << c->peer;
-      c->out = wire::Writer().raw(wire::kHelloMagic).raw(c->nonce).finish();
-      dirty.push_back(c->id);
-      conns.emplace(c->id, std::move(c));
+      COHORT_LOG(debug) << where << ": connection from " << s.peer;
+      sockets.emplace(id, std::move(s));
     }
   }
 
-  void on_readable(Conn& c) {
+  void on_readable(uint64_t id) {
+    Socket& s = sockets.at(id);
     char buf[65536];
     // Bounded per event so that one fast client cannot starve the others;
     // level-triggered epoll brings us back for the rest.
     size_t budget = size_t{1} << 20;
-    bool eof = false;
     while (budget > 0) {
-      const ssize_t n = ::recv(c.fd, buf, sizeof buf, 0);
+      const ssize_t n = ::recv(s.fd, buf, sizeof buf, 0);
       if (n > 0) {
-        if (!c.draining) c.in.append(buf, static_cast<size_t>(n));
+        protocol->receive(id, std::string_view(buf, static_cast<size_t>(n)), Clock::now());
+        // Counted before the refusal can reach the peer.
+        refused.store(protocol->refused());
+        if (protocol->phase(id) == ServerProtocol::Phase::ended) return;  // closed after the loop
         budget -= std::min(budget, static_cast<size_t>(n));
         continue;
       }
       if (n == 0) {
-        eof = true;
-        break;
+        COHORT_LOG(debug) << where << ": " << s.peer << " disconnected";
+        close_socket(id);
+        return;
       }
       if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-      COHORT_LOG(debug) << where << ": " << c.peer << ": " << errno_text(errno);
-      close_conn(c);
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+      COHORT_LOG(debug) << where << ": " << s.peer << ": " << errno_text(errno);
+      close_socket(id);
       return;
     }
-    if (!c.draining) process_frames(c);
-    if (eof && !c.dead) {
-      COHORT_LOG(debug) << where << ": " << c.peer << " disconnected";
-      close_conn(c);
-    }
   }
 
-  void process_frames(Conn& c) {
-    size_t off = 0;
-    while (!c.dead && !c.draining && c.in.size() - off >= 4) {
-      const uint32_t len = wire::decode_u32(c.in.data() + off);
-      if (!c.authenticated && len > wire::kMaxHandshakeFrameBytes) {
-        refuse(c, 0, "sent a " + std::to_string(len) + "-byte frame instead of authenticating");
-        break;
-      }
-      if (len > wire::kMaxFrameBytes) {
-        drop(c, "sent a frame of " + std::to_string(len) + " bytes, over the limit of " +
-                    std::to_string(wire::kMaxFrameBytes));
-        break;
-      }
-      if (c.in.size() - off - 4 < len) break;
-      const std::string_view payload(c.in.data() + off + 4, len);
-      off += 4 + size_t{len};
-      try {
-        handle_frame(c, payload);
-      } catch (const wire::ProtocolError& e) {
-        if (!c.authenticated)
-          refuse(c, 0, std::string("sent a malformed handshake (") + e.what() + ")");
-        else
-          drop(c, std::string("sent a malformed frame (") + e.what() + ")");
-      } catch (const std::exception& e) {
-        // Out of memory for one request, say: lose that client, keep serving.
-        drop(c, std::string("its request failed: ") + e.what());
-      }
-    }
-    if (c.dead || c.draining)
-      c.in.clear();
-    else
-      c.in.erase(0, off);
+  void close_socket(uint64_t id) {
+    auto it = sockets.find(id);
+    if (it == sockets.end()) return;
+    ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, it->second.fd, nullptr);
+    ::close(it->second.fd);
+    sockets.erase(it);
+    protocol->close(id);
   }
 
-  void handle_frame(Conn& c, std::string_view payload) {
-    wire::Reader r(payload);
-    const uint64_t id = r.u64();
-    const auto op = static_cast<Op>(r.u8());
-    if (!c.authenticated) {
-      if (op != Op::auth) {
-        refuse(c, id, "sent a request before authenticating");
-        return;
-      }
-      const std::string mac = r.bytes();
-      r.done();
-      if (!auth_verify(options.secret, c.nonce, mac)) {
-        refuse(c, id, "wrong secret");
-        return;
-      }
-      c.authenticated = true;
-      reply(c, id, Status::ok, [](wire::Writer&) {});
-      COHORT_LOG(debug) << where << ": " << c.peer << " authenticated";
-      return;
-    }
-    switch (op) {
-      case Op::set: {
-        std::string key = r.bytes();
-        std::string value = r.bytes();
-        r.done();
-        data[key] = std::move(value);
-        reply(c, id, Status::ok, [](wire::Writer&) {});
-        notify(key);
-        return;
-      }
-      case Op::get: {
-        std::string key = r.bytes();
-        const int64_t timeout_ms = r.i64();
-        r.done();
-        if (auto it = data.find(key); it != data.end()) {
-          reply(c, id, Status::ok, [&](wire::Writer& w) { w.bytes(it->second); });
-        } else if (timeout_ms <= 0) {
-          reply(c, id, Status::timeout, [](wire::Writer&) {});
-        } else {
-          park(c, id, Op::get, {std::move(key)}, timeout_ms);
-        }
-        return;
-      }
-      case Op::add: {
-        std::string key = r.bytes();
-        const int64_t delta = r.i64();
-        r.done();
-        int64_t result;
-        try {
-          auto it = data.find(key);
-          result = detail::add_to_counter(where, key, it == data.end() ? nullptr : &it->second, delta);
-        } catch (const Error& e) {
-          reply(c, id, Status::error, [&](wire::Writer& w) { w.bytes(e.what()); });
-          return;
-        }
-        data[key] = std::to_string(result);
-        reply(c, id, Status::ok, [&](wire::Writer& w) { w.i64(result); });
-        notify(key);
-        return;
-      }
-      case Op::compare_set: {
-        std::string key = r.bytes();
-        std::string expected = r.bytes();
-        std::string desired = r.bytes();
-        r.done();
-        auto it = data.find(key);
-        const bool swap = it == data.end() ? expected.empty() : it->second == expected;
-        if (!swap) {
-          // The current value, or empty for an absent key that stays absent.
-          const std::string current = it == data.end() ? std::string() : it->second;
-          reply(c, id, Status::ok, [&](wire::Writer& w) { w.bytes(current); });
-          return;
-        }
-        data[key] = desired;
-        reply(c, id, Status::ok, [&](wire::Writer& w) { w.bytes(desired); });
-        notify(key);
-        return;
-      }
-      case Op::wait: {
-        const uint32_t n = r.count(4);
-        std::vector<std::string> keys;
-        keys.reserve(n);
-        for (uint32_t i = 0; i < n; ++i) keys.push_back(r.bytes());
-        const int64_t timeout_ms = r.i64();
-        r.done();
-        std::vector<std::string> missing = missing_keys(keys);
-        if (missing.empty()) {
-          reply(c, id, Status::ok, [](wire::Writer&) {});
-        } else if (timeout_ms <= 0) {
-          reply(c, id, Status::timeout, [&](wire::Writer& w) { write_keys(w, missing); });
-        } else {
-          park(c, id, Op::wait, std::move(keys), timeout_ms);
-        }
-        return;
-      }
-      case Op::check: {
-        const uint32_t n = r.count(4);
-        std::vector<std::string> keys;
-        keys.reserve(n);
-        for (uint32_t i = 0; i < n; ++i) keys.push_back(r.bytes());
-        r.done();
-        const bool all = missing_keys(keys).empty();
-        reply(c, id, Status::ok, [&](wire::Writer& w) { w.u8(all ? 1 : 0); });
-        return;
-      }
-      case Op::remove: {
-        std::string key = r.bytes();
-        r.done();
-        const bool existed = data.erase(key) > 0;
-        reply(c, id, Status::ok, [&](wire::Writer& w) { w.u8(existed ? 1 : 0); });
-        return;
-      }
-      case Op::auth:
-        throw wire::ProtocolError("authenticated twice");
-    }
-    throw wire::ProtocolError("unknown operation " + std::to_string(static_cast<int>(op)));
-  }
-
-  static void write_keys(wire::Writer& w, const std::vector<std::string>& keys) {
-    w.u32(static_cast<uint32_t>(keys.size()));
-    for (const auto& k : keys) w.bytes(k);
-  }
-
-  std::vector<std::string> missing_keys(const std::vector<std::string>& keys) const {
-    std::vector<std::string> missing;
-    for (const auto& k : keys)
-      if (!data.contains(k)) missing.push_back(k);
-    return missing;
-  }
-
-  template <typename Fields>
-  void reply(Conn& c, uint64_t request, Status status, Fields&& fields) {
-    if (c.dead) return;
-    wire::Writer w;
-    w.u64(request).u8(static_cast<uint8_t>(status));
-    fields(w);
-    if (c.out.size() - c.out_off > kMaxPendingOutput) {
-      drop(c, "does not read its replies");
-      return;
-    }
-    c.out += std::move(w).finish();
-    dirty.push_back(c.id);
-  }
-
-  // A stranger: one error reply, a warning with its address, a count, and
-  // the door.
-  void refuse(Conn& c, uint64_t request, const std::string& reason) {
-    refused.fetch_add(1);
-    COHORT_LOG(warn) << where << ": refused the connection from " << c.peer << ": " << reason
-                     << " (a client must prove the job's COHORT_SECRET; it was not served)";
-    reply(c, request, Status::error, [](wire::Writer& w) { w.bytes(kRefusedSecret); });
-    c.draining = true;
-    c.deadline = detail::deadline_after(kDrainTime);
-  }
-
-  void drop(Conn& c, const std::string& reason) {
-    COHORT_LOG(warn) << where << ": dropping client " << c.peer << ": " << reason;
-    close_conn(c);
-  }
-
-  void close_conn(Conn& c) {
-    if (c.dead) return;
-    c.dead = true;
-    std::vector<uint64_t> parked;
-    parked.swap(c.waiters);
-    for (uint64_t w : parked) erase_waiter(w);
-    ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, c.fd, nullptr);
-    ::close(c.fd);
-    c.fd = -1;
-    c.in.clear();
-    c.out.clear();
-    closed.push_back(c.id);
-  }
-
-  void flush(Conn& c) {
-    while (c.out_off < c.out.size()) {
-      const ssize_t n = ::send(c.fd, c.out.data() + c.out_off, c.out.size() - c.out_off,
-                               MSG_NOSIGNAL | MSG_DONTWAIT);
+  // Sends what the protocol queued for `id`; then, for a refused stranger,
+  // shuts our side down so that it reads the refusal and hangs up.
+  void flush(uint64_t id) {
+    auto it = sockets.find(id);
+    if (it == sockets.end()) return;
+    Socket& s = it->second;
+    while (true) {
+      const std::string_view out = protocol->output(id);
+      if (out.empty()) break;
+      const ssize_t n = ::send(s.fd, out.data(), out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
       if (n > 0) {
-        c.out_off += static_cast<size_t>(n);
+        protocol->consume(id, static_cast<size_t>(n));
         continue;
       }
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-      COHORT_LOG(debug) << where << ": sending to " << c.peer << ": " << errno_text(errno);
-      close_conn(c);
+      COHORT_LOG(debug) << where << ": sending to " << s.peer << ": " << errno_text(errno);
+      close_socket(id);
       return;
     }
-    if (c.out_off == c.out.size()) {
-      c.out.clear();
-      c.out_off = 0;
-    } else if (c.out_off > (size_t{1} << 20)) {
-      c.out.erase(0, c.out_off);
-      c.out_off = 0;
-    }
-    const bool want_write = !c.out.empty();
-    if (want_write != c.want_write) {
+    const bool want_write = !protocol->output(id).empty();
+    if (want_write != s.want_write) {
       epoll_event ev{};
       ev.events = EPOLLIN | (want_write ? EPOLLOUT : 0u);
-      ev.data.u64 = c.id;
-      ::epoll_ctl(epoll_fd, EPOLL_CTL_MOD, c.fd, &ev);
-      c.want_write = want_write;
+      ev.data.u64 = id + kFirstConnectionKey;
+      ::epoll_ctl(epoll_fd, EPOLL_CTL_MOD, s.fd, &ev);
+      s.want_write = want_write;
     }
-    if (c.draining && c.out.empty() && !c.write_shut) {
-      ::shutdown(c.fd, SHUT_WR);
-      c.write_shut = true;
-    }
-  }
-
-  void flush_dirty() {
-    // flush() may close connections; closed ones stay in `conns` until reaped.
-    std::vector<uint64_t> ids;
-    ids.swap(dirty);
-    for (uint64_t id : ids) {
-      auto it = conns.find(id);
-      if (it != conns.end() && !it->second->dead) flush(*it->second);
-    }
-  }
-
-  void sweep(Clock::time_point now) {
-    for (auto& [id, c] : conns) {
-      if (c->dead || (c->authenticated && !c->draining) || now < c->deadline) continue;
-      if (!c->draining) {
-        COHORT_LOG(warn) << where << ": closing the connection from " << c->peer
-                         << ": it did not authenticate within "
-                         << std::chrono::duration_cast<std::chrono::milliseconds>(options.auth_timeout).count()
-                         << " ms";
-      }
-      close_conn(*c);
-    }
-  }
-
-  // --- parked requests ----------------------------------------------------
-
-  void park(Conn& c, uint64_t request, Op op, std::vector<std::string> keys, int64_t timeout_ms) {
-    const uint64_t wid = next_waiter++;
-    Waiter w{c.id, request, op, std::move(keys), detail::deadline_after(Duration(timeout_ms))};
-    for (const auto& k : w.keys) waiters_by_key[k].push_back(wid);
-    deadlines.emplace(w.deadline, wid);
-    c.waiters.push_back(wid);
-    waiters.emplace(wid, std::move(w));
-  }
-
-  // Forgets a waiter everywhere it is indexed; returns it.
-  std::optional<Waiter> erase_waiter(uint64_t wid) {
-    auto it = waiters.find(wid);
-    if (it == waiters.end()) return std::nullopt;
-    Waiter w = std::move(it->second);
-    waiters.erase(it);
-    for (const auto& k : w.keys) {
-      auto kit = waiters_by_key.find(k);
-      if (kit == waiters_by_key.end()) continue;
-      std::erase(kit->second, wid);
-      if (kit->second.empty()) waiters_by_key.erase(kit);
-    }
-    deadlines.erase({w.deadline, wid});
-    if (auto cit = conns.find(w.conn); cit != conns.end()) std::erase(cit->second->waiters, wid);
-    return w;
-  }
-
-  // `key` changed: answer every parked request whose keys now all exist.
-  void notify(const std::string& key) {
-    auto it = waiters_by_key.find(key);
-    if (it == waiters_by_key.end()) return;
-    const std::vector<uint64_t> ids = it->second;  // erase_waiter edits the index
-    for (uint64_t wid : ids) {
-      auto wit = waiters.find(wid);
-      if (wit == waiters.end() || !missing_keys(wit->second.keys).empty()) continue;
-      std::optional<Waiter> w = erase_waiter(wid);
-      auto cit = conns.find(w->conn);
-      if (cit == conns.end() || cit->second->dead) continue;
-      if (w->op == Op::get) {
-        const Bytes& value = data.at(w->keys.front());
-        reply(*cit->second, w->request, Status::ok, [&](wire::Writer& wr) { wr.bytes(value); });
-      } else {
-        reply(*cit->second, w->request, Status::ok, [](wire::Writer&) {});
-      }
-    }
-  }
-
-  void expire_waiters(Clock::time_point now) {
-    while (!deadlines.empty() && deadlines.begin()->first <= now) {
-      std::optional<Waiter> w = erase_waiter(deadlines.begin()->second);
-      if (!w) {
-        deadlines.erase(deadlines.begin());  // stale entry; never loop on it
-        continue;
-      }
-      auto cit = conns.find(w->conn);
-      if (cit == conns.end() || cit->second->dead) continue;
-      if (w->op == Op::get) {
-        reply(*cit->second, w->request, Status::timeout, [](wire::Writer&) {});
-      } else {
-        const std::vector<std::string> missing = missing_keys(w->keys);
-        reply(*cit->second, w->request, Status::timeout, [&](wire::Writer& wr) { write_keys(wr, missing); });
-      }
+    if (!want_write && !s.write_shut && protocol->phase(id) == ServerProtocol::Phase::draining) {
+      ::shutdown(s.fd, SHUT_WR);
+      s.write_shut = true;
     }
   }
 };
+
+bool is_loopback_host(const std::string& host) {
+  if (host == "localhost") return true;
+  sockaddr_in v4{};
+  if (::inet_pton(AF_INET, host.c_str(), &v4.sin_addr) == 1) {
+    v4.sin_family = AF_INET;
+    return is_loopback(reinterpret_cast<const sockaddr*>(&v4));
+  }
+  sockaddr_in6 v6{};
+  if (::inet_pton(AF_INET6, host.c_str(), &v6.sin6_addr) == 1) {
+    v6.sin6_family = AF_INET6;
+    return is_loopback(reinterpret_cast<const sockaddr*>(&v6));
+  }
+  return false;
+}
 
 TcpStoreServer::TcpStoreServer(TcpStoreServerOptions options)
     : impl_(std::make_unique<Impl>(std::move(options))) {}
@@ -797,7 +519,9 @@ struct TcpStore::Impl {
   int fd = -1;
   std::thread reader;
 
-  std::mutex send_mutex;  // one frame at a time on the socket
+  std::mutex send_mutex;            // one frame at a time on the socket
+  std::optional<FrameMac> to_server;  // under send_mutex after the handshake
+  std::optional<FrameMac> from_server;  // the reader thread's after the handshake
   std::mutex mutex;       // guards everything below
   std::condition_variable replied;
   std::unordered_map<uint64_t, std::optional<std::string>> pending;  // id -> reply after the id
@@ -840,7 +564,14 @@ struct TcpStore::Impl {
     while (true) {
       const int candidate = try_connect(deadline, last_error);
       if (candidate >= 0) {
-        if (handshake(candidate, deadline, last_error)) {
+        bool done = false;
+        try {
+          done = handshake(candidate, deadline, last_error);
+        } catch (...) {
+          ::close(candidate);  // a refused or impostor store: no retry, no leak
+          throw;
+        }
+        if (done) {
           fd = candidate;
           return;
         }
@@ -908,8 +639,10 @@ struct TcpStore::Impl {
     return -1;
   }
 
-  // Proves the secret. False (with `error`) for failures worth retrying;
-  // ConfigError for a refused secret or a peer that is not a cohort store.
+  // The mutual handshake (auth.h). False (with `error`) for failures worth
+  // retrying; ConfigError for a refused secret, a server that cannot prove
+  // the secret, or a peer that is not a cohort store. On success the frame
+  // keys are set.
   bool handshake(int fd, Clock::time_point deadline, std::string& error) {
     // A connected server answers at once; a little slack keeps a short
     // remaining connect timeout from failing a healthy handshake.
@@ -921,12 +654,17 @@ struct TcpStore::Impl {
     }
     COHORT_CHECK_AS(ConfigError, hello->size() == wire::kHelloMagic.size() + kAuthNonceBytes &&
                                      hello->starts_with(wire::kHelloMagic))
-        << where << " answered but is not a cohort store (expected the " << wire::kHelloMagic
-        << " greeting)";
-    const std::string nonce = hello->substr(wire::kHelloMagic.size());
-    wire::Writer w;
-    w.u64(0).u8(static_cast<uint8_t>(Op::auth)).bytes(auth_response(options.secret, nonce));
-    if (!write_all(fd, std::move(w).finish(), hs_deadline, error)) {
+        << where << " answered but is not a cohort store of this version (expected the "
+        << wire::kHelloMagic << " greeting)";
+    const std::string server_nonce = hello->substr(wire::kHelloMagic.size());
+    const std::string client_nonce = random_bytes(kAuthNonceBytes);
+    const std::string greeting =
+        wire::Writer()
+            .raw(wire::kHelloMagic)
+            .raw(client_nonce)
+            .raw(handshake_proof(Prover::client, options.secret, server_nonce, client_nonce))
+            .finish();
+    if (!write_all(fd, greeting, hs_deadline, error)) {
       error = "handshake: " + error;
       return false;
     }
@@ -936,12 +674,13 @@ struct TcpStore::Impl {
       return false;
     }
     Status status;
-    std::string message;
+    std::string message, server_proof;
     try {
       wire::Reader r(*answer);
-      r.u64();
       status = static_cast<Status>(r.u8());
       if (status == Status::error) message = r.bytes();
+      if (status == Status::ok) server_proof = r.raw(kAuthMacBytes);
+      r.done();
     } catch (const wire::ProtocolError& e) {
       COHORT_THROW(ConfigError) << where << " sent a malformed handshake answer: " << e.what();
     }
@@ -950,6 +689,13 @@ struct TcpStore::Impl {
         << message << ")";
     COHORT_CHECK_AS(ConfigError, status == Status::ok)
         << where << " sent an unexpected handshake status " << static_cast<int>(status);
+    COHORT_CHECK_AS(ConfigError, verify_handshake_proof(Prover::server, options.secret, server_nonce,
+                                                        client_nonce, server_proof))
+        << where << " could not prove that it knows the job secret: it is not this job's store (an "
+        << "impostor, or another job's store on the same address); refusing to use it";
+    const SessionKeys keys = session_keys(options.secret, server_nonce, client_nonce);
+    to_server.emplace(keys.client_to_server);
+    from_server.emplace(keys.server_to_client);
     return true;
   }
 
@@ -977,18 +723,24 @@ struct TcpStore::Impl {
       size_t off = 0;
       while (in.size() - off >= 4) {
         const uint32_t len = wire::decode_u32(in.data() + off);
-        if (len > wire::kMaxFrameBytes + 64 || len < 9) {
+        if (len > wire::kMaxFrameBytes + 64 + kAuthMacBytes || len < 9 + kAuthMacBytes) {
           fail("malformed reply frame of " + std::to_string(len) + " bytes");
           return;
         }
         if (in.size() - off - 4 < len) break;
-        wire::Reader r(std::string_view(in.data() + off + 4, len));
+        const auto payload = wire::open_sealed(*from_server, std::string_view(in.data() + off + 4, len));
+        if (!payload) {
+          fail("reply " + std::to_string(from_server->frames()) +
+               " fails its integrity check: something between this rank and the store altered, "
+               "replayed or injected it");
+          return;
+        }
+        wire::Reader r(*payload);
         const uint64_t id = r.u64();
         {
           std::lock_guard lock(mutex);
           // A reply nobody waits for belongs to a call that gave up; drop it.
-          if (auto it = pending.find(id); it != pending.end())
-            it->second.emplace(in.data() + off + 12, len - 8);
+          if (auto it = pending.find(id); it != pending.end()) it->second.emplace(payload->substr(8));
         }
         replied.notify_all();
         off += 4 + size_t{len};
@@ -1039,12 +791,12 @@ struct TcpStore::Impl {
                                 << " bytes exceeds the store's limit of " << wire::kMaxFrameBytes
                                 << " bytes per request";
     }
-    const std::string frame = std::move(w).finish();
     std::string error;
     bool sent;
     {
+      // Sealed under the lock: the sequence numbers follow the order on the wire.
       std::lock_guard lock(send_mutex);
-      sent = write_all(fd, frame, deadline, error);
+      sent = write_all(fd, w.finish_sealed(*to_server), deadline, error);
     }
     if (!sent) {
       // A frame cut short leaves the stream unusable: later calls fail too.

@@ -1,12 +1,23 @@
 // TcpStore: a Store served over TCP by a TcpStoreServer (in cohortrun, or in
 // rank 0 under torchrun/mpirun/srun).
 //
-// Authentication: on connect the server sends a random nonce; the client
-// answers HMAC-SHA256(secret, nonce) and the server compares in constant
-// time. A client with the wrong secret gets one error reply and is
-// disconnected, and the server logs the refused peer address; it is never
-// served. An empty secret is allowed only when both sides use it (tests,
-// single-user machines) and is logged as a warning by the server.
+// Security (docs/security.md): the handshake is mutual (auth.h). The server
+// proves the job secret to the client as the client proves it to the server,
+// over nonces of both, so a client never talks to a store that does not know
+// the secret, and every frame after the handshake carries an HMAC under a key
+// of that connection with a sequence number, so a frame altered, replayed,
+// reordered or injected on the way ends the connection (ConfigError at the
+// handshake, PeerLostError later). Frames are not encrypted: the store holds
+// addresses, not secrets.
+//
+// A client with the wrong secret gets one error frame and is disconnected;
+// the server logs the refused peer address and never serves it. An empty
+// secret is allowed only when both sides use it, and the server then serves
+// only a loopback address (other users of this machine can still connect,
+// with a warning) unless COHORT_ALLOW_INSECURE_STORE=1. Strangers are capped:
+// a connection that has not finished the handshake in `auth_timeout` is
+// closed, and at most `max_handshakes` connections are in the handshake at
+// once (new ones wait in the kernel's backlog meanwhile).
 #pragma once
 
 #include <memory>
@@ -20,13 +31,21 @@ struct TcpStoreServerOptions {
   std::string host = "0.0.0.0";  // address to bind
   int port = 0;                  // 0 picks a free port; see port()
   std::string secret;            // the job secret clients must prove
-  // A connection that has not authenticated within this time is closed, so
-  // that idle strangers cannot hold descriptors.
-  Duration auth_timeout{std::chrono::seconds(30)};
+  // A connection that has not finished the handshake within this time is
+  // closed, so that idle strangers cannot hold descriptors.
+  Duration auth_timeout{std::chrono::seconds(10)};
+  // Most connections in the handshake at once; further ones are accepted
+  // only as these finish or time out.
+  int max_handshakes = 64;
 };
 
+// Whether `host` is a loopback address ("localhost", 127.0.0.0/8, ::1),
+// without resolving names.
+bool is_loopback_host(const std::string& host);
+
 // Serves the store from a background thread until destroyed. Throws
-// ConfigError naming the address when the port cannot be bound (in use).
+// ConfigError naming the address when the port cannot be bound (in use), or
+// when `secret` is empty and the address is not loopback (see above).
 class TcpStoreServer {
  public:
   explicit TcpStoreServer(TcpStoreServerOptions options);
@@ -55,9 +74,10 @@ struct TcpStoreOptions {
 // A client. Thread-safe: one connection whose requests carry ids, so calls
 // from several threads are in flight together and a get or wait parked on
 // the server never holds back another thread's call (a background thread
-// reads the replies). Throws ConfigError when the secret is refused,
-// TimeoutError when the server cannot be reached in time, PeerLostError when
-// the connection drops later.
+// reads the replies). Throws ConfigError when the secret is refused or the
+// server cannot prove it, TimeoutError when the server cannot be reached in
+// time, PeerLostError when the connection drops or a reply fails its
+// integrity check later.
 class TcpStore : public Store {
  public:
   explicit TcpStore(TcpStoreOptions options);

@@ -1,11 +1,21 @@
-// The TCP store's wire format (internal to cohort_rendezvous and its tests).
+// The TCP store's wire format (internal to cohort_rendezvous, its tests and
+// fuzzers).
 //
-// Every message is a frame: a little-endian u32 payload length, then the
-// payload. Integers are little-endian; `bytes` is a u32 length and the bytes.
+// Every message is a frame: a little-endian u32 length, then the body.
+// Integers are little-endian; `bytes` is a u32 length and the bytes.
 //
-//   server hello     kHelloMagic, nonce (kAuthNonceBytes)
+// The handshake (auth.h says what the nonces and proofs are):
+//   server hello     kHelloMagic, server nonce (kAuthNonceBytes)
+//   client hello     kHelloMagic, client nonce (kAuthNonceBytes),
+//                    client proof (kAuthMacBytes)
+//   server answer    u8 Status ok, server proof (kAuthMacBytes)
+//                    | u8 Status error, bytes message (then the server hangs up)
+// Handshake frames are at most kMaxHandshakeFrameBytes long.
+//
+// After it, every frame's body is a payload followed by its tag
+// (kAuthMacBytes, FrameMac of the sender's direction), and the length counts
+// both. Payloads:
 //   request          u64 id, u8 Op, fields
-//     auth           bytes mac                     (must be the first request)
 //     set            bytes key, bytes value
 //     get            bytes key, i64 timeout_ms     (parked until set or timeout)
 //     add            bytes key, i64 delta
@@ -21,19 +31,24 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 
+#include "cohort/rendezvous/auth.h"
+
 namespace cohort::rendezvous::wire {
 
-inline constexpr std::string_view kHelloMagic = "cohort-store/1";
-// Largest payload accepted from an authenticated peer, and from one that has
-// not authenticated yet (a stranger must not make the server allocate much).
+inline constexpr std::string_view kHelloMagic = "cohort-store/2";
+// Largest payload (tag excluded) accepted from an authenticated peer, and
+// largest frame from one that has not authenticated yet (a stranger must not
+// make the server allocate much).
 inline constexpr uint32_t kMaxFrameBytes = 64u << 20;
 inline constexpr uint32_t kMaxHandshakeFrameBytes = 1024;
 
-enum class Op : uint8_t { auth = 1, set, get, add, compare_set, wait, check, remove };
+// 1 was the first protocol's authentication request; it is no operation now.
+enum class Op : uint8_t { set = 2, get, add, compare_set, wait, check, remove };
 enum class Status : uint8_t { ok = 0, timeout = 1, error = 2 };
 
 struct ProtocolError : std::runtime_error {
@@ -71,6 +86,12 @@ class Writer {
     for (int i = 0; i < 4; ++i) buf_[i] = static_cast<char>((n >> (8 * i)) & 0xff);
     return std::move(buf_);
   }
+  // The frame of an authenticated connection: the payload, then its tag
+  // under `mac` (which counts the frame).
+  std::string finish_sealed(FrameMac& mac) {
+    buf_ += mac.seal(std::string_view(buf_).substr(4));
+    return finish();
+  }
 
  private:
   std::string buf_;
@@ -80,6 +101,15 @@ inline uint32_t decode_u32(const char* p) {
   uint32_t v = 0;
   for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(static_cast<unsigned char>(p[i])) << (8 * i);
   return v;
+}
+
+// The payload of a sealed frame's body, or nullopt when the body is too
+// short for a tag or the tag is not `mac`'s next one.
+inline std::optional<std::string_view> open_sealed(FrameMac& mac, std::string_view body) {
+  if (body.size() < kAuthMacBytes) return std::nullopt;
+  const std::string_view payload = body.substr(0, body.size() - kAuthMacBytes);
+  if (!mac.open(payload, body.substr(payload.size()))) return std::nullopt;
+  return payload;
 }
 
 // Reads one payload; every read is bounds-checked and throws ProtocolError.

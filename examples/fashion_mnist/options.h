@@ -11,27 +11,28 @@
 namespace cohort::examples {
 
 struct TrainOptions {
+  std::string strategy = "auto";  // make_strategy() spec
   int epochs = 2;
-  int batch_size = 64;         // per rank
-  double lr = 0.02;            // for one rank at batch_size; scaled by the world size
-  std::string lr_scaling = "size";  // "size" (Horovod's linear rule) or "none"
-  double warmup_epochs = 0.5;  // linear warm-up from lr to the scaled lr
-  std::string optimizer = "sgd";    // "sgd" (momentum) or "adam"
+  int batch_size = 128;           // global: over all replicas
+  double lr = 0.04;               // for the global batch
+  double warmup_epochs = 0.5;     // linear warm-up to lr
+  std::string optimizer = "sgd";  // "sgd" (momentum) or "adam"
   double momentum = 0.9;
-  std::string model = "cnn";   // "mlp" or "cnn"
+  std::string model = "cnn";      // "mlp" or "cnn"
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
-  std::string checkpoint;      // empty: no checkpoints
-  bool resume = false;         // continue from --checkpoint
-  int64_t checkpoint_every = 0;  // also every N steps (0: at epoch ends only)
-  std::string metrics;         // JSON lines; empty: none
-  int threads = 0;             // intra-op threads per rank; 0: LibTorch's default (OMP_NUM_THREADS)
-  std::string compression = "none";
+  std::string checkpoint;         // ModelCheckpoint file; empty: none
+  int64_t checkpoint_every = 0;   // also every N steps (0: at epoch ends only)
+  std::string backup;             // BackupAndRestore directory; empty: none
+  int64_t backup_every = 0;       // back up every N steps too (0: at epoch ends and preemption)
+  std::string metrics;            // JSON lines; empty: none
+  std::string csv;                // the history as CSV; empty: none
+  int threads = 0;                // intra-op threads per process; 0: LibTorch's default (OMP_NUM_THREADS)
   uint64_t seed = 42;
-  int64_t limit_train = 0;     // use only the first N examples (0: all)
+  int64_t limit_train = 0;        // use only the first N examples (0: all)
   int64_t limit_test = 0;
-  int64_t log_every = 100;     // steps between metric lines
+  int64_t log_every = 100;        // steps between metric lines
   std::string progress = "auto";  // "auto" (bar on a terminal), "bar", "lines", "none"
-  double target_accuracy = 0;  // percent; exit 3 when the final test accuracy is below (0: no target)
+  double target_accuracy = 0;     // percent; exit 3 when the final test accuracy is below (0: no target)
   bool help = false;
 };
 

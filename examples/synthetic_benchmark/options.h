@@ -10,7 +10,8 @@ namespace cohort::examples::synthetic {
 
 struct BenchmarkOptions {
   std::string model = "mlp";   // mlp | cnn | resnet
-  std::string mode = "ddp";    // horovod | ddp | dp | single (see main.cc's trainer table)
+  std::string strategy;        // make_strategy() spec; empty: the one --mode names
+  std::string mode = "ddp";    // horovod | ddp | dp | single: shorthands for strategies (strategy_spec())
   int batch_size = 64;         // per rank
   int steps = 20;              // measured steps
   int warmup = 5;              // steps before measuring
@@ -22,8 +23,12 @@ struct BenchmarkOptions {
   bool help = false;
 };
 
-// `modes`: the accepted --mode values (main's trainer table).
-BenchmarkOptions parse_options(const std::vector<std::string>& args, const std::vector<std::string>& modes);
-std::string usage(const std::vector<std::string>& modes);
+BenchmarkOptions parse_options(const std::vector<std::string>& args);
+std::string usage();
+
+// The strategy a run uses: --strategy, or the one --mode stands for
+// (single: "one_device", every rank training alone; horovod and ddp:
+// multi_worker's styles; dp: mirrored with --replicas).
+std::string strategy_spec(const BenchmarkOptions& o);
 
 }  // namespace cohort::examples::synthetic

@@ -9,6 +9,7 @@
 #include "cohort/comm/hierarchical/topology.h"
 #include "tests/cluster/collective_checks.h"
 #include "tests/cluster/hierarchical_threads.h"
+#include "tests/comm/half_average_checks.h"
 
 namespace cohort::testing {
 namespace {
@@ -68,6 +69,11 @@ TEST_P(HierarchicalLayouts, EveryCollectiveMatchesTheReference) {
     const std::string error = check_every_collective(c, {.large = 3 * 4096 + 5});
     ASSERT_EQ(error, "") << GetParam().name;
   });
+}
+
+TEST_P(HierarchicalLayouts, HalfAveragesOfLargeValuesAreTheMeanRoundedOnce) {
+  run_hierarchical(GetParam().host_of,
+                   [&](int, comm::hierarchical::Communicator& c) { checks::half_average_of_large_values(c); });
 }
 
 TEST_P(HierarchicalLayouts, SplitsAreHierarchicalToo) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/comm/collective_checks.h"
+#include "tests/comm/half_average_checks.h"
 #include "tests/comm/gloo_ranks.h"
 
 namespace cohort::testing {
@@ -43,6 +44,10 @@ TEST_P(GlooWorld, SendRecv) {
 }
 TEST_P(GlooWorld, Split) {
   run_gloo_ranks(GetParam(), [](int, comm::Communicator& c) { checks::split(c); });
+}
+TEST_P(GlooWorld, HalfAveragesOfLargeValuesAreTheMeanRoundedOnce) {
+  run_gloo_ranks(GetParam(), [](int, comm::Communicator& c) { checks::half_average_of_large_values(c); },
+                 small_bcube);
 }
 
 // 1 (no peers) to 8: powers of two, and sizes bcube must factorise

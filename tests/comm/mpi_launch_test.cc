@@ -57,7 +57,7 @@ TEST(MpiLaunch, MpiBackendOutsideMpirunIsAConfigError) {
   const JobResult job = run_job({COHORT_CHECKSUM_COHORTRUN, "-np", "2", COHORT_LAUNCH_PROGRAM, "checksum"},
                                 job_environment({{"COHORT_BACKEND", "mpi"}}), 60s);
   EXPECT_NE(job.exit_code, 0) << job.output();
-  EXPECT_NE(job.output().find("COHORT_BACKEND=mpi needs a job started by mpirun or srun"), std::string::npos)
+  EXPECT_NE(job.output().find("COHORT_BACKEND=mpi needs a job started by mpirun or by srun --mpi=pmix"), std::string::npos)
       << job.output();
 }
 #endif

@@ -21,6 +21,7 @@
 #include "cohort/comm/mpi/communicator.h"
 #include "cohort/common/error.h"
 #include "tests/comm/collective_checks.h"
+#include "tests/comm/half_average_checks.h"
 
 namespace cohort::testing {
 namespace {
@@ -57,6 +58,7 @@ TEST(MpiCollectives, GatherAndScatter) { checks::gather_scatter(*g_world, kSizes
 TEST(MpiCollectives, BarrierOrdersRanks) { checks::barrier(*g_world); }
 TEST(MpiCollectives, SendRecv) { checks::send_recv(*g_world, kSizes); }
 TEST(MpiCollectives, Split) { checks::split(*g_world); }
+TEST(MpiCollectives, HalfAveragesOfLargeValues) { checks::half_average_of_large_values(*g_world); }
 
 TEST(MpiCollectives, WithoutVerification) {
   comm::mpi::Options o = comm::mpi::options_from_env();

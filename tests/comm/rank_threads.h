@@ -3,7 +3,9 @@
 #pragma once
 
 #include <exception>
+#include <filesystem>
 #include <functional>
+#include <string>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -47,6 +49,14 @@ inline void run_ranks(int n, const std::function<void(int, comm::Communicator&)>
                       const std::function<void(comm::shm::Options&)>& tweak = {}) {
   for (auto& e : run_ranks_collect(n, fn, tweak))
     if (e) std::rethrow_exception(e);
+}
+
+// The shared-memory segments of job `job` in /dev/shm.
+inline std::vector<std::string> shm_segments_of(const std::string& job) {
+  std::vector<std::string> found;
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm"))
+    if (e.path().filename().string().rfind("cohort-" + job + "-", 0) == 0) found.push_back(e.path());
+  return found;
 }
 
 }  // namespace cohort::testing

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/comm/collective_checks.h"
+#include "tests/comm/half_average_checks.h"
 #include "tests/comm/rank_threads.h"
 
 namespace cohort::testing {
@@ -42,6 +43,9 @@ TEST_P(WorldSize, SendRecvRingWithTagsAndLargeMessages) {
 }
 TEST_P(WorldSize, SplitIntoOrderedSubgroups) {
   run_ranks(GetParam(), [](int, comm::Communicator& c) { checks::split(c); });
+}
+TEST_P(WorldSize, HalfAveragesOfLargeValuesAreTheMeanRoundedOnce) {
+  run_ranks(GetParam(), [](int, comm::Communicator& c) { checks::half_average_of_large_values(c); });
 }
 
 INSTANTIATE_TEST_SUITE_P(Shm, WorldSize, ::testing::Range(1, 9),

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 #include <type_traits>
 
 #include "cohort/common/check.h"
@@ -40,25 +41,51 @@ TEST(Check, PassingCheckThrowsNothingAndSkipsTheMessage) {
   EXPECT_EQ(evaluated, 0) << "the streamed message is built only on failure";
 }
 
-TEST(Check, FailureCarriesLocationConditionAndMessage) {
-  const std::string what = message_of<Error>([] {
+// Runs `fn`, expects a cohort::Error, and returns it (what() and where()).
+template <typename Fn>
+std::pair<std::string, std::string> error_of(Fn fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return {e.what(), e.where()};
+  }
+  ADD_FAILURE() << "nothing thrown";
+  return {};
+}
+
+TEST(Check, WhatIsTheMessageAndWhereIsTheLocationAndCondition) {
+  const auto [what, where] = error_of([] {
     const int fd = -1;
     COHORT_CHECK(fd >= 0) << "open " << "/tmp/x" << ": denied";
   });
-  EXPECT_TRUE(contains(what, "check_test.cc:")) << what;
-  EXPECT_TRUE(contains(what, "check failed: fd >= 0")) << what;
-  EXPECT_TRUE(contains(what, "open /tmp/x: denied")) << what;
-  EXPECT_FALSE(contains(what, "/work/")) << "only the file's base name: " << what;
+  EXPECT_EQ(what, "open /tmp/x: denied") << "the user's message, nothing before it";
+  EXPECT_TRUE(where.starts_with("check_test.cc:")) << where;
+  EXPECT_TRUE(where.ends_with(": check failed: fd >= 0")) << where;
+  EXPECT_FALSE(contains(where, "/")) << "only the file's base name: " << where;
 }
 
-TEST(Check, ComparisonReportsBothOperandValues) {
-  const std::string what = message_of<Error>([] {
+TEST(Check, WithoutAMessageTheConditionIsTheMessage) {
+  const auto [what, where] = error_of([] {
+    const int fd = -1;
+    COHORT_CHECK(fd >= 0);
+  });
+  EXPECT_EQ(what, "check failed: fd >= 0");
+  EXPECT_TRUE(where.starts_with("check_test.cc:")) << where;
+}
+
+TEST(Check, ComparisonLeadsWithTheMessageAndReportsBothOperandValues) {
+  const auto [what, where] = error_of([] {
     const size_t send_count = 12, recv_count = 13;
     COHORT_CHECK_EQ(send_count, recv_count) << "allreduce buffers differ";
   });
-  EXPECT_TRUE(contains(what, "send_count == recv_count")) << what;
-  EXPECT_TRUE(contains(what, "(12 vs 13)")) << what;
-  EXPECT_TRUE(contains(what, "allreduce buffers differ")) << what;
+  EXPECT_EQ(what, "allreduce buffers differ (send_count == recv_count: 12 vs 13)");
+  EXPECT_TRUE(where.ends_with(": check failed: send_count == recv_count (12 vs 13)")) << where;
+
+  const auto [bare, bare_where] = error_of([] {
+    const size_t send_count = 12, recv_count = 13;
+    COHORT_CHECK_LT(recv_count, send_count);
+  });
+  EXPECT_EQ(bare, "check failed: recv_count < send_count (13 vs 12)");
 }
 
 TEST(Check, EveryComparisonFormFailsOnlyWhenItShould) {
@@ -89,7 +116,7 @@ TEST(Check, CharOperandsPrintAsNumbers) {
     const uint8_t y = 200;
     COHORT_CHECK_EQ(x, y);
   });
-  EXPECT_TRUE(contains(what, "(65 vs 200)")) << what;
+  EXPECT_EQ(what, "check failed: x == y (65 vs 200)");
 }
 
 TEST(Check, UnprintableOperandsStillReport) {
@@ -106,24 +133,32 @@ TEST(Check, AsThrowsTheChosenKind) {
     const int n = 0;
     COHORT_CHECK_AS(ConfigError, n > 0) << "COHORT_SIZE must be positive";
   });
-  EXPECT_TRUE(contains(what, "COHORT_SIZE must be positive")) << what;
+  EXPECT_EQ(what, "COHORT_SIZE must be positive");
   EXPECT_THROW(COHORT_CHECK_AS(TimeoutError, false), TimeoutError);
 
   const std::string mismatch = message_of<MismatchError>([] {
     COHORT_CHECK_EQ_AS(MismatchError, 3, 4) << "tensor grad/fc1";
   });
-  EXPECT_TRUE(contains(mismatch, "(3 vs 4)")) << mismatch;
-  EXPECT_TRUE(contains(mismatch, "tensor grad/fc1")) << mismatch;
+  EXPECT_EQ(mismatch, "tensor grad/fc1 (3 == 4: 3 vs 4)");
   EXPECT_THROW(COHORT_CHECK_LE_AS(ConfigError, 5, 4), ConfigError);
   EXPECT_THROW(COHORT_CHECK_LT_AS(ConfigError, 4, 4), ConfigError);
   EXPECT_THROW(COHORT_CHECK_GE_AS(ConfigError, 3, 4), ConfigError);
 }
 
-TEST(Check, ThrowMacroNamesTheKind) {
+TEST(Check, ThrowIsTheMessageAndTheKindIsTheType) {
   const std::string what = message_of<TimeoutError>([] {
     COHORT_THROW(TimeoutError) << "no reply from rank " << 3;
   });
-  EXPECT_TRUE(contains(what, "TimeoutError: no reply from rank 3")) << what;
+  EXPECT_EQ(what, "no reply from rank 3");
+  const auto [bare, where] = error_of([] { COHORT_THROW(MismatchError); });
+  EXPECT_EQ(bare, "MismatchError") << "with no message, the kind is all there is";
+  EXPECT_TRUE(where.starts_with("check_test.cc:")) << where;
+  EXPECT_FALSE(contains(where, "check failed")) << where;
+}
+
+TEST(Check, ErrorsMadeByHandHaveNoLocation) {
+  EXPECT_EQ(ConfigError("bad flag").where(), "");
+  EXPECT_EQ(PeerLostError("gone", 1).where(), "");
 }
 
 // The macros expand to if/else; an `else` written after one must still bind

@@ -6,9 +6,11 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <regex>
 #include <string>
 
+#include "cohort/common/check.h"
 #include "cohort/common/error.h"
 #include "cohort/common/logging.h"
 
@@ -128,6 +130,44 @@ TEST_F(LoggingTest, UnknownRankShowsDash) {
   const std::string text = capture.text();
   EXPECT_TRUE(std::regex_match(text, std::regex(R"(\[cohort - T [0-9:.]+\] t\n\[cohort - E [0-9:.]+\] e\n)")))
       << text;
+}
+
+TEST_F(LoggingTest, DebugLevelLogsWhereEachErrorIsRaised) {
+  auto raise = [] {
+    try {
+      COHORT_CHECK_AS(ConfigError, 1 > 2) << "one is not above two";
+    } catch (const ConfigError&) {
+    }
+  };
+  set_threshold(Level::debug);
+  StderrCapture capture;
+  raise();
+  set_threshold(Level::info);
+  raise();
+  const std::string text = capture.text();
+  EXPECT_TRUE(std::regex_match(
+      text, std::regex(R"(\[cohort - D [0-9:.]+\] raising ConfigError at logging_test\.cc:\d+: )"
+                       R"(check failed: 1 > 2: one is not above two\n)")))
+      << text;
+}
+
+// A malformed COHORT_LOG_LEVEL is read for the first time in a fresh process
+// (the threadsafe style re-executes the test binary): reading it raises a
+// ConfigError, whose raising consults the level again without recursing.
+TEST(LoggingDeathTest, MalformedLevelRaisesConfigErrorOnce) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        ::setenv("COHORT_LOG_LEVEL", "loud", 1);
+        bool named = false;
+        try {
+          (void)threshold();
+        } catch (const ConfigError& e) {
+          named = std::string(e.what()).find("COHORT_LOG_LEVEL='loud'") != std::string::npos;
+        }
+        std::_Exit(named && would_log(Level::warn) && !would_log(Level::info) ? 0 : 1);
+      },
+      testing::ExitedWithCode(0), "");
 }
 
 }  // namespace

@@ -174,27 +174,36 @@ class Reference {
     }
   }
 
-  // Empty when element i of `got` is right for a fold of `nsrc` sources.
+  // Empty when element i of `got` is right for a fold of `nsrc` sources
+  // (for avg: the fold's sum divided by nsrc).
   std::string check(const TestBuffer& got, size_t i, size_t nsrc) const {
+    const bool average = op_ == ReduceOp::avg;
     if (!is_floating(t_)) {
       // Integer results are exact: the truncation of the mod-2^64 value for
-      // sum/product (modular arithmetic commutes with truncation).
+      // sum/product (modular arithmetic commutes with truncation); an average
+      // divides that wrapped sum, truncating toward zero.
       const bool ordered = op_ == ReduceOp::min || op_ == ReduceOp::max;
       const uint64_t want_bits = ordered ? static_cast<uint64_t>(s_[i]) : u_[i];
       const uint64_t mask = dtype_size(t_) == 8 ? ~uint64_t{0} : (uint64_t{1} << (8 * dtype_size(t_))) - 1;
       const uint64_t got_bits = static_cast<uint64_t>(int_value(t_, got, i)) & mask;
+      if (average) {
+        const int64_t want = wrapped(want_bits & mask) / static_cast<int64_t>(nsrc);
+        if (int_value(t_, got, i) == want) return {};
+        return "got " + std::to_string(int_value(t_, got, i)) + ", want " + std::to_string(want);
+      }
       if (got_bits == (want_bits & mask)) return {};
       return "got " + std::to_string(int_value(t_, got, i)) + ", want bits " + std::to_string(want_bits & mask);
     }
     const double g = decode(t_, got, i);
-    const double want = f_[i];
+    const double want = average ? f_[i] / static_cast<double>(nsrc) : f_[i];
     const bool exact_op = op_ == ReduceOp::min || op_ == ReduceOp::max;
     bool ok;
     if (t_ == DType::f16 || t_ == DType::bf16) {
       const uint16_t got_bits = got.get<uint16_t>(i);
       if (exact_op || op_ == ReduceOp::sum || op_ == ReduceOp::avg) {
         // The f32 accumulation is exact on the test grid, so rounding once
-        // gives exactly the correctly rounded sum; rounding per step would not.
+        // gives exactly the correctly rounded sum (or mean); rounding per
+        // step, or before dividing, would not.
         ok = got_bits == (t_ == DType::f16 ? F16Ref::encode(want) : Bf16Ref::encode(want));
       } else {
         const double half_ulp = (t_ == DType::f16 ? F16Ref::quantum(g) : Bf16Ref::quantum(g)) / 2;
@@ -205,7 +214,10 @@ class Reference {
     } else if (op_ == ReduceOp::product) {
       ok = std::fabs(g - want) <= static_cast<double>(nsrc) * eps_of(t_) * std::fabs(want);
     } else {
-      ok = std::fabs(g - want) <= static_cast<double>(nsrc) * eps_of(t_) * abs_[i];
+      // The sum's error, divided with it, and the division's own rounding.
+      const double sum_error = static_cast<double>(nsrc) * eps_of(t_) * abs_[i];
+      ok = std::fabs(g - want) <=
+           (average ? sum_error / static_cast<double>(nsrc) + eps_of(t_) * std::fabs(want) : sum_error);
     }
     if (ok) return {};
     char buf[160];
@@ -214,6 +226,15 @@ class Reference {
   }
 
  private:
+  // A sum modulo 2^(8 * size) as the value of the type (two's complement
+  // for the signed ones).
+  int64_t wrapped(uint64_t bits) const {
+    const size_t bits_wide = 8 * dtype_size(t_);
+    if (t_ == DType::u8 || bits_wide == 64) return static_cast<int64_t>(bits);
+    const uint64_t sign = uint64_t{1} << (bits_wide - 1);
+    return static_cast<int64_t>((bits ^ sign) - sign);
+  }
+
   DType t_;
   ReduceOp op_;
   std::vector<double> f_, abs_;
@@ -371,8 +392,10 @@ TEST(Reduce, HalfKernelsAgreeWithScalarConversions) {
         const float x = to_f32(a[i]), y = to_f32(b[i]);
         float r = 0;
         switch (op) {
-          case ReduceOp::sum:
-          case ReduceOp::avg: r = x + y; break;
+          case ReduceOp::sum: r = x + y; break;
+          // The mean rounded once to f32 (the double sum of two halves is
+          // exact where it matters), then to the half by the comparison below.
+          case ReduceOp::avg: r = static_cast<float>((double(x) + double(y)) / 2); break;
           case ReduceOp::product: r = x * y; break;
           case ReduceOp::min: r = std::isnan(x) || std::isnan(y) ? NAN : std::fmin(x, y); break;
           case ReduceOp::max: r = std::isnan(x) || std::isnan(y) ? NAN : std::fmax(x, y); break;
@@ -469,6 +492,61 @@ TEST(Reduce, RejectsBadArguments) {
   EXPECT_THROW(reduce(ReduceOp::sum, DType::f32, a.data(), alias_second, 4), Error);
   const void* with_null[] = {a.data(), nullptr};
   EXPECT_THROW(reduce(ReduceOp::sum, DType::f32, b.data(), with_null, 4), Error);
+}
+
+// Averages of halves whose sum does not fit the type: the 8 x 9000.0
+// in f16, and random values near the top of f16's and bf16's ranges, from 2
+// to 8 sources. The result must be the float64 mean rounded once, both from
+// reduce() with all sources at once (the shm backend) and through
+// widen_for_average, an f32 sum in another order, and narrow_average (the
+// backends that add partial sums on the way).
+TEST(Reduce, HalfAveragesDivideBeforeRounding) {
+  std::mt19937_64 rng(11);
+  for (DType dtype : {DType::f16, DType::bf16}) {
+    const auto encode = dtype == DType::f16 ? F16Ref::encode : Bf16Ref::encode;
+    const auto decode = dtype == DType::f16 ? F16Ref::decode : Bf16Ref::decode;
+    for (size_t nsrc = 2; nsrc <= 8; ++nsrc) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + ", " + std::to_string(nsrc) + " sources");
+      const size_t count = 1001;  // vector bodies and a scalar tail
+      std::vector<std::vector<uint16_t>> srcs(nsrc, std::vector<uint16_t>(count));
+      for (auto& src : srcs)
+        for (size_t i = 0; i < count; ++i) {
+          const double v = dtype == DType::f16 ? 32.0 * double(1024 + rng() % 1024)       // [32768, 65504]
+                                               : std::ldexp(double(128 + rng() % 128), 120);  // to 3.39e38
+          src[i] = encode(i == 0 && dtype == DType::f16 ? 9000.0 : v);
+        }
+      std::vector<const void*> ptrs;
+      for (auto& src : srcs) ptrs.push_back(src.data());
+      std::vector<uint16_t> kernel(count), wire(count);
+      reduce(ReduceOp::avg, dtype, kernel.data(), ptrs, count);
+
+      std::vector<float> sum(count, 0.0f), terms(count);
+      for (size_t k = nsrc; k-- > 0;) {
+        widen_for_average(dtype, srcs[k].data(), terms.data(), count, int(nsrc));
+        for (size_t i = 0; i < count; ++i) sum[i] += terms[i];
+      }
+      narrow_average(dtype, sum.data(), wire.data(), count, int(nsrc));
+
+      for (size_t i = 0; i < count; ++i) {
+        double mean = 0;
+        for (auto& src : srcs) mean += decode(src[i]);
+        const uint16_t want = encode(mean / double(nsrc));
+        ASSERT_EQ(kernel[i], want) << "reduce, element " << i << ": mean " << mean / double(nsrc);
+        ASSERT_EQ(wire[i], want) << "widen/narrow, element " << i << ": mean " << mean / double(nsrc);
+      }
+      if (dtype == DType::f16) {
+        ASSERT_EQ(kernel[0], F16Ref::encode(9000.0));
+      }
+    }
+  }
+}
+
+TEST(Reduce, WidenAndNarrowAreForHalvesOnly) {
+  std::vector<float> f(4), wide(4);
+  EXPECT_THROW(widen_for_average(DType::f32, f.data(), wide.data(), 4, 2), Error);
+  EXPECT_THROW(narrow_average(DType::i32, wide.data(), f.data(), 4, 2), Error);
+  std::vector<uint16_t> h(4);
+  EXPECT_THROW(narrow_average(DType::f16, wide.data(), h.data(), 4, 0), Error);
 }
 
 TEST(FinishAverage, FloatsDivideWithOneRounding) {

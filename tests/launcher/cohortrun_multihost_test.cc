@@ -116,6 +116,31 @@ TEST_F(MultiHostTest, RemoteRanksMeetThroughTheStoreAndTheSecretStaysOffCommandL
   EXPECT_EQ(parse_env(r.out)[3].at("COHORT_TIMEOUT_S"), "17");
 }
 
+TEST_F(MultiHostTest, RemoteRanksOutputArrivesLineByLineFromATerminal) {
+  // As on the launcher's machine: the program's stdout is a terminal on its
+  // host (its remote end relays it), so a line printed without a flush
+  // arrives while the rank waits.
+  CohortrunProcess p(COHORTRUN_PATH,
+                     {"--env", "HELPER_DIR=" + dir_.path(), "--store-addr", "127.0.0.1", "-H", "a:1,b:1",
+                      "--launch-template", kEnvTemplate, RANK_HELPER_PATH, "tty", "out:first", "wait-file:go",
+                      "out:second"},
+                     dir_.path());
+  const bool seen = p.wait_for_output({"[0] first", "[1] first"});
+  std::ofstream(dir_.path() + "/go") << "1";
+  const RunResult r = p.wait();
+  ASSERT_TRUE(seen) << "the first lines did not arrive while the ranks ran:\n" << r.out << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* line : {"[0] stdout: tty", "[1] stdout: tty", "[1] stderr: pipe", "[0] second", "[1] second"})
+    EXPECT_NE(r.out.find(std::string(line) + "\n"), std::string::npos) << line << "\n" << r.out;
+  EXPECT_EQ(r.out.find('\r'), std::string::npos) << r.out;
+
+  const RunResult pipe = run({"-H", "a:1,b:1", "--launch-template", kEnvTemplate, "--output", "pipe"},
+                             {"tty", "err:to stderr"});
+  ASSERT_EQ(pipe.exit_code, 0) << pipe.err;
+  EXPECT_NE(pipe.out.find("[1] stdout: pipe\n"), std::string::npos) << pipe.out;
+  EXPECT_NE(pipe.err.find("[1] to stderr\n"), std::string::npos) << pipe.err;
+}
+
 TEST_F(MultiHostTest, ARemoteFailureStopsEveryHostAndIsReportedWithItsHost) {
   const RunResult r = run({"-H", "a:2,b:2", "--launch-template", kEnvTemplate, "--grace-s", "1"},
                           {"pid", "barrier", "@3:err:giving up", "@3:exit:3", "sleep:60"});

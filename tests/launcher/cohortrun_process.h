@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -136,6 +137,20 @@ class CohortrunProcess {
       return false;
     }
     return true;
+  }
+
+  // Waits until its stdout holds every one of `lines` (whole lines); false
+  // when it ended or a minute passed first.
+  bool wait_for_output(const std::vector<std::string>& lines) {
+    const auto deadline = Clock::now() + std::chrono::seconds(60);
+    for (;;) {
+      const std::vector<std::string> have = split_lines(read_text(out_path_));
+      bool all = true;
+      for (const std::string& l : lines) all = all && std::find(have.begin(), have.end(), l) != have.end();
+      if (all) return true;
+      if (!running() || Clock::now() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
   }
 
   // Waits up to `timeout`; kills it with SIGKILL if it is still running then.

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <regex>
 #include <set>
@@ -245,6 +246,58 @@ TEST_F(CohortrunTest, ForwardsLongOutputCompletelyAndInOrder) {
   EXPECT_EQ(next[1], kLines);
 }
 
+TEST_F(CohortrunTest, RankOutputArrivesLineByLineWhileTheRankRuns) {
+  // The ranks print a line with printf and, without flushing, wait for the
+  // test: the line can only be seen if their stdout writes each line as it
+  // ends. Then they print another.
+  CohortrunProcess p(COHORTRUN_PATH, args(2, {}, {"out:first", "wait-file:go", "out:second"}), dir_.path());
+  const bool seen = p.wait_for_output({"[0] first", "[1] first"});
+  const std::string before = read_text(dir_.path() + "/cohortrun.out");
+  std::ofstream(dir_.path() + "/go") << "1";
+  const RunResult r = p.wait();
+  ASSERT_TRUE(seen) << "the first lines did not arrive while the ranks ran:\n" << r.out << r.err;
+  EXPECT_EQ(before.find("second"), std::string::npos) << before;
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(count_lines_starting(r.out, "[0] second"), 1) << r.out;
+  EXPECT_EQ(count_lines_starting(r.out, "[1] second"), 1) << r.out;
+}
+
+TEST_F(CohortrunTest, RanksStdoutIsATerminalUnlessOutputPipeIsAsked) {
+  const RunResult pty = run(2, {}, {"tty", "out:a", "out:b"});
+  ASSERT_EQ(pty.exit_code, 0) << pty.err;
+  EXPECT_EQ(count_lines_starting(pty.out, "[1] stdout: tty"), 1) << pty.out;
+  EXPECT_EQ(count_lines_starting(pty.out, "[1] stderr: pipe"), 1) << "stderr stays a pipe: " << pty.out;
+  EXPECT_EQ(pty.out.find('\r'), std::string::npos) << "no \\r\\n from the terminal: " << pty.out;
+  const RunResult pipe = run(2, {"--output", "pipe"}, {"tty"});
+  ASSERT_EQ(pipe.exit_code, 0) << pipe.err;
+  EXPECT_EQ(count_lines_starting(pipe.out, "[1] stdout: pipe"), 1) << pipe.out;
+  // Either way, stderr reaches cohortrun's stderr, stdout its stdout.
+  for (const std::string mode : {"pty", "pipe"}) {
+    const RunResult r = run(1, {"--output", mode}, {"out:to stdout", "err:to stderr"});
+    EXPECT_EQ(r.out, "[0] to stdout\n") << mode;
+    EXPECT_NE(r.err.find("[0] to stderr\n"), std::string::npos) << mode << ": " << r.err;
+  }
+}
+
+class CohortrunOutputModes : public CohortrunTest, public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(CohortrunOutputModes, AKilledRanksHalfLineStaysALineOfItsOwn) {
+  // Rank 1 prints half a line and is killed once the others have printed
+  // theirs: every line of the output is one rank's, whole.
+  const RunResult r = run(3, {"--output", GetParam()},
+                          {"@0:lines:300", "@2:lines:300", "@1:out:whole", "@1:partial:half", "barrier",
+                           "@1:kill:9", "sleep:60"});
+  ASSERT_TRUE(r.finished);
+  EXPECT_EQ(r.exit_code, 128 + SIGKILL) << r.err;
+  const std::regex whole_line(R"(\[[02]\] line \d+|\[1\] whole|\[1\] half)");
+  for (const std::string& l : split_lines(r.out)) EXPECT_TRUE(std::regex_match(l, whole_line)) << l;
+  EXPECT_EQ(count_lines_starting(r.out, "[1] half"), 1) << r.out;
+  EXPECT_EQ(count_lines_starting(r.out, "[0] line"), 300);
+  EXPECT_EQ(count_lines_starting(r.out, "[2] line"), 300);
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, CohortrunOutputModes, ::testing::Values("pty", "pipe"));
+
 TEST_F(CohortrunTest, RanksReachTheStoreWithTheSecret) {
   const RunResult r = run(3, {}, {"store"});
   ASSERT_TRUE(r.finished);
@@ -344,7 +397,8 @@ INSTANTIATE_TEST_SUITE_P(Signals, CohortrunSignals, ::testing::Values(SIGINT, SI
                          [](const auto& info) { return std::string(sigabbrev_np(info.param)); });
 
 TEST_F(CohortrunTest, SecondSignalKillsRanksThatIgnoreTheFirst) {
-  CohortrunProcess p(COHORTRUN_PATH, args(2, {}, {"pid", "ignore:TERM", "barrier", "sleep:60"}), dir_.path());
+  // "ignore" before "pid": once the test sees a rank's pid, it ignores SIGTERM.
+  CohortrunProcess p(COHORTRUN_PATH, args(2, {}, {"ignore:TERM", "pid", "barrier", "sleep:60"}), dir_.path());
   const std::vector<pid_t> pids = wait_for_pids(dir_.path(), "pid.", 2);
   ASSERT_EQ(pids.size(), 2u);
   p.signal(SIGTERM);
@@ -358,6 +412,31 @@ TEST_F(CohortrunTest, SecondSignalKillsRanksThatIgnoreTheFirst) {
   EXPECT_EQ(r.exit_code, 128 + SIGTERM) << r.err;
   EXPECT_NE(r.err.find("again; killing 2 rank(s)"), std::string::npos) << r.err;
   expect_all_gone(pids);
+}
+
+std::vector<std::string> shm_entries(const std::string& prefix);
+
+TEST_F(CohortrunTest, RanksIgnoringAForwardedSignalAreKilledAfterTheSignalGracePeriod) {
+  const std::string job = "sg" + std::to_string(getpid());
+  CohortrunProcess p(COHORTRUN_PATH,
+                     args(2, {"--signal-grace-s", "1", "--job-id", job}, {"shm", "pid", "ignore:TERM", "barrier", "sleep:60"}),
+                     dir_.path());
+  const std::vector<pid_t> pids = wait_for_pids(dir_.path(), "pid.", 2);
+  ASSERT_EQ(pids.size(), 2u);
+  p.signal(SIGTERM);  // once: only the grace period can end the ranks
+  const RunResult r = p.wait();
+  ASSERT_TRUE(r.finished);
+  EXPECT_LT(r.seconds, kStopBoundSeconds);
+  EXPECT_EQ(r.exit_code, 128 + SIGTERM) << r.err;
+  EXPECT_NE(r.err.find("grace period of 1 s over; killing 2 rank(s)"), std::string::npos) << r.err;
+  // The report is still written, naming the ranks that had to be killed.
+  EXPECT_NE(r.err.find("stopped by SIGTERM; 0 of 2 rank(s) exited with code 0"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("were still running 1 s after SIGTERM (--signal-grace-s) and killed with SIGKILL"),
+            std::string::npos)
+      << r.err;
+  expect_all_gone(pids);
+  EXPECT_NE(r.out.find("[1] shm created /dev/shm/cohort-" + job + "-test-"), std::string::npos) << r.out;
+  EXPECT_TRUE(shm_entries("cohort-" + job + "-").empty()) << "a segment of the killed ranks was left";
 }
 
 TEST_F(CohortrunTest, KilledCohortrunLeavesNoOrphans) {
@@ -469,7 +548,8 @@ INSTANTIATE_TEST_SUITE_P(
                       std::vector<std::string>{"-np", "2", "--backend", "nccl", "true"},
                       std::vector<std::string>{"-np", "2", "--port", "70000", "true"},
                       std::vector<std::string>{"-np", "2", "--job-id", "a/b", "true"},
-                      std::vector<std::string>{"-np", "2", "--grace-s", "soon", "true"}));
+                      std::vector<std::string>{"-np", "2", "--grace-s", "soon", "true"},
+                      std::vector<std::string>{"-np", "2", "--output", "tty", "true"}));
 
 }  // namespace
 }  // namespace cohort::launcher::testing

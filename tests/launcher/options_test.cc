@@ -22,7 +22,8 @@ std::string error_of(std::vector<std::string> args) {
 
 TEST(Options, ParsesEveryFlag) {
   const LaunchOptions o = parse({"-np", "4", "--backend", "shm", "--env", "A=1", "--env", "B=x=y", "--port",
-                                 "29500", "--job-id", "run_1.a", "--grace-s", "0.5", "--verbose", "./train",
+                                 "29500", "--job-id", "run_1.a", "--grace-s", "0.5", "--signal-grace-s", "7.5", "--output", "pipe",
+                                 "--verbose", "./train",
                                  "--lr", "0.1"});
   EXPECT_EQ(o.num_ranks, 4);
   EXPECT_EQ(o.backend, "shm");
@@ -32,6 +33,8 @@ TEST(Options, ParsesEveryFlag) {
   EXPECT_EQ(o.port, 29500);
   EXPECT_EQ(o.job_id, "run_1.a");
   EXPECT_DOUBLE_EQ(o.grace_s, 0.5);
+  EXPECT_EQ(o.output, OutputMode::pipe);
+  EXPECT_DOUBLE_EQ(o.signal_grace_s, 7.5);
   EXPECT_TRUE(o.verbose);
   EXPECT_FALSE(o.help);
   EXPECT_EQ(o.command, (std::vector<std::string>{"./train", "--lr", "0.1"}));
@@ -45,6 +48,8 @@ TEST(Options, DefaultsWhenOnlyTheRequiredAreGiven) {
   EXPECT_EQ(o.port, 0);
   EXPECT_TRUE(o.job_id.empty());
   EXPECT_DOUBLE_EQ(o.grace_s, 3.0);
+  EXPECT_EQ(o.output, OutputMode::pty);
+  EXPECT_DOUBLE_EQ(o.signal_grace_s, 30.0);
   EXPECT_FALSE(o.verbose);
   EXPECT_EQ(o.command, std::vector<std::string>{"prog"});
 }
@@ -103,8 +108,12 @@ TEST(Options, RejectsMalformedValues) {
   EXPECT_NE(error_of({"-np", "2", "--port", "http", "p"}).find("--port needs"), std::string::npos);
   EXPECT_NE(error_of({"-np", "2", "--grace-s", "-1", "p"}).find("--grace-s needs"), std::string::npos);
   EXPECT_NE(error_of({"-np", "2", "--grace-s", "nan", "p"}).find("--grace-s needs"), std::string::npos);
+  EXPECT_EQ(error_of({"-np", "2", "--signal-grace-s", "soon", "p"}),
+            "--signal-grace-s needs seconds between 0 and 3600, got 'soon'");
+  EXPECT_NE(error_of({"-np", "2", "--signal-grace-s", "3601", "p"}).find("between 0 and 3600"), std::string::npos);
   EXPECT_NE(error_of({"-np", "2", "--job-id", "a-b", "p"}).find("contains '-'"), std::string::npos);
   EXPECT_EQ(error_of({"-np", "2", "--port"}), "--port needs a value");
+  EXPECT_EQ(error_of({"-np", "2", "--output", "tty", "p"}), "--output must be pty or pipe, got 'tty'");
 }
 
 TEST(Options, LauncherVariablesCannotBeOverridden) {
@@ -128,10 +137,11 @@ TEST(Options, ErrorsAreOneLine) {
 
 TEST(Options, UsageListsFlagsAndTunables) {
   const std::string text = usage_text();
-  for (const char* needle : {"-np", "--backend", "--env", "--port", "--job-id", "--grace-s", "--verbose",
+  for (const char* needle : {"-np", "--backend", "--env", "--port", "--job-id", "--grace-s", "--signal-grace-s", "--verbose",
                              "--help", "COHORT_TIMEOUT_S", "COHORT_SHM_SLOT_BYTES", "OMP_NUM_THREADS", "-H, --host",
                              "--hostfile", "--launch-template", "--store-addr", "--start-timeout",
-                             "--network-interface", "--remote-cohortrun", "--dry-run", "COHORT_HOST", "--timeline"})
+                             "--network-interface", "--remote-cohortrun", "--dry-run", "COHORT_HOST", "--timeline",
+                             "--output pty|pipe"})
     EXPECT_NE(text.find(needle), std::string::npos) << needle;
 }
 

@@ -1,12 +1,22 @@
 #include "cohort/launcher/output_forwarder.h"
 
 #include <fcntl.h>
+#include <pty.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
 namespace cohort::launcher {
 namespace {
+
+// What the non-blocking `fd` holds now.
+std::string read_now(int fd) {
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
+  return out;
+}
 
 // Captures what a forwarder writes, through a pipe.
 class Capture {
@@ -21,13 +31,7 @@ class Capture {
     ::close(fds_[1]);
   }
   int fd() const { return fds_[1]; }
-  std::string take() {
-    std::string out;
-    char buf[4096];
-    ssize_t n;
-    while ((n = ::read(fds_[0], buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
-    return out;
-  }
+  std::string take() { return read_now(fds_[0]); }
 
  private:
   int fds_[2];
@@ -90,6 +94,75 @@ TEST(OutputForwarder, StopsWritingWhenTheOutputIsGoneButKeepsTheTail) {
   ::sigaction(SIGPIPE, &previous, nullptr);
   ::close(fds[1]);
   EXPECT_EQ(tail.lines(), (std::deque<std::string>{"one", "two"}));
+}
+
+TEST(OutputForwarder, ARedrawnLineIsForwardedAsItsLastText) {
+  // What a terminal would end up showing: the text after the last '\r'.
+  Capture c;
+  OutputTail tail;
+  OutputForwarder f({.rank = 0, .out_fd = c.fd()}, &tail);
+  f.feed("\r[#  ] 1");
+  EXPECT_EQ(c.take(), "");
+  f.feed("\r[## ] 2\r[###] 3\n");
+  EXPECT_EQ(c.take(), "[0] [###] 3\n");
+  f.feed("crlf\r\nsplit\r");
+  f.feed("\nnext\n");
+  EXPECT_EQ(c.take(), "[0] crlf\n[0] split\n[0] next\n");
+  f.feed("left\r");
+  f.finish();
+  EXPECT_EQ(c.take(), "[0] left\n");
+  EXPECT_EQ(tail.lines().back(), "left");
+  EXPECT_EQ(tail.lines()[0], "[###] 3") << "the tail keeps lines, not frames";
+}
+
+// A pseudo-terminal standing for cohortrun's terminal: what is written to it
+// is read back raw from its master.
+class Terminal {
+ public:
+  Terminal() {
+    termios raw{};
+    ::cfmakeraw(&raw);
+    EXPECT_EQ(::openpty(&master_, &slave_, nullptr, &raw, nullptr), 0);
+    ::fcntl(master_, F_SETFL, O_NONBLOCK);
+  }
+  ~Terminal() {
+    ::close(master_);
+    ::close(slave_);
+  }
+  int fd() const { return slave_; }
+  std::string take() { return read_now(master_); }
+
+ private:
+  int master_ = -1, slave_ = -1;
+};
+
+TEST(LiveLine, ARedrawnLineIsDrawnLiveWithOtherLinesAboveIt) {
+  Terminal t;
+  ASSERT_TRUE(::isatty(t.fd()));
+  LiveLine live;
+  OutputTail tail;
+  OutputForwarder bar({.rank = 0, .out_fd = t.fd(), .live = &live}, &tail);
+  OutputForwarder other({.rank = 1, .out_fd = t.fd(), .live = &live}, &tail);
+  bar.feed("\r 50%");
+  EXPECT_EQ(t.take(), "\r[0]  50%\x1b[K");
+  // Another rank's line: the bar is erased, the line written, the bar redrawn.
+  other.feed("hello\n");
+  EXPECT_EQ(t.take(), "\r\x1b[K[1] hello\n[0]  50%");
+  bar.feed("\r 75%");
+  EXPECT_EQ(t.take(), "\r[0]  75%\x1b[K");
+  // The bar's line ends: its last text stays as a line; nothing is redrawn.
+  bar.feed("\r100%\n");
+  EXPECT_EQ(t.take(), "\r\x1b[K[0] 100%\n");
+  other.feed("after\n");
+  EXPECT_EQ(t.take(), "[1] after\n");
+  // A rank that ends mid-bar leaves its last text as a line.
+  bar.feed("\rhalf");
+  EXPECT_EQ(t.take(), "\r[0] half\x1b[K");
+  bar.finish();
+  EXPECT_EQ(t.take(), "\r\x1b[K[0] half\n");
+  // Plain partial lines are not drawn: only redrawn ones are.
+  other.feed("prompt: ");
+  EXPECT_EQ(t.take(), "");
 }
 
 TEST(OutputTail, KeepsTheLastLinesOfBothStreams) {

@@ -7,6 +7,10 @@
 //   out:TEXT       print TEXT to stdout; err:TEXT to stderr
 //   partial:TEXT   print TEXT to stdout without a newline
 //   lines:N        print "line 0" .. "line N-1" to stdout
+//   wait-file:NAME wait until $HELPER_DIR/NAME exists (without flushing
+//                  stdout first: what was printed before shows whether the
+//                  rank's stdout is line-buffered); exit 94 after 120 s
+//   tty            print "stdout: tty|pipe" and "stderr: tty|pipe"
 //   barrier        wait until all COHORT_SIZE ranks reached a barrier
 //   shm            create /dev/shm/cohort-$COHORT_JOB_ID-test-<rank>
 //   ignore:SIG     ignore SIGTERM (TERM), SIGINT (INT) or SIGHUP (HUP)
@@ -145,6 +149,19 @@ void run(const std::string& action, int rank, int size) {
   } else if (action.starts_with("lines:")) {
     const int n = std::atoi(arg("lines:").c_str());
     for (int i = 0; i < n; ++i) std::printf("line %d\n", i);
+  } else if (action.starts_with("wait-file:")) {
+    const std::string path = helper_dir() + "/" + arg("wait-file:");
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (access(path.c_str(), F_OK) != 0) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        std::fprintf(stderr, "rank_helper: %s did not appear\n", path.c_str());
+        std::exit(94);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  } else if (action == "tty") {
+    std::printf("stdout: %s\n", isatty(STDOUT_FILENO) ? "tty" : "pipe");
+    std::printf("stderr: %s\n", isatty(STDERR_FILENO) ? "tty" : "pipe");
   } else if (action == "barrier") {
     std::fflush(stdout);
     barrier(rank, size);

@@ -19,6 +19,7 @@ RemotePayload sample() {
                        .grace_s = 1.5,
                        .start_timeout_s = 7,
                        .cwd = "/home/u/my dir",
+                       .output = OutputMode::pty,
                        .argv = {"prog", "a b", "line\nbreak", "", "end", "quote'\"$x"},
                        .env = {{"COHORT_SECRET", "0123abcd"}, {"EMPTY", ""}, {"MULTI", "x=y=z\nw"}}};
 }
@@ -29,6 +30,9 @@ TEST(RemotePayload, RoundTripsAnyBytes) {
   RemotePayload binary = p;
   binary.argv.push_back(std::string("\0\xff\x01", 3));
   EXPECT_EQ(decode_payload(encode_payload(binary)), binary);
+  RemotePayload piped = p;
+  piped.output = OutputMode::pipe;
+  EXPECT_EQ(decode_payload(encode_payload(piped)).output, OutputMode::pipe);
 }
 
 TEST(RemotePayload, ReadsExactlyOnePayloadFromAPipe) {
@@ -65,6 +69,7 @@ TEST(RemotePayload, RejectsMalformedInput) {
   EXPECT_THROW(decode_payload("cohortrun-remote 1\nrank 2\n-1\nend\n"), Error);
   EXPECT_THROW(decode_payload("cohortrun-remote 1\nbogus 1\nx\narg 1\np\nend\n"), Error);
   EXPECT_THROW(decode_payload("cohortrun-remote 1\nend\n"), Error);  // no program
+  EXPECT_THROW(decode_payload("cohortrun-remote 1\noutput 3\ntty\narg 1\np\nend\n"), Error);
   EXPECT_THROW(decode_payload("cohortrun-remote 1\narg 99999999\n"), Error);
   EXPECT_THROW(decode_payload("cohortrun-remote 2\narg 1\np\nend\n"), Error);
 }

@@ -105,6 +105,26 @@ TEST(Report, SignalStopAndSuccess) {
   EXPECT_EQ(exit_code(result), 130);
   EXPECT_EQ(failure_report(result), "");
 
+  // Ranks that handled the signal and exited with one code of their own
+  // (a preempted fit(): 75) give that code; mixed endings give 128 + S.
+  result.signal = SIGTERM;
+  result.ranks = {record(0, exited(75), SIGTERM), record(1, exited(75), SIGTERM)};
+  EXPECT_EQ(exit_code(result), 75);
+  result.ranks = {record(0, exited(75), SIGTERM), record(1, exited(0), SIGTERM)};
+  EXPECT_EQ(exit_code(result), 128 + SIGTERM);
+  result.ranks = {record(0, exited(0), SIGTERM), record(1, exited(0), SIGTERM)};
+  EXPECT_EQ(exit_code(result), 128 + SIGTERM);
+  // Ranks still running when the grace period ended are named.
+  result.signal = SIGTERM;
+  result.grace_s = 2;
+  result.ranks = {record(0, killed(SIGKILL), SIGKILL), record(1, exited(0), SIGTERM), record(2, killed(SIGKILL), SIGKILL)};
+  result.ranks[0].killed_after_grace = result.ranks[2].killed_after_grace = true;
+  result.ranks[2].host = "node2";
+  EXPECT_EQ(stop_summary(result),
+            "cohortrun: stopped by SIGTERM; 1 of 3 rank(s) exited with code 0\n"
+            "cohortrun: rank 0 (pid 1000), rank 2 on node2 (pid 1002) were still running 2 s after SIGTERM "
+            "(--signal-grace-s) and killed with SIGKILL\n");
+
   SupervisionResult ok;
   ok.ranks = {record(0, exited(0))};
   EXPECT_EQ(exit_code(ok), 0);

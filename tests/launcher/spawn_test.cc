@@ -156,14 +156,14 @@ TEST(SpawnProcess, StdinPipeCarriesDataAndItsEnd) {
   EXPECT_EQ(wait_exit(p.pid), 0);
 }
 
-TEST(SpawnProcess, WithoutCaptureTheChildWritesToOurOutput) {
+TEST(SpawnProcess, InheritedOutputIsOurs) {
   // The child's stdout is ours, here redirected to a pipe for the test.
   int fds[2];
   ASSERT_EQ(::pipe(fds), 0);
   const int saved = ::dup(STDOUT_FILENO);
   ::dup2(fds[1], STDOUT_FILENO);
   const SpawnedProcess p = spawn_process(
-      {.path = "/bin/sh", .argv = {"sh", "-c", "echo direct"}, .envp = {}, .capture_output = false});
+      {.path = "/bin/sh", .argv = {"sh", "-c", "echo direct"}, .envp = {}, .output = OutputMode::inherit});
   ::dup2(saved, STDOUT_FILENO);
   ::close(saved);
   ::close(fds[1]);
@@ -172,6 +172,40 @@ TEST(SpawnProcess, WithoutCaptureTheChildWritesToOurOutput) {
   EXPECT_EQ(p.stdin_fd, -1);
   EXPECT_EQ(wait_exit(p.pid), 0);
   EXPECT_EQ(read_all(fds[0]), "direct\n");
+}
+
+TEST(SpawnProcess, PtyGivesStdoutARawTerminalAndStderrAPipe) {
+  const SpawnedProcess p = spawn_process(
+      {.path = "/bin/sh",
+       .argv = {"sh", "-c",
+                "if test -t 1; then echo 'stdout: tty'; fi; if test -t 2; then echo 'stderr: tty' >&2; "
+                "else echo 'stderr: pipe' >&2; fi; stty -a <&1; printf 'a\\nb\\n'"},
+       .envp = {"PATH=/bin:/usr/bin"},
+       .output = OutputMode::pty});
+  if (p.output != OutputMode::pty) GTEST_SKIP() << p.output_note;
+  const std::string out = read_all(p.stdout_fd);
+  EXPECT_EQ(read_all(p.stderr_fd), "stderr: pipe\n");
+  EXPECT_EQ(wait_exit(p.pid), 0);
+  EXPECT_TRUE(out.starts_with("stdout: tty\n")) << out;
+  EXPECT_TRUE(out.ends_with("\na\nb\n")) << "no \\r added: " << out;
+  EXPECT_EQ(out.find('\r'), std::string::npos) << out;
+  // Raw: no output processing (ONLCR), no echo; and a width to draw in.
+  for (const char* flag : {"-opost", "-onlcr", "-echo "}) EXPECT_NE(out.find(flag), std::string::npos) << flag << out;
+  EXPECT_EQ(out.find("columns 0;"), std::string::npos) << out;
+}
+
+TEST(SpawnProcess, PtyOutputWrittenJustBeforeExitArrivesWhole) {
+  // More than a terminal buffers: the child blocks until it is read, exits
+  // right after its last write, and reading ends with EIO, not lost bytes.
+  const SpawnedProcess p = spawn_process({.path = "/bin/sh",
+                                          .argv = {"sh", "-c", "head -c 300000 /dev/zero | tr '\\0' x; echo end"},
+                                          .envp = {"PATH=/bin:/usr/bin"},
+                                          .output = OutputMode::pty});
+  if (p.output != OutputMode::pty) GTEST_SKIP() << p.output_note;
+  const std::string out = read_all(p.stdout_fd);
+  ::close(p.stderr_fd);
+  EXPECT_EQ(wait_exit(p.pid), 0);
+  EXPECT_EQ(out, std::string(300000, 'x') + "end\n");
 }
 
 TEST(SpawnProcess, FailedExecIsReportedAndReaped) {

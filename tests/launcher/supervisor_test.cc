@@ -45,7 +45,9 @@ class Sink {
 
 class SupervisorTest : public ::testing::Test {
  protected:
-  SupervisorOptions options() { return {.grace_s = 0.5, .drain_s = 0.2, .stdout_fd = out_.fd(), .stderr_fd = err_.fd()}; }
+  SupervisorOptions options(double signal_grace_s = 30) {
+    return {.grace_s = 0.5, .signal_grace_s = signal_grace_s, .drain_s = 0.2, .stdout_fd = out_.fd(), .stderr_fd = err_.fd()};
+  }
 
   static SpawnedProcess sh(const std::string& script) {
     return spawn_process({.path = "/bin/sh", .argv = {"sh", "-c", script}, .envp = {"PATH=/bin:/usr/bin"}});
@@ -219,6 +221,32 @@ TEST_F(SupervisorTest, LauncherSignalIsForwardedAndASecondOneKills) {
   const std::string messages = err_.take();
   EXPECT_NE(messages.find("got SIGINT; forwarding it to 2 rank(s)"), std::string::npos) << messages;
   EXPECT_NE(messages.find("got SIGINT again; killing 1 rank(s)"), std::string::npos) << messages;
+}
+
+TEST_F(SupervisorTest, RanksIgnoringAForwardedSignalAreKilledAfterTheSignalGracePeriod) {
+  testing::TempDir dir;
+  const std::string ready = dir.path() + "/ready";
+  Supervisor s(options(/*signal_grace_s=*/0.5), signals_);
+  s.add(0, sh("exec sleep 30"));
+  s.add(1, sh("trap '' TERM; touch " + ready + "; while :; do sleep 0.05; done"));
+  std::thread sender([&] {
+    while (::access(ready.c_str(), F_OK) != 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    ::kill(::getpid(), SIGTERM);  // once: only the grace period can end rank 1
+  });
+  const auto start = Clock::now();
+  const SupervisionResult r = s.run();
+  sender.join();
+  EXPECT_LT(seconds_since(start), kBoundSeconds);
+  EXPECT_EQ(r.reason, StopReason::signal);
+  EXPECT_EQ(r.signal, SIGTERM);
+  EXPECT_DOUBLE_EQ(r.grace_s, 0.5);
+  EXPECT_EQ(r.ranks[0].status.signal(), SIGTERM);
+  EXPECT_FALSE(r.ranks[0].killed_after_grace);
+  EXPECT_EQ(r.ranks[1].status.signal(), SIGKILL);
+  EXPECT_TRUE(r.ranks[1].killed_after_grace);
+  const std::string messages = err_.take();
+  EXPECT_NE(messages.find("killed if still running in 0.5 s"), std::string::npos) << messages;
+  EXPECT_NE(messages.find("grace period of 0.5 s over; killing 1 rank(s)"), std::string::npos) << messages;
 }
 
 }  // namespace

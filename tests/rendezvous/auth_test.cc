@@ -1,4 +1,5 @@
-// The HMAC challenge-response primitives and secret generation.
+// The handshake proofs, session keys and frame tags of the TCP store, and
+// secret generation, checked against HMAC-SHA256 computed independently.
 #include <set>
 #include <string>
 
@@ -37,22 +38,68 @@ TEST(AuthTest, GeneratedSecretsAreHexAndDistinct) {
   }
 }
 
-TEST(AuthTest, ResponseVerifiesOnlyForTheSameSecretAndNonce) {
-  const std::string nonce = random_bytes(kAuthNonceBytes);
-  ASSERT_EQ(nonce.size(), kAuthNonceBytes);
-  const std::string answer = auth_response("secret", nonce);
-  EXPECT_EQ(answer.size(), kAuthMacBytes);
-  EXPECT_TRUE(auth_verify("secret", nonce, answer));
-  EXPECT_FALSE(auth_verify("Secret", nonce, answer));
-  EXPECT_FALSE(auth_verify("secret", random_bytes(kAuthNonceBytes), answer));
-  EXPECT_FALSE(auth_verify("secret", nonce, answer.substr(0, 31)));
-  EXPECT_FALSE(auth_verify("secret", nonce, answer + "x"));
-  EXPECT_FALSE(auth_verify("secret", nonce, ""));
-  std::string flipped = answer;
+TEST(AuthTest, ProofsVerifyOnlyForTheSameRoleSecretAndNonces) {
+  const std::string ns = random_bytes(kAuthNonceBytes), nc = random_bytes(kAuthNonceBytes);
+  ASSERT_EQ(ns.size(), kAuthNonceBytes);
+  const std::string client = handshake_proof(Prover::client, "secret", ns, nc);
+  const std::string server = handshake_proof(Prover::server, "secret", ns, nc);
+  EXPECT_EQ(client.size(), kAuthMacBytes);
+  EXPECT_TRUE(verify_handshake_proof(Prover::client, "secret", ns, nc, client));
+  EXPECT_TRUE(verify_handshake_proof(Prover::server, "secret", ns, nc, server));
+  // The client's proof is no server proof: a relay cannot answer with it.
+  EXPECT_NE(client, server);
+  EXPECT_FALSE(verify_handshake_proof(Prover::server, "secret", ns, nc, client));
+  EXPECT_FALSE(verify_handshake_proof(Prover::client, "Secret", ns, nc, client));
+  // Bound to both nonces, in their places.
+  EXPECT_FALSE(verify_handshake_proof(Prover::client, "secret", random_bytes(kAuthNonceBytes), nc, client));
+  EXPECT_FALSE(verify_handshake_proof(Prover::client, "secret", ns, random_bytes(kAuthNonceBytes), client));
+  EXPECT_FALSE(verify_handshake_proof(Prover::client, "secret", nc, ns, client));
+  EXPECT_FALSE(verify_handshake_proof(Prover::client, "secret", ns, nc, client.substr(0, 31)));
+  EXPECT_FALSE(verify_handshake_proof(Prover::client, "secret", ns, nc, client + "x"));
+  EXPECT_FALSE(verify_handshake_proof(Prover::client, "secret", ns, nc, ""));
+  std::string flipped = client;
   flipped[17] ^= 1;
-  EXPECT_FALSE(auth_verify("secret", nonce, flipped));
-  // The answer is not the bare HMAC of the nonce (it is bound to the protocol).
-  EXPECT_NE(answer, hmac_sha256("secret", nonce));
+  EXPECT_FALSE(verify_handshake_proof(Prover::client, "secret", ns, nc, flipped));
+  // Independent reference: the HMAC of the labelled concatenation.
+  EXPECT_EQ(client, hmac_sha256("secret", std::string("cohort-store-client/2\0", 22) + ns + nc));
+  EXPECT_EQ(server, hmac_sha256("secret", std::string("cohort-store-server/2\0", 22) + ns + nc));
+}
+
+TEST(AuthTest, SessionKeysDifferPerDirectionAndConnection) {
+  const std::string ns = random_bytes(kAuthNonceBytes), nc = random_bytes(kAuthNonceBytes);
+  const SessionKeys k = session_keys("secret", ns, nc);
+  EXPECT_EQ(k.client_to_server.size(), kAuthMacBytes);
+  EXPECT_NE(k.client_to_server, k.server_to_client);
+  EXPECT_EQ(k.client_to_server, session_keys("secret", ns, nc).client_to_server);
+  EXPECT_NE(k.client_to_server, session_keys("secret", ns, random_bytes(kAuthNonceBytes)).client_to_server);
+  EXPECT_NE(k.client_to_server, session_keys("other", ns, nc).client_to_server);
+  const std::string session = hmac_sha256("secret", std::string("cohort-store-session/2\0", 23) + ns + nc);
+  EXPECT_EQ(k.client_to_server, hmac_sha256(session, "client-to-server"));
+  EXPECT_EQ(k.server_to_client, hmac_sha256(session, "server-to-client"));
+}
+
+std::string le64(uint64_t v) {
+  std::string s(8, '\0');
+  for (int i = 0; i < 8; ++i) s[i] = static_cast<char>(v >> (8 * i));
+  return s;
+}
+
+TEST(AuthTest, FrameTagsCountFramesAndMatchTheHmacOfSequenceAndPayload) {
+  const std::string key = random_bytes(kAuthMacBytes);
+  FrameMac sender(key), receiver(key);
+  const std::string t0 = sender.seal("first"), t1 = sender.seal("second");
+  EXPECT_EQ(t0, hmac_sha256(key, le64(0) + "first"));
+  EXPECT_EQ(t1, hmac_sha256(key, le64(1) + "second"));
+  // Replayed, reordered, altered or from another key: refused, and not counted.
+  EXPECT_FALSE(receiver.open("second", t1));
+  EXPECT_FALSE(receiver.open("firsT", t0));
+  EXPECT_FALSE(FrameMac(random_bytes(kAuthMacBytes)).open("first", t0));
+  EXPECT_EQ(receiver.frames(), 0u);
+  EXPECT_TRUE(receiver.open("first", t0));
+  EXPECT_FALSE(receiver.open("first", t0));
+  EXPECT_TRUE(receiver.open("second", t1));
+  EXPECT_EQ(receiver.frames(), 2u);
+  EXPECT_EQ(sender.frames(), 2u);
 }
 
 }  // namespace

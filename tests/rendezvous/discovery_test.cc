@@ -3,6 +3,7 @@
 // missing, malformed or contradictory value.
 #include <cstdlib>
 #include <string>
+#include <tuple>
 
 #include <gtest/gtest.h>
 
@@ -203,6 +204,32 @@ TEST(DiscoveryTest, TorchrunMinimalEnvInit) {
   EXPECT_EQ(info.local_size, 1);
   // A job id unique to the running job, from its store address.
   EXPECT_EQ(info.job_id, "127.0.0.1-1234");
+  // A loopback store is served on loopback only.
+  EXPECT_EQ(info.store_bind, "127.0.0.1");
+}
+
+TEST(DiscoveryTest, Rank0ServesTheStoreOnLoopbackWhenNobodyElseNeedsIt) {
+  // Every rank on this host: loopback, whatever MASTER_ADDR names.
+  Environment env{{"RANK", "0"},        {"WORLD_SIZE", "4"},          {"LOCAL_RANK", "0"},
+                  {"LOCAL_WORLD_SIZE", "4"}, {"MASTER_ADDR", "node7"}, {"MASTER_PORT", "29500"}};
+  LaunchInfo info = discover(env);
+  EXPECT_TRUE(info.store_in_rank0);
+  EXPECT_EQ(info.store_bind, "127.0.0.1");
+  EXPECT_EQ(info.store_host, "127.0.0.1");
+  EXPECT_EQ(info.store_port, 29500);
+  // A loopback name is kept as given.
+  env["MASTER_ADDR"] = "localhost";
+  info = discover(env);
+  EXPECT_EQ(info.store_bind, "localhost");
+  EXPECT_EQ(info.store_host, "localhost");
+  // Ranks on other hosts must reach it: every interface, at the given address.
+  info = discover(torchrun_env());
+  EXPECT_EQ(info.store_bind, "0.0.0.0");
+  EXPECT_EQ(info.store_host, "10.0.0.1");
+  // cohortrun serves the store itself.
+  EXPECT_TRUE(discover(Environment{{"COHORT_RANK", "0"}, {"COHORT_SIZE", "2"}, {"COHORT_LOCAL_RANK", "0"},
+                                   {"COHORT_LOCAL_SIZE", "2"}, {"COHORT_STORE_ADDR", "127.0.0.1:5000"}})
+                  .store_bind.empty());
 }
 
 TEST(DiscoveryTest, TorchrunContradictionsAndGaps) {
@@ -388,6 +415,72 @@ TEST(DiscoveryTest, SlurmContradictionsAndGaps) {
   env.erase("MASTER_ADDR");
   env.erase("MASTER_PORT");
   expect_config_error(env, {"COHORT_STORE_ADDR", "SLURM_PROCID='5'"});
+}
+
+// What srun sets when nothing else gives a store address (the variables of
+// a task of `srun -N 3 -n 7`).
+Environment srun_env(int rank, int node, int local_rank) {
+  Environment env = slurm_env();
+  env.erase("MASTER_ADDR");
+  env.erase("MASTER_PORT");
+  env["SLURM_PROCID"] = std::to_string(rank);
+  env["SLURM_NODEID"] = std::to_string(node);
+  env["SLURM_LOCALID"] = std::to_string(local_rank);
+  env["SLURM_STEP_NODELIST"] = "gpu[007-008],cpu3";
+  env["SLURM_JOB_NODELIST"] = "gpu[007-008],cpu[3-4]";
+  return env;
+}
+
+TEST(DiscoveryTest, SrunAloneServesTheStoreOnTheStepsFirstNode) {
+  const LaunchInfo zero = discover(srun_env(0, 0, 0));
+  EXPECT_EQ(zero.store_host, "gpu007");
+  EXPECT_TRUE(zero.store_in_rank0);
+  EXPECT_GE(zero.store_port, 20000);
+  EXPECT_LT(zero.store_port, 30000);
+  EXPECT_EQ(zero.job_id, "slurm-9001.0");
+  // Every task computes the same address.
+  for (const auto& [rank, node, local] : {std::tuple{3, 1, 0}, std::tuple{6, 2, 0}}) {
+    const LaunchInfo other = discover(srun_env(rank, node, local));
+    EXPECT_EQ(other.store_host, "gpu007");
+    EXPECT_EQ(other.store_port, zero.store_port);
+  }
+  // Another step of the job, or another job, gets another port.
+  Environment next_step = srun_env(0, 0, 0);
+  next_step["SLURM_STEP_ID"] = "1";
+  EXPECT_NE(discover(next_step).store_port, zero.store_port);
+  Environment next_job = srun_env(0, 0, 0);
+  next_job["SLURM_JOB_ID"] = "9002";
+  EXPECT_NE(discover(next_job).store_port, zero.store_port);
+  // Without a step list, the job's.
+  Environment job_list = srun_env(0, 0, 0);
+  job_list.erase("SLURM_STEP_NODELIST");
+  job_list["SLURM_JOB_NODELIST"] = "rack[2-3]-n[08-09]";
+  EXPECT_EQ(discover(job_list).store_host, "rack2-n08");
+  // A configured address wins.
+  Environment configured = srun_env(0, 0, 0);
+  configured["COHORT_STORE_ADDR"] = "head:1234";
+  EXPECT_EQ(discover(configured).store_host, "head");
+  EXPECT_EQ(discover(configured).store_port, 1234);
+}
+
+TEST(DiscoveryTest, SrunTaskZeroOffTheFirstNodeNeedsAnAddress) {
+  // Tasks placed by hand (--distribution=arbitrary) may put task 0 elsewhere.
+  expect_config_error(srun_env(0, 1, 0), {"task 0 runs on node 1", "gpu007", "COHORT_STORE_ADDR"});
+  Environment bad = srun_env(2, 0, 2);
+  bad["SLURM_STEP_NODELIST"] = "[";
+  expect_config_error(bad, {"SLURM_STEP_NODELIST='['", "COHORT_STORE_ADDR"});
+}
+
+TEST(DiscoveryTest, SbatchsBatchScriptIsASingleProcess) {
+  // The batch script has SLURM_PROCID=0 and the job's task count, but no
+  // step: without srun it is one process, not rank 0 of a job.
+  const Environment batch{{"SLURM_PROCID", "0"},   {"SLURM_NTASKS", "2"},  {"SLURM_LOCALID", "0"},
+                          {"SLURM_NODEID", "0"},   {"SLURM_JOB_ID", "3"},  {"SLURM_TASKS_PER_NODE", "2"},
+                          {"SLURM_JOB_NODELIST", "vm"}};
+  const LaunchInfo info = discover(batch);
+  EXPECT_EQ(info.source, LaunchSource::single);
+  EXPECT_EQ(info.size, 1);
+  EXPECT_TRUE(info.store_host.empty());
 }
 
 TEST(DiscoveryTest, PrecedenceCohortrunThenTorchrunThenMpiThenSlurm) {

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -51,6 +52,9 @@ class RawSocket {
     if (::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
       throw std::runtime_error("connect failed");
   }
+  // Takes over an open socket (e.g. one accept() returned).
+  struct Adopt {};
+  RawSocket(Adopt, int fd) : fd_(fd) {}
   ~RawSocket() { ::close(fd_); }
   RawSocket(const RawSocket&) = delete;
   RawSocket& operator=(const RawSocket&) = delete;
@@ -83,6 +87,16 @@ class RawSocket {
     return out;
   }
 
+  // One frame's body (after its u32 length), or nullopt.
+  std::optional<std::string> recv_frame(std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+    auto header = recv_exact(4, timeout);
+    if (!header) return std::nullopt;
+    uint32_t len = 0;
+    for (int i = 0; i < 4; ++i) len |= static_cast<uint32_t>(static_cast<unsigned char>((*header)[i])) << (8 * i);
+    if (len == 0) return std::string();
+    return recv_exact(len, timeout);
+  }
+
   // True when the peer closes (or resets) the connection within `timeout`;
   // everything it sends first is discarded.
   bool closed_by_peer(std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
@@ -102,6 +116,39 @@ class RawSocket {
 
  private:
   int fd_ = -1;
+};
+
+// A listening IPv4 socket on 127.0.0.1 and a free port.
+class Listener {
+ public:
+  Listener() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd_, 16) != 0 ||
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+      throw std::runtime_error("cannot listen on 127.0.0.1");
+    port_ = ntohs(a.sin_port);
+  }
+  ~Listener() { ::close(fd_); }
+  Listener(const Listener&) = delete;
+  Listener& operator=(const Listener&) = delete;
+
+  int port() const { return port_; }
+  // The next connection, or nullptr after `timeout`.
+  std::unique_ptr<RawSocket> accept(std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+    pollfd p{fd_, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(timeout.count())) <= 0) return nullptr;
+    const int fd = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) return nullptr;
+    return std::make_unique<RawSocket>(RawSocket::Adopt{}, fd);
+  }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
 };
 
 // A thread whose exception is rethrown by join(), so that a store call

@@ -177,6 +177,27 @@ TEST(Checkpoint, AnotherModelIsRefusedBeforeAnythingChanges) {
   EXPECT_TRUE(bitwise_equal(copy_parameters(*other), before));
 }
 
+// Loading writes into the parameters in place: each keeps its autograd
+// gradient accumulator, where DistributedDataParallel and
+// DistributedOptimizer hook in. (LibTorch's Module::load() replaces them,
+// which silently stopped DDP from reducing after a resume.)
+TEST(Checkpoint, LoadingKeepsEveryParametersGradientAccumulator) {
+  torch::set_num_threads(1);
+  TempDir dir;
+  const std::string path = dir.file("ck");
+  TrainingRun a(1), b(2);
+  a.train(2);
+  cohort::save_checkpoint(path, *a.net, *a.opt, a.state);
+  // Held, as the hooks hold them (autograd keeps only a weak reference).
+  std::vector<std::shared_ptr<torch::autograd::Node>> before;
+  for (const auto& p : b.net->parameters()) before.push_back(torch::autograd::impl::grad_accumulator(p));
+  cohort::load_checkpoint(path, *b.net, *b.opt);
+  EXPECT_TRUE(bitwise_equal(copy_parameters(*b.net), copy_parameters(*a.net)));
+  size_t i = 0;
+  for (const auto& p : b.net->parameters())
+    EXPECT_EQ(torch::autograd::impl::grad_accumulator(p), before[i++]) << "parameter " << i;
+}
+
 TEST(Checkpoint, DistributedResumeFromRootsFile) {
   TempDir dir;
   const std::string path = dir.file("ck");

@@ -1,7 +1,8 @@
-// The fashion_mnist example end to end, as real processes under cohortrun:
-// two ranks train on a small synthetic data set written as gzip IDX files,
-// write JSON-lines metrics and a checkpoint, resume from it, and fail with a
-// clear message on a malformed data file.
+// The fashion_mnist example end to end: the same program trains a small
+// synthetic data set (gzip IDX files) under every strategy, one process or
+// two ranks under cohortrun, writes JSON-lines metrics, a checkpoint and a
+// backup, resumes from the backup for another epoch, and fails with a clear
+// message on a malformed data file.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -52,11 +53,14 @@ class FashionMnistE2E : public ::testing::Test {
   }
   ~FashionMnistE2E() override { std::filesystem::remove_all(dir_); }
 
-  RunResult run(const std::vector<std::string>& flags) {
-    std::vector<std::string> args = {"-np", "2", kProgram, "--data-dir", data_, "--model", "mlp", "--batch-size",
-                                     "16", "--lr", "0.05", "--threads", "1", "--progress", "lines"};
+  // Under cohortrun with `ranks` ranks (0: the program alone).
+  RunResult run(const std::vector<std::string>& flags, int ranks = 2) {
+    std::vector<std::string> args = {kProgram, "--data-dir", data_, "--model", "mlp", "--batch-size", "32",
+                                     "--lr", "0.1", "--threads", "1", "--progress", "lines"};
+    if (ranks > 0) args.insert(args.begin(), {"-np", std::to_string(ranks)});
     args.insert(args.end(), flags.begin(), flags.end());
-    CohortrunProcess p(kCohortrun, args, dir_);
+    CohortrunProcess p(ranks > 0 ? kCohortrun : kProgram,
+                       ranks > 0 ? args : std::vector<std::string>(args.begin() + 1, args.end()), dir_);
     return p.wait(std::chrono::seconds(120));
   }
 
@@ -73,52 +77,58 @@ double final_accuracy(const std::string& out) {
   return std::regex_search(out, m, re) ? std::stod(m[1]) : -1;
 }
 
-TEST_F(FashionMnistE2E, TrainsCheckpointsAndResumesOnTwoRanks) {
-  const std::string ck = dir_ + "/ck.bin", metrics = dir_ + "/metrics.jsonl";
-  RunResult r = run({"--epochs", "2", "--checkpoint", ck, "--metrics", metrics, "--log-every", "5"});
+TEST_F(FashionMnistE2E, TrainsCheckpointsAndBacksUpOnTwoRanks) {
+  const std::string ck = dir_ + "/ck.bin", metrics = dir_ + "/metrics.jsonl", backup = dir_ + "/backup";
+  RunResult r = run({"--strategy", "multi_worker", "--epochs", "2", "--checkpoint", ck, "--metrics", metrics,
+                     "--log-every", "5", "--backup", backup});
   ASSERT_TRUE(r.finished && r.exit_code == 0) << "exit " << r.exit_code << "\n" << r.out << r.err;
-  EXPECT_NE(r.out.find("2 ranks x batch 16 = 32 per step"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("epoch 2/2: train loss"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("on multi_worker:bucket_mb=25,bucket_view=true,compression=none,style=ddp (2 replicas), global batch 32"),
+            std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("epoch 2/2: accuracy"), std::string::npos) << r.out;
   EXPECT_GE(final_accuracy(r.out), 90.0) << r.out;
   EXPECT_NE(r.out.find("metrics (JSON lines): " + metrics), std::string::npos);
   EXPECT_NE(r.out.find("checkpoint: " + ck), std::string::npos);
 
-  // Metrics: valid JSON, one start, a step line every 5 steps, two epochs, one final.
+  // Metrics: valid JSON, one start, a step line every 5 steps, two epochs, one end.
   auto lines = metric_lines();
-  int starts = 0, steps = 0, epochs = 0, finals = 0;
+  int starts = 0, steps = 0, epochs = 0, ends = 0;
   for (const auto& line : lines) {
     std::string error;
     EXPECT_TRUE(JsonCheck::valid(line, &error)) << line << ": " << error;
     starts += line.find(R"("event":"start")") != std::string::npos;
     steps += line.find(R"("event":"step")") != std::string::npos;
     epochs += line.find(R"("event":"epoch")") != std::string::npos;
-    finals += line.find(R"("event":"final")") != std::string::npos;
+    ends += line.find(R"("event":"end")") != std::string::npos;
   }
-  // 640 examples / 2 ranks / 16 = 20 steps per epoch.
+  // 640 examples / global batch 32 = 20 steps per epoch.
   EXPECT_EQ(starts, 1);
   EXPECT_EQ(steps, 40 / 5);
   EXPECT_EQ(epochs, 2);
-  EXPECT_EQ(finals, 1);
+  EXPECT_EQ(ends, 1);
   const auto ck_bytes = read_file(ck);
   ASSERT_GE(ck_bytes.size(), 32u);
   EXPECT_EQ(std::string(ck_bytes.data(), 8), "COHORTCK");
   EXPECT_TRUE(std::filesystem::exists(ck + ".prev")) << "the epoch-1 checkpoint is kept as the previous one";
+  // A successful fit() removes its backup.
+  EXPECT_FALSE(std::filesystem::exists(backup + "/backup.ckpt"));
+}
 
-  // Resume for a third epoch: starts at epoch 3, step 40, appends metrics.
-  r = run({"--epochs", "3", "--checkpoint", ck, "--metrics", metrics, "--resume"});
-  ASSERT_TRUE(r.finished && r.exit_code == 0) << "exit " << r.exit_code << "\n" << r.out << r.err;
-  EXPECT_NE(r.out.find("resumed from " + ck + " at epoch 3, batch 0 (step 40)"), std::string::npos) << r.out;
-  EXPECT_EQ(r.out.find("epoch 1/3"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("epoch 3/3: train loss"), std::string::npos) << r.out;
-  EXPECT_GE(final_accuracy(r.out), 90.0) << r.out;
-  lines = metric_lines();
-  ASSERT_FALSE(lines.empty());
-  EXPECT_NE(lines.back().find(R"("step":60)"), std::string::npos) << lines.back();
+// The same source under each single-process strategy: no change but the flag.
+TEST_F(FashionMnistE2E, TrainsUnderEverySingleProcessStrategy) {
+  for (const std::string strategy : {"one_device", "mirrored:replicas=2", "central_storage:replicas=3"}) {
+    const RunResult r = run({"--strategy", strategy, "--epochs", "2"}, /*ranks=*/0);
+    ASSERT_TRUE(r.finished && r.exit_code == 0) << strategy << ": exit " << r.exit_code << "\n" << r.out << r.err;
+    EXPECT_GE(final_accuracy(r.out), 90.0) << strategy << "\n" << r.out;
+  }
+  // A single-process strategy refuses to run as one rank of several.
+  const RunResult r = run({"--strategy", "one_device"}, /*ranks=*/2);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("trains in one process, but this is rank"), std::string::npos) << r.err;
 }
 
 TEST_F(FashionMnistE2E, MalformedDataFailsWithAClearMessage) {
   write_gzip(data_ + "/t10k-labels-idx1-ubyte.gz", idx_bytes({200, 1}, std::vector<uint8_t>(200)));
-  const RunResult r = run({"--epochs", "1"});
+  const RunResult r = run({"--strategy", "multi_worker", "--epochs", "1"});
   ASSERT_TRUE(r.finished) << r.out << r.err;
   // The ranks exit with 2 (a configuration error); cohortrun reports the
   // first failing rank and exits with 1.

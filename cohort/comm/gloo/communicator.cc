@@ -1,6 +1,8 @@
 #include "cohort/comm/gloo/communicator.h"
 
 #include "cohort/comm/buffer_util.h"
+#include "cohort/comm/f32_average.h"
+#include "cohort/comm/messages.h"
 
 #include <gloo/allgather.h>
 #include <gloo/allgatherv.h>
@@ -88,12 +90,6 @@ bool mentions_timeout(const std::string& what) {
   std::string lower = what;
   std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
   return lower.find("timed out") != std::string::npos || lower.find("timeout") != std::string::npos;
-}
-
-std::string seconds_text(std::chrono::milliseconds t) {
-  std::ostringstream os;
-  os << t.count() / 1000.0 << " s";
-  return os.str();
 }
 
 // Gloo writes to its sockets with writev(2), which raises SIGPIPE when the
@@ -434,12 +430,13 @@ void Communicator::allreduce(BufferView send, BufferView recv, const AllreduceOp
   COHORT_CHECK_EQ(send.count, recv.count) << "allreduce send and recv counts differ";
   COHORT_CHECK(send.dtype == recv.dtype) << "allreduce send and recv dtypes differ";
   check_no_partial_overlap(send, recv, "allreduce");
+  if (average_needs_f32(send.dtype, options.op)) return allreduce_average_in_f32(*this, send, recv);
   Call call{Kind::allreduce, send.dtype, send.count, uint8_t(options.op)};
   const uint32_t tag = begin(call);
   if (send.count == 0) return;
   guarded(call, [&] {
     const DType dtype = send.dtype;
-    const ReduceOp op = options.op;
+    const ReduceOp op = options.op, partial = partial_op(op);
     ::gloo::AllreduceOptions o(context_);
     with_element_type(dtype, [&](auto zero) {
       using T = decltype(zero);
@@ -449,9 +446,9 @@ void Communicator::allreduce(BufferView send, BufferView recv, const AllreduceOp
     // Gloo calls fn(c, a, b, n) with c == a when it accumulates; cohort's
     // kernels allow only the first source to alias the destination, and
     // every op is commutative, so swap when Gloo aliases the second.
-    o.setReduceFunction([dtype, op](void* c, const void* a, const void* b, size_t n) {
+    o.setReduceFunction([dtype, partial](void* c, const void* a, const void* b, size_t n) {
       if (c == b && c != a) std::swap(a, b);
-      reduce2(op, dtype, c, a, b, n);
+      reduce2(partial, dtype, c, a, b, n);
     });
     o.setAlgorithm(send.bytes() <= options_.bcube_max_bytes ? ::gloo::AllreduceOptions::Algorithm::BCUBE
                                                             : ::gloo::AllreduceOptions::Algorithm::RING);
@@ -533,6 +530,7 @@ void Communicator::reduce_scatter(BufferView send, BufferView recv, const Reduce
   COHORT_CHECK_EQ(send.count, recv.count * size_) << "reduce_scatter send must hold size() recv blocks";
   COHORT_CHECK(send.dtype == recv.dtype) << "reduce_scatter send and recv dtypes differ";
   check_no_partial_overlap(send, recv, "reduce_scatter");
+  if (average_needs_f32(recv.dtype, options.op)) return reduce_scatter_average_in_f32(*this, send, recv);
   Call call{Kind::reduce_scatter, recv.dtype, recv.count, uint8_t(options.op)};
   const uint32_t tag = begin(call);
   if (recv.count == 0) return;
@@ -585,7 +583,8 @@ void Communicator::reduce_scatter_ring(BufferView send, BufferView recv, ReduceO
           out_buf[s & 1]->waitSend(options_.timeout);
           out_pending[s & 1] = false;
         }
-        reduce2(op, dtype, out, incoming[(s - 1) & 1], at(send, size_t(block_of(rank_, s + 1)) * block + off), len);
+        reduce2(partial_op(op), dtype, out, incoming[(s - 1) & 1],
+                at(send, size_t(block_of(rank_, s + 1)) * block + off), len);
         out_buf[s & 1]->send(next, slot, 0, bytes);
         out_pending[s & 1] = true;
       }
@@ -596,7 +595,7 @@ void Communicator::reduce_scatter_ring(BufferView send, BufferView recv, ReduceO
     // source.
     in_buf->waitRecv(options_.timeout);
     for (; own_pending > 0; --own_pending) own->waitSend(options_.timeout);
-    reduce2(op, dtype, at(recv, off), at(send, size_t(rank_) * block + off), incoming[(n - 2) & 1], len);
+    reduce2(partial_op(op), dtype, at(recv, off), at(send, size_t(rank_) * block + off), incoming[(n - 2) & 1], len);
   }
   for (int k = 0; k < 2; ++k)
     if (out_pending[k]) out_buf[k]->waitSend(options_.timeout);

@@ -20,7 +20,8 @@
 //   Gloo's pipelined ring above (two 1 MiB segments of scratch, one
 //   connection busy per rank: the bandwidth-optimal choice across hosts).
 //   Reductions run cohort's kernels (every DType and ReduceOp; avg is a sum
-//   and then finish_average). Every rank ends with the same bits.
+//   and then finish_average, and for f16/bf16 runs in f32: f32_average.h).
+//   Every rank ends with the same bits.
 // - reduce_scatter: a ring of our own over unbound buffers, in chunks of at
 //   most Options::chunk_bytes so that memory stays bounded.
 // - broadcast, allgather(v), alltoall(v), gather, scatter, barrier: Gloo's

@@ -5,6 +5,7 @@
 #include <exception>
 #include <utility>
 
+#include "cohort/comm/f32_average.h"
 #include "cohort/comm/hierarchical/host_key.h"
 #include "cohort/common/check.h"
 #include "cohort/common/reduce.h"
@@ -138,6 +139,7 @@ void Communicator::allreduce(BufferView send, BufferView recv, const AllreduceOp
   Guard guard(*this);
   if (topology_.hosts == 1) return local_->allreduce(send, recv, options);
   if (topology_.hosts == size_) return flat_->allreduce(send, recv, options);
+  if (average_needs_f32(send.dtype, options.op)) return allreduce_average_in_f32(*this, send, recv);
   // avg is a sum until the end: local sizes may differ between hosts.
   const bool average = options.op == ReduceOp::avg;
   const ReduceOp op = average ? ReduceOp::sum : options.op;

@@ -24,7 +24,8 @@
 // count is not a multiple of M, and messages up to Options::small_bytes, go
 // the short way: local allreduce, cross allreduce among local rank 0s, local
 // broadcast. Every rank ends with the same bits (each slice is reduced once,
-// by the cross communicator, and copied). avg runs as a sum and divides once.
+// by the cross communicator, and copied). avg runs as a sum and divides once;
+// for f16/bf16 the whole allreduce runs in f32 (f32_average.h).
 //
 // Broadcast: the root's host broadcasts locally, then slice k crosses to the
 // other hosts over cross communicator k, which gather the slices locally

@@ -1,6 +1,8 @@
 #include "cohort/comm/mpi/communicator.h"
 
 #include "cohort/comm/buffer_util.h"
+#include "cohort/comm/f32_average.h"
+#include "cohort/comm/messages.h"
 
 #include <mpi.h>
 #include <sched.h>
@@ -72,12 +74,6 @@ int count_of(size_t n, const char* what) {
   COHORT_CHECK(n <= size_t(INT_MAX)) << what << ": " << n
                                      << " elements exceed MPI's int counts (2^31-1); split the call";
   return static_cast<int>(n);
-}
-
-std::string seconds_text(std::chrono::milliseconds t) {
-  std::ostringstream os;
-  os << t.count() / 1000.0 << " s";
-  return os.str();
 }
 
 // One call's identity: what the ranks must agree on, and how to name it.
@@ -383,6 +379,7 @@ void Communicator::allreduce(BufferView send, BufferView recv, const AllreduceOp
   COHORT_CHECK_EQ(send.count, recv.count) << "allreduce send and recv counts differ";
   COHORT_CHECK(send.dtype == recv.dtype) << "allreduce send and recv dtypes differ";
   check_no_partial_overlap(send, recv, "allreduce");
+  if (average_needs_f32(send.dtype, options.op)) return allreduce_average_in_f32(*this, send, recv);
   Call call{Kind::allreduce, send.dtype, send.count, uint8_t(options.op)};
   impl_->begin(call);
   const MPI_Datatype type = datatype_of(send.dtype);
@@ -455,6 +452,7 @@ void Communicator::reduce_scatter(BufferView send, BufferView recv, const Reduce
   COHORT_CHECK_EQ(send.count, recv.count * size()) << "reduce_scatter send must hold size() recv blocks";
   COHORT_CHECK(send.dtype == recv.dtype) << "reduce_scatter send and recv dtypes differ";
   check_no_partial_overlap(send, recv, "reduce_scatter");
+  if (average_needs_f32(recv.dtype, options.op)) return reduce_scatter_average_in_f32(*this, send, recv);
   Call call{Kind::reduce_scatter, recv.dtype, recv.count, uint8_t(options.op)};
   impl_->begin(call);
   if (recv.count == 0) return;

@@ -10,7 +10,8 @@
 // MPI_Isend/MPI_Irecv, completed by a test loop that also enforces the
 // timeout and watches for an abort from a failing peer. Reductions use MPI's
 // operations on native types and cohort's kernels for f16/bf16 (user
-// operations); avg is a sum and then finish_average. Collectives whose
+// operations); avg is a sum and then finish_average, and for f16/bf16 runs
+// in f32 (f32_average.h). Collectives whose
 // blocks or displacements exceed 2^31-1 elements raise Error (MPI counts are
 // int); allreduce, broadcast, send and recv split larger messages.
 //

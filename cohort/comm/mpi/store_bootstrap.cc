@@ -1,14 +1,13 @@
 #include "cohort/comm/mpi/store_bootstrap.h"
 
 #include <array>
-#include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <sstream>
 
 #include "cohort/comm/gloo/network_interface.h"
 #include "cohort/common/check.h"
 #include "cohort/common/tunables.h"
+#include "cohort/rendezvous/auth.h"
 #include "cohort/rendezvous/tcp_store.h"
 
 namespace cohort::comm::mpi {
@@ -26,29 +25,16 @@ std::string advertised_host(bool all_local) {
   return host_name();
 }
 
-std::string random_secret() {
-  std::array<unsigned char, 16> bytes{};
-  std::ifstream urandom("/dev/urandom", std::ios::binary);
-  urandom.read(reinterpret_cast<char*>(bytes.data()), bytes.size());
-  COHORT_CHECK(urandom.gcount() == std::streamsize(bytes.size())) << "cannot read /dev/urandom for the job secret";
-  std::string hex;
-  char two[3];
-  for (unsigned char b : bytes) {
-    std::snprintf(two, sizeof two, "%02x", b);
-    hex += two;
-  }
-  return hex;
-}
-
 }  // namespace
 
 BootstrappedStore bootstrap_store(comm::Communicator& world, bool all_local) {
   BootstrappedStore store;
   std::array<char, 1024> message{};
   if (world.rank() == 0) {
-    store.secret = tunables::secret().empty() ? random_secret() : tunables::secret();
-    auto server = std::make_shared<rendezvous::TcpStoreServer>(
-        rendezvous::TcpStoreServerOptions{.host = "0.0.0.0", .port = 0, .secret = store.secret});
+    store.secret = tunables::secret().empty() ? rendezvous::generate_secret() : tunables::secret();
+    // Loopback only when nobody beyond this host needs it.
+    auto server = std::make_shared<rendezvous::TcpStoreServer>(rendezvous::TcpStoreServerOptions{
+        .host = all_local ? "127.0.0.1" : "0.0.0.0", .port = 0, .secret = store.secret});
     store.port = server->port();
     store.host = advertised_host(all_local);
     store.server = std::move(server);

@@ -4,9 +4,11 @@
 // communicator is MPI. Without COHORT_STORE_ADDR or MASTER_ADDR/MASTER_PORT,
 // rank 0 of the MPI job serves a TcpStore on a free port and broadcasts its
 // address and a fresh secret over MPI, so that `mpirun -np 4 prog` needs no
-// configuration. The address is 127.0.0.1 when every rank is on this host,
-// else the IPv4 address of COHORT_IFACE, else that of primary_interface()
-// (network_interface.h), else the host name.
+// configuration. When every rank is on this host the store listens on
+// 127.0.0.1 only and is reached there; else it listens on every interface
+// and is reached at the IPv4 address of COHORT_IFACE, else that of
+// primary_interface() (network_interface.h), else the host name. The secret
+// is COHORT_SECRET when set, else a fresh one (generate_secret()).
 #pragma once
 
 #include <memory>

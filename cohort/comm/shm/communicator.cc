@@ -13,6 +13,8 @@
 #include <numeric>
 #include <sstream>
 
+#include "cohort/comm/messages.h"
+#include "cohort/comm/shm/test_hooks.h"
 #include "cohort/common/check.h"
 #include "cohort/common/copy.h"
 #include "cohort/common/logging.h"
@@ -88,23 +90,19 @@ Options options_from_env() {
   return o;
 }
 
-// Runs while a rank waits: a published abort, a peer that died or left.
+// Runs while a rank waits for `flag` to reach `target`: a published abort,
+// a peer that died or left.
 class Communicator::Probe final : public shm::Probe {
  public:
-  Probe(Communicator& comm, int awaited) : comm_(comm), awaited_(awaited) {}
-  void operator()() override {
-    comm_.check_abort();
-    comm_.probe_peers();
-    if (awaited_ >= 0 && comm_.segment_.control(awaited_).departed.load(std::memory_order_acquire))
-      comm_.fail(AbortKind::peer_lost, comm_.describe_rank(awaited_) +
-                                           " destroyed its communicator while " +
-                                           comm_.describe_rank(comm_.rank_) + " waited for it in " +
-                                           comm_.describe_current());
-  }
+  Probe(Communicator& comm, int awaited, const Flag& flag, uint32_t target)
+      : comm_(comm), awaited_(awaited), flag_(flag), target_(target) {}
+  void operator()() override { comm_.probe(awaited_, flag_, target_); }
 
  private:
   Communicator& comm_;
   int awaited_;
+  const Flag& flag_;
+  uint32_t target_;
 };
 
 Communicator::Communicator(std::shared_ptr<rendezvous::Store> store, int rank, int size, Options options)
@@ -129,7 +127,7 @@ Communicator::Communicator(std::shared_ptr<rendezvous::Store> store, int rank, i
 
   const size_t slot = options_.slot_bytes - options_.slot_bytes % kCacheLine;
   const Geometry geometry{size_, slot, std::max<size_t>(4096, slot / 2)};
-  segment_ = Segment::rendezvous(*store_, rank_, geometry, options_.job_id, options_.timeout);
+  segment_ = Segment::rendezvous(*store_, rank_, geometry, options_.job_id, options_.timeout, options_.world_ranks);
   sent_.assign(size_, 0);
   taken_.assign(size_, 0);
   pidfds_.assign(size_, -1);
@@ -150,15 +148,13 @@ Communicator::Communicator(std::shared_ptr<rendezvous::Store> store, int rank, i
 }
 
 Communicator::~Communicator() {
-  if (segment_.geometry().size > 0) {
-    if (!failed_ && std::uncaught_exceptions() > 0) {
-      try {
-        fail(AbortKind::peer_lost, describe_rank(rank_) + " left the communicator on an exception");
-      } catch (const Error&) {
-      }
-    }
-    segment_.control(rank_).departed.store(1, std::memory_order_release);
-  }
+  // After the last published step (release): peers that see the departure
+  // also see every step this rank published, so they blame it only for steps
+  // it never published.
+  if (segment_.geometry().size > 0)
+    segment_.control(rank_).departed.store(
+        uint32_t(std::uncaught_exceptions() > 0 ? Departure::on_exception : Departure::destroyed),
+        std::memory_order_release);
   for (int fd : pidfds_)
     if (fd >= 0) close(fd);
 }
@@ -185,12 +181,15 @@ void Communicator::begin_write() {
   // published step_ has finished reading it.
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) continue;
-    Probe probe(*this, p);
-    if (!wait_until(segment_.control(p).step, step_, policy_, deadline_, probe))
-      fail(AbortKind::timeout, describe_current() + " timed out after " +
-                                   std::to_string(options_.timeout.count() / 1000.0) +
-                                   " s: " + describe_rank(p) + " never finished the previous step");
+    if (!await(p, segment_.control(p).step, step_))
+      fail(AbortKind::timeout, describe_current() + " timed out after " + seconds_text(options_.timeout) + ": " +
+                                   describe_rank(p) + " never finished the previous step");
   }
+}
+
+bool Communicator::await(int peer, const Flag& flag, uint32_t target) {
+  Probe probe(*this, peer, flag, target);
+  return wait_until(flag, target, policy_, deadline_, probe);
 }
 
 void Communicator::publish_step() {
@@ -206,14 +205,12 @@ void Communicator::publish_step() {
 
 void Communicator::wait_peer(int peer) {
   RankControl& c = segment_.control(peer);
-  Probe probe(*this, peer);
-  if (!wait_until(c.step, step_, policy_, deadline_, probe)) {
+  if (!await(peer, c.step, step_)) {
     std::string missing;
     for (int p = 0; p < size_; ++p)
       if (p != rank_ && !reached(segment_.control(p).step.value.load(), step_))
         missing += (missing.empty() ? "" : ", ") + std::to_string(options_.world_ranks[p]);
-    fail(AbortKind::timeout, describe_current() + " timed out after " +
-                                 std::to_string(options_.timeout.count() / 1000.0) + " s on " +
+    fail(AbortKind::timeout, describe_current() + " timed out after " + seconds_text(options_.timeout) + " on " +
                                  describe_rank(rank_) + " waiting for " + describe_rank(peer) +
                                  "; ranks that have not arrived: " + missing);
   }
@@ -246,68 +243,104 @@ std::string Communicator::describe_current() const {
   return describe_signature(current_) + " at step " + std::to_string(step_);
 }
 
-void Communicator::fail(AbortKind kind, const std::string& message) {
+void Communicator::fail(AbortKind kind, const std::string& message, int culprit) {
   failed_ = true;
   AbortRecord& a = segment_.header().abort;
   uint32_t expected = 0;
-  if (a.state.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) {
-    a.rank = options_.world_ranks[rank_];
+  if (a.state.compare_exchange_strong(expected, abort_claimed_by(rank_), std::memory_order_acq_rel)) {
+    if (test_hooks::after_abort_claim) test_hooks::after_abort_claim();
     a.kind = static_cast<int32_t>(kind);
+    a.culprit = culprit;
+    a.reporter = rank_;
     std::strncpy(a.message, message.c_str(), sizeof a.message - 1);
-    a.state.store(2, std::memory_order_release);
+    a.state.store(abort_published_by(rank_), std::memory_order_release);
   }
   switch (kind) {
     case AbortKind::mismatch: throw MismatchError(message);
     case AbortKind::timeout: throw TimeoutError(message);
-    case AbortKind::peer_lost: throw PeerLostError(message, -1, host_);
+    case AbortKind::peer_lost: throw PeerLostError(message, options_.world_ranks[culprit], host_);
     case AbortKind::error: break;
   }
   throw Error(message);
 }
 
-void Communicator::check_abort() {
-  const AbortRecord& a = segment_.header().abort;
-  uint32_t state = a.state.load(std::memory_order_acquire);
-  if (state == 0) [[likely]]
+void Communicator::probe(int awaited, const Flag& flag, uint32_t target) {
+  if (test_hooks::before_probe) test_hooks::before_probe();
+  // Look for a failure first and at the awaited counter after: a peer that
+  // published what this wait needs and then left, died, or failed later must
+  // not fail a wait that has in fact completed. (Seeing a departure or an
+  // abort record with acquire makes the counter's final value visible.)
+  const uint32_t abort = segment_.header().abort.state.load(std::memory_order_acquire);
+  const std::optional<Loss> lost = find_lost_peer(awaited);
+  if (abort == 0 && !lost) [[likely]]
     return;
-  while (state == 1) state = a.state.load(std::memory_order_acquire);  // being written
-  if (a.rank == options_.world_ranks[rank_]) return;  // our own, already thrown
-  failed_ = true;
-  const std::string what = "rank " + std::to_string(a.rank) + " failed: " + a.message;
-  switch (static_cast<AbortKind>(a.kind)) {
-    case AbortKind::mismatch: throw MismatchError(what);
-    case AbortKind::timeout: throw TimeoutError(what);
-    default: throw PeerLostError(what, a.rank, host_, a.message);
-  }
+  if (reached(flag.value.load(std::memory_order_acquire), target)) return;
+  if (abort != 0) raise_recorded(abort);
+  if (lost) raise_lost(*lost, awaited);
 }
 
-void Communicator::probe_peers() {
-  pollfd fds[64];
-  int owners[64];
-  for (int base = 0; base < size_; base += 64) {
-    int n = 0;
-    for (int p = base; p < std::min(size_, base + 64); ++p)
-      if (pidfds_[p] >= 0) {
-        fds[n] = {pidfds_[p], POLLIN, 0};
-        owners[n++] = p;
-      }
-    if (n == 0 || poll(fds, n, 0) <= 0) continue;
-    for (int i = 0; i < n; ++i)
-      if (fds[i].revents) {
-        const int p = owners[i];
-        const std::string message = describe_rank(p) + " died during " + describe_current();
-        failed_ = true;
-        AbortRecord& a = segment_.header().abort;
-        uint32_t expected = 0;
-        if (a.state.compare_exchange_strong(expected, 1)) {
-          a.rank = options_.world_ranks[rank_];
-          a.kind = static_cast<int32_t>(AbortKind::peer_lost);
-          std::strncpy(a.message, message.c_str(), sizeof a.message - 1);
-          a.state.store(2, std::memory_order_release);
-        }
-        throw PeerLostError(message, options_.world_ranks[p], host_);
-      }
+bool Communicator::process_exited(int peer) const {
+  if (pidfds_[peer] < 0) return false;
+  pollfd fd{pidfds_[peer], POLLIN, 0};
+  return poll(&fd, 1, 0) > 0 && fd.revents;
+}
+
+// The awaited peer counts as lost when it is gone (its counter is checked by
+// the caller); any other peer when it is gone before publishing the step this
+// rank is at, which is all this rank can need from it now.
+std::optional<Communicator::Loss> Communicator::find_lost_peer(int awaited) const {
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    const auto departure = static_cast<Departure>(segment_.control(p).departed.load(std::memory_order_acquire));
+    const bool died = departure == Departure::present && process_exited(p);
+    if (departure == Departure::present && !died) continue;
+    if (p != awaited && reached(segment_.control(p).step.value.load(std::memory_order_acquire), step_)) continue;
+    return Loss{p, died, departure};
   }
+  return std::nullopt;
+}
+
+void Communicator::raise_lost(const Loss& loss, int awaited) {
+  const char* how = loss.died ? " died"
+                    : loss.departure == Departure::on_exception ? " left the communicator on an exception"
+                                                                : " destroyed its communicator";
+  fail(AbortKind::peer_lost,
+       describe_rank(loss.rank) + how + " while " + describe_rank(rank_) +
+           (loss.rank == awaited ? " waited for it in " : " needed it in ") + describe_current(),
+       loss.rank);
+}
+
+// Raises the failure the abort record holds once it is published. A claim
+// not yet published is being written, which takes microseconds; a claimer
+// that died meanwhile, or has held it for kClaimGrace, is named instead.
+void Communicator::raise_recorded(uint32_t state) {
+  constexpr auto kClaimGrace = std::chrono::seconds(2);
+  const AbortRecord& a = segment_.header().abort;
+  const int claimer = abort_claimer(state);
+  if (claimer == rank_ || claimer < 0 || claimer >= size_) return;  // our own (thrown already), or garbage
+  if (!abort_published(state)) {
+    const bool gone =
+        process_exited(claimer) || segment_.control(claimer).departed.load(std::memory_order_acquire) != 0;
+    if (!claim_seen_) claim_seen_ = Clock::now();
+    if (!gone && Clock::now() - *claim_seen_ < kClaimGrace) return;
+    failed_ = true;
+    throw PeerLostError(describe_rank(claimer) + (gone ? " died" : " stopped") +
+                            " while recording why the group failed; " + describe_rank(rank_) + " was in " +
+                            describe_current(),
+                        options_.world_ranks[claimer], host_);
+  }
+  failed_ = true;
+  const int culprit = a.culprit >= 0 && a.culprit < size_ ? a.culprit : claimer;
+  const std::string message(a.message, strnlen(a.message, sizeof a.message));
+  switch (static_cast<AbortKind>(a.kind)) {
+    case AbortKind::mismatch: throw MismatchError(describe_rank(claimer) + " failed: " + message);
+    case AbortKind::timeout: throw TimeoutError(describe_rank(claimer) + " failed: " + message);
+    case AbortKind::peer_lost:
+      throw PeerLostError(message + " (found by " + describe_rank(claimer) + ")", options_.world_ranks[culprit],
+                          host_);
+    case AbortKind::error: break;
+  }
+  throw Error(describe_rank(claimer) + " failed: " + message);
 }
 
 void Communicator::mismatch(int peer, const Signature& theirs) {
@@ -350,7 +383,6 @@ void Communicator::allreduce_small(BufferView send, BufferView recv, ReduceOp op
     srcs_[p] = p == rank_ ? segment_.slot(rank_, (step_ - 1) & 1) : peer_slot(p);
   }
   reduce(op, send.dtype, recv.data, srcs_, send.count);
-  if (op == ReduceOp::avg) finish_average(recv.dtype, recv.data, recv.count, size_);
 }
 
 void Communicator::allreduce_large(BufferView send, BufferView recv, ReduceOp op) {
@@ -385,7 +417,6 @@ void Communicator::allreduce_large(BufferView send, BufferView recv, ReduceOp op
     begin_write();
     std::byte* mine = my_slot();
     reduce(op, send.dtype, mine, srcs, length(rank_));
-    if (op == ReduceOp::avg) finish_average(recv.dtype, mine, length(rank_), size_);
 
     // Step 2: share my reduced piece; collect every piece into recv. recv is
     // written once, with streaming stores when the message is large.
@@ -516,7 +547,6 @@ void Communicator::reduce_scatter(BufferView send, BufferView recv, const Reduce
         srcs[i++] = peer_slot(p) + size_t(rank_) * piece_bytes;
       }
     reduce(options.op, recv.dtype, at(recv, off), srcs, len);
-    if (options.op == ReduceOp::avg) finish_average(recv.dtype, at(recv, off), len, size_);
   });
 }
 
@@ -624,8 +654,7 @@ void Communicator::send(BufferView buffer, int dst, uint32_t tag) {
     const uint32_t k = sent_[dst];
     // The buffer of parity k was last used by chunk k - 2; it is free once the
     // receiver has taken chunk k - 2.
-    Probe probe(*this, dst);
-    if (k >= 2 && !wait_until(ch.taken, k - 1, policy_, deadline_, probe))
+    if (k >= 2 && !await(dst, ch.taken, k - 1))
       fail(AbortKind::timeout, "send of " + std::to_string(bytes) + " bytes (tag " + std::to_string(tag) +
                                    ") from " + describe_rank(rank_) + " timed out: " + describe_rank(dst) +
                                    " is not receiving");
@@ -647,8 +676,7 @@ void Communicator::recv(BufferView buffer, int src, uint32_t tag) {
   const size_t chunks = std::max<size_t>(1, ceil_div(bytes, cap));
   for (size_t i = 0; i < chunks; ++i) {
     const uint32_t k = taken_[src];
-    Probe probe(*this, src);
-    if (!wait_until(ch.sent, k + 1, policy_, deadline_, probe))
+    if (!await(src, ch.sent, k + 1))
       fail(AbortKind::timeout, "recv of " + std::to_string(bytes) + " bytes (tag " + std::to_string(tag) +
                                    ") on " + describe_rank(rank_) + " timed out: " + describe_rank(src) +
                                    " sent nothing");

@@ -18,11 +18,21 @@
 // Waiting ranks spin briefly (COHORT_SPIN_US; none when ranks outnumber
 // cores) and then sleep on a futex, probing every COHORT_PEER_CHECK_MS for a
 // dead peer (pidfd), a peer that left, or an abort published by a failing
-// rank. Every failure aborts the group: the first failing rank records why,
-// and every other rank raises an error carrying that reason.
+// rank. Every failure aborts the group: the first failing rank records why
+// and whom it blames (for a lost peer: that peer, not itself), and every
+// other rank raises an error carrying that reason.
+//
+// A peer that died or left is a failure only for a step it never published:
+// its last published step stays valid, so a rank that reaches the end of the
+// last collective and exits is no failure for a slower rank finishing that
+// collective. A probe therefore looks at the awaited counter again after it
+// has seen a failure, and returns quietly when the wait has in fact
+// completed; a collective whose data has all arrived completes, and the
+// failure surfaces at the next wait that needs the lost peer.
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -79,11 +89,20 @@ class Communicator final : public comm::Communicator {
  private:
   class Probe;
   friend class Probe;
-  class CollectiveScope;
+
+  // A peer that died or left before publishing what this rank needs.
+  struct Loss {
+    int rank = -1;
+    bool died = false;  // its process exited; else it destroyed its communicator
+    Departure departure = Departure::present;
+  };
 
   // Step machinery (see the file comment).
   void begin_write();
   void publish_step();
+  // Waits until `flag` (of `peer`) reaches `target`, probing for failures;
+  // false when the deadline passes first.
+  bool await(int peer, const Flag& flag, uint32_t target);
   void wait_peer(int peer);
   void wait_all_peers();
   std::byte* my_slot() const { return segment_.slot(rank_, step_ & 1); }
@@ -97,9 +116,14 @@ class Communicator final : public comm::Communicator {
   void exchange_blocks(BufferView send, size_t block, bool writes, Consume&& consume);
 
   // Failure handling: record the reason in the segment so peers fail too.
-  [[noreturn]] void fail(AbortKind kind, const std::string& message);
-  void check_abort();
-  void probe_peers();
+  // `culprit` is the rank blamed (this rank unless a peer was lost).
+  [[noreturn]] void fail(AbortKind kind, const std::string& message, int culprit);
+  [[noreturn]] void fail(AbortKind kind, const std::string& message) { fail(kind, message, rank_); }
+  void probe(int awaited, const Flag& flag, uint32_t target);
+  std::optional<Loss> find_lost_peer(int awaited) const;
+  bool process_exited(int peer) const;
+  void raise_recorded(uint32_t state);
+  [[noreturn]] void raise_lost(const Loss& loss, int awaited);
   std::string describe_rank(int r) const;
   std::string describe_current() const;
   void begin_collective(const char* name, Signature sig);
@@ -120,6 +144,8 @@ class Communicator final : public comm::Communicator {
   const char* op_name_ = "";
   Signature current_;
   Clock::time_point deadline_;
+  // When this rank first found the abort record claimed but not yet written.
+  std::optional<Clock::time_point> claim_seen_;
   int splits_ = 0;
   bool failed_ = false;
 };

@@ -10,7 +10,9 @@
 #include <new>
 #include <random>
 #include <string_view>
+#include <vector>
 
+#include "cohort/comm/messages.h"
 #include "cohort/common/check.h"
 #include "cohort/common/logging.h"
 
@@ -67,58 +69,115 @@ Segment::~Segment() {
   base_ = nullptr;
 }
 
-Segment Segment::rendezvous(rendezvous::Store& store, int rank, const Geometry& wanted,
-                            const std::string& job_id, rendezvous::Duration timeout) {
+namespace {
+
+std::string joined_key(int rank) { return "shm/joined/" + std::to_string(rank); }
+std::string attached_key(int rank) { return "shm/attached/" + std::to_string(rank); }
+
+// The world ranks r in [first, size) whose `key(r)` is not in the store.
+template <typename Key>
+std::vector<int> missing_ranks(rendezvous::Store& store, const Key& key, int first, std::span<const int> world_ranks) {
+  std::vector<int> missing;
+  for (int r = first; r < int(world_ranks.size()); ++r) {
+    const std::string k = key(r);
+    if (!store.check(std::span(&k, 1))) missing.push_back(world_ranks[r]);
+  }
+  return missing;
+}
+
+// Waits until `key(r)` is set for every r in [first, size); on a timeout
+// returns the world ranks still missing (empty when all arrived).
+template <typename Key>
+std::vector<int> wait_for_ranks(rendezvous::Store& store, const Key& key, int first, std::span<const int> world_ranks,
+                                rendezvous::Duration timeout) {
+  std::vector<std::string> keys;
+  for (int r = first; r < int(world_ranks.size()); ++r) keys.push_back(key(r));
+  try {
+    store.wait(keys, timeout);
+    return {};
+  } catch (const TimeoutError&) {
+    return missing_ranks(store, key, first, world_ranks);
+  }
+}
+
+[[noreturn]] void throw_never_joined(std::span<const int> missing, size_t size, rendezvous::Duration timeout) {
+  throw TimeoutError(ranks_text(missing) + " of " + std::to_string(size) + " never joined within " +
+                     seconds_text(timeout) +
+                     ": did they start? Check the launcher's command line or hostfile: every rank needs the same "
+                     "size and store address (COHORT_TIMEOUT_S sets how long to wait)");
+}
+
+}  // namespace
+
+Segment Segment::rendezvous(rendezvous::Store& store, int rank, const Geometry& wanted, const std::string& job_id,
+                            rendezvous::Duration timeout, std::span<const int> world_ranks) {
+  COHORT_CHECK_EQ(world_ranks.size(), size_t(wanted.size));
   Segment seg;
+  // Nothing is created until every rank is known to run: a rank whose peers
+  // never start must not leave a segment behind, however it ends.
+  store.set(joined_key(rank), "1");
   if (rank == 0) {
+    if (auto missing = wait_for_ranks(store, joined_key, 1, world_ranks, timeout); !missing.empty())
+      throw_never_joined(missing, world_ranks.size(), timeout);
     seg.geometry_ = wanted;
     seg.length_ = wanted.total_bytes();
     seg.name_ = "/cohort-" + sanitise(job_id) + "-" + std::to_string(getpid()) + "-" + random_suffix();
     const int fd = shm_open(seg.name_.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
     COHORT_CHECK(fd >= 0) << "cannot create shared memory segment " << seg.name_ << ": " << errno_text();
-    // From here until the unlink below, a crash would leave the name in
-    // /dev/shm; cohortrun removes /dev/shm/cohort-<job_id>-* as a backstop.
-    struct Unlinker {
-      const std::string& name;
-      bool armed = true;
-      ~Unlinker() { if (armed) shm_unlink(name.c_str()); }
-    } unlinker{seg.name_};
-    const int rc = ftruncate(fd, static_cast<off_t>(seg.length_));
-    const int saved = errno;
-    if (rc != 0) close(fd);
-    COHORT_CHECK(rc == 0) << "cannot size shared memory segment " << seg.name_ << " to " << seg.length_
-                          << " bytes: " << std::strerror(saved) << " (is /dev/shm full?)";
-    void* p = mmap(nullptr, seg.length_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    COHORT_CHECK(p != MAP_FAILED) << "cannot map " << seg.name_ << ": " << errno_text();
-    seg.base_ = static_cast<std::byte*>(p);
-    Header* h = new (seg.base_) Header();
-    h->version = kLayoutVersion;
-    h->size = static_cast<uint32_t>(wanted.size);
-    h->slot_bytes = wanted.slot_bytes;
-    h->channel_bytes = wanted.channel_bytes;
-    h->total_bytes = seg.length_;
-    for (int r = 0; r < wanted.size; ++r) new (&seg.control(r)) RankControl();
-    for (int s = 0; s < wanted.size; ++s)
-      for (int d = 0; d < wanted.size; ++d)
-        if (s != d) new (&seg.channel(s, d)) Channel();
-    seg.control(0).pid = getpid();
-    std::atomic_ref<uint64_t>(h->magic).store(kMagic, std::memory_order_release);
-    // A namespace serves one communicator; a reused one would hand stale
-    // names to the other ranks.
-    const std::string held = store.compare_set("shm/segment", "", seg.name_);
-    COHORT_CHECK_AS(ConfigError, held == seg.name_)
-        << "the store namespace already holds a communicator (segment " << held
-        << "); give each communicator its own PrefixStore";
-    std::vector<std::string> attached;
-    for (int r = 1; r < wanted.size; ++r) attached.push_back("shm/attached/" + std::to_string(r));
-    store.wait(attached, timeout);
+    // Until the unlink below the name is in /dev/shm. Every error unlinks it
+    // here, not in a destructor: an exception that no one catches ends the
+    // program without unwinding the stack. (A signal in this short window is
+    // left to cohortrun, which removes /dev/shm/cohort-<job_id>-* at exit.)
+    try {
+      const int rc = ftruncate(fd, static_cast<off_t>(seg.length_));
+      const int saved = errno;
+      if (rc != 0) close(fd);
+      COHORT_CHECK(rc == 0) << "cannot size shared memory segment " << seg.name_ << " to " << seg.length_
+                            << " bytes: " << std::strerror(saved) << " (is /dev/shm full?)";
+      void* p = mmap(nullptr, seg.length_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      close(fd);
+      COHORT_CHECK(p != MAP_FAILED) << "cannot map " << seg.name_ << ": " << errno_text();
+      seg.base_ = static_cast<std::byte*>(p);
+      Header* h = new (seg.base_) Header();
+      h->version = kLayoutVersion;
+      h->size = static_cast<uint32_t>(wanted.size);
+      h->slot_bytes = wanted.slot_bytes;
+      h->channel_bytes = wanted.channel_bytes;
+      h->total_bytes = seg.length_;
+      for (int r = 0; r < wanted.size; ++r) new (&seg.control(r)) RankControl();
+      for (int s = 0; s < wanted.size; ++s)
+        for (int d = 0; d < wanted.size; ++d)
+          if (s != d) new (&seg.channel(s, d)) Channel();
+      seg.control(0).pid = getpid();
+      std::atomic_ref<uint64_t>(h->magic).store(kMagic, std::memory_order_release);
+      // A namespace serves one communicator; a reused one would hand stale
+      // names to the other ranks.
+      const std::string held = store.compare_set("shm/segment", "", seg.name_);
+      COHORT_CHECK_AS(ConfigError, held == seg.name_)
+          << "the store namespace already holds a communicator (segment " << held
+          << "); give each communicator its own PrefixStore";
+      if (auto missing = wait_for_ranks(store, attached_key, 1, world_ranks, timeout); !missing.empty())
+        throw TimeoutError(ranks_text(missing) + " of " + std::to_string(world_ranks.size()) +
+                           " joined but never mapped the shared-memory segment within " + seconds_text(timeout) +
+                           ": did they crash? (are all ranks on the same host?)");
+    } catch (...) {
+      shm_unlink(seg.name_.c_str());
+      throw;
+    }
     shm_unlink(seg.name_.c_str());
-    unlinker.armed = false;
     return seg;
   }
 
-  seg.name_ = store.get("shm/segment", timeout);
+  try {
+    seg.name_ = store.get("shm/segment", timeout);
+  } catch (const TimeoutError&) {
+    // Name the ranks that are missing, rank 0 included; if every rank joined,
+    // rank 0 stopped between its wait and publishing the name.
+    const auto missing = missing_ranks(store, joined_key, 0, world_ranks);
+    if (!missing.empty()) throw_never_joined(missing, world_ranks.size(), timeout);
+    throw TimeoutError("rank " + std::to_string(world_ranks[0]) + " did not publish the shared-memory segment within " +
+                       seconds_text(timeout) + " although every rank joined");
+  }
   const int fd = shm_open(seg.name_.c_str(), O_RDWR, 0);
   COHORT_CHECK(fd >= 0) << "cannot open shared memory segment " << seg.name_
                         << " created by rank 0: " << errno_text()
@@ -141,7 +200,7 @@ Segment Segment::rendezvous(rendezvous::Store& store, int rank, const Geometry& 
   // different environments still agree.
   seg.geometry_ = Geometry{wanted.size, h.slot_bytes, h.channel_bytes};
   seg.control(rank).pid = getpid();
-  store.set("shm/attached/" + std::to_string(rank), "1");
+  store.set(attached_key(rank), "1");
   return seg;
 }
 

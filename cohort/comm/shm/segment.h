@@ -3,21 +3,25 @@
 //
 // Layout (every part cache-line aligned):
 //   Header                                   magic, geometry, abort record
-//   RankControl[size]                        step flag, op signatures, pid, departed
+//   RankControl[size]                        step flag, op signatures, pid, departure
 //   staging slots [size][2][slot_bytes]      collectives, double buffered
 //   Channel[size][size] (src, dst), src!=dst point to point, double buffered
 //
-// The segment is created by rank 0 with mode 0600 under the name
-// /cohort-<job_id>-<pid>-<random>, published in the store, attached by the
-// others, and unlinked as soon as every rank has mapped it: from then on
-// nothing can leak into /dev/shm, whatever happens to the processes. Its size
-// depends on the number of ranks and slot_bytes, never on the messages.
+// Rendezvous through the Store: every rank first announces that it has
+// joined; rank 0 creates the segment only once all have, with mode 0600 under
+// the name /cohort-<job_id>-<pid>-<random>, publishes the name, and unlinks
+// it as soon as every rank has mapped it. So a rank whose peers never start
+// creates nothing, and the name exists only for the moment it takes ranks
+// that are all running to map it; an exception in that moment unlinks it
+// too. Its size depends on the number of ranks and slot_bytes, never on the
+// messages.
 #pragma once
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "cohort/comm/shm/wait.h"
@@ -27,7 +31,7 @@ namespace cohort::comm::shm {
 
 inline constexpr size_t kCacheLine = 64;
 inline constexpr uint64_t kMagic = 0x74726f686f63ull;  // "cohort"
-inline constexpr uint32_t kLayoutVersion = 1;
+inline constexpr uint32_t kLayoutVersion = 2;
 
 // What a rank is doing in a step, compared by the ranks that wait on it.
 struct Signature {
@@ -49,22 +53,39 @@ struct SignatureEntry {
 // four entries are never overwritten while needed.
 inline constexpr int kSignatureEntries = 4;
 
+// How a rank left its communicator, stored once by its destructor after its
+// last published step (release): a reader that sees the departure (acquire)
+// also sees every step the rank published, so "left" can be told apart from
+// "left before publishing what I need".
+enum class Departure : uint32_t { present = 0, destroyed = 1, on_exception = 2 };
+
 struct alignas(kCacheLine) RankControl {
   Flag step;  // steps this rank has published
   SignatureEntry signatures[kSignatureEntries];  // indexed by step % 4
   int32_t pid = 0;
-  std::atomic<uint32_t> departed{0};  // set when the rank destroys its communicator
-};
-
-// Why a group stopped: set once, by the first rank that fails.
-struct AbortRecord {
-  std::atomic<uint32_t> state{0};  // 0 none, 1 being written, 2 complete
-  int32_t rank = -1;
-  int32_t kind = 0;  // AbortKind
-  char message[2048] = {};
+  std::atomic<uint32_t> departed{0};  // a Departure
 };
 
 enum class AbortKind : int32_t { error = 0, mismatch = 1, timeout = 2, peer_lost = 3 };
+
+// Why a group stopped: written once, by the first rank that finds a failure.
+// `state` is the record's only synchronisation. A rank claims the record by
+// swapping 0 for abort_claimed_by(rank), writes the fields, and publishes
+// them with one release store of abort_published_by(rank). A reader that
+// finds a claim never published knows who holds it, so a claimer killed (or
+// stopped) while writing is named rather than waited for forever.
+struct AbortRecord {
+  std::atomic<uint32_t> state{0};
+  int32_t kind = 0;       // AbortKind
+  int32_t culprit = -1;   // rank blamed: for peer_lost the rank that died or left
+  int32_t reporter = -1;  // rank that wrote the record
+  char message[2048] = {};
+};
+
+inline constexpr uint32_t abort_claimed_by(int rank) { return uint32_t(rank + 1) << 1; }
+inline constexpr uint32_t abort_published_by(int rank) { return abort_claimed_by(rank) | 1u; }
+inline constexpr bool abort_published(uint32_t state) { return state & 1u; }
+inline constexpr int abort_claimer(uint32_t state) { return int(state >> 1) - 1; }  // -1: unclaimed
 
 struct ChunkMeta {
   uint32_t tag = 0;
@@ -105,10 +126,13 @@ struct Geometry {
 // A mapped segment. Move-only; unmaps on destruction.
 class Segment {
  public:
-  // Collective over the `size` ranks sharing `store`: rank 0 creates, the
-  // others attach, rank 0 unlinks once all have attached.
+  // Collective over the `size` ranks sharing `store`: all join, rank 0
+  // creates, the others attach, rank 0 unlinks once all have attached.
+  // `world_ranks` names the ranks in errors: a TimeoutError lists the ranks
+  // that never joined (or joined but never attached).
   static Segment rendezvous(rendezvous::Store& store, int rank, const Geometry& geometry,
-                            const std::string& job_id, rendezvous::Duration timeout);
+                            const std::string& job_id, rendezvous::Duration timeout,
+                            std::span<const int> world_ranks);
 
   Segment() = default;
   Segment(Segment&&) noexcept;

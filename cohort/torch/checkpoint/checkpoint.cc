@@ -16,6 +16,7 @@
 #include "cohort/common/check.h"
 #include "cohort/common/logging.h"
 #include "cohort/torch/core/broadcast_state.h"
+#include "cohort/torch/core/module_state.h"
 #include "cohort/torch/core/optimizer_archive.h"
 #include "cohort/torch/core/runtime.h"
 
@@ -79,11 +80,40 @@ std::vector<char> serialize(const torch::nn::Module& module, const torch::optim:
   save_optimizer(optimizer, optim);
   archive.write("model", model);
   archive.write("optimizer", optim);
+  save_training_state(archive, state);
+  return archive_bytes(archive);
+}
+
+std::string damaged(const std::string& path) {
+  return "checkpoint " + path + " is unusable (the previous one, if any, is " + previous_checkpoint_path(path) + ")";
+}
+
+TrainingState state_from(const at::Tensor& t, const std::string& path) {
+  COHORT_CHECK_AS(ConfigError, t.scalar_type() == at::kLong && t.dim() == 1 && t.numel() == 5 &&
+                                   t.data_ptr<int64_t>()[0] == kStateFormat)
+      << damaged(path) << ": unexpected training_state record";
+  const int64_t* v = t.data_ptr<int64_t>();
+  TrainingState s;
+  s.epoch = v[1];
+  s.batch = v[2];
+  s.step = v[3];
+  std::memcpy(&s.seed, &v[4], sizeof s.seed);
+  return s;
+}
+
+}  // namespace
+
+std::string previous_checkpoint_path(const std::string& path) { return path + ".prev"; }
+
+void save_training_state(torch::serialize::OutputArchive& archive, const TrainingState& state) {
   int64_t seed_bits;
   std::memcpy(&seed_bits, &state.seed, sizeof seed_bits);
   archive.write("training_state",
                 at::tensor(std::vector<int64_t>{kStateFormat, state.epoch, state.batch, state.step, seed_bits},
                            at::TensorOptions().dtype(at::kLong)));
+}
+
+std::vector<char> archive_bytes(torch::serialize::OutputArchive& archive) {
   std::vector<char> bytes;
   archive.save_to([&bytes](const void* data, size_t n) {
     bytes.insert(bytes.end(), static_cast<const char*>(data), static_cast<const char*>(data) + n);
@@ -92,12 +122,7 @@ std::vector<char> serialize(const torch::nn::Module& module, const torch::optim:
   return bytes;
 }
 
-std::string damaged(const std::string& path) {
-  return "checkpoint " + path + " is unusable (the previous one, if any, is " + previous_checkpoint_path(path) + ")";
-}
-
-// The verified payload of the checkpoint at `path`.
-std::vector<char> read_verified(const std::string& path) {
+std::vector<char> read_checkpoint_file(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   COHORT_CHECK_AS(ConfigError, fd >= 0) << "cannot open checkpoint " << path << ": " << errno_text();
   std::vector<char> file;
@@ -137,52 +162,9 @@ std::vector<char> read_verified(const std::string& path) {
   return file;
 }
 
-// Checks that `archive` holds a tensor of the right shape and dtype for
-// every parameter and buffer of `module`, as Module::load will read them, so
-// that a checkpoint of another model fails before anything is overwritten.
-void check_fits(const torch::nn::Module& module, torch::serialize::InputArchive& archive,
-                const std::string& prefix, const std::string& path) {
-  auto check = [&](const std::string& key, const at::Tensor& have, bool is_buffer) {
-    at::Tensor saved;
-    COHORT_CHECK_AS(ConfigError, archive.try_read(key, saved, is_buffer))
-        << "checkpoint " << path << " does not fit the model: it has no " << (is_buffer ? "buffer" : "parameter")
-        << " '" << prefix << key << "'";
-    COHORT_CHECK_AS(ConfigError, saved.sizes() == have.sizes() && saved.scalar_type() == have.scalar_type())
-        << "checkpoint " << path << " does not fit the model: '" << prefix << key << "' is " << saved.sizes() << " "
-        << saved.scalar_type() << " there, " << have.sizes() << " " << have.scalar_type() << " here";
-  };
-  for (const auto& p : module.named_parameters(/*recurse=*/false)) check(p.key(), p.value(), false);
-  for (const auto& b : module.named_buffers(/*recurse=*/false)) check(b.key(), b.value(), true);
-  for (const auto& child : module.named_children()) {
-    if (!child.value()->is_serializable()) continue;
-    torch::serialize::InputArchive nested;
-    COHORT_CHECK_AS(ConfigError, archive.try_read(child.key(), nested))
-        << "checkpoint " << path << " does not fit the model: it has no module '" << prefix << child.key() << "'";
-    check_fits(*child.value(), nested, prefix + child.key() + ".", path);
-  }
-}
 
-TrainingState state_from(const at::Tensor& t, const std::string& path) {
-  COHORT_CHECK_AS(ConfigError, t.scalar_type() == at::kLong && t.dim() == 1 && t.numel() == 5 &&
-                                   t.data_ptr<int64_t>()[0] == kStateFormat)
-      << damaged(path) << ": unexpected training_state record";
-  const int64_t* v = t.data_ptr<int64_t>();
-  TrainingState s;
-  s.epoch = v[1];
-  s.batch = v[2];
-  s.step = v[3];
-  std::memcpy(&s.seed, &v[4], sizeof s.seed);
-  return s;
-}
-
-}  // namespace
-
-std::string previous_checkpoint_path(const std::string& path) { return path + ".prev"; }
-
-void save_checkpoint(const std::string& path, const torch::nn::Module& module,
-                     const torch::optim::Optimizer& optimizer, const TrainingState& state,
-                     const CheckpointOptions& options) {
-  const std::vector<char> payload = serialize(module, optimizer, state);
+void write_checkpoint_file(const std::string& path, const std::vector<char>& payload,
+                           const CheckpointOptions& options) {
   std::array<char, kHeaderBytes> header{};
   std::memcpy(header.data(), kMagic, sizeof kMagic);
   put<uint32_t>(header, 8, kVersion);
@@ -190,7 +172,6 @@ void save_checkpoint(const std::string& path, const torch::nn::Module& module,
   put<uint64_t>(header, 16, payload.size());
   put<uint32_t>(header, 24, crc32_of(payload.data(), payload.size()));
   put<uint32_t>(header, 28, crc32_of(header.data(), 28));
-
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   COHORT_CHECK(fd >= 0) << "cannot create " << tmp << ": " << errno_text();
@@ -232,11 +213,17 @@ void save_checkpoint(const std::string& path, const torch::nn::Module& module,
   fsync_directory_of(path);
 }
 
-void verify_checkpoint(const std::string& path) { (void)read_verified(path); }
+void save_checkpoint(const std::string& path, const torch::nn::Module& module,
+                     const torch::optim::Optimizer& optimizer, const TrainingState& state,
+                     const CheckpointOptions& options) {
+  write_checkpoint_file(path, serialize(module, optimizer, state), options);
+}
+
+void verify_checkpoint(const std::string& path) { (void)read_checkpoint_file(path); }
 
 TrainingState load_checkpoint(const std::string& path, torch::nn::Module& module,
                               torch::optim::Optimizer& optimizer) {
-  const std::vector<char> payload = read_verified(path);
+  const std::vector<char> payload = read_checkpoint_file(path);
   torch::serialize::InputArchive archive, model, optim;
   at::Tensor state;
   try {
@@ -248,7 +235,7 @@ TrainingState load_checkpoint(const std::string& path, torch::nn::Module& module
     COHORT_THROW(ConfigError) << damaged(path) << ": unreadable archive: " << e.what_without_backtrace();
   }
   const TrainingState result = state_from(state, path);
-  check_fits(module, model, "", path);
+  check_module_state(module, model, "checkpoint " + path);
   try {
     // The optimizer first: it can still refuse (another optimizer kind or
     // parameter layout), and the model must stay untouched if it does.
@@ -259,8 +246,9 @@ TrainingState load_checkpoint(const std::string& path, torch::nn::Module& module
     COHORT_THROW(ConfigError) << "checkpoint " << path
                               << " does not fit the optimizer: " << e.what_without_backtrace();
   }
-  torch::NoGradGuard no_grad;
-  module.load(model);
+  // In place: Module::load() would give the parameters new gradient
+  // accumulators and silently detach DDP's and DistributedOptimizer's hooks.
+  load_module_state(module, model, "checkpoint " + path);
   return result;
 }
 

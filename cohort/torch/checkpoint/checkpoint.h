@@ -24,10 +24,12 @@
 
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
+#include <torch/serialize/archive.h>
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "cohort/engine/engine.h"
 
@@ -64,6 +66,22 @@ TrainingState load_checkpoint(const std::string& path, torch::nn::Module& module
 void verify_checkpoint(const std::string& path);
 
 std::string previous_checkpoint_path(const std::string& path);
+
+// The file layer under the functions above, for checkpoints of other
+// content (fit()'s BackupAndRestore, a strategy's sharded state): writes
+// `payload` framed and checksummed as the file comment says, atomically,
+// keeping the previous file; reads it back verified (ConfigError naming what
+// is wrong otherwise).
+void write_checkpoint_file(const std::string& path, const std::vector<char>& payload,
+                           const CheckpointOptions& options = {});
+std::vector<char> read_checkpoint_file(const std::string& path);
+
+// Writes the "training_state" record that load_checkpoint() reads, for
+// writers that put "model" and "optimizer" in an archive themselves.
+void save_training_state(torch::serialize::OutputArchive& archive, const TrainingState& state);
+
+// A LibTorch archive as bytes (read back with InputArchive::load_from).
+std::vector<char> archive_bytes(torch::serialize::OutputArchive& archive);
 
 struct ResumeOptions {
   int root = 0;                        // the rank that reads the file

@@ -136,7 +136,7 @@ void DataParallelCore::reduce_gradients(int worker, int workers) {
 }
 
 at::Tensor DataParallelCore::train_step(const at::Tensor& input, const at::Tensor& target, const ForwardFn& forward,
-                                        const LossFn& loss_fn) {
+                                        const LossFn& loss_fn, at::Tensor* output) {
   COHORT_CHECK_AS(ConfigError, static_cast<bool>(loss_fn)) << "DataParallel::train_step: loss_fn is empty";
   const std::vector<Shard> shards = scatter(input, target, "train_step");
   const int active = int(shards.size());
@@ -144,12 +144,14 @@ at::Tensor DataParallelCore::train_step(const at::Tensor& input, const at::Tenso
 
   pool_->run(active, [&](int i) { sync(i, /*drop_gradients=*/true); });
 
-  std::vector<at::Tensor> losses(static_cast<size_t>(active));
+  std::vector<at::Tensor> losses(static_cast<size_t>(active)), outputs(output ? size_t(active) : 0);
   pool_->run(active, [&](int i) {
     const Shard& s = shards[size_t(i)];
     const at::Tensor x = input.narrow(0, s.offset, s.rows);
     const at::Tensor y = target.defined() ? target.narrow(0, s.offset, s.rows) : target;
-    at::Tensor loss = loss_fn(forward(i, x), y);
+    const at::Tensor out = forward(i, x);
+    if (output) outputs[size_t(i)] = out.detach();
+    at::Tensor loss = loss_fn(out, y);
     COHORT_CHECK_AS(ConfigError, loss.defined() && loss.numel() == 1)
         << "DataParallel::train_step: loss_fn must return a one-element tensor, replica " << i << " got "
         << (loss.defined() ? loss.sizes() : at::IntArrayRef{});
@@ -180,6 +182,7 @@ at::Tensor DataParallelCore::train_step(const at::Tensor& input, const at::Tenso
     pool_->run(active, [&](int w) { reduce_gradients(w, active); });
   }
 
+  if (output) *output = active == 1 ? outputs[0] : at::cat(outputs);
   at::Tensor total = losses[0] * (double(shards[0].rows) / double(rows));
   for (int i = 1; i < active; ++i) total = total + losses[size_t(i)] * (double(shards[size_t(i)].rows) / double(rows));
   // One replica: the loss itself, bit for bit (the factor is exactly 1).

@@ -91,6 +91,7 @@
 #include <vector>
 
 #include "cohort/common/check.h"
+#include "cohort/torch/core/strategy.h"  // LossFn
 #include "cohort/torch/data_parallel/replica_pool.h"
 
 namespace cohort {
@@ -100,8 +101,6 @@ struct DataParallelOptions {
   int threads_per_replica = 1;       // intra-op threads of each replica's worker (see the file comment)
   std::vector<c10::Device> devices;  // empty: `replicas` CPU replicas; CUDA: ConfigError for now
 };
-
-using LossFn = std::function<at::Tensor(const at::Tensor& output, const at::Tensor& target)>;
 
 namespace detail {
 
@@ -120,8 +119,10 @@ class DataParallelCore {
   // modules[0] is the main replica; the others are its clones.
   DataParallelCore(std::vector<std::shared_ptr<torch::nn::Module>> modules, const DataParallelOptions& options);
 
+  // `output`, when given, receives the replicas' outputs concatenated along
+  // dim 0 (detached).
   at::Tensor train_step(const at::Tensor& input, const at::Tensor& target, const ForwardFn& forward,
-                        const LossFn& loss_fn);
+                        const LossFn& loss_fn, at::Tensor* output = nullptr);
   at::Tensor forward(const at::Tensor& input, const ForwardFn& forward);
 
   int replicas() const { return int(replicas_.size()); }

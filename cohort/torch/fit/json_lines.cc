@@ -1,4 +1,4 @@
-#include "examples/fashion_mnist/metrics.h"
+#include "cohort/torch/fit/json_lines.h"
 
 #include <cerrno>
 #include <cmath>
@@ -7,7 +7,7 @@
 
 #include "cohort/common/check.h"
 
-namespace cohort::examples {
+namespace cohort {
 
 std::string json_escape(std::string_view text) {
   std::string out;
@@ -66,15 +66,15 @@ JsonObject& JsonObject::add(std::string_view k, bool value) {
   return *this;
 }
 
-MetricsWriter::MetricsWriter(const std::string& path, bool append)
+JsonLinesWriter::JsonLinesWriter(const std::string& path, bool append)
     : out_(path, append ? std::ios::app : std::ios::trunc) {
-  COHORT_CHECK_AS(ConfigError, out_.is_open()) << "cannot open metrics file " << path << ": " << std::strerror(errno);
+  COHORT_CHECK_AS(ConfigError, out_.is_open()) << "cannot open JSON-lines file " << path << ": " << std::strerror(errno);
 }
 
-void MetricsWriter::write(const JsonObject& object) {
+void JsonLinesWriter::write(const JsonObject& object) {
   if (!out_.is_open()) return;
   out_ << object.str() << '\n';
   out_.flush();
 }
 
-}  // namespace cohort::examples
+}  // namespace cohort

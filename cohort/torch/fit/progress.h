@@ -10,7 +10,7 @@
 #include <cstdio>
 #include <string>
 
-namespace cohort::examples {
+namespace cohort {
 
 enum class ProgressStyle { bar, lines, none };
 
@@ -44,4 +44,4 @@ class Progress {
   bool line_ended_ = false;  // the bar's final state is drawn and its line ended
 };
 
-}  // namespace cohort::examples
+}  // namespace cohort

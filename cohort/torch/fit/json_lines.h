@@ -1,7 +1,7 @@
 // Metrics as JSON lines: one object per line, flushed as written, so a run
 // can be followed with `tail -f` and read back with any JSON parser.
 //
-//   MetricsWriter m("metrics.jsonl", /*append=*/false);
+//   JsonLinesWriter m("metrics.jsonl", /*append=*/false);
 //   m.write(JsonObject().add("event", "epoch").add("test_accuracy", 0.87));
 #pragma once
 
@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-namespace cohort::examples {
+namespace cohort {
 
 // A flat JSON object built field by field; strings are escaped, non-finite
 // numbers become null (JSON has no NaN).
@@ -31,12 +31,12 @@ class JsonObject {
 
 std::string json_escape(std::string_view text);
 
-class MetricsWriter {
+class JsonLinesWriter {
  public:
-  MetricsWriter() = default;  // writes nothing
+  JsonLinesWriter() = default;  // writes nothing
   // Writes `path` from scratch, or appends to it (a resumed run continues
   // its file); ConfigError when it cannot be opened.
-  MetricsWriter(const std::string& path, bool append);
+  JsonLinesWriter(const std::string& path, bool append);
   bool enabled() const { return out_.is_open(); }
   void write(const JsonObject& object);
 
@@ -44,4 +44,4 @@ class MetricsWriter {
   std::ofstream out_;
 };
 
-}  // namespace cohort::examples
+}  // namespace cohort

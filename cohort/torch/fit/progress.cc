@@ -1,4 +1,4 @@
-#include "examples/fashion_mnist/progress.h"
+#include "cohort/torch/fit/progress.h"
 
 #include <unistd.h>
 
@@ -7,7 +7,7 @@
 
 #include "cohort/common/check.h"
 
-namespace cohort::examples {
+namespace cohort {
 
 ProgressStyle parse_progress_style(const std::string& text, std::FILE* stream) {
   if (text == "bar") return ProgressStyle::bar;
@@ -83,4 +83,4 @@ void Progress::finish() {
   if (style_ == ProgressStyle::bar && last_done_ > 0 && !line_ended_) draw(last_done_, last_loss_, true);
 }
 
-}  // namespace cohort::examples
+}  // namespace cohort

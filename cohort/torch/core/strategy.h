@@ -1,0 +1,163 @@
+// Strategy: the one seam between a training program and how it is
+// distributed (TensorFlow's tf.distribute.Strategy, for LibTorch).
+//
+// A program builds its model, loss and optimizer once and hands them to a
+// strategy; the strategy decides where the replicas are (one device, several
+// threads of one process, one per rank across processes and hosts, ...),
+// wraps the model and the optimizer for that, runs a training step on this
+// process's part of a global batch, and combines values across processes.
+// fit() (cohort/torch/fit) drives any strategy; so can a hand-written loop:
+//
+//   auto strategy = cohort::make_strategy("multi_worker:style=horovod");  // strategy/
+//   strategy->prepare({.module = net, .forward = ..., .loss = ..., .optimizer = ...});
+//   for (...) {
+//     cohort::Batch mine = ...;                        // this process's rows of the global batch
+//     auto [rows, stop] = ... strategy->all_sum(...);  // the rows of the whole step
+//     strategy->train_step(mine, global_rows);
+//   }
+//
+// This header is the interface only; the strategies themselves live in
+// cohort/torch/strategy/ (one_device, mirrored, multi_worker,
+// central_storage) and in the areas that add theirs (parameter servers,
+// ZeRO, differential privacy), which is why it sits in core/: every area may
+// implement it without depending on the others.
+//
+// Contracts every strategy keeps:
+// - Replicas and processes. replicas_in_sync() replicas train in lock step;
+//   this process runs local_replicas() of them. Processes that hold replicas
+//   are numbered process_index() in [0, process_count()); the chief
+//   (process 0) is the one that prints and writes files.
+// - The global batch. A step's global batch of R rows is split over the
+//   replicas in order, as reduce_scatter_block() (collectives.h) splits
+//   rows: the first R % n replicas get one row more. A process
+//   passes train_step() the rows of its replicas, contiguous, and the global
+//   row count R, which the processes agree on first (all_sum of their rows);
+//   a process may have 0 rows in a step (an uneven tail) and must still call
+//   train_step(), which then contributes nothing but keeps the collectives
+//   in step. Nothing is ever padded with duplicate rows.
+// - Numbers. train_step() leaves the model as one device would after one
+//   optimizer step on the concatenated global batch, with a loss function
+//   that averages over the rows it is given: the gradient applied is the
+//   gradient of the global batch's mean loss, whatever the split.
+// - Values across processes: all_sum() adds float64 tensors of the same
+//   shape over the processes (metric states, row counts, votes), in the same
+//   call order on every process.
+#pragma once
+
+#include <ATen/Tensor.h>
+#include <torch/nn/module.h>
+#include <torch/optim/optimizer.h>
+#include <torch/serialize/archive.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace cohort {
+
+// A batch of rows: dim 0 of input and target (when defined) is the row.
+struct Batch {
+  at::Tensor input;
+  at::Tensor target;
+  int64_t rows() const { return input.defined() ? input.size(0) : 0; }
+};
+
+// The training loss of a batch: a mean over the rows of (output, target).
+using LossFn = std::function<at::Tensor(const at::Tensor& output, const at::Tensor& target)>;
+// Runs the model's forward on `input` (type-erased: the strategy holds
+// modules as torch::nn::Module).
+using ForwardFn = std::function<at::Tensor(torch::nn::Module& module, const at::Tensor& input)>;
+// Makes the optimizer over `parameters` (strategies decide which: all of
+// them, a shard, none on this process).
+using OptimizerFactory =
+    std::function<std::unique_ptr<torch::optim::Optimizer>(const std::vector<at::Tensor>& parameters)>;
+
+// An OptimizerFactory for a torch::optim optimizer and its options:
+//   optimizer_factory<torch::optim::SGD>(torch::optim::SGDOptions(0.1).momentum(0.9))
+template <typename Optimizer, typename Options>
+OptimizerFactory optimizer_factory(Options options) {
+  return [options](const std::vector<at::Tensor>& parameters) -> std::unique_ptr<torch::optim::Optimizer> {
+    return std::make_unique<Optimizer>(parameters, options);
+  };
+}
+
+// What a strategy trains, as the program built it.
+struct TrainingModel {
+  std::shared_ptr<torch::nn::Module> module;  // the program's model: replica 0
+  ForwardFn forward;
+  LossFn loss;
+  OptimizerFactory optimizer;
+};
+
+// Makes a TrainingModel from a module holder (torch::nn::Sequential, or a
+// TORCH_MODULE type), whose forward takes one tensor.
+template <typename ModuleHolder>
+TrainingModel training_model(ModuleHolder module, LossFn loss, OptimizerFactory optimizer) {
+  using Impl = typename ModuleHolder::ContainedType;
+  return {module.ptr(),
+          // dynamic_cast: Module is a virtual base of the module types.
+          [](torch::nn::Module& m, const at::Tensor& x) -> at::Tensor { return dynamic_cast<Impl&>(m).forward(x); },
+          std::move(loss), std::move(optimizer)};
+}
+
+// What one train_step did on this process.
+struct StepResult {
+  double loss_sum = 0;  // sum over this process's rows of the per-row loss (mean loss x rows)
+  int64_t rows = 0;     // this process's rows
+  at::Tensor output;    // this process's outputs, detached, rows in batch order (metrics read them)
+};
+
+class Strategy {
+ public:
+  virtual ~Strategy() = default;
+
+  // The strategy as a spec that make_strategy() accepts, with every key
+  // (defaults included): "multi_worker:style=ddp".
+  virtual std::string spec() const = 0;
+
+  virtual int replicas_in_sync() const = 0;
+  virtual int local_replicas() const = 0;
+  virtual int process_count() const = 0;
+  virtual int process_index() const = 0;
+  bool is_chief() const { return process_index() == 0; }
+
+  // Takes the model, wraps it and makes the optimizer (collective where the
+  // strategy communicates: every process calls it). Once per strategy.
+  virtual void prepare(TrainingModel model) = 0;
+  bool prepared() const { return prepared_; }
+
+  // The program's module (replica 0) and the optimizer the strategy made
+  // (its param groups carry the learning rate that schedules set).
+  virtual torch::nn::Module& module() = 0;
+  virtual torch::optim::Optimizer& optimizer() = 0;
+
+  // One training step on this process's rows `mine` of a global batch of
+  // `global_rows` rows (see the file comment). Collective.
+  virtual StepResult train_step(const Batch& mine, int64_t global_rows) = 0;
+
+  // The model's output for `input` without gradients, computed by this
+  // process alone (parameters are in sync between steps). The module's
+  // train/eval mode is the caller's.
+  virtual at::Tensor predict(const at::Tensor& input) = 0;
+
+  // Sum over processes of a float64 tensor (same shape everywhere).
+  // Collective, in the same order on every process.
+  virtual at::Tensor all_sum(const at::Tensor& values) = 0;
+  // Every process's rows concatenated along dim 0, process 0's first (dim 0
+  // may differ). Collective.
+  virtual at::Tensor all_gather(const at::Tensor& rows) = 0;
+
+  // The model and optimizer state as the strategy holds them, for
+  // checkpoints: save() on the process(es) that write; load() on every
+  // process, each given the same archive (fit() broadcasts the chief's
+  // bytes). Replicated strategies save the chief's copy.
+  virtual void save(torch::serialize::OutputArchive& archive) = 0;
+  virtual void load(torch::serialize::InputArchive& archive) = 0;
+
+ protected:
+  bool prepared_ = false;
+};
+
+}  // namespace cohort

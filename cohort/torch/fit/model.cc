@@ -1,0 +1,337 @@
+#include "cohort/torch/fit/model.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <mutex>
+
+#include "cohort/common/check.h"
+#include "cohort/torch/core/collectives.h"
+#include "cohort/torch/data/distributed_sampler.h"
+#include "cohort/torch/fit/preemption.h"
+
+namespace cohort {
+namespace {
+
+// Slots of a step's vote (all_sum'd before each step).
+enum Vote : int64_t { kRows, kStop, kPreempt, kVoteSize };
+// Slots of the epoch-end agreement.
+enum EpochVote : int64_t { kEpochStop, kChiefLr, kEpochVoteSize };
+// The first slots of a metric-state vector: the loss sum and the rows.
+constexpr int64_t kLossSum = 0, kLossRows = 1, kLossSlots = 2;
+
+at::Tensor doubles(std::initializer_list<double> values) {
+  return torch::tensor(std::vector<double>(values), torch::kFloat64);
+}
+
+// This process's rows of a global batch of `rows`: the contiguous union of
+// its replicas' blocks (replicas are numbered process by process).
+RowBlock process_block(int64_t rows, const Strategy& strategy) {
+  const int replicas = strategy.replicas_in_sync(), local = strategy.local_replicas();
+  const int first = strategy.process_index() * local;
+  const RowBlock a = reduce_scatter_block(rows, replicas, first);
+  const RowBlock b = reduce_scatter_block(rows, replicas, first + local - 1);
+  return {a.offset, b.offset + b.rows - a.offset};
+}
+
+// The rows of `n` in the order of (seed, epoch): the sampler's permutation,
+// identical on every process and every run.
+at::Tensor epoch_order(int64_t n, bool shuffle, uint64_t seed, int64_t epoch) {
+  if (!shuffle) return torch::arange(n, torch::kInt64);
+  const std::vector<size_t> p = permutation(size_t(n), seed, epoch);
+  return torch::tensor(std::vector<int64_t>(p.begin(), p.end()), torch::kInt64);
+}
+
+void write_state(torch::serialize::OutputArchive& archive, const std::string& key, const CallbackState& state) {
+  torch::serialize::OutputArchive sub;
+  for (const auto& [name, values] : state) sub.write(name, torch::tensor(values, torch::kFloat64));
+  archive.write(key, sub);
+}
+
+CallbackState read_state(torch::serialize::InputArchive& archive, const std::string& key) {
+  CallbackState state;
+  torch::serialize::InputArchive sub;
+  if (!archive.try_read(key, sub)) return state;
+  for (const std::string& name : sub.keys()) {
+    at::Tensor t;
+    sub.read(name, t);
+    t = t.to(torch::kFloat64).contiguous();
+    state[name] = std::vector<double>(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
+  }
+  return state;
+}
+
+}  // namespace
+
+Model::Model(Strategy& strategy, TrainingModel model, std::vector<std::shared_ptr<Metric>> metrics)
+    : strategy_(strategy), loss_(model.loss), metrics_(std::move(metrics)) {
+  for (const auto& m : metrics_) COHORT_CHECK_AS(ConfigError, m != nullptr) << "Model: a metric is null";
+  strategy_.prepare(std::move(model));
+}
+
+Model::~Model() = default;
+
+double Model::learning_rate() {
+  auto& groups = optimizer().param_groups();
+  COHORT_CHECK_AS(ConfigError, !groups.empty()) << "the optimizer has no param groups";
+  return groups.front().options().get_lr();
+}
+
+void Model::set_learning_rate(double lr) {
+  for (auto& group : optimizer().param_groups()) group.options().set_lr(lr);
+}
+
+at::Tensor Model::new_metric_state() const {
+  int64_t size = kLossSlots;
+  for (const auto& m : metrics_) size += m->state_size();
+  return torch::zeros({size}, torch::kFloat64);
+}
+
+void Model::update_metrics(at::Tensor& state, const StepResult& step, const Batch& batch) const {
+  if (step.rows == 0) return;
+  state[kLossSum] += step.loss_sum;
+  state[kLossRows] += double(step.rows);
+  torch::NoGradGuard no_grad;
+  int64_t offset = kLossSlots;
+  for (const auto& m : metrics_) {
+    at::Tensor slice = state.narrow(0, offset, m->state_size());
+    m->update(slice, step.output, batch.target);
+    offset += m->state_size();
+  }
+}
+
+Logs Model::epoch_logs(const at::Tensor& merged, const std::string& prefix) const {
+  Logs logs;
+  const double rows = merged[kLossRows].item<double>();
+  logs[prefix + "loss"] = rows > 0 ? merged[kLossSum].item<double>() / rows : std::nan("");
+  int64_t offset = kLossSlots;
+  for (const auto& m : metrics_) {
+    logs[prefix + m->name()] = m->result(merged.narrow(0, offset, m->state_size()));
+    offset += m->state_size();
+  }
+  return logs;
+}
+
+History Model::fit(const Dataset& train, FitOptions options) {
+  COHORT_CHECK_AS(ConfigError, options.epochs >= 0) << "fit: epochs must be >= 0, got " << options.epochs;
+  COHORT_CHECK_AS(ConfigError, options.batch_size >= 1) << "fit: batch_size must be >= 1, got " << options.batch_size;
+  COHORT_CHECK_AS(ConfigError, options.steps_per_epoch >= 0)
+      << "fit: steps_per_epoch must be >= 0, got " << options.steps_per_epoch;
+  COHORT_CHECK_AS(ConfigError, options.validation_freq >= 1)
+      << "fit: validation_freq must be >= 1, got " << options.validation_freq;
+  for (const auto& c : options.callbacks) COHORT_CHECK_AS(ConfigError, c != nullptr) << "fit: a callback is null";
+  const int64_t n = train.size();
+  const int64_t full_steps = (n + options.batch_size - 1) / options.batch_size;
+  COHORT_CHECK_AS(ConfigError, full_steps > 0 || options.epochs == 0) << "fit: the training data is empty";
+
+  fit_options_ = std::move(options);
+  const FitOptions& o = fit_options_;
+  position_ = {.epochs = o.epochs,
+               .steps_per_epoch = o.steps_per_epoch > 0 ? std::min(o.steps_per_epoch, full_steps) : full_steps};
+  history_ = History();
+  stop_requested_ = false;
+  resumed_ = false;
+  PreemptionWatch watch(o.catch_preemption);
+
+  for (const auto& c : o.callbacks) c->restore(*this);
+  for (const auto& c : o.callbacks) c->on_train_begin(*this, {});
+  bool preempted = false, stopped = false;
+  Logs last;
+  while (position_.epoch < o.epochs && !stopped && !preempted) {
+    const int64_t epoch = position_.epoch;
+    epoch_metrics_ = resumed_ ? resumed_epoch_metrics_ : new_metric_state();
+    resumed_ = false;
+    module().train();
+    for (const auto& c : o.callbacks) c->on_epoch_begin(*this, epoch, {});
+    const at::Tensor order = epoch_order(n, o.shuffle, o.seed, epoch);
+
+    while (position_.batch < position_.steps_per_epoch) {
+      const int64_t begin = position_.batch * o.batch_size;
+      const int64_t rows = std::min(o.batch_size, n - begin);
+      const RowBlock mine = process_block(rows, strategy_);
+      const bool preempt_vote = o.catch_preemption && PreemptionWatch::requested();
+      const at::Tensor votes = strategy_.all_sum(doubles({double(mine.rows), stop_requested_ ? 1.0 : 0.0,
+                                                          preempt_vote ? 1.0 : 0.0}));
+      const double* v = votes.data_ptr<double>();
+      if (v[kPreempt] > 0) {
+        preempted = true;
+        break;
+      }
+      if (v[kStop] > 0) {
+        stopped = true;
+        break;
+      }
+      const auto global_rows = static_cast<int64_t>(v[kRows]);
+      if (global_rows == 0) break;
+
+      Batch batch = mine.rows > 0 ? train.get(order.narrow(0, begin + mine.offset, mine.rows)) : Batch{};
+      for (const auto& c : o.callbacks) c->on_train_batch_begin(*this, position_.batch, {});
+      const StepResult result = strategy_.train_step(batch, global_rows);
+      update_metrics(epoch_metrics_, result, batch);
+      ++position_.batch;
+      ++position_.step;
+      if (!o.callbacks.empty()) {
+        const Logs logs = epoch_logs(epoch_metrics_, "");
+        for (const auto& c : o.callbacks) c->on_train_batch_end(*this, position_.batch - 1, logs);
+      }
+    }
+    if (preempted) {
+      for (const auto& c : o.callbacks) c->on_preemption(*this);
+      break;
+    }
+
+    Logs logs = epoch_logs(strategy_.all_sum(epoch_metrics_), "");
+    const bool complete = position_.batch >= position_.steps_per_epoch;
+    if (complete && o.validation_data && (epoch + 1) % o.validation_freq == 0) {
+      const Logs val = run_evaluation(*o.validation_data,
+                                      o.validation_batch_size > 0 ? o.validation_batch_size : o.batch_size,
+                                      o.callbacks, "val_");
+      logs.insert(val.begin(), val.end());
+    }
+    history_.add_epoch(epoch, logs);
+    last = logs;
+    // The position a backup taken at epoch end resumes from: the next epoch.
+    ++position_.epoch;
+    position_.batch = 0;
+    epoch_metrics_ = new_metric_state();
+    for (const auto& c : o.callbacks) c->on_epoch_end(*this, epoch, logs);
+
+    // Stop votes and the chief's learning rate, agreed by everyone.
+    const at::Tensor agreed = strategy_.all_sum(
+        doubles({stop_requested_ || stopped ? 1.0 : 0.0, is_chief() ? learning_rate() : 0.0}));
+    stopped = agreed[kEpochStop].item<double>() > 0;
+    const double lr = agreed[kChiefLr].item<double>();
+    if (lr != learning_rate()) set_learning_rate(lr);
+  }
+  if (!preempted)
+    for (const auto& c : o.callbacks) c->on_train_end(*this, last);
+  history_.set_preempted(preempted);
+  return history_;
+}
+
+Logs Model::run_evaluation(const Dataset& data, int64_t batch_size,
+                           const std::vector<std::shared_ptr<Callback>>& callbacks, const std::string& prefix) {
+  COHORT_CHECK_AS(ConfigError, batch_size >= 1) << "evaluate: batch_size must be >= 1, got " << batch_size;
+  for (const auto& c : callbacks) c->on_test_begin(*this, {});
+  const bool was_training = module().is_training();
+  module().eval();
+  // Each process evaluates a contiguous share, in batches of its share of
+  // batch_size; no collective runs until the states are merged, so the
+  // processes may run different numbers of batches.
+  const RowBlock share = process_block(data.size(), strategy_);
+  const int64_t local_batch = std::max<int64_t>(1, process_block(batch_size, strategy_).rows);
+  at::Tensor state = new_metric_state();
+  int64_t batch_index = 0;
+  for (int64_t start = 0; start < share.rows; start += local_batch, ++batch_index) {
+    const int64_t rows = std::min(local_batch, share.rows - start);
+    const Batch batch = data.get(torch::arange(share.offset + start, share.offset + start + rows, torch::kInt64));
+    torch::NoGradGuard no_grad;
+    StepResult step{.rows = rows, .output = strategy_.predict(batch.input)};
+    step.loss_sum = loss_(step.output, batch.target).item<double>() * double(rows);
+    update_metrics(state, step, batch);
+    if (!callbacks.empty()) {
+      const Logs logs = epoch_logs(state, prefix);
+      for (const auto& c : callbacks) c->on_test_batch_end(*this, batch_index, logs);
+    }
+  }
+  if (was_training) module().train();
+  const Logs logs = epoch_logs(strategy_.all_sum(state), prefix);
+  for (const auto& c : callbacks) c->on_test_end(*this, logs);
+  return logs;
+}
+
+Logs Model::evaluate(const Dataset& data, EvaluateOptions options) {
+  for (const auto& c : options.callbacks) COHORT_CHECK_AS(ConfigError, c != nullptr) << "evaluate: a callback is null";
+  return run_evaluation(data, options.batch_size, options.callbacks, "");
+}
+
+at::Tensor Model::predict(const Dataset& data, int64_t batch_size) {
+  COHORT_CHECK_AS(ConfigError, batch_size >= 1) << "predict: batch_size must be >= 1, got " << batch_size;
+  const bool was_training = module().is_training();
+  module().eval();
+  const RowBlock share = process_block(data.size(), strategy_);
+  const int64_t local_batch = std::max<int64_t>(1, process_block(batch_size, strategy_).rows);
+  std::vector<at::Tensor> outputs;
+  for (int64_t start = 0; start < share.rows; start += local_batch) {
+    const int64_t rows = std::min(local_batch, share.rows - start);
+    outputs.push_back(
+        strategy_.predict(data.get(torch::arange(share.offset + start, share.offset + start + rows, torch::kInt64)).input));
+  }
+  if (was_training) module().train();
+  at::Tensor mine;
+  if (!outputs.empty()) {
+    mine = torch::cat(outputs);
+  } else {
+    // No rows here: an empty tensor shaped like the others' rows (the first
+    // row's output tells the shape; every process can compute it).
+    at::Tensor probe = data.size() > 0 ? strategy_.predict(data.get(torch::zeros({1}, torch::kInt64)).input)
+                                       : at::Tensor();
+    mine = probe.defined() ? probe.narrow(0, 0, 0) : torch::empty({0});
+  }
+  return strategy_.all_gather(mine);
+}
+
+void Model::save_fit_state(torch::serialize::OutputArchive& archive) {
+  torch::serialize::OutputArchive strategy;
+  strategy_.save(strategy);
+  archive.write("strategy", strategy);
+  archive.write("position", torch::tensor({position_.epoch, position_.batch, position_.step}, torch::kInt64));
+  archive.write("epoch_metrics", epoch_metrics_.defined() ? epoch_metrics_ : new_metric_state());
+  CallbackState history;
+  history_.save(history);
+  write_state(archive, "history", history);
+  torch::serialize::OutputArchive callbacks;
+  for (const auto& c : fit_options_.callbacks) {
+    CallbackState state;
+    c->save_state(state);
+    if (!state.empty()) write_state(callbacks, c->name(), state);
+  }
+  archive.write("callbacks", callbacks);
+  // Each process's generator: ranks draw different amounts (dropout over
+  // rows of uneven shares), so their states differ.
+  at::Generator generator = at::detail::getDefaultCPUGenerator();
+  at::Tensor mine;
+  {
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    mine = generator.get_state();
+  }
+  archive.write("rng", strategy_.all_gather(mine.unsqueeze(0)));
+}
+
+void Model::load_fit_state(torch::serialize::InputArchive& archive) {
+  at::Tensor position, metrics, rng;
+  torch::serialize::InputArchive strategy, callbacks;
+  try {
+    archive.read("strategy", strategy);
+    archive.read("position", position);
+    archive.read("epoch_metrics", metrics);
+    archive.read("callbacks", callbacks);
+    archive.read("rng", rng);
+  } catch (const c10::Error& e) {
+    COHORT_THROW(ConfigError) << "not a saved fit state: " << e.what_without_backtrace();
+  }
+  COHORT_CHECK_AS(ConfigError, position.numel() == 3 && position.scalar_type() == torch::kInt64)
+      << "saved fit state: bad position record";
+  COHORT_CHECK_AS(ConfigError, metrics.sizes() == new_metric_state().sizes())
+      << "saved fit state: its metric states (" << metrics.numel() << " values) do not fit this model's metrics ("
+      << new_metric_state().numel() << " values): were the metrics changed?";
+  strategy_.load(strategy);
+  const int64_t* p = position.data_ptr<int64_t>();
+  position_.epoch = p[0];
+  position_.batch = p[1];
+  position_.step = p[2];
+  resumed_epoch_metrics_ = metrics.clone();
+  resumed_ = true;
+  history_.load(read_state(archive, "history"));
+  for (const auto& c : fit_options_.callbacks) c->load_state(read_state(callbacks, c->name()));
+  // This process's generator, when the saved run had as many processes;
+  // otherwise (a resume at another world size) the chief's, the only
+  // state every process can take.
+  const int64_t row = rng.dim() == 2 && rng.size(0) == strategy_.process_count() ? strategy_.process_index() : 0;
+  at::Generator generator = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  generator.set_state(rng.dim() == 2 ? rng[row].contiguous() : rng);
+}
+
+}  // namespace cohort

@@ -1,0 +1,156 @@
+// Model: Keras's fit(), evaluate() and predict() for a LibTorch module,
+// distributed by any Strategy. The training code is the same whether the
+// strategy is one device, several threads or many hosts:
+//
+//   auto strategy = cohort::make_strategy(flags.strategy);
+//   cohort::Model model(*strategy, net, {
+//       .loss = [](const at::Tensor& out, const at::Tensor& y) { return torch::cross_entropy_loss(out, y); },
+//       .optimizer = cohort::optimizer_factory<torch::optim::SGD>(torch::optim::SGDOptions(0.1)),
+//       .metrics = {cohort::accuracy()}});
+//   cohort::History history = model.fit(train, {
+//       .epochs = 2, .batch_size = 128, .validation_data = &test,
+//       .callbacks = {cohort::progress_bar(), cohort::backup_and_restore("backup/")}});
+//
+// How fit() runs an epoch (the contract tests check):
+// - Data order: the rows of `train` are permuted by (seed, epoch) (or kept
+//   in order without shuffle) and cut into global batches of batch_size
+//   rows; the last may be smaller. Each global batch is split over the
+//   replicas in order (core/strategy.h), so every row is trained on exactly
+//   once per epoch, by exactly one replica, whatever the number of ranks,
+//   and nothing is padded. The result equals training on one device with
+//   the same global batches (up to floating-point summation order).
+// - Agreement: before each step the processes add up [their rows, stop
+//   votes, preemption votes] in one tiny collective; a step with no rows
+//   anywhere ends the epoch, and a vote ends training at that step on every
+//   rank alike. At epoch end one more collective merges the metric states
+//   and agrees on stopping and on the chief's learning rate.
+// - Preemption: while fit() runs, SIGTERM and SIGINT are caught; the ranks
+//   agree on the next step boundary, call on_preemption() (BackupAndRestore
+//   saves there), and fit() returns a History with preempted() true. The
+//   program should then exit with kPreemptedExitCode; its next launch
+//   resumes at that step.
+#pragma once
+
+#include <ATen/Tensor.h>
+#include <torch/serialize/archive.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cohort/torch/core/strategy.h"
+#include "cohort/torch/fit/callback.h"
+#include "cohort/torch/fit/dataset.h"
+#include "cohort/torch/fit/history.h"
+#include "cohort/torch/fit/metric.h"
+
+namespace cohort {
+
+// The exit code of a program whose fit() was preempted (BSD's EX_TEMPFAIL:
+// try again later).
+inline constexpr int kPreemptedExitCode = 75;
+
+struct ModelOptions {
+  LossFn loss;                  // a mean over the rows it is given
+  OptimizerFactory optimizer;
+  std::vector<std::shared_ptr<Metric>> metrics;
+};
+
+struct FitOptions {
+  int64_t epochs = 1;
+  int64_t batch_size = 32;           // global: over all replicas of all processes
+  int64_t steps_per_epoch = 0;       // 0: as many as the data gives; else at most this many
+  const Dataset* validation_data = nullptr;
+  int64_t validation_freq = 1;       // validate after every k-th epoch
+  int64_t validation_batch_size = 0; // 0: batch_size
+  bool shuffle = true;
+  uint64_t seed = 0;                 // the data order is a function of (seed, epoch)
+  bool catch_preemption = true;      // SIGTERM/SIGINT: agree, call on_preemption, return
+  std::vector<std::shared_ptr<Callback>> callbacks;
+};
+
+struct EvaluateOptions {
+  int64_t batch_size = 256;  // global
+  std::vector<std::shared_ptr<Callback>> callbacks;
+};
+
+// Where a fit stands: the next step to run.
+struct FitPosition {
+  int64_t epoch = 0;            // the epoch in progress (0-based)
+  int64_t batch = 0;            // steps of that epoch done
+  int64_t step = 0;             // steps since the start of training
+  int64_t epochs = 0;           // of this fit
+  int64_t steps_per_epoch = 0;  // of this fit's training data (the last epoch's may be cut by a stop)
+};
+
+class Model {
+ public:
+  // `module` is a module holder (torch::nn::Sequential, a TORCH_MODULE type)
+  // whose forward takes one tensor. Prepares the strategy (collective).
+  template <typename ModuleHolder>
+  Model(Strategy& strategy, ModuleHolder module, ModelOptions options)
+      : Model(strategy, training_model(std::move(module), options.loss, options.optimizer),
+              std::move(options.metrics)) {}
+  Model(Strategy& strategy, TrainingModel model, std::vector<std::shared_ptr<Metric>> metrics);
+  ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  // Trains; collective. Returns the per-epoch logs. A run that a
+  // BackupAndRestore callback resumes continues its history.
+  History fit(const Dataset& train, FitOptions options = {});
+  // The loss and metrics over `data`, merged over the processes (each
+  // evaluates a contiguous share); collective.
+  Logs evaluate(const Dataset& data, EvaluateOptions options = {});
+  // The outputs for every row of `data`, in order, on every process (each
+  // computes a share, then they are gathered); collective.
+  at::Tensor predict(const Dataset& data, int64_t batch_size = 256);
+
+  // For callbacks and programs.
+  Strategy& strategy() { return strategy_; }
+  torch::nn::Module& module() { return strategy_.module(); }
+  torch::optim::Optimizer& optimizer() { return strategy_.optimizer(); }
+  bool is_chief() const { return strategy_.is_chief(); }
+  // The first param group's learning rate; set_learning_rate sets every
+  // group's (agreed at epoch end: the chief's wins).
+  double learning_rate();
+  void set_learning_rate(double lr);
+  // Asks every rank to stop after the current step (see the file comment).
+  void stop_training() { stop_requested_ = true; }
+  bool stop_requested() const { return stop_requested_; }
+  const FitPosition& position() const { return position_; }
+  const FitOptions& fit_options() const { return fit_options_; }
+  const History& history() const { return history_; }
+
+  // Everything a resumed fit() needs to continue bit for bit: the
+  // strategy's model and optimizer state, the position, the partial epoch's
+  // metric states, the history, the callbacks' states and every process's
+  // LibTorch random generator. save_fit_state() is collective (the chief's
+  // archive is the one written); load_fit_state() on every process with the
+  // same archive, from a callback's restore() (fit() then continues from
+  // it) or before fit().
+  void save_fit_state(torch::serialize::OutputArchive& archive);
+  void load_fit_state(torch::serialize::InputArchive& archive);
+
+ private:
+  Logs run_evaluation(const Dataset& data, int64_t batch_size, const std::vector<std::shared_ptr<Callback>>& callbacks,
+                      const std::string& prefix);
+  Logs epoch_logs(const at::Tensor& merged, const std::string& prefix) const;
+  at::Tensor new_metric_state() const;
+  void update_metrics(at::Tensor& state, const StepResult& step, const Batch& batch) const;
+
+  Strategy& strategy_;
+  LossFn loss_;
+  std::vector<std::shared_ptr<Metric>> metrics_;
+  FitOptions fit_options_;
+  FitPosition position_;
+  History history_;
+  bool stop_requested_ = false;
+  at::Tensor epoch_metrics_;  // this process's loss sum, rows and metric states for the epoch so far
+  // Restored by load_fit_state() for fit() to continue from.
+  bool resumed_ = false;
+  at::Tensor resumed_epoch_metrics_;
+};
+
+}  // namespace cohort

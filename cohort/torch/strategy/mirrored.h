@@ -1,0 +1,65 @@
+// mirrored: one process, several replicas of the model on threads (today's
+// DataParallel, data_parallel/data_parallel.h). Each step scatters this
+// process's batch over the replicas, runs forward and backward on all of
+// them at once, sums their gradients into the program's module (replica 0)
+// and steps one optimizer over it.
+//
+// central_storage is the same class under its TensorFlow name: its point is
+// that variables live in one place (the CPU) while compute is replicated,
+// which is exactly how the replicas work here, since on a CPU-only host the
+// "devices" are threads of one address space. There is no second copy of
+// the variables to keep in sync, so the two strategies coincide on this
+// hardware; they would differ on a host with accelerators (mirrored copies
+// per device, central storage on the CPU), which this build has none of.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cohort/torch/core/strategy.h"
+#include "cohort/torch/data_parallel/data_parallel.h"
+
+namespace cohort {
+
+struct MirroredOptions {
+  int replicas = 2;             // replicas (worker threads) in this process
+  int threads_per_replica = 1;  // intra-op threads of each replica
+  std::string name = "mirrored";  // or "central_storage" (see the file comment)
+};
+
+class MirroredStrategy : public Strategy {
+ public:
+  // ConfigError when started as one rank of several, or for bad options.
+  explicit MirroredStrategy(MirroredOptions options = {});
+  ~MirroredStrategy() override;
+
+  std::string spec() const override;
+  int replicas_in_sync() const override { return options_.replicas; }
+  int local_replicas() const override { return options_.replicas; }
+  int process_count() const override { return 1; }
+  int process_index() const override { return 0; }
+
+  // The module must be a torch::nn::Cloneable (clone() implemented), as for
+  // DataParallel.
+  void prepare(TrainingModel model) override;
+  torch::nn::Module& module() override;
+  torch::optim::Optimizer& optimizer() override;
+  StepResult train_step(const Batch& mine, int64_t global_rows) override;
+  at::Tensor predict(const at::Tensor& input) override;
+  at::Tensor all_sum(const at::Tensor& values) override { return values; }
+  at::Tensor all_gather(const at::Tensor& rows) override { return rows; }
+  void save(torch::serialize::OutputArchive& archive) override;
+  void load(torch::serialize::InputArchive& archive) override;
+
+ private:
+  detail::DataParallelCore::ForwardFn replica_forward();
+
+  MirroredOptions options_;
+  TrainingModel model_;
+  std::vector<std::shared_ptr<torch::nn::Module>> replicas_;
+  std::unique_ptr<detail::DataParallelCore> core_;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+};
+
+}  // namespace cohort

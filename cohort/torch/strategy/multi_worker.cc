@@ -1,0 +1,131 @@
+#include "cohort/torch/strategy/multi_worker.h"
+
+#include <torch/torch.h>
+
+#include "cohort/common/check.h"
+#include "cohort/torch/core/broadcast_state.h"
+#include "cohort/torch/core/collectives.h"
+#include "cohort/torch/core/runtime.h"
+#include "cohort/torch/core/zero_grad.h"
+#include "cohort/torch/data_parallel/distributed_data_parallel.h"
+#include "cohort/torch/data_parallel/distributed_optimizer.h"
+#include "cohort/torch/strategy/prepared_model.h"
+#include "cohort/torch/strategy/single_process.h"
+
+namespace cohort {
+namespace {
+
+engine::Engine& engine_of(const MultiWorkerOptions& options) {
+  if (options.engine) return *options.engine;
+  if (!initialized()) init();
+  return current_engine();
+}
+
+const char* style_name(MultiWorkerOptions::Style s) {
+  return s == MultiWorkerOptions::Style::ddp ? "ddp" : "horovod";
+}
+
+}  // namespace
+
+MultiWorkerStrategy::MultiWorkerStrategy(MultiWorkerOptions options)
+    : options_(options), engine_(&engine_of(options)) {
+  COHORT_CHECK_AS(ConfigError, options_.bucket_bytes > 0)
+      << "multi_worker: bucket_bytes must be positive, got " << options_.bucket_bytes;
+}
+
+MultiWorkerStrategy::~MultiWorkerStrategy() = default;
+
+std::string MultiWorkerStrategy::spec() const {
+  return std::string("multi_worker:bucket_mb=") + std::to_string(options_.bucket_bytes >> 20) +
+         ",bucket_view=" + (options_.bucket_view ? "true" : "false") +
+         ",compression=" + std::string(compression_name(options_.compression)) + ",style=" + style_name(options_.style);
+}
+
+int MultiWorkerStrategy::replicas_in_sync() const { return engine_->size(); }
+int MultiWorkerStrategy::process_count() const { return engine_->size(); }
+int MultiWorkerStrategy::process_index() const { return engine_->rank(); }
+
+void MultiWorkerStrategy::prepare(TrainingModel model) {
+  detail::check_training_model(model, prepared_);
+  model_ = std::move(model);
+  torch::nn::Module& module = *model_.module;
+  optimizer_ = detail::make_optimizer(model_, module.parameters());
+  if (options_.style == MultiWorkerOptions::Style::ddp) {
+    // DDP broadcasts rank 0's parameters and buffers and checks that every
+    // rank built the same model.
+    std::shared_ptr<CommHook> hook;
+    if (options_.compression == Compression::fp16) hook = fp16_compress_hook();
+    COHORT_CHECK_AS(ConfigError, options_.compression != Compression::bf16)
+        << "multi_worker: style=ddp compresses with fp16 only (bf16 is style=horovod's)";
+    ddp_ = std::make_unique<DistributedDataParallelBase>(
+        module, DistributedDataParallelOptions{.bucket_bytes = options_.bucket_bytes,
+                                               .gradient_as_bucket_view = options_.bucket_view,
+                                               .comm_hook = hook,
+                                               .engine = engine_});
+  } else {
+    broadcast_parameters(module, 0, engine_);
+    horovod_ = std::make_unique<DistributedOptimizer>(
+        *optimizer_, module.named_parameters(),
+        DistributedOptimizerOptions{.compression = options_.compression, .engine = engine_});
+  }
+  broadcast_optimizer_state(*optimizer_, 0, engine_);
+  prepared_ = true;
+}
+
+torch::nn::Module& MultiWorkerStrategy::module() { return *detail::prepared(model_, prepared_).module; }
+
+torch::optim::Optimizer& MultiWorkerStrategy::optimizer() {
+  detail::prepared(model_, prepared_);
+  return *optimizer_;
+}
+
+StepResult MultiWorkerStrategy::train_step(const Batch& mine, int64_t global_rows) {
+  detail::prepared(model_, prepared_);
+  COHORT_CHECK_AS(ConfigError, global_rows > 0 && mine.rows() <= global_rows)
+      << "multi_worker: a step of " << global_rows << " global rows cannot hold this rank's " << mine.rows();
+  torch::nn::Module& module = *model_.module;
+  StepResult result{.rows = mine.rows()};
+  if (horovod_) horovod_->zero_grad(); else zero_grad_to_none(*optimizer_);
+
+  if (ddp_) ddp_->pre_forward();
+  at::Tensor loss;
+  if (result.rows > 0) {
+    const at::Tensor output = model_.forward(module, mine.input);
+    const at::Tensor mean = model_.loss(output, mine.target);
+    result.loss_sum = mean.item<double>() * double(result.rows);
+    result.output = output.detach();
+    // The ranks' gradients are averaged: weighting each rank's mean loss by
+    // its share of the rows makes the average the global batch's mean.
+    loss = mean * (double(result.rows) * double(process_count()) / double(global_rows));
+  } else {
+    loss = detail::zero_loss(module);
+  }
+  if (ddp_) ddp_->post_forward({loss});
+  loss.backward();
+  if (horovod_) horovod_->step(); else optimizer_->step();
+  return result;
+}
+
+at::Tensor MultiWorkerStrategy::predict(const at::Tensor& input) {
+  detail::prepared(model_, prepared_);
+  // The module itself, not DDP's forward: evaluation needs no collective,
+  // and ranks may evaluate different numbers of batches.
+  torch::NoGradGuard no_grad;
+  return model_.forward(*model_.module, input);
+}
+
+at::Tensor MultiWorkerStrategy::all_sum(const at::Tensor& values) {
+  return allreduce(values, {.op = ReduceOp::sum, .engine = engine_});
+}
+
+at::Tensor MultiWorkerStrategy::all_gather(const at::Tensor& rows) { return allgather(rows, {.engine = engine_}); }
+
+void MultiWorkerStrategy::save(torch::serialize::OutputArchive& archive) {
+  detail::save_replicated(module(), optimizer(), archive);
+}
+
+void MultiWorkerStrategy::load(torch::serialize::InputArchive& archive) {
+  detail::load_replicated(module(), optimizer(), archive);
+}
+
+}  // namespace cohort

@@ -1,0 +1,71 @@
+// multi_worker: one replica per rank, across processes and hosts, the ranks
+// being those of cohort::init() (cohortrun, torchrun, mpirun, srun).
+// TensorFlow's MultiWorkerMirroredStrategy; the gradient exchange is one of
+// cohort's two data-parallel styles:
+//   style=ddp      DistributedDataParallel: gradients bucketed and reduced
+//                  during backward (data_parallel/distributed_data_parallel.h)
+//   style=horovod  DistributedOptimizer: one named allreduce per parameter,
+//                  fused by the engine (data_parallel/distributed_optimizer.h)
+// Both start every rank from rank 0's parameters and optimizer state.
+//
+// A rank's share of a step's global batch may be smaller than the others',
+// or empty: its loss is weighted by its rows so that the averaged gradient
+// is the global batch's mean-loss gradient, and an empty rank still joins
+// the step's reductions with zero gradients.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "cohort/engine/engine.h"
+#include "cohort/torch/core/strategy.h"
+#include "cohort/torch/data_parallel/compression.h"
+
+namespace cohort {
+
+class DistributedDataParallelBase;
+class DistributedOptimizer;
+
+struct MultiWorkerOptions {
+  enum class Style { ddp, horovod };
+  Style style = Style::ddp;
+  Compression compression = Compression::none;  // gradients on the wire
+  int64_t bucket_bytes = int64_t(25) << 20;     // ddp's bucket cap
+  bool bucket_view = true;                      // ddp: .grad() aliases the buckets (no copies)
+  engine::Engine* engine = nullptr;             // null: cohort::init()'s (started if needed)
+};
+
+class MultiWorkerStrategy : public Strategy {
+ public:
+  // Calls cohort::init() when nothing is initialized yet.
+  explicit MultiWorkerStrategy(MultiWorkerOptions options = {});
+  ~MultiWorkerStrategy() override;
+
+  std::string spec() const override;
+  int replicas_in_sync() const override;
+  int local_replicas() const override { return 1; }
+  int process_count() const override;
+  int process_index() const override;
+
+  void prepare(TrainingModel model) override;  // collective
+  torch::nn::Module& module() override;
+  torch::optim::Optimizer& optimizer() override;
+  StepResult train_step(const Batch& mine, int64_t global_rows) override;
+  at::Tensor predict(const at::Tensor& input) override;
+  at::Tensor all_sum(const at::Tensor& values) override;
+  at::Tensor all_gather(const at::Tensor& rows) override;
+  void save(torch::serialize::OutputArchive& archive) override;
+  void load(torch::serialize::InputArchive& archive) override;
+
+  engine::Engine& engine() { return *engine_; }
+
+ private:
+  MultiWorkerOptions options_;
+  engine::Engine* engine_;
+  TrainingModel model_;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  std::unique_ptr<DistributedDataParallelBase> ddp_;
+  std::unique_ptr<DistributedOptimizer> horovod_;
+};
+
+}  // namespace cohort

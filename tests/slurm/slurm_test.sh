@@ -1,0 +1,288 @@
+#!/usr/bin/env bash
+# cohort under Slurm, for real: starts a one-machine Slurm cluster in a
+# temporary directory (munged with a fresh key and socket, slurmctld and
+# slurmd in the foreground on free ports, a generated slurm.conf without
+# cgroups or accounting), runs cohort programs with srun and sbatch, and
+# tears it all down, even when a check fails.
+#
+# Usage: slurm_test.sh --allreduce PROGRAM [--with-mpi] [--with-gloo]
+#                      [--fashion-mnist PROGRAM]
+#   --allreduce       tests/slurm/slurm_allreduce_program: `srun -n 4` of it
+#                     (shm, then gloo, through a store at the step's first
+#                     node), `srun --mpi=pmix -n 4` (mpi), and an sbatch
+#                     script that calls srun
+#   --with-mpi        cohort is built with MPI: --mpi=pmix must pick it
+#   --with-gloo       cohort is built with gloo: run with it too
+#   --fashion-mnist   examples' fashion_mnist: `srun -n 2`, one epoch of the
+#                     mlp on a subset, which must reach 60% test accuracy
+#
+# Exit status: 0 passed, 1 failed, 77 skipped (Slurm not installed, not
+# root, or its daemons would not start: the reason is printed).
+set -euo pipefail
+
+allreduce=""
+fashion_mnist=""
+pmix_backend=shm
+with_gloo=0
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --allreduce) allreduce=$2; shift 2 ;;
+    --with-mpi) pmix_backend=mpi; shift ;;
+    --with-gloo) with_gloo=1; shift ;;
+    --fashion-mnist) fashion_mnist=$2; shift 2 ;;
+    *) echo "slurm_test.sh: unknown argument '$1'" >&2; exit 2 ;;
+  esac
+done
+[[ -x $allreduce ]] || { echo "slurm_test.sh: --allreduce needs the built program, got '$allreduce'" >&2; exit 2; }
+
+skip() {
+  echo "SKIPPED: $*"
+  exit 77
+}
+fail() {
+  echo "FAILED: $*" >&2
+  exit 1
+}
+
+for tool in munged munge slurmctld slurmd srun sbatch sinfo squeue scancel; do
+  command -v "$tool" >/dev/null ||
+    skip "'$tool' not found: Slurm is not installed (scripts/bootstrap.sh --with-slurm installs slurm-wlm and munge)"
+done
+[[ $(id -u) == 0 ]] || skip "slurmd starts tasks as their users and must run as root; this test runs as $(id -un)"
+
+dir=$(mktemp -d /tmp/cohort-slurm.XXXXXX)
+chmod 755 "$dir"
+conf=$dir/slurm.conf
+daemon_pids=()
+# Job ids start at a number of this run's own, so that the shared-memory
+# segments of its jobs (/dev/shm/cohort-slurm-<job>.<step>-*) and their store
+# ports (derived from the job id) differ from another run's.
+first_job=$(( ($$ % 60000 + 1) * 1000 ))
+
+# Everything this cluster started carries SLURM_CONF=$conf in its
+# environment: the daemons are started with it, and so is every Slurm
+# command here, which passes it on to the tasks. Nothing else on the machine
+# does (this shell sets it for those commands only, never exports it).
+cluster_processes() {
+  local p
+  for p in /proc/[0-9]*; do
+    tr '\0' '\n' 2>/dev/null < "$p/environ" | grep -qxF "SLURM_CONF=$conf" && echo "${p#/proc/}"
+  done
+  return 0
+}
+slurm() { SLURM_CONF=$conf "$@"; }
+# Running, not a zombie waiting for this shell to reap it.
+running() {
+  local state
+  state=$(ps -o stat= -p "$1" 2>/dev/null)
+  [[ -n $state && $state != Z* ]]
+}
+
+leftover_segments() {
+  local id
+  for ((id = first_job; id < first_job + 20; id++)); do
+    compgen -G "/dev/shm/cohort-slurm-$id.*" || true
+  done
+}
+
+cleanup() {
+  local status=$?
+  set +e
+  trap - EXIT INT TERM HUP
+  # Jobs first, while the controller can still end them cleanly.
+  if [[ -f $conf && ${#daemon_pids[@]} == 3 ]] && running "${daemon_pids[1]}"; then
+    slurm timeout 10 scancel --quiet --user="$(id -un)" >/dev/null 2>&1
+  fi
+  # The daemons (SIGTERM, then SIGKILL), then whatever they left: steps,
+  # tasks, or an srun of ours.
+  for pid in "${daemon_pids[@]}"; do kill "$pid" 2>/dev/null; done
+  for _ in $(seq 50); do
+    alive=0
+    for pid in "${daemon_pids[@]}"; do running "$pid" && alive=1; done
+    [[ $alive == 0 ]] && break
+    sleep 0.1
+  done
+  for pid in "${daemon_pids[@]}" $(cluster_processes); do kill -9 "$pid" 2>/dev/null; done
+  wait 2>/dev/null
+  local segments
+  segments=$(leftover_segments)
+  [[ -n $segments ]] && rm -f $segments
+  if [[ $status != 0 && $status != 77 ]]; then
+    for log in slurmctld.log slurmd.log munged.log; do
+      [[ -s $dir/$log ]] && { echo "--- last lines of $log:"; tail -n 15 "$dir/$log"; }
+    done
+  fi
+  rm -rf "$dir"
+  exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 129' HUP
+
+# Two free TCP ports for slurmctld and slurmd.
+read -r ctld_port slurmd_port < <(python3 -c '
+import socket
+s = [socket.socket() for _ in range(2)]
+for x in s: x.bind(("127.0.0.1", 0))
+print(*[x.getsockname()[1] for x in s])')
+
+# The node is this host, by its name, as on a real cluster: cohort's store
+# address under srun is the step's first node name. slurmctld must run on the
+# host that SlurmctldHost names.
+host=$(hostname -s)
+node=$host
+getent hosts "$node" >/dev/null || node=localhost
+
+mkdir -m 700 "$dir/munge"
+mkdir -m 755 "$dir/munge-run" "$dir/spool" "$dir/state"
+head -c 1024 /dev/urandom > "$dir/munge/munge.key"
+chmod 400 "$dir/munge/munge.key"
+
+cat > "$conf" <<EOF
+ClusterName=cohorttest
+SlurmctldHost=$host(127.0.0.1)
+SlurmctldPort=$ctld_port
+SlurmdPort=$slurmd_port
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$dir/munge-run/socket
+StateSaveLocation=$dir/state
+SlurmdSpoolDir=$dir/spool
+SlurmctldPidFile=$dir/slurmctld.pid
+SlurmdPidFile=$dir/slurmd.pid
+SlurmctldLogFile=$dir/slurmctld.log
+SlurmdLogFile=$dir/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+SwitchType=switch/none
+MpiDefault=none
+SchedulerType=sched/builtin
+SchedulerParameters=batch_sched_delay=0
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+FirstJobId=$first_job
+ReturnToService=2
+InactiveLimit=0
+KillWait=2
+MinJobAge=2
+NodeName=$node NodeAddr=127.0.0.1 CPUs=$(nproc) State=UNKNOWN
+PartitionName=test Nodes=$node Default=YES MaxTime=10 State=UP OverSubscribe=YES
+EOF
+
+SLURM_CONF=$conf munged --foreground --force --key-file="$dir/munge/munge.key" \
+  --socket="$dir/munge-run/socket" --pid-file="$dir/munge-run/munged.pid" \
+  --seed-file="$dir/munge/seed" --log-file="$dir/munged.log" >/dev/null 2>&1 &
+daemon_pids+=($!)
+SLURM_CONF=$conf slurmctld -D -f "$conf" >/dev/null 2>&1 &
+daemon_pids+=($!)
+SLURM_CONF=$conf slurmd -D -f "$conf" -N "$node" >/dev/null 2>&1 &
+daemon_pids+=($!)
+
+started=$SECONDS
+until [[ $(slurm sinfo -h -n "$node" -o %t 2>/dev/null) == idle ]]; do
+  for pid in "${daemon_pids[@]}"; do
+    if ! running "$pid"; then
+      tail -n 15 "$dir"/*.log 2>/dev/null
+      skip "a Slurm daemon (pid $pid) exited during start-up; its log is above"
+    fi
+  done
+  (( SECONDS - started < 60 )) || { tail -n 15 "$dir"/*.log; skip "the node did not become idle within 60 s"; }
+  sleep 0.1
+done
+echo "slurm: one-node cluster up in $((SECONDS - started)) s (node $node, controller port $ctld_port)"
+
+# Tasks must not inherit a launcher of the caller's (ctest may run under
+# cohortrun or torchrun variables).
+for v in $(compgen -e | grep -E '^(COHORT_(RANK|SIZE|LOCAL_RANK|LOCAL_SIZE|STORE_ADDR|JOB_ID|SECRET|BACKEND)|RANK|WORLD_SIZE|LOCAL_RANK|LOCAL_WORLD_SIZE|MASTER_ADDR|MASTER_PORT|OMPI_.*|PMIX_.*)$'); do
+  unset "$v"
+done
+# A hang fails within a minute instead of holding the test to its timeout.
+export COHORT_TIMEOUT_S=60
+
+# runs NAME COMMAND...: runs it with its output in $dir/NAME.out/.err, and
+# fails the test (showing both) when it does not exit 0.
+run() {
+  local name=$1
+  shift
+  # In the background, so that a signal to this script runs its trap (and
+  # the clean-up) at once rather than after the command.
+  slurm timeout 300 "$@" >"$dir/$name.out" 2>"$dir/$name.err" &
+  if ! wait $!; then
+    echo "--- $name: $*" >&2
+    cat "$dir/$name.out" "$dir/$name.err" >&2
+    fail "$name exited with a non-zero status"
+  fi
+}
+
+expect() {  # expect NAME TEXT: NAME's stdout or stderr holds TEXT
+  grep -qF -- "$2" "$dir/$1.out" "$dir/$1.err" ||
+    { cat "$dir/$1.out" "$dir/$1.err" >&2; fail "$1: '$2' not in its output"; }
+}
+
+srun_flags=(--overcommit --kill-on-bad-exit=1 --time=5)
+
+# 1. Plain srun (this cluster's MpiDefault=none: no PMIx for MPI): auto
+# picks shm for one host; the store is served by task 0 on the step's first
+# node, at a port derived from the job id, with no address configured.
+run srun_auto srun "${srun_flags[@]}" -n 4 "$allreduce"
+expect srun_auto "slurm allreduce ok: backend=shm size=4 source=Slurm"
+expect srun_auto "cohort: backend shm, 4 ranks on 1 host, store $node:"
+sed -n 's/^\(slurm allreduce ok.*\)/srun -n 4: \1/p' "$dir/srun_auto.out"
+
+# 2. The same store for TCP: gloo.
+if [[ $with_gloo == 1 ]]; then
+  run srun_gloo env COHORT_BACKEND=gloo srun "${srun_flags[@]}" -n 4 "$allreduce"
+  expect srun_gloo "slurm allreduce ok: backend=gloo size=4 source=Slurm"
+  sed -n 's/^\(slurm allreduce ok.*\)/srun -n 4 (COHORT_BACKEND=gloo): \1/p' "$dir/srun_gloo.out"
+fi
+
+# 3. srun --mpi=pmix: with MPI built in, auto picks it.
+run srun_pmix srun "${srun_flags[@]}" --mpi=pmix -n 4 "$allreduce"
+expect srun_pmix "slurm allreduce ok: backend=$pmix_backend size=4 source=Slurm"
+sed -n 's/^\(slurm allreduce ok.*\)/srun --mpi=pmix -n 4: \1/p' "$dir/srun_pmix.out"
+
+# 4. A batch job whose script calls srun, as README.md shows.
+cat > "$dir/job.sbatch" <<EOF
+#!/bin/bash
+#SBATCH --ntasks=3
+#SBATCH --overcommit
+#SBATCH --time=5
+srun --kill-on-bad-exit=1 "$allreduce"
+EOF
+run sbatch sbatch --wait --output="$dir/job.log" "$dir/job.sbatch"
+cat "$dir/job.log" >> "$dir/sbatch.out"
+expect sbatch "slurm allreduce ok:"
+expect sbatch "size=3 source=Slurm"
+echo "sbatch with srun -n 3: $(grep -F 'slurm allreduce ok' "$dir/job.log")"
+
+# 5. The Fashion-MNIST example on 2 tasks: one epoch of the mlp on a subset.
+if [[ -n $fashion_mnist ]]; then
+  run fashion_mnist srun "${srun_flags[@]}" -n 2 "$fashion_mnist" --epochs 1 --model mlp \
+    --limit-train 12000 --limit-test 2000 --progress lines --target-accuracy 60
+  expect fashion_mnist "2 ranks on 1 host"
+  grep -iE 'accuracy' "$dir/fashion_mnist.out" | tail -n 2 | sed 's/^/srun -n 2 fashion_mnist: /'
+else
+  echo "fashion_mnist: not built (LibTorch off): srun -n 2 of it not run"
+fi
+
+# Nothing of the jobs may outlive them: no job, no task, no shared memory.
+for _ in $(seq 100); do
+  [[ -z $(slurm squeue -h -o %i 2>/dev/null) ]] && break
+  sleep 0.1
+done
+left=$(slurm squeue -h -o '%i %T' 2>/dev/null)
+[[ -z $left ]] || fail "jobs still there 10 s after they ended: $left"
+# (slurmctld's own helper, slurmscriptd, belongs to the daemons.)
+strays=$(for pid in $(cluster_processes); do
+  [[ " ${daemon_pids[*]} " == *" $pid "* || $(cat /proc/$pid/comm 2>/dev/null) == slurmscriptd ]] || echo "$pid"
+done)
+[[ -z $strays ]] || fail "processes of the jobs outlived them: $(ps -o pid=,args= -p "$(echo $strays | tr ' ' ,)")"
+segments=$(leftover_segments)
+[[ -z $segments ]] || fail "the jobs left shared-memory segments: $segments"
+echo "PASSED"

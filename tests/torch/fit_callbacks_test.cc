@@ -1,0 +1,239 @@
+// fit()'s pieces on one device: learning-rate schedules against their
+// formulas, the JSON-lines writer, the progress display, the history's CSV,
+// and each built-in callback's behaviour in a real fit() (ReduceLROnPlateau's
+// rates, ModelCheckpoint's best file, TerminateOnNaN, CsvLogger,
+// JsonLinesLogger, LearningRateScheduler).
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <numbers>
+
+#include "cohort/common/error.h"
+#include "cohort/torch/checkpoint/checkpoint.h"
+#include "cohort/torch/fit/csv_logger.h"
+#include "cohort/torch/fit/json_lines.h"
+#include "cohort/torch/fit/json_lines_logger.h"
+#include "cohort/torch/fit/learning_rate_scheduler.h"
+#include "cohort/torch/fit/model.h"
+#include "cohort/torch/fit/model_checkpoint.h"
+#include "cohort/torch/fit/progress.h"
+#include "cohort/torch/fit/reduce_lr_on_plateau.h"
+#include "cohort/torch/fit/terminate_on_nan.h"
+#include "cohort/torch/strategy/one_device.h"
+#include "tests/engine/json_check.h"
+#include "tests/launcher/cohortrun_process.h"
+
+namespace cohort::testing {
+namespace {
+
+using launcher::testing::read_text;
+using launcher::testing::split_lines;
+using launcher::testing::TempDir;
+
+TEST(LrSchedules, FollowTheirFormulas) {
+  const SchedulePoint at10{.step = 10, .epoch = 2, .steps_per_epoch = 5};
+  EXPECT_DOUBLE_EQ(constant_lr(0.3)(at10), 0.3);
+  EXPECT_DOUBLE_EQ(step_decay(0.1, 0.5, 2)(at10), 0.1 * 0.5);
+  EXPECT_DOUBLE_EQ(exponential_decay(0.1, 0.5, 4)(at10), 0.1 * std::pow(0.5, 2.5));
+  EXPECT_DOUBLE_EQ(exponential_decay(0.1, 0.5, 4, true)(at10), 0.1 * 0.25);
+  EXPECT_NEAR(cosine_decay(0.1, 40, 0.01)(at10), 0.01 + 0.09 * 0.5 * (1 + std::cos(std::numbers::pi / 4)), 1e-15);
+  EXPECT_DOUBLE_EQ(cosine_decay(0.1, 40, 0.01)({.step = 400}), 0.01);
+  EXPECT_DOUBLE_EQ(polynomial_decay(0.1, 20, 0, 2)(at10), 0.1 * 0.25);
+  const LrSchedule pw = piecewise_constant({5, 10}, {1, 2, 3});
+  EXPECT_EQ(pw({.step = 4}), 1);
+  EXPECT_EQ(pw({.step = 5}), 2);
+  EXPECT_EQ(pw({.step = 10}), 3);
+  EXPECT_THROW(piecewise_constant({5}, {1}), ConfigError);
+  // Warm-up: linear from the initial rate to the schedule's value at its end.
+  const LrSchedule w = linear_warmup(constant_lr(0.4), 4, 0.1);
+  EXPECT_NEAR(w({.step = 0}), 0.1 + 0.3 / 4, 1e-15);
+  EXPECT_NEAR(w({.step = 3}), 0.4, 1e-15);
+  EXPECT_DOUBLE_EQ(w({.step = 100}), 0.4);
+}
+
+TEST(JsonLines, OneValidObjectPerLineAppendOrStartOver) {
+  TempDir dir;
+  const std::string path = dir.path() + "/m.jsonl";
+  JsonLinesWriter(path, false).write(JsonObject().add("from", "an earlier run"));
+  {
+    JsonLinesWriter m(path, /*append=*/false);
+    m.write(JsonObject().add("event", "step").add("loss", 0.25).add("step", int64_t(3)).add("ok", true));
+    m.write(JsonObject().add("name", "quote\" back\\slash\nnewline\x01").add("nan", std::nan("")));
+  }
+  JsonLinesWriter(path, /*append=*/true).write(JsonObject().add("event", "end"));
+  const auto lines = split_lines(read_text(path));
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0], R"({"event":"step","loss":0.25,"step":3,"ok":true})");
+  for (const auto& line : lines) {
+    std::string error;
+    EXPECT_TRUE(JsonCheck::valid(line, &error)) << line << ": " << error;
+  }
+  EXPECT_NE(lines[1].find(R"("nan":null)"), std::string::npos) << lines[1];
+  EXPECT_THROW(JsonLinesWriter("/nonexistent-dir/metrics", false), ConfigError);
+}
+
+TEST(Progress, DurationsAndPlainLines) {
+  EXPECT_EQ(Progress::format_duration(5.4), "5s");
+  EXPECT_EQ(Progress::format_duration(65), "1m05s");
+  EXPECT_EQ(Progress::format_duration(7265), "2h01m");
+  EXPECT_EQ(Progress::format_duration(-1), "?");
+  char* buffer = nullptr;
+  size_t size = 0;
+  std::FILE* out = open_memstream(&buffer, &size);
+  {
+    Progress p(out, ProgressStyle::lines, "[epoch 1/1]", 20, 64);
+    for (int i = 1; i <= 20; ++i) p.update(i, 0.5);
+    p.finish();
+  }
+  std::fclose(out);
+  const std::string text(buffer, size);
+  std::free(buffer);
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 10) << text;  // a line per tenth
+  EXPECT_EQ(text.find('\r'), std::string::npos);
+  EXPECT_NE(text.find("[epoch 1/1] step 20/20 (100%)  loss 0.5000"), std::string::npos) << text;
+  EXPECT_EQ(parse_progress_style("auto", stdout) == ProgressStyle::bar, bool(::isatty(::fileno(stdout))));
+}
+
+TEST(History, CsvAndStateRoundTrip) {
+  History h;
+  h.add_epoch(0, {{"loss", 0.5}, {"accuracy", 0.75}});
+  h.add_epoch(1, {{"loss", 0.25}, {"accuracy", 0.875}, {"val_loss", 0.3}});
+  EXPECT_EQ(h.csv(), "epoch,accuracy,loss,val_loss\n1,0.75,0.5,\n2,0.875,0.25,0.3\n");
+  CallbackState state;
+  h.save(state);
+  History back;
+  back.load(state);
+  EXPECT_EQ(back.csv(), h.csv());
+  EXPECT_EQ(back.last().at("val_loss"), 0.3);
+}
+
+// A one-device model on a small problem, for the callback tests.
+struct Problem {
+  at::Tensor x = torch::randn({32, 4}, torch::kFloat64);
+  at::Tensor y = (x.sum(1) > 0).to(torch::kInt64);
+  OneDeviceStrategy strategy;
+  std::unique_ptr<Model> model;
+  explicit Problem(LossFn loss = [](const at::Tensor& o, const at::Tensor& t) { return torch::cross_entropy_loss(o, t); },
+                   std::vector<std::shared_ptr<Metric>> metrics = {}) {
+    torch::manual_seed(1);
+    torch::nn::Sequential net(torch::nn::Linear(4, 2));
+    net->to(torch::kFloat64);
+    model = std::make_unique<Model>(strategy, net,
+                                    ModelOptions{.loss = std::move(loss),
+                                                 .optimizer = optimizer_factory<torch::optim::SGD>(
+                                                     torch::optim::SGDOptions(0.1)),
+                                                 .metrics = std::move(metrics)});
+  }
+  TensorDataset data() const { return TensorDataset(x, y); }
+};
+
+// Records the learning rate of every step and epoch end.
+struct LrRecorder : Callback {
+  std::string name() const override { return "lr_recorder"; }
+  void on_train_batch_begin(Model& m, int64_t, const Logs&) override { steps.push_back(m.learning_rate()); }
+  void on_epoch_end(Model& m, int64_t, const Logs&) override { epochs.push_back(m.learning_rate()); }
+  std::vector<double> steps, epochs;
+};
+
+TEST(Callbacks, LearningRateSchedulerSetsEveryStep) {
+  Problem p;
+  auto lr = std::make_shared<LrRecorder>();
+  p.model->fit(p.data(), {.epochs = 2, .batch_size = 8, .catch_preemption = false,
+                          .callbacks = {learning_rate_scheduler(linear_warmup(constant_lr(0.4), 4, 0.0)), lr}});
+  ASSERT_EQ(lr->steps.size(), 8u);
+  for (size_t s = 0; s < 8; ++s) EXPECT_NEAR(lr->steps[s], s < 4 ? 0.4 * double(s + 1) / 4 : 0.4, 1e-15);
+}
+
+TEST(Callbacks, ReduceLrOnPlateauWaitsPatienceThenCutsAndCoolsDown) {
+  // A metric whose per-epoch values the test chooses: improve, then plateau.
+  int64_t epoch = 0;
+  const std::vector<double> values = {5, 4, 4, 4, 4, 4, 4, 4};
+  auto chosen = make_metric("chosen", 1, [](at::Tensor&, const at::Tensor&, const at::Tensor&) {},
+                            [&](const at::Tensor&) { return values[size_t(epoch)]; });
+  Problem p([](const at::Tensor& o, const at::Tensor& t) { return torch::cross_entropy_loss(o, t); }, {chosen});
+  struct Tracker : Callback {
+    int64_t* epoch;
+    explicit Tracker(int64_t* e) : epoch(e) {}
+    std::string name() const override { return "tracker"; }
+    void on_epoch_begin(Model&, int64_t e, const Logs&) override { *epoch = e; }
+  };
+  auto lr = std::make_shared<LrRecorder>();
+  p.model->fit(p.data(), {.epochs = 8, .batch_size = 32, .catch_preemption = false,
+                          .callbacks = {std::make_shared<Tracker>(&epoch),
+                                        reduce_lr_on_plateau({.monitor = "chosen", .mode = Monitor::Mode::min,
+                                                              .factor = 0.5, .patience = 1, .cooldown = 2}),
+                                        lr}});
+  // Keras's rules: epochs 0 and 1 improve; 2 has none for `patience` epochs
+  // and cuts; 3 is in cooldown; 4 cuts; 5 cools down; 6 cuts; 7 cools down.
+  EXPECT_EQ(lr->epochs, (std::vector<double>{0.1, 0.1, 0.05, 0.05, 0.025, 0.025, 0.0125, 0.0125}));
+}
+
+TEST(Callbacks, ModelCheckpointBestOnlyWritesALoadableCheckpoint) {
+  TempDir dir;
+  const std::string path = dir.path() + "/best.ckpt";
+  Problem p;
+  p.model->fit(p.data(), {.epochs = 3, .batch_size = 8, .catch_preemption = false,
+                          .callbacks = {model_checkpoint(path, {.monitor = "loss", .save_best_only = true})}});
+  // The loss falls every epoch here, so the best is the last.
+  torch::manual_seed(1);
+  torch::nn::Sequential fresh(torch::nn::Linear(4, 2));
+  fresh->to(torch::kFloat64);
+  torch::optim::SGD sgd(fresh->parameters(), 0.1);
+  const TrainingState state = load_checkpoint(path, *fresh, sgd);
+  EXPECT_EQ(state.epoch, 3);
+  EXPECT_EQ(state.step, 12);
+  for (size_t i = 0; i < fresh->parameters().size(); ++i)
+    EXPECT_TRUE(torch::equal(fresh->parameters()[i], p.model->module().parameters()[i]));
+}
+
+TEST(Callbacks, TerminateOnNanStopsAtTheNextStep) {
+  int64_t calls = 0;
+  Problem p([&](const at::Tensor& o, const at::Tensor& t) {
+    const at::Tensor loss = torch::cross_entropy_loss(o, t);
+    return ++calls == 3 ? loss * std::nan("") : loss;
+  });
+  const History h = p.model->fit(p.data(), {.epochs = 5, .batch_size = 8, .catch_preemption = false,
+                                            .callbacks = {terminate_on_nan()}});
+  EXPECT_EQ(p.model->position().step, 3) << "the NaN came at step 3; no step after it";
+  EXPECT_EQ(h.epochs().size(), 1u);
+}
+
+TEST(Callbacks, CsvAndJsonLinesLoggersRecordTheRun) {
+  TempDir dir;
+  Problem q([](const at::Tensor& o, const at::Tensor& t) { return torch::cross_entropy_loss(o, t); }, {accuracy()});
+  const History h = q.model->fit(q.data(), {.epochs = 2, .batch_size = 8, .validation_data = nullptr,
+                                            .catch_preemption = false,
+                                            .callbacks = {csv_logger(dir.path() + "/h.csv"),
+                                                          json_lines_logger(dir.path() + "/m.jsonl",
+                                                                            {.every_steps = 2})}});
+  EXPECT_EQ(read_text(dir.path() + "/h.csv"), h.csv());
+  const auto lines = split_lines(read_text(dir.path() + "/m.jsonl"));
+  int starts = 0, steps = 0, epochs = 0, ends = 0;
+  for (const auto& line : lines) {
+    std::string error;
+    EXPECT_TRUE(JsonCheck::valid(line, &error)) << line << ": " << error;
+    starts += line.find(R"("event":"start")") != std::string::npos;
+    steps += line.find(R"("event":"step")") != std::string::npos;
+    epochs += line.find(R"("event":"epoch")") != std::string::npos;
+    ends += line.find(R"("event":"end")") != std::string::npos;
+  }
+  EXPECT_EQ(starts, 1);
+  EXPECT_EQ(steps, 4);  // 8 steps, one line every 2
+  EXPECT_EQ(epochs, 2);
+  EXPECT_EQ(ends, 1);
+}
+
+TEST(Fit, BadOptionsAreConfigErrors) {
+  Problem p;
+  EXPECT_THROW(p.model->fit(p.data(), {.batch_size = 0}), ConfigError);
+  EXPECT_THROW(p.model->fit(p.data(), {.epochs = -1}), ConfigError);
+  EXPECT_THROW(p.model->fit(p.data(), {.validation_freq = 0}), ConfigError);
+  EXPECT_THROW(TensorDataset(torch::zeros({3, 2}), torch::zeros({4})), ConfigError);
+}
+
+}  // namespace
+}  // namespace cohort::testing

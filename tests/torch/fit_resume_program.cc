@@ -1,0 +1,91 @@
+// A small fit() run for the resume tests (fit_resume_test.cc), under
+// cohortrun: float64 model with dropout (random numbers), Adam (state),
+// ReduceLROnPlateau and EarlyStopping (callback state) and
+// BackupAndRestore after every step; it prints
+// "step N" after each step's backup and writes the final parameters' bytes
+// to --out. For the tests: --hang-at K stops every rank after step K's
+// backup (the test then kills the job there), --step-delay-ms D slows each
+// step (so that a signal arrives mid-run).
+//
+//   fit_resume_program --backup DIR --out FILE [--style ddp|horovod] [--epochs N]
+//                      [--hang-at K] [--step-delay-ms D]
+#include <cohort/cohort.h>
+#include <torch/torch.h>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "cohort/common/flags.h"
+
+namespace {
+
+struct Announcer : cohort::Callback {
+  int64_t hang_at = 0, delay_ms = 0;
+  std::string name() const override { return "announcer"; }
+  void on_train_begin(cohort::Model& model, const cohort::Logs&) override {
+    std::printf("pid %d\n", int(::getpid()));
+    std::fflush(stdout);
+  }
+  void on_train_batch_end(cohort::Model& model, int64_t, const cohort::Logs&) override {
+    if (model.is_chief()) {
+      std::printf("step %lld\n", (long long)model.position().step);
+      std::fflush(stdout);
+    }
+    if (model.position().step == hang_at) ::sleep(600);
+    if (delay_ms > 0) ::usleep(useconds_t(delay_ms * 1000));
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string backup, out, style = "ddp";
+  int64_t epochs = 4;
+  auto announcer = std::make_shared<Announcer>();
+  try {
+    cohort::flags::parse_flags(std::vector<std::string>(argv + 1, argv + argc),
+                               {{"--backup", [&](auto&, auto& v) { backup = v; }},
+                                {"--out", [&](auto&, auto& v) { out = v; }},
+                                {"--style", [&](auto&, auto& v) { style = v; }},
+                                {"--epochs", [&](auto& f, auto& v) { epochs = cohort::flags::parse_number<int64_t>(f, v, 1); }},
+                                {"--hang-at", [&](auto& f, auto& v) { announcer->hang_at = cohort::flags::parse_number<int64_t>(f, v, 1); }},
+                                {"--step-delay-ms", [&](auto& f, auto& v) { announcer->delay_ms = cohort::flags::parse_number<int64_t>(f, v, 0); }}},
+                               {});
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "fit_resume_program: %s\n", cohort::flags::one_line_message(e).c_str());
+    return 2;
+  }
+  cohort::set_intra_op_threads(1);
+  auto strategy = cohort::make_strategy("multi_worker:style=" + style);
+
+  auto g = at::detail::createCPUGenerator(5);
+  const at::Tensor x = at::randn({45, 6}, g, torch::kFloat64);
+  const at::Tensor y = (x.sum(1) > 0).to(torch::kInt64);
+  torch::manual_seed(11);
+  torch::nn::Sequential net(torch::nn::Linear(6, 16), torch::nn::Tanh(), torch::nn::Dropout(0.2),
+                            torch::nn::Linear(16, 2));
+  net->to(torch::kFloat64);
+  cohort::Model model(*strategy, net,
+                      {.loss = [](const at::Tensor& o, const at::Tensor& t) { return torch::cross_entropy_loss(o, t); },
+                       .optimizer = cohort::optimizer_factory<torch::optim::Adam>(torch::optim::AdamOptions(0.01)),
+                       .metrics = {cohort::accuracy()}});
+  const cohort::History h = model.fit(
+      cohort::TensorDataset(x, y),
+      {.epochs = epochs,
+       .batch_size = 6,
+       .validation_data = nullptr,
+       .seed = 3,
+       .callbacks = {cohort::reduce_lr_on_plateau({.monitor = "loss", .factor = 0.5, .patience = 0}),
+                     cohort::early_stopping({.monitor = "loss", .patience = 100}),
+                     cohort::backup_and_restore(backup, {.every_steps = 1}), announcer}});
+  if (h.preempted()) return cohort::kPreemptedExitCode;
+  if (model.is_chief()) {
+    std::ofstream f(out, std::ios::binary);
+    for (const auto& p : model.module().parameters())
+      f.write(static_cast<const char*>(p.data_ptr()), std::streamsize(p.nbytes()));
+    std::printf("done: %zu epochs, loss %.17g\n", h.epochs().size(), h.last().at("loss"));
+  }
+  return 0;
+}

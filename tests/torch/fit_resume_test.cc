@@ -1,0 +1,152 @@
+// fit()'s fault tolerance with real processes under cohortrun
+// (fit_resume_program): a job killed with SIGKILL at a random step (every
+// process of it) and launched again resumes from BackupAndRestore and ends
+// with the same parameters, bit for bit, as a job that was never stopped;
+// a job sent SIGTERM agrees on a step, backs up, exits with
+// kPreemptedExitCode, and the next launch finishes it, again bit for bit.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <regex>
+
+#include "tests/launcher/cohortrun_process.h"
+
+namespace cohort::testing {
+namespace {
+
+using launcher::testing::CohortrunProcess;
+using launcher::testing::read_text;
+using launcher::testing::RunResult;
+
+const std::string kCohortrun = std::string(COHORT_BINARY_DIR) + "/cohort/launcher/cohortrun";
+const std::string kProgram = std::string(COHORT_BINARY_DIR) + "/tests/torch/fit_resume_program";
+// 45 rows in batches of 6: 8 steps an epoch, 4 epochs.
+constexpr int kSteps = 32;
+
+std::vector<std::string> job_args(const std::string& dir, const std::string& backup, const std::string& out,
+                                  const std::string& style, std::vector<std::string> extra = {}) {
+  std::vector<std::string> args = {"-np", "2", kProgram, "--backup", dir + "/" + backup, "--out", dir + "/" + out,
+                                    "--style", style};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+// A fresh directory, removed with everything in it.
+class TempDir {
+ public:
+  TempDir() {
+    char pattern[] = "/tmp/cohort_fit_resume.XXXXXX";
+    path_ = ::mkdtemp(pattern);
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// A directory of its own for one launch's output files.
+std::string launch_dir(const std::string& dir, const std::string& name) {
+  std::filesystem::create_directories(dir + "/" + name);
+  return dir + "/" + name;
+}
+
+// The job's output, stdout then stderr (cohort's log lines are on stderr).
+std::string run_to_end(const std::string& dir, const std::vector<std::string>& args) {
+  CohortrunProcess p(kCohortrun, args, dir);
+  const RunResult r = p.wait(std::chrono::seconds(120));
+  EXPECT_TRUE(r.finished && r.exit_code == 0) << "exit " << r.exit_code << "\n" << r.out << r.err;
+  return r.out + r.err;
+}
+
+// Waits until the job printed "step <step>" (the backup of that step is
+// written), or it ended.
+bool wait_for_step(CohortrunProcess& p, const std::string& dir, int step) {
+  const std::regex line("\\] step " + std::to_string(step) + "\\b");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (std::chrono::steady_clock::now() < deadline && p.running()) {
+    if (std::regex_search(read_text(dir + "/cohortrun.out"), line)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return false;
+}
+
+// The saved parameters as numbers, for a readable failure.
+std::vector<double> parameters(const std::string& bytes) {
+  std::vector<double> v(bytes.size() / sizeof(double));
+  std::memcpy(v.data(), bytes.data(), v.size() * sizeof(double));
+  return v;
+}
+
+std::vector<pid_t> rank_pids(const std::string& out) {
+  std::vector<pid_t> pids;
+  const std::regex re("\\] pid ([0-9]+)");
+  for (std::sregex_iterator it(out.begin(), out.end(), re), end; it != end; ++it)
+    pids.push_back(pid_t(std::stol((*it)[1])));
+  return pids;
+}
+
+class FitResume : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(FitResume, KilledAtARandomStepThenResumedEqualsAnUninterruptedRun) {
+  const std::string style = GetParam();
+  TempDir dir;
+  run_to_end(launch_dir(dir.path(), "a"), job_args(dir.path(), "backup_a", "a.bin", style));
+  const std::string uninterrupted = read_text(dir.path() + "/a.bin");
+  ASSERT_FALSE(uninterrupted.empty());
+
+  std::mt19937 rng(style == "ddp" ? 17 : 23);  // fixed seeds: the same kill points every run
+  const int kill_at = 2 + int(rng() % (kSteps - 4));
+  {
+    // The ranks stop after step kill_at's backup, so that the kill lands
+    // there and not after the job has finished.
+    const std::string out_dir = launch_dir(dir.path(), "b1");
+    CohortrunProcess p(kCohortrun,
+                       job_args(dir.path(), "backup_b", "b.bin", style, {"--hang-at", std::to_string(kill_at)}),
+                       out_dir);
+    ASSERT_TRUE(wait_for_step(p, out_dir, kill_at)) << read_text(out_dir + "/cohortrun.out");
+    // SIGKILL of the whole job: the launcher and every rank, at once.
+    const std::vector<pid_t> pids = rank_pids(read_text(out_dir + "/cohortrun.out"));
+    ASSERT_EQ(pids.size(), 2u);
+    p.signal(SIGKILL);
+    for (pid_t pid : pids) ::kill(pid, SIGKILL);
+    p.wait(std::chrono::seconds(10));
+  }
+  const std::string out = run_to_end(launch_dir(dir.path(), "b2"), job_args(dir.path(), "backup_b", "b.bin", style));
+  EXPECT_NE(out.find("BackupAndRestore: resuming from"), std::string::npos) << out;
+  EXPECT_EQ(parameters(read_text(dir.path() + "/b.bin")), parameters(uninterrupted))
+      << "killed after step " << kill_at << ": the resumed run's parameters differ";
+}
+
+TEST_P(FitResume, SigtermBacksUpExitsPreemptedAndTheNextLaunchFinishes) {
+  const std::string style = GetParam();
+  TempDir dir;
+  run_to_end(launch_dir(dir.path(), "a"), job_args(dir.path(), "backup_a", "a.bin", style));
+  const std::string uninterrupted = read_text(dir.path() + "/a.bin");
+
+  {
+    // Slow steps, so that the signal arrives while the job runs.
+    const std::string out_dir = launch_dir(dir.path(), "b1");
+    CohortrunProcess p(kCohortrun, job_args(dir.path(), "backup_b", "b.bin", style, {"--step-delay-ms", "100"}),
+                       out_dir);
+    ASSERT_TRUE(wait_for_step(p, out_dir, 11)) << read_text(out_dir + "/cohortrun.out");
+    p.signal(SIGTERM);
+    const RunResult r = p.wait(std::chrono::seconds(60));
+    ASSERT_TRUE(r.finished) << r.out << r.err;
+    // Every rank exits with 75; so does cohortrun.
+    EXPECT_EQ(r.exit_code, 75) << r.out << r.err;
+    EXPECT_FALSE(std::regex_search(r.out, std::regex("\\] step " + std::to_string(kSteps) + "\\b")))
+        << "the job ran to its end instead of stopping";
+  }
+  const std::string out = run_to_end(launch_dir(dir.path(), "b2"), job_args(dir.path(), "backup_b", "b.bin", style));
+  EXPECT_NE(out.find("BackupAndRestore: resuming from"), std::string::npos) << out;
+  EXPECT_EQ(parameters(read_text(dir.path() + "/b.bin")), parameters(uninterrupted));
+}
+
+INSTANTIATE_TEST_SUITE_P(Styles, FitResume, ::testing::Values("ddp", "horovod"));
+
+}  // namespace
+}  // namespace cohort::testing

@@ -1,0 +1,356 @@
+// Strategies against a plain LibTorch reference: each strategy's training,
+// step by step on uneven global batches, equals one device training on the
+// concatenated batch (float64, tight tolerance); fit() sees every sample
+// exactly once per epoch at 1-4 ranks with uneven counts; metrics merged
+// over ranks equal the single-process metrics; stop decisions are agreed;
+// bad specs are one-line errors. Ranks run as threads with their own
+// engines (torch_ranks.h).
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+
+#include "cohort/common/error.h"
+#include "cohort/torch/core/collectives.h"
+#include "cohort/torch/core/runtime.h"
+#include "cohort/torch/fit/early_stopping.h"
+#include "cohort/torch/fit/model.h"
+#include "cohort/torch/strategy/make_strategy.h"
+#include "cohort/torch/strategy/mirrored.h"
+#include "cohort/torch/strategy/multi_worker.h"
+#include "cohort/torch/strategy/one_device.h"
+#include "tests/torch/torch_ranks.h"
+
+namespace cohort::testing {
+namespace {
+
+namespace nn = torch::nn;
+
+constexpr int64_t kIn = 6, kClasses = 3;
+
+nn::Sequential make_net() {
+  torch::manual_seed(7);
+  nn::Sequential net(nn::Linear(kIn, 8), nn::Tanh(), nn::Linear(8, kClasses));
+  net->to(torch::kFloat64);
+  return net;
+}
+
+at::Tensor cross_entropy(const at::Tensor& out, const at::Tensor& y) { return torch::cross_entropy_loss(out, y); }
+
+// Inputs and labels of `n` rows, the same on every call.
+std::pair<at::Tensor, at::Tensor> make_data(int64_t n) {
+  auto g = at::detail::createCPUGenerator(99);
+  at::Tensor x = at::randn({n, kIn}, g, torch::kFloat64);
+  at::Tensor y = at::randint(kClasses, {n}, g, torch::kInt64);
+  return {x, y};
+}
+
+OptimizerFactory optimizer_of(const std::string& kind) {
+  if (kind == "adam") return optimizer_factory<torch::optim::Adam>(torch::optim::AdamOptions(0.01));
+  return optimizer_factory<torch::optim::SGD>(torch::optim::SGDOptions(0.1).momentum(0.9));
+}
+
+// One device, plain LibTorch: `steps` steps over the global batches
+// [b*batch, (b+1)*batch) of the data in order (the last one shorter).
+at::Tensor reference_parameters(const std::string& optimizer, int64_t rows, int64_t batch, int steps) {
+  nn::Sequential net = make_net();
+  auto opt = optimizer_of(optimizer)(net->parameters());
+  const auto [x, y] = make_data(rows);
+  for (int s = 0; s < steps; ++s) {
+    const int64_t begin = (s * batch) % rows, n = std::min(batch, rows - begin);
+    opt->zero_grad();
+    cross_entropy(net->forward(x.narrow(0, begin, n)), y.narrow(0, begin, n)).backward();
+    opt->step();
+  }
+  return flat_parameters(*net);
+}
+
+// The same steps through `strategy`: each process takes its rows of every
+// global batch, as fit() does.
+at::Tensor strategy_parameters(Strategy& strategy, const std::string& optimizer, int64_t rows, int64_t batch,
+                               int steps) {
+  nn::Sequential net = make_net();
+  strategy.prepare(training_model(net, cross_entropy, optimizer_of(optimizer)));
+  const auto [x, y] = make_data(rows);
+  for (int s = 0; s < steps; ++s) {
+    const int64_t begin = (s * batch) % rows, n = std::min(batch, rows - begin);
+    const int L = strategy.local_replicas(), R = strategy.replicas_in_sync(), p = strategy.process_index();
+    const RowBlock first = reduce_scatter_block(n, R, p * L), last = reduce_scatter_block(n, R, p * L + L - 1);
+    const int64_t mine = last.offset + last.rows - first.offset;
+    strategy.train_step({x.narrow(0, begin + first.offset, mine), y.narrow(0, begin + first.offset, mine)}, n);
+  }
+  return flat_parameters(strategy.module());
+}
+
+// 23 rows in global batches of 7: steps of 7, 7, 7 and 2 rows, so at 3 and 4
+// ranks some ranks get fewer rows than others, and at 4 ranks the last step
+// leaves ranks 2 and 3 with none.
+constexpr int64_t kRows = 23, kBatch = 7;
+constexpr int kSteps = 8;
+
+class MultiWorker : public ::testing::TestWithParam<std::tuple<int, std::string, std::string>> {};
+
+TEST_P(MultiWorker, EqualsOneDeviceOnTheConcatenatedBatch) {
+  const auto [ranks, style, optimizer] = GetParam();
+  const at::Tensor expected = reference_parameters(optimizer, kRows, kBatch, kSteps);
+  PerRank<at::Tensor> got(ranks);
+  run_torch_ranks(ranks, [&](int rank, int) {
+    MultiWorkerStrategy strategy({.style = style == "ddp" ? MultiWorkerOptions::Style::ddp
+                                                          : MultiWorkerOptions::Style::horovod,
+                                  .engine = &current_engine()});
+    got.add(rank, strategy_parameters(strategy, optimizer, kRows, kBatch, kSteps));
+  });
+  for (int r = 0; r < ranks; ++r)
+    EXPECT_LT(max_relative_difference(got.of(r).at(0), expected), 1e-10) << "rank " << r;
+}
+
+INSTANTIATE_TEST_SUITE_P(RanksStylesOptimizers, MultiWorker,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4), ::testing::Values("ddp", "horovod"),
+                                            ::testing::Values("sgd", "adam")));
+
+TEST(Mirrored, EqualsOneDeviceOnTheConcatenatedBatch) {
+  torch::set_num_threads(1);
+  for (const int replicas : {1, 2, 3, 4})
+    for (const std::string name : {"mirrored", "central_storage"}) {
+      MirroredStrategy strategy({.replicas = replicas, .name = name});
+      const at::Tensor got = strategy_parameters(strategy, "sgd", kRows, kBatch, kSteps);
+      EXPECT_LT(max_relative_difference(got, reference_parameters("sgd", kRows, kBatch, kSteps)), 1e-10)
+          << name << " replicas " << replicas;
+    }
+}
+
+TEST(OneDevice, EqualsPlainLibTorch) {
+  OneDeviceStrategy strategy;
+  const at::Tensor got = strategy_parameters(strategy, "adam", kRows, kBatch, kSteps);
+  // The same operations in the same order: bit for bit.
+  EXPECT_TRUE(torch::equal(got, reference_parameters("adam", kRows, kBatch, kSteps)));
+}
+
+// A dataset that records which rows each rank read.
+class RecordingDataset : public Dataset {
+ public:
+  RecordingDataset(int64_t n, std::vector<int64_t>* seen) : data_(make_data(n)), seen_(seen) {}
+  int64_t size() const override { return data_.first.size(0); }
+  Batch get(const at::Tensor& indices) const override {
+    for (int64_t i = 0; i < indices.numel(); ++i) seen_->push_back(indices[i].item<int64_t>());
+    return {data_.first.index_select(0, indices), data_.second.index_select(0, indices)};
+  }
+
+ private:
+  std::pair<at::Tensor, at::Tensor> data_;
+  std::vector<int64_t>* seen_;
+};
+
+TEST(Fit, EverySampleExactlyOncePerEpochAtOneToFourRanks) {
+  for (const int ranks : {1, 2, 3, 4})
+    for (const int64_t n : {int64_t(1), int64_t(5), int64_t(29), int64_t(64)}) {
+      std::vector<std::vector<int64_t>> seen(static_cast<size_t>(ranks));
+      PerRank<int64_t> epochs(ranks);
+      run_torch_ranks(ranks, [&](int rank, int) {
+        MultiWorkerStrategy strategy({.engine = &current_engine()});
+        Model model(strategy, make_net(), {.loss = cross_entropy, .optimizer = optimizer_of("sgd")});
+        RecordingDataset data(n, &seen[size_t(rank)]);
+        const History h = model.fit(data, {.epochs = 2, .batch_size = 6, .seed = 3, .catch_preemption = false});
+        epochs.add(rank, int64_t(h.epochs().size()));
+      });
+      // Each epoch's rows, over all ranks: each index once.
+      std::vector<std::map<int64_t, int>> per_epoch(2);
+      for (int r = 0; r < ranks; ++r) {
+        EXPECT_EQ(epochs.of(r).at(0), 2);
+        const auto& rows = seen[size_t(r)];
+        // Every rank reads its rows of epoch 0 before those of epoch 1; split
+        // the rank's list by counting its share of epoch 0.
+        int64_t first_epoch_rows = 0;
+        for (int64_t b = 0; b * 6 < n; ++b) {
+          const int64_t batch = std::min<int64_t>(6, n - b * 6);
+          first_epoch_rows += reduce_scatter_block(batch, ranks, r).rows;
+        }
+        ASSERT_EQ(int64_t(rows.size()), 2 * first_epoch_rows) << "rank " << r << " n " << n;
+        for (size_t i = 0; i < rows.size(); ++i) ++per_epoch[i < size_t(first_epoch_rows) ? 0 : 1][rows[i]];
+      }
+      for (int e = 0; e < 2; ++e) {
+        EXPECT_EQ(int64_t(per_epoch[size_t(e)].size()), n) << "ranks " << ranks << " n " << n << " epoch " << e;
+        for (const auto& [index, count] : per_epoch[size_t(e)]) EXPECT_EQ(count, 1) << "index " << index;
+      }
+    }
+}
+
+TEST(Fit, MergedMetricsEqualTheSingleProcessMetrics) {
+  const auto [x, y] = make_data(37);
+  // One process: the reference.
+  Logs reference;
+  {
+    OneDeviceStrategy strategy;
+    Model model(strategy, make_net(), {.loss = cross_entropy, .optimizer = optimizer_of("sgd"),
+                                       .metrics = {accuracy(), top_k_accuracy(2)}});
+    reference = model.evaluate(TensorDataset(x, y), {.batch_size = 5});
+  }
+  for (const int ranks : {2, 3, 4}) {
+    PerRank<Logs> got(ranks);
+    run_torch_ranks(ranks, [&](int rank, int) {
+      MultiWorkerStrategy strategy({.engine = &current_engine()});
+      Model model(strategy, make_net(), {.loss = cross_entropy, .optimizer = optimizer_of("sgd"),
+                                         .metrics = {accuracy(), top_k_accuracy(2)}});
+      got.add(rank, model.evaluate(TensorDataset(x, y), {.batch_size = 5}));
+    });
+    for (int r = 0; r < ranks; ++r) {
+      const Logs& logs = got.of(r).at(0);
+      // Counts are exact; the loss is a sum in another order.
+      EXPECT_EQ(logs.at("accuracy"), reference.at("accuracy")) << ranks << " ranks, rank " << r;
+      EXPECT_EQ(logs.at("top2_accuracy"), reference.at("top2_accuracy"));
+      EXPECT_NEAR(logs.at("loss"), reference.at("loss"), 1e-12);
+    }
+  }
+}
+
+TEST(Fit, PredictReturnsEveryRowInOrderOnEveryRank) {
+  const auto [x, y] = make_data(11);
+  nn::Sequential net = make_net();
+  torch::NoGradGuard no_grad;
+  const at::Tensor expected = make_net()->forward(x);
+  for (const int ranks : {1, 3, 4}) {
+    PerRank<at::Tensor> got(ranks);
+    run_torch_ranks(ranks, [&](int rank, int) {
+      MultiWorkerStrategy strategy({.engine = &current_engine()});
+      Model model(strategy, make_net(), {.loss = cross_entropy, .optimizer = optimizer_of("sgd")});
+      got.add(rank, model.predict(TensorDataset(x, y), 2));
+    });
+    for (int r = 0; r < ranks; ++r) EXPECT_TRUE(torch::allclose(got.of(r).at(0), expected, 0, 1e-12));
+  }
+}
+
+// Tells a test metric which epoch is running.
+struct EpochTracker : Callback {
+  explicit EpochTracker(int64_t* epoch) : epoch(epoch) {}
+  std::string name() const override { return "epoch_tracker"; }
+  void on_epoch_begin(Model&, int64_t e, const Logs&) override { *epoch = e; }
+  int64_t* epoch;
+};
+
+// A metric whose value is rank-dependent (a local view that disagrees):
+// rank r's value improves for epochs 0..r+1 and then stops improving, so
+// each rank's EarlyStopping (patience 0) alone would stop after epoch r + 2.
+// Every rank must stop with rank 0, after its epoch 2 (3 epochs run).
+TEST(Fit, EarlyStoppingWithDisagreeingRanksStopsEveryRankAtTheSameEpoch) {
+  const int ranks = 3;
+  PerRank<int64_t> epochs_run(ranks);
+  const auto [x, y] = make_data(24);
+  run_torch_ranks(ranks, [&](int rank, int) {
+    MultiWorkerStrategy strategy({.engine = &current_engine()});
+    int64_t epoch = 0;
+    auto local = make_metric(
+        "local", 1, [](at::Tensor&, const at::Tensor&, const at::Tensor&) {},
+        [&epoch, rank](const at::Tensor&) { return epoch <= rank + 1 ? -double(epoch) : 0.0; });
+    Model model(strategy, make_net(), {.loss = cross_entropy, .optimizer = optimizer_of("sgd"), .metrics = {local}});
+    const History h = model.fit(TensorDataset(x, y),
+                                {.epochs = 10, .batch_size = 8, .catch_preemption = false,
+                                 .callbacks = {std::make_shared<EpochTracker>(&epoch),
+                                               early_stopping({.monitor = "local", .mode = Monitor::Mode::min})}});
+    epochs_run.add(rank, int64_t(h.epochs().size()));
+  });
+  for (int r = 0; r < ranks; ++r) EXPECT_EQ(epochs_run.of(r).at(0), 3) << "rank " << r;
+}
+
+TEST(Fit, UnevenTailStepsEndWithoutAHangAndMatchOneDevice) {
+  // 10 rows, batch 4: steps of 4, 4, 2; at 4 ranks the last leaves two ranks
+  // empty. fit() must end every epoch on every rank, with the parameters of
+  // one device.
+  const auto [x, y] = make_data(10);
+  OneDeviceStrategy reference_strategy;
+  Model reference(reference_strategy, make_net(), {.loss = cross_entropy, .optimizer = optimizer_of("sgd")});
+  reference.fit(TensorDataset(x, y), {.epochs = 3, .batch_size = 4, .seed = 5, .catch_preemption = false});
+  const at::Tensor expected = flat_parameters(reference.module());
+  for (const std::string style : {"ddp", "horovod"}) {
+    PerRank<at::Tensor> got(4);
+    run_torch_ranks(4, [&](int rank, int) {
+      MultiWorkerStrategy strategy({.style = style == "ddp" ? MultiWorkerOptions::Style::ddp
+                                                            : MultiWorkerOptions::Style::horovod,
+                                    .engine = &current_engine()});
+      Model model(strategy, make_net(), {.loss = cross_entropy, .optimizer = optimizer_of("sgd")});
+      model.fit(TensorDataset(x, y), {.epochs = 3, .batch_size = 4, .seed = 5, .catch_preemption = false});
+      got.add(rank, flat_parameters(model.module()));
+    });
+    for (int r = 0; r < 4; ++r) EXPECT_LT(max_relative_difference(got.of(r).at(0), expected), 1e-10) << style;
+  }
+}
+
+TEST(MakeStrategy, BadSpecsAreOneLineErrorsNamingTheProblem) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"", "empty spec"},
+      {"mirored", "unknown strategy 'mirored' (valid: auto, one_device, mirrored, central_storage, multi_worker)"},
+      {"mirrored:replica=2", "unknown key 'replica' (valid keys: replicas, threads_per_replica)"},
+      {"mirrored:replicas=two", "replicas must be an integer >= 1, got 'two'"},
+      {"mirrored:replicas=0", "replicas must be an integer >= 1, got '0'"},
+      {"multi_worker:style=ring", "style must be one of ddp, horovod, got 'ring'"},
+      {"one_device:replicas=2", "unknown key 'replicas' (it takes no keys)"},
+      {"multi_worker:style", "'style' is not key=value"},
+      {"mirrored:replicas=2,replicas=3", "replicas is set twice"},
+  };
+  for (const auto& [spec, want] : cases) {
+    try {
+      make_strategy(spec);
+      ADD_FAILURE() << "no error for '" << spec << "'";
+    } catch (const ConfigError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(want), std::string::npos) << spec << ": " << what;
+      EXPECT_EQ(what.find('\n'), std::string::npos) << "one line: " << what;
+    }
+  }
+  // The help lists every strategy and key.
+  const std::string help = strategy_help();
+  for (const std::string word : {"one_device", "mirrored", "central_storage", "multi_worker", "replicas=2",
+                                 "style=ddp", "compression=none"})
+    EXPECT_NE(help.find(word), std::string::npos) << word << " missing from\n" << help;
+}
+
+TEST(MakeStrategy, SpecsRoundTrip) {
+  auto s = make_strategy("mirrored:replicas=3");
+  EXPECT_EQ(s->spec(), "mirrored:replicas=3,threads_per_replica=1");
+  EXPECT_EQ(s->replicas_in_sync(), 3);
+  EXPECT_EQ(make_strategy("one_device")->spec(), "one_device");
+  EXPECT_EQ(make_strategy("auto")->spec(), "one_device");  // not launched on several ranks
+}
+
+}  // namespace
+}  // namespace cohort::testing
+
+namespace cohort::testing {
+namespace {
+
+// A strategy loaded from another's saved state trains on in lock step (the
+// state every resume goes through).
+TEST(MultiWorkerState, LoadedStateTrainsInLockStepAndAsTheOriginal) {
+  const auto [x, y] = make_data(12);
+  for (const std::string style : {"ddp", "horovod"}) {
+    PerRank<at::Tensor> original(2), resumed(2);
+    run_torch_ranks(2, [&](int rank, int) {
+      const auto st = style == "ddp" ? MultiWorkerOptions::Style::ddp : MultiWorkerOptions::Style::horovod;
+      const Batch mine{x.narrow(0, rank * 6, 6), y.narrow(0, rank * 6, 6)};
+      MultiWorkerStrategy a({.style = st, .engine = &current_engine()});
+      a.prepare(training_model(make_net(), cross_entropy, optimizer_of("adam")));
+      a.train_step(mine, 12);
+      torch::serialize::OutputArchive saved;
+      a.save(saved);
+      std::stringstream bytes;
+      saved.save_to(bytes);
+      a.train_step(mine, 12);
+      original.add(rank, flat_parameters(a.module()));
+
+      MultiWorkerStrategy b({.style = st, .engine = &current_engine()});
+      b.prepare(training_model(make_net(), cross_entropy, optimizer_of("adam")));
+      torch::serialize::InputArchive in;
+      in.load_from(bytes);
+      b.load(in);
+      b.train_step(mine, 12);
+      resumed.add(rank, flat_parameters(b.module()));
+    });
+    for (int r = 0; r < 2; ++r)
+      EXPECT_TRUE(torch::equal(resumed.of(r).at(0), original.of(r).at(0))) << style << " rank " << r;
+  }
+}
+
+}  // namespace
+}  // namespace cohort::testing
