@@ -76,4 +76,7 @@
 #include "cohort/torch/fit/progress_bar.h"
 #include "cohort/torch/fit/reduce_lr_on_plateau.h"
 #include "cohort/torch/fit/terminate_on_nan.h"
+// torch/parameter_server: tables and modules on parameter servers.
+#include "cohort/torch/parameter_server/ps_embedding.h"
+#include "cohort/torch/parameter_server/sharded_training.h"
 #endif

@@ -13,6 +13,7 @@
 #include "cohort/common/check.h"
 #include "cohort/common/logging.h"
 #include "cohort/common/tunables.h"
+#include "cohort/comm/gloo/network_interface.h"
 #include "cohort/parameter_server/checkpoint.h"
 #include "cohort/parameter_server/partition.h"
 #include "cohort/parameter_server/replica.h"
@@ -30,6 +31,22 @@ ServerOptions server_options_from_env() {
   ServerOptions o;
   o.worker_timeout = Millis(static_cast<int64_t>(tunables::ps_worker_timeout_s() * 1000));
   o.first_contact_timeout = Millis(static_cast<int64_t>(tunables::timeout_s() * 1000));
+  return o;
+}
+
+ServerOptions server_options_for(const rendezvous::LaunchInfo& info, const Role& role, const JobOptions& job) {
+  COHORT_CHECK_AS(ConfigError, role.server) << "server_options_for: rank " << info.rank << " is a worker";
+  ServerOptions o = server_options_from_env();
+  o.server = role.index;
+  o.num_servers = role.num_servers;
+  o.num_workers = role.num_workers;
+  o.job = job;
+  o.secret = info.secret;
+  o.job_id = info.job_id;
+  const bool local = info.store_host.empty() || info.store_host == "127.0.0.1" || info.store_host == "localhost";
+  o.tcp_host = local ? "127.0.0.1" : comm::local_address_toward(info.store_host);
+  COHORT_CHECK_AS(ConfigError, !o.tcp_host.empty())
+      << "parameter server " << role.index << ": no route toward the store's host " << info.store_host;
   return o;
 }
 

@@ -20,7 +20,9 @@
 #include <string>
 
 #include "cohort/parameter_server/options.h"
+#include "cohort/parameter_server/roles.h"
 #include "cohort/parameter_server/transport_options.h"
+#include "cohort/rendezvous/discovery.h"
 #include "cohort/rendezvous/store.h"
 
 namespace cohort::ps {
@@ -39,6 +41,11 @@ struct ServerOptions {
 };
 // heartbeat/timeouts from the COHORT_PS_* and COHORT_TIMEOUT_S tunables.
 ServerOptions server_options_from_env();
+// server_options_from_env() for server `role` of the job `info` describes:
+// its secret and id, and a tcp endpoint on loopback when the job's store is
+// local, else on the address that routes toward the store's host (the
+// interface other hosts reach).
+ServerOptions server_options_for(const rendezvous::LaunchInfo& info, const Role& role, const JobOptions& job);
 
 // Store keys (relative to the parameter-server namespace of the job).
 std::string server_address_key(int server);

@@ -3,7 +3,8 @@
 // tests kill ranks on purpose). The test hosts the job's TCP store; each
 // rank gets the COHORT_* variables cohortrun would set, its output goes to
 // <dir>/rank<r>.log, and its final parameters to <dir>/result<run>.<worker>.
-// No gtest here: bench/ps_recovery_bench.cc runs jobs with it too
+// No gtest here: bench/ps_recovery_bench.cc and ps_straggler_bench.cc run
+// jobs with it too
 // (ps_job_checks.h has the test assertions).
 #pragma once
 
@@ -134,6 +135,35 @@ class PsJob {
   int runs_ = 0;
   std::string problems_;
 };
+
+// A line "timeline <worker> <event> <step> <ns>" of ps_rank_program's
+// output (timeline=1).
+struct TimelineEvent {
+  int worker = 0;
+  std::string event;
+  int64_t step = 0;
+  int64_t ns = 0;
+};
+
+inline std::vector<TimelineEvent> timeline_of(const std::string& output) {
+  std::vector<TimelineEvent> events;
+  std::istringstream in(output);
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream l(line);
+    std::string tag;
+    TimelineEvent e;
+    if (l >> tag >> e.worker >> e.event >> e.step >> e.ns && tag == "timeline") events.push_back(e);
+  }
+  return events;
+}
+
+// The first event of `worker` named `event` at `step` (ns; -1: none).
+inline int64_t event_ns(const std::vector<TimelineEvent>& events, int worker, const std::string& event,
+                        int64_t step) {
+  for (const TimelineEvent& e : events)
+    if (e.worker == worker && e.event == event && e.step == step) return e.ns;
+  return -1;
+}
 
 inline std::vector<int> all_of(int n) {
   std::vector<int> v(n);

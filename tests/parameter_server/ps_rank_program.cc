@@ -6,8 +6,10 @@
 //                   die_worker=W die_step=K        (worker W kills itself before committing step K)
 //                   kill_server=S kill_step=K      (worker 0 kills server S's process then)
 //                   result=/tmp/x save=DIR load=DIR lr=0.1
-//                   timeline=1                     (worker 0 prints "timeline <event> <step> <ns>"
-//                                                   on the monotonic clock: bench/ps_recovery.sh)
+//                   timeline=1                     (workers print "timeline <worker> <event> <step> <ns>"
+//                                                   on the monotonic clock: bench/ps_recovery_bench)
+//                   step_ms=D slow_worker=W        (every step takes D ms more, worker W's 2 D:
+//                                                   bench/ps_straggler_bench)
 // It finds the job through discovery (cohortrun, or the test's COHORT_*
 // variables) and exits 0 when its role finished.
 #include <signal.h>
@@ -21,7 +23,6 @@
 #include <string>
 
 #include "cohort/common/logging.h"
-#include "cohort/comm/gloo/network_interface.h"
 #include "cohort/parameter_server/roles.h"
 #include "cohort/parameter_server/server.h"
 #include "cohort/rendezvous/discovery.h"
@@ -55,14 +56,7 @@ int main(int argc, char** argv) {
     const ps::JobOptions job = ps::parse_job_options(keys, info.size);
     const ps::Role role = ps::assign_role(info.rank, info.size, job.servers);
     if (role.server) {
-      ps::ServerOptions o = ps::server_options_from_env();
-      o.server = role.index;
-      o.num_servers = role.num_servers;
-      o.num_workers = role.num_workers;
-      o.job = job;
-      o.secret = info.secret;
-      o.job_id = info.job_id;
-      o.tcp_host = info.store_host == "127.0.0.1" ? "127.0.0.1" : comm::local_address_toward(info.store_host);
+      const ps::ServerOptions o = ps::server_options_for(info, role, job);
       ps::Server server(store, o);
       store->set("pid/" + std::to_string(role.index), std::to_string(::getpid()));
       server.run();
@@ -77,12 +71,13 @@ int main(int argc, char** argv) {
     const int64_t die_step = std::stoll(arg("die_step", "-1"));
     const int kill_server = std::stoi(arg("kill_server", "-1"));
     const int64_t kill_step = std::stoll(arg("kill_step", "-1"));
-    const bool timeline = args.count("timeline") != 0 && role.index == 0;
-    auto stamp = [](const char* event, int64_t step) {
+    const bool timeline = args.count("timeline") != 0;
+    auto stamp = [&](const char* event, int64_t step) {
       const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                           std::chrono::steady_clock::now().time_since_epoch())
                           .count();
-      std::printf("timeline %s %lld %lld\n", event, static_cast<long long>(step), static_cast<long long>(ns));
+      std::printf("timeline %d %s %lld %lld\n", role.index, event, static_cast<long long>(step),
+                  static_cast<long long>(ns));
       std::fflush(stdout);
     };
     if (timeline) hooks.after_pull = [&](int64_t s) { stamp("pulled", s); };
@@ -98,8 +93,12 @@ int main(int argc, char** argv) {
         ::kill(pid, SIGKILL);
       }
     };
+    const int64_t step_ms = std::stoll(arg("step_ms", "0"));
+    const int slow_worker = std::stoi(arg("slow_worker", "-1"));
+    hooks.delay = std::chrono::milliseconds(role.index == slow_worker ? 2 * step_ms : step_ms);
     const int64_t steps = std::stoll(arg("steps", "10"));
     const auto result = ps::testing::train(worker, p, steps, hooks, arg("load", ""));
+    if (timeline) stamp("done", steps);
     if (args.count("save") && role.index == 0) worker.save(args["save"]);
     if (args.count("result")) {
       std::ofstream out(args["result"] + "." + std::to_string(role.index));
