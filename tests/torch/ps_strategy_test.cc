@@ -76,6 +76,8 @@ struct Case {
   std::string ps_spec, optimizer;
   double tolerance;
 };
+// ctest names the cases by index; gtest prints the spec.
+void PrintTo(const Case& c, std::ostream* os) { *os << c.ps_spec << " (" << c.optimizer << ")"; }
 
 class PsStrategy : public ::testing::TestWithParam<Case> {};
 
