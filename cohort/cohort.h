@@ -82,4 +82,7 @@
 #include "cohort/torch/fit/terminate_on_nan.h"
 // torch/privacy: DP-SGD and DP-Adam over any one-replica-per-process strategy.
 #include "cohort/torch/privacy/private_strategy.h"
+// torch/parameter_server: tables and modules on parameter servers.
+#include "cohort/torch/parameter_server/ps_embedding.h"
+#include "cohort/torch/parameter_server/sharded_training.h"
 #endif

@@ -43,6 +43,7 @@ core_packages=(
   libprotobuf-dev
   protobuf-compiler
   libfftw3-dev
+  libzmq3-dev cppzmq-dev  # ZeroMQ: the parameter servers' transport
   iproute2
   libcairo2-dev
   python3

@@ -15,6 +15,7 @@ is distributed, with no change to the program:
   fashion_mnist --strategy one_device
   fashion_mnist --strategy mirrored:replicas=2
   cohortrun -np 2 fashion_mnist --strategy multi_worker
+  cohortrun -np 3 fashion_mnist --strategy parameter_server:servers=1
 
   --strategy SPEC       how to distribute (auto: multi_worker when launched on
                         several ranks, else one_device); see below

@@ -49,8 +49,14 @@ int run(const synthetic::BenchmarkOptions& o) {
                 "%d threads\n",
                 o.model.c_str(), static_cast<long long>(params), strategy->spec().c_str(), size, o.batch_size,
                 torch::get_num_threads());
+  // parameter_server's servers never return from make_strategy(): the
+  // training processes time their steps among themselves.
+  const bool servers_apart = spec.starts_with("parameter_server");
   for (int i = 0; i < o.warmup; ++i) strategy->train_step(batch, global_rows);
-  cohort::barrier();
+  if (servers_apart)
+    strategy->all_sum(at::zeros({1}, at::kDouble));
+  else
+    cohort::barrier();
   std::vector<double> local(size_t(o.steps));
   for (int i = 0; i < o.steps; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -59,20 +65,24 @@ int run(const synthetic::BenchmarkOptions& o) {
   }
   // A step takes as long as its slowest rank; one reduction after the loop
   // keeps the measurement free of extra synchronisation.
-  at::Tensor times = cohort::allreduce(at::tensor(local, at::kDouble), {.op = cohort::ReduceOp::max});
+  at::Tensor times =
+      servers_apart
+          ? std::get<0>(strategy->all_gather(at::tensor(local, at::kDouble).view({1, -1})).max(0))
+          : cohort::allreduce(at::tensor(local, at::kDouble), {.op = cohort::ReduceOp::max});
+  const int trainers = servers_apart ? strategy->process_count() : size;
   std::vector<double> slowest(times.data_ptr<double>(), times.data_ptr<double>() + times.numel());
   const double step_s = median(slowest);
-  const double samples_per_s = double(o.batch_size) * size / step_s;
+  const double samples_per_s = double(o.batch_size) * trainers / step_s;
   if (rank == 0) {
     if (!o.quiet)
       for (size_t i = 0; i < slowest.size(); ++i)
         std::printf("step %zu: %.2f ms, %.1f samples/s\n", i + 1, 1e3 * slowest[i],
-                    double(o.batch_size) * size / slowest[i]);
+                    double(o.batch_size) * trainers / slowest[i]);
     std::printf("median of %d steps: %.2f ms/step, %.1f samples/s\n", o.steps, 1e3 * step_s, samples_per_s);
     std::printf("{\"bench\":\"synthetic_benchmark\",\"model\":\"%s\",\"strategy\":\"%s\",\"ranks\":%d,"
                 "\"batch_per_rank\":%d,\"steps\":%d,\"threads\":%d,\"blas_threads\":%d,\"step_ms\":%.3f,"
                 "\"samples_per_s\":%.1f}\n",
-                o.model.c_str(), strategy->spec().c_str(), size, o.batch_size, o.steps, torch::get_num_threads(),
+                o.model.c_str(), strategy->spec().c_str(), trainers, o.batch_size, o.steps, torch::get_num_threads(),
                 cohort::blas_threads(), 1e3 * step_s, samples_per_s);
     std::fflush(stdout);
   }

@@ -212,6 +212,21 @@ TEST_F(FashionMnistE2E, TrainsWithDifferentialPrivacyOnTwoRanks) {
   EXPECT_NE(refused.err.find("private training runs one replica per process"), std::string::npos) << refused.err;
 }
 
+// The same program on parameter servers: 2 workers and 1 server (the last
+// rank), which never runs the program's fit().
+TEST_F(FashionMnistE2E, TrainsOnParameterServers) {
+  const std::string ck = dir_ + "/ck.bin", backup = dir_ + "/backup";
+  for (const std::string strategy : {"parameter_server:servers=1", "parameter_server:servers=1,optimizer=sgd,lr=0.1"}) {
+    const RunResult r = run({"--strategy", strategy, "--epochs", "2", "--checkpoint", ck, "--backup", backup},
+                            /*ranks=*/3);
+    ASSERT_TRUE(r.finished && r.exit_code == 0) << strategy << ": exit " << r.exit_code << "\n" << r.out << r.err;
+    EXPECT_NE(r.out.find("on parameter_server:"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("(2 replicas), global batch 32"), std::string::npos) << r.out;
+    EXPECT_GE(final_accuracy(r.out), 90.0) << strategy << "\n" << r.out;
+    EXPECT_NE(r.out.find("checkpoint: " + ck), std::string::npos) << r.out;
+  }
+}
+
 TEST_F(FashionMnistE2E, MalformedDataFailsWithAClearMessage) {
   write_gzip(data_ + "/t10k-labels-idx1-ubyte.gz", idx_bytes({200, 1}, std::vector<uint8_t>(200)));
   const RunResult r = run({"--strategy", "multi_worker", "--epochs", "1"});

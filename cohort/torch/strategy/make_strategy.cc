@@ -4,6 +4,7 @@
 #include "cohort/torch/strategy/mirrored.h"
 #include "cohort/torch/strategy/multi_worker.h"
 #include "cohort/torch/strategy/one_device.h"
+#include "cohort/torch/strategy/parameter_server.h"
 
 namespace cohort {
 namespace {
@@ -46,6 +47,9 @@ const std::vector<SpecSchema>& strategy_schemas() {
                  .description = "style=ddp: bucket size in MiB", .min = 1},
                 {.name = "bucket_view", .kind = Kind::boolean, .default_value = "true",
                  .description = "style=ddp: gradients are views of the buckets (no copies)"}}},
+      {.name = "parameter_server",
+       .description = "the last S ranks hold the variables (sharded), the others train; sync to async",
+       .keys = parameter_server_spec_keys()},
   };
   return schemas;
 }
@@ -59,6 +63,11 @@ std::unique_ptr<Strategy> make_strategy(const std::string& text) {
   if (spec.name == "one_device") return std::make_unique<OneDeviceStrategy>();
   if (spec.name == "mirrored" || spec.name == "central_storage")
     return std::make_unique<MirroredStrategy>(mirrored_options(spec));
+  if (spec.name == "parameter_server") {
+    // The job's size decides the roles; init() is the strategy's.
+    return std::make_unique<ParameterServerStrategy>(
+        parameter_server_options(spec.values, rendezvous::discover().size));
+  }
   // multi_worker: the schemas admit nothing else.
   return std::make_unique<MultiWorkerStrategy>(MultiWorkerOptions{
       .style = spec.word("style") == "horovod" ? MultiWorkerOptions::Style::horovod : MultiWorkerOptions::Style::ddp,

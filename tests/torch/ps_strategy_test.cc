@@ -1,0 +1,123 @@
+// The parameter_server strategy against synchronous data parallelism, with
+// real processes under cohortrun (ps_strategy_program): fit() on 2 workers
+// and 1 server at staleness=0 ends with the parameters multi_worker (DDP)
+// reaches on 2 ranks, float64, with the program's optimizer (the servers
+// sum) and with the servers' own SGD and Adam; both workers agree; the
+// evaluation after training reads the servers' values. Bad specs are
+// one-line errors.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+
+#include "cohort/common/error.h"
+#include "cohort/torch/strategy/make_strategy.h"
+#include "tests/launcher/cohortrun_process.h"
+
+namespace cohort::testing {
+namespace {
+
+using launcher::testing::CohortrunProcess;
+using launcher::testing::read_text;
+using launcher::testing::RunResult;
+
+const std::string kCohortrun = std::string(COHORT_BINARY_DIR) + "/cohort/launcher/cohortrun";
+const std::string kProgram = std::string(COHORT_BINARY_DIR) + "/tests/torch/ps_strategy_program";
+
+class TempDir {
+ public:
+  TempDir() {
+    char pattern[] = "/tmp/cohort_ps_strategy.XXXXXX";
+    path_ = ::mkdtemp(pattern);
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+std::vector<double> parameters(const std::string& bytes) {
+  std::vector<double> v(bytes.size() / sizeof(double));
+  std::memcpy(v.data(), bytes.data(), v.size() * sizeof(double));
+  return v;
+}
+
+// Runs the program on `ranks` ranks; returns its output (chief's summary line).
+std::string run(const TempDir& dir, const std::string& name, int ranks, const std::string& spec,
+                const std::string& optimizer) {
+  const std::string out_dir = dir.path() + "/" + name;
+  std::filesystem::create_directories(out_dir);
+  CohortrunProcess p(kCohortrun,
+                     {"-np", std::to_string(ranks), kProgram, "--strategy", spec, "--out", out_dir + "/params",
+                      "--optimizer", optimizer},
+                     out_dir);
+  const RunResult r = p.wait(std::chrono::seconds(120));
+  EXPECT_TRUE(r.finished && r.exit_code == 0) << name << ": exit " << r.exit_code << "\n" << r.out << r.err;
+  return r.out + r.err;
+}
+
+std::vector<double> params_of(const TempDir& dir, const std::string& name, int process) {
+  return parameters(read_text(dir.path() + "/" + name + "/params." + std::to_string(process)));
+}
+
+void expect_close(const std::vector<double>& got, const std::vector<double>& want, double tolerance,
+                  const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  ASSERT_FALSE(want.empty()) << what;
+  double worst = 0;
+  for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::abs(got[i] - want[i]));
+  EXPECT_LE(worst, tolerance) << what;
+}
+
+struct Case {
+  std::string ps_spec, optimizer;
+  double tolerance;
+};
+// ctest names the cases by index; gtest prints the spec.
+void PrintTo(const Case& c, std::ostream* os) { *os << c.ps_spec << " (" << c.optimizer << ")"; }
+
+class PsStrategy : public ::testing::TestWithParam<Case> {};
+
+TEST_P(PsStrategy, SynchronousFitEqualsDataParallelism) {
+  const Case c = GetParam();
+  TempDir dir;
+  run(dir, "ddp", 2, "multi_worker:style=ddp", c.optimizer);
+  const std::string out = run(dir, "ps", 3, c.ps_spec, c.optimizer);
+  EXPECT_NE(out.find("parameter_server:"), std::string::npos) << out;
+  const std::vector<double> reference = params_of(dir, "ddp", 0);
+  // The data parallel run moved away from the initial values (3 epochs of
+  // 8 steps): an equal result is the training's, not the starting point's.
+  expect_close(params_of(dir, "ps", 0), reference, c.tolerance, c.ps_spec + ": worker 0");
+  expect_close(params_of(dir, "ps", 1), reference, c.tolerance, c.ps_spec + ": worker 1");
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/ps/params.2")) << "the server rank ran the program's fit()";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Optimizers, PsStrategy,
+    ::testing::Values(Case{"parameter_server:servers=1", "sgd", 1e-12},
+                      Case{"parameter_server:servers=1,staleness=0", "adam", 1e-12},
+                      Case{"parameter_server:servers=1,optimizer=sgd,lr=0.1,momentum=0.9,shards=2", "sgd", 1e-12},
+                      Case{"parameter_server:servers=1,optimizer=adam,lr=0.01", "adam", 1e-10}),
+    [](const auto& info) { return "case" + std::to_string(info.index); });
+
+TEST(PsStrategySpec, BadSpecsAreOneLineErrors) {
+  // One process: no rank is left to train.
+  for (const std::string& spec : {std::string("parameter_server:servers=1"), std::string("parameter_server:server=1"),
+                                  std::string("parameter_server:optimizer=rmsprop"),
+                                  std::string("parameter_server:staleness=-2")}) {
+    try {
+      make_strategy(spec);
+      ADD_FAILURE() << spec << " was accepted";
+    } catch (const ConfigError& e) {
+      const std::string what = e.what();
+      EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+      EXPECT_NE(what.find("parameter_server"), std::string::npos) << what;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace cohort::testing
