@@ -142,6 +142,8 @@ void local_pair(const Env& env, LaunchInfo& info, const char* local_rank_var, co
   info.local_size = *ls;
 }
 
+void serve_store_in_rank0(LaunchInfo& info);
+
 // The store under torchrun, OpenMPI and Slurm: COHORT_STORE_ADDR, else
 // MASTER_ADDR and MASTER_PORT; rank 0 serves it.
 void store_from_env(const Env& env, LaunchInfo& info, const char* rank_var) {
@@ -163,9 +165,14 @@ void store_from_env(const Env& env, LaunchInfo& info, const char* rank_var) {
         << "(or MASTER_ADDR and MASTER_PORT) to an address every rank reaches; rank 0 serves it";
   }
   if (info.store_host.empty()) return;
+  serve_store_in_rank0(info);
+}
+
+// Rank 0 serves the store at info.store_host. Nobody beyond this host needs
+// a store that every rank reaches locally: serve it on loopback, where other
+// hosts cannot even try to join.
+void serve_store_in_rank0(LaunchInfo& info) {
   info.store_in_rank0 = true;
-  // Nobody beyond this host needs a store that every rank reaches locally:
-  // serve it on loopback, where other hosts cannot even try to join.
   if (is_loopback_host(info.store_host)) {
     info.store_bind = info.store_host;
   } else if (info.local_size == info.size) {
@@ -368,7 +375,7 @@ void discover_slurm(const Env& env, LaunchInfo& info) {
                  derived ? list_var : "SLURM_NTASKS_PER_NODE");
   store_from_slurm(env, info);
   if (info.store_host.empty()) store_from_env(env, info, "SLURM_PROCID");
-  else info.store_in_rank0 = true;
+  else serve_store_in_rank0(info);
   if (auto job = env.get("SLURM_JOB_ID")) {
     std::string id = "slurm-" + *job;
     if (auto step = env.get("SLURM_STEP_ID")) id += "." + *step;

@@ -463,6 +463,22 @@ TEST(DiscoveryTest, SrunAloneServesTheStoreOnTheStepsFirstNode) {
   EXPECT_EQ(discover(configured).store_port, 1234);
 }
 
+// The step's first node serves the store on every interface when tasks run
+// elsewhere too, and on loopback when every task is on that node (as `srun
+// -n 4` on one machine): an unauthenticated store is refused off loopback.
+TEST(DiscoveryTest, SrunStoreOnOneNodeIsServedOnLoopback) {
+  EXPECT_EQ(discover(srun_env(0, 0, 0)).store_bind, "0.0.0.0");
+  Environment one_node = srun_env(0, 0, 0);
+  one_node["SLURM_NTASKS"] = "4";
+  one_node["SLURM_STEP_TASKS_PER_NODE"] = "4";
+  one_node["SLURM_STEP_NODELIST"] = "vm";
+  const LaunchInfo info = discover(one_node);
+  EXPECT_EQ(info.local_size, 4);
+  EXPECT_EQ(info.store_bind, "127.0.0.1");
+  EXPECT_EQ(info.store_host, "127.0.0.1");
+  EXPECT_TRUE(info.store_in_rank0);
+}
+
 TEST(DiscoveryTest, SrunTaskZeroOffTheFirstNodeNeedsAnAddress) {
   // Tasks placed by hand (--distribution=arbitrary) may put task 0 elsewhere.
   expect_config_error(srun_env(0, 1, 0), {"task 0 runs on node 1", "gpu007", "COHORT_STORE_ADDR"});

@@ -229,10 +229,11 @@ srun_flags=(--overcommit --kill-on-bad-exit=1 --time=5)
 
 # 1. Plain srun (this cluster's MpiDefault=none: no PMIx for MPI): auto
 # picks shm for one host; the store is served by task 0 on the step's first
-# node, at a port derived from the job id, with no address configured.
+# node, at a port derived from the job id, with no address configured, and
+# on loopback, since every task runs on that node (discovery.h).
 run srun_auto srun "${srun_flags[@]}" -n 4 "$allreduce"
 expect srun_auto "slurm allreduce ok: backend=shm size=4 source=Slurm"
-expect srun_auto "cohort: backend shm, 4 ranks on 1 host, store $node:"
+expect srun_auto "cohort: backend shm, 4 ranks on 1 host, store 127.0.0.1:"
 sed -n 's/^\(slurm allreduce ok.*\)/srun -n 4: \1/p' "$dir/srun_auto.out"
 
 # 2. The same store for TCP: gloo.

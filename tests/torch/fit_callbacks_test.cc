@@ -130,7 +130,8 @@ TEST(History, ChartsThePerEpochValuesAsPng) {
   EXPECT_EQ(f.series[1].y[2], 0.2);
 
   // A PNG of the figure's size: the signature, then IHDR's big-endian width and height.
-  const std::string path = testing::TempDir() + "/history_loss.png";
+  TempDir dir;
+  const std::string path = dir.path() + "/history_loss.png";
   write_history_png(h, path, {"loss", "val_loss"});
   std::ifstream in(path, std::ios::binary);
   const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

@@ -296,6 +296,9 @@ History Model::fit(BatchStream& train, FitOptions options) {
         for (const auto& c : o.callbacks) c->on_train_batch_end(*this, position_.batch - 1, logs);
       }
     }
+    // The last step's vote is still in flight: finish it here, so that no
+    // collective of this epoch outlives it (every process cast it).
+    if (vote.valid()) vote.wait();
     if (preempted) {
       for (const auto& c : o.callbacks) c->on_preemption(*this);
       break;
