@@ -11,6 +11,7 @@
 #include <regex>
 
 #include "tests/engine/json_check.h"
+#include "tests/torch/fit_events.h"
 #include "tests/launcher/cohortrun_process.h"
 #include "tests/data/idx_test_files.h"
 
@@ -98,20 +99,12 @@ TEST_F(FashionMnistE2E, TrainsCheckpointsAndBacksUpOnTwoRanks) {
 
   // Metrics: valid JSON, one start, a step line every 5 steps, two epochs, one end.
   auto lines = metric_lines();
-  int starts = 0, steps = 0, epochs = 0, ends = 0;
-  for (const auto& line : lines) {
-    std::string error;
-    EXPECT_TRUE(JsonCheck::valid(line, &error)) << line << ": " << error;
-    starts += line.find(R"("event":"start")") != std::string::npos;
-    steps += line.find(R"("event":"step")") != std::string::npos;
-    epochs += line.find(R"("event":"epoch")") != std::string::npos;
-    ends += line.find(R"("event":"end")") != std::string::npos;
-  }
+  const FitEvents events = count_fit_events(lines);
   // 640 examples / global batch 32 = 20 steps per epoch.
-  EXPECT_EQ(starts, 1);
-  EXPECT_EQ(steps, 40 / 5);
-  EXPECT_EQ(epochs, 2);
-  EXPECT_EQ(ends, 1);
+  EXPECT_EQ(events.starts, 1);
+  EXPECT_EQ(events.steps, 40 / 5);
+  EXPECT_EQ(events.epochs, 2);
+  EXPECT_EQ(events.ends, 1);
   const auto ck_bytes = read_file(ck);
   ASSERT_GE(ck_bytes.size(), 32u);
   EXPECT_EQ(std::string(ck_bytes.data(), 8), "COHORTCK");

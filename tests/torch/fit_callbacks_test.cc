@@ -27,6 +27,7 @@
 #include "cohort/torch/fit/terminate_on_nan.h"
 #include "cohort/torch/strategy/one_device.h"
 #include "tests/engine/json_check.h"
+#include "tests/torch/fit_events.h"
 #include "tests/launcher/cohortrun_process.h"
 
 namespace cohort::testing {
@@ -249,19 +250,11 @@ TEST(Callbacks, CsvAndJsonLinesLoggersRecordTheRun) {
                                                                             {.every_steps = 2})}});
   EXPECT_EQ(read_text(dir.path() + "/h.csv"), h.csv());
   const auto lines = split_lines(read_text(dir.path() + "/m.jsonl"));
-  int starts = 0, steps = 0, epochs = 0, ends = 0;
-  for (const auto& line : lines) {
-    std::string error;
-    EXPECT_TRUE(JsonCheck::valid(line, &error)) << line << ": " << error;
-    starts += line.find(R"("event":"start")") != std::string::npos;
-    steps += line.find(R"("event":"step")") != std::string::npos;
-    epochs += line.find(R"("event":"epoch")") != std::string::npos;
-    ends += line.find(R"("event":"end")") != std::string::npos;
-  }
-  EXPECT_EQ(starts, 1);
-  EXPECT_EQ(steps, 4);  // 8 steps, one line every 2
-  EXPECT_EQ(epochs, 2);
-  EXPECT_EQ(ends, 1);
+  const FitEvents events = count_fit_events(lines);
+  EXPECT_EQ(events.starts, 1);
+  EXPECT_EQ(events.steps, 4);  // 8 steps, one line every 2
+  EXPECT_EQ(events.epochs, 2);
+  EXPECT_EQ(events.ends, 1);
 }
 
 TEST(Fit, BadOptionsAreConfigErrors) {

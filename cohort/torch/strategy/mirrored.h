@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "cohort/torch/core/strategy.h"
+#include "cohort/torch/strategy/single_process_strategy.h"
 #include "cohort/torch/data_parallel/data_parallel.h"
 
 namespace cohort {
@@ -28,7 +29,7 @@ struct MirroredOptions {
   std::string name = "mirrored";  // or "central_storage" (see the file comment)
 };
 
-class MirroredStrategy : public Strategy {
+class MirroredStrategy : public SingleProcessStrategy {
  public:
   // ConfigError when started as one rank of several, or for bad options.
   explicit MirroredStrategy(MirroredOptions options = {});
@@ -37,8 +38,6 @@ class MirroredStrategy : public Strategy {
   std::string spec() const override;
   int replicas_in_sync() const override { return options_.replicas; }
   int local_replicas() const override { return options_.replicas; }
-  int process_count() const override { return 1; }
-  int process_index() const override { return 0; }
 
   // The module must be a torch::nn::Cloneable (clone() implemented), as for
   // DataParallel.
@@ -47,8 +46,6 @@ class MirroredStrategy : public Strategy {
   torch::optim::Optimizer& optimizer() override;
   StepResult train_step(const Batch& mine, int64_t global_rows) override;
   at::Tensor predict(const at::Tensor& input) override;
-  at::Tensor all_sum(const at::Tensor& values) override { return values; }
-  at::Tensor all_gather(const at::Tensor& rows) override { return rows; }
   void save(torch::serialize::OutputArchive& archive) override;
   void load(torch::serialize::InputArchive& archive) override;
 

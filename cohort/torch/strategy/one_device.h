@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "cohort/torch/core/strategy.h"
+#include "cohort/torch/strategy/single_process_strategy.h"
 
 namespace cohort {
 
@@ -16,7 +17,7 @@ struct OneDeviceOptions {
   bool independent_ranks = false;
 };
 
-class OneDeviceStrategy : public Strategy {
+class OneDeviceStrategy : public SingleProcessStrategy {
  public:
   // ConfigError when started as one rank of several (see single_process.h)
   // unless options.independent_ranks.
@@ -25,16 +26,12 @@ class OneDeviceStrategy : public Strategy {
   std::string spec() const override { return "one_device"; }
   int replicas_in_sync() const override { return 1; }
   int local_replicas() const override { return 1; }
-  int process_count() const override { return 1; }
-  int process_index() const override { return 0; }
 
   void prepare(TrainingModel model) override;
   torch::nn::Module& module() override;
   torch::optim::Optimizer& optimizer() override;
   StepResult train_step(const Batch& mine, int64_t global_rows) override;
   at::Tensor predict(const at::Tensor& input) override;
-  at::Tensor all_sum(const at::Tensor& values) override { return values; }
-  at::Tensor all_gather(const at::Tensor& rows) override { return rows; }
   void save(torch::serialize::OutputArchive& archive) override;
   void load(torch::serialize::InputArchive& archive) override;
 
