@@ -268,8 +268,14 @@ SupervisionResult Supervisor::run() {
     for (size_t i = 0; i < polled.size(); ++i)
       if (fds[i + 1].revents) drain(*polled[i], kReadBudget);
     if (fds[0].revents & POLLIN)
-      while (const int signo = signals_.next())
-        if (signo != SIGCHLD) on_launcher_signal(signo);
+      while (const int signo = signals_.next()) {
+        if (signo == SIGCHLD) continue;
+        // A rank may have ended since the top of this loop (its SIGCHLD can
+        // arrive with this signal): reap first, so that what is said and
+        // done counts only the ranks still running.
+        reap();
+        on_launcher_signal(signo);
+      }
   }
 
   SupervisionResult result;

@@ -4,7 +4,6 @@
 // hanging it.
 #pragma once
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -12,6 +11,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -41,7 +41,7 @@ inline std::vector<std::string> split_lines(const std::string& text) {
   return lines;
 }
 
-// A fresh directory, removed with its files when destroyed.
+// A fresh directory, removed with everything in it when destroyed.
 class TempDir {
  public:
   TempDir() {
@@ -49,12 +49,8 @@ class TempDir {
     path_ = ::mkdtemp(pattern);
   }
   ~TempDir() {
-    if (DIR* d = ::opendir(path_.c_str())) {
-      while (const dirent* e = ::readdir(d))
-        if (e->d_name[0] != '.') ::unlink((path_ + "/" + e->d_name).c_str());
-      ::closedir(d);
-    }
-    ::rmdir(path_.c_str());
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
   }
   const std::string& path() const { return path_; }
 

@@ -1,5 +1,6 @@
 // End-to-end tests of the cohortrun binary, with rank_helper as the ranks.
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <netinet/in.h>
 #include <sched.h>
 #include <sys/socket.h>

@@ -126,6 +126,7 @@ TEST(History, ChartsThePerEpochValuesAsPng) {
   ASSERT_EQ(f.series.size(), 2u);
   EXPECT_EQ(f.series[0].label, "loss");
   EXPECT_EQ(f.series[0].x, (std::vector<double>{1, 2, 3}));  // epochs 1-based, as in the CSV
+  EXPECT_EQ(f.x.ticks, (std::vector<double>{1, 2, 3}));       // whole epochs only
   EXPECT_EQ(f.series[0].y, (std::vector<double>{0.5, 0.25, 0.125}));
   EXPECT_TRUE(std::isnan(f.series[1].y[0])) << "no validation at epoch 1: a gap";
   EXPECT_EQ(f.series[1].y[2], 0.2);

@@ -23,6 +23,7 @@ namespace {
 using launcher::testing::CohortrunProcess;
 using launcher::testing::read_text;
 using launcher::testing::RunResult;
+using launcher::testing::TempDir;
 
 const std::string kCohortrun = std::string(COHORT_BINARY_DIR) + "/cohort/launcher/cohortrun";
 const std::string kProgram = std::string(COHORT_BINARY_DIR) + "/tests/torch/fit_resume_program";
@@ -68,20 +69,6 @@ void expect_same_history(const std::string& resumed_csv, const std::string& unin
           << "epoch row " << r + 1 << ", column " << c << "\n" << resumed_csv << "\nvs\n" << uninterrupted_csv;
   }
 }
-
-// A fresh directory, removed with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    char pattern[] = "/tmp/cohort_fit_resume.XXXXXX";
-    path_ = ::mkdtemp(pattern);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 // A directory of its own for one launch's output files.
 std::string launch_dir(const std::string& dir, const std::string& name) {

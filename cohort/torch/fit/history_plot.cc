@@ -26,6 +26,8 @@ plot::Figure history_figure(const History& history, const std::vector<std::strin
   figure.y = {.label = keys.size() == 1 ? keys.front() : "value"};
   std::vector<double> epochs;
   for (int64_t e : history.epochs()) epochs.push_back(static_cast<double>(e + 1));  // 1-based, as the CSV
+  // Epochs are whole: a tick at each while there are few (no "epoch 1.2").
+  if (epochs.size() <= 12) figure.x.ticks = epochs;
   for (const std::string& key : keys) {
     if (std::find(present.begin(), present.end(), key) == present.end()) continue;
     // NaN marks an epoch without the key; the plot skips non-finite points.
