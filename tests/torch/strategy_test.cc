@@ -285,7 +285,7 @@ TEST(Fit, UnevenTailStepsEndWithoutAHangAndMatchOneDevice) {
 TEST(MakeStrategy, BadSpecsAreOneLineErrorsNamingTheProblem) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"", "empty spec"},
-      {"mirored", "unknown strategy 'mirored' (valid: auto, one_device, mirrored, central_storage, multi_worker)"},
+      {"mirored", "unknown strategy 'mirored' (valid: auto, one_device, mirrored, central_storage, multi_worker, parameter_server)"},
       {"mirrored:replica=2", "unknown key 'replica' (valid keys: replicas, threads_per_replica)"},
       {"mirrored:replicas=two", "replicas must be an integer >= 1, got 'two'"},
       {"mirrored:replicas=0", "replicas must be an integer >= 1, got '0'"},
@@ -307,7 +307,7 @@ TEST(MakeStrategy, BadSpecsAreOneLineErrorsNamingTheProblem) {
   // The help lists every strategy and key.
   const std::string help = strategy_help();
   for (const std::string word : {"one_device", "mirrored", "central_storage", "multi_worker", "replicas=2",
-                                 "style=ddp", "compression=none"})
+                                 "style=ddp", "compression=none", "parameter_server"})
     EXPECT_NE(help.find(word), std::string::npos) << word << " missing from\n" << help;
 }
 
