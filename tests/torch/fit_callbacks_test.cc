@@ -235,8 +235,9 @@ TEST(Callbacks, TerminateOnNanStopsAfterTheNextStep) {
     return ++calls == 3 ? loss * std::nan("") : loss;
   });
   const History h = p.model->fit(p.data(), {.epochs = 5, .batch_size = 8, .catch_preemption = false,
-                                            .callbacks = {terminate_on_nan()}});
-  // The vote that carries the request rides along with step 4.
+                                            .vote_interval_s = 0, .callbacks = {terminate_on_nan()}});
+  // With a vote every step, the vote that carries the request rides along
+  // with step 4.
   EXPECT_EQ(p.model->position().step, 4) << "the NaN came at step 3; one step after it, then the stop";
   EXPECT_EQ(h.epochs().size(), 1u);
 }

@@ -259,6 +259,40 @@ TEST(Fit, EarlyStoppingWithDisagreeingRanksStopsEveryRankAtTheSameEpoch) {
   for (int r = 0; r < ranks; ++r) EXPECT_EQ(epochs_run.of(r).at(0), 3) << "rank " << r;
 }
 
+// Asks for a stop from one rank's batch callback at a chosen batch.
+struct StopAtBatch : Callback {
+  explicit StopAtBatch(int64_t batch) : batch(batch) {}
+  std::string name() const override { return "stop_at_batch"; }
+  void on_train_batch_end(Model& model, int64_t b, const Logs&) override {
+    if (b == batch) model.stop_training();
+  }
+  int64_t batch;
+};
+
+// One rank asks to stop after batch 3 of a 12-step epoch; every rank must end
+// at the same step: with a vote every step, after step 5 (the request rides
+// with step 4's vote); with votes an hour apart (after the first two
+// steps, which vote while the step time is unknown), at the epoch's end.
+TEST(Fit, AStopRequestedOnOneRankEndsEveryRankAtTheSameStep) {
+  const int ranks = 3;
+  const auto [x, y] = make_data(48);
+  for (const auto& [interval_s, steps] : {std::pair{0.0, 5}, std::pair{3600.0, 12}}) {
+    PerRank<int64_t> steps_run(ranks);
+    run_torch_ranks(ranks, [&, interval_s = interval_s](int rank, int) {
+      MultiWorkerStrategy strategy({.engine = &current_engine()});
+      Model model(strategy, make_net(), {.loss = cross_entropy, .optimizer = optimizer_of("sgd")});
+      std::vector<std::shared_ptr<Callback>> callbacks;
+      if (rank == 1) callbacks.push_back(std::make_shared<StopAtBatch>(3));
+      const History h = model.fit(TensorDataset(x, y), {.epochs = 4, .batch_size = 4, .catch_preemption = false,
+                                                        .vote_interval_s = interval_s, .callbacks = callbacks});
+      steps_run.add(rank, model.position().step);
+      EXPECT_EQ(h.epochs().size(), 1u) << "rank " << rank;
+    });
+    for (int r = 0; r < ranks; ++r)
+      EXPECT_EQ(steps_run.of(r).at(0), steps) << "rank " << r << ", votes " << interval_s << " s apart";
+  }
+}
+
 TEST(Fit, UnevenTailStepsEndWithoutAHangAndMatchOneDevice) {
   // 10 rows, batch 4: steps of 4, 4, 2; at 4 ranks the last leaves two ranks
   // empty. fit() must end every epoch on every rank, with the parameters of

@@ -3,11 +3,14 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <mutex>
 #include <utility>
 
 #include "cohort/common/check.h"
+#include "cohort/common/tunables.h"
 #include "cohort/torch/core/collectives.h"
 #include "cohort/torch/data/distributed_sampler.h"
 #include "cohort/torch/fit/preemption.h"
@@ -15,8 +18,12 @@
 namespace cohort {
 namespace {
 
-// Slots of a step's vote: cast before a step, read before the next one.
-enum Vote : int64_t { kRows, kStop, kPreempt, kVoteSize };
+// Slots of a step's vote: cast before a step, read before a later one. The
+// last carries the chief's seconds per step since its previous vote (zero
+// from the others), from which every process derives the same cadence.
+enum Vote : int64_t { kRows, kStop, kPreempt, kChiefStepSeconds, kVoteSize };
+// Votes are at least one step and at most this many steps apart.
+constexpr int64_t kMaxStepsBetweenVotes = 10000;
 // Slots of the epoch-end agreement.
 enum EpochVote : int64_t { kEpochStop, kChiefLr, kEpochVoteSize };
 // The first slots of a metric-state vector: the loss sum and the rows.
@@ -24,6 +31,13 @@ constexpr int64_t kLossSum = 0, kLossRows = 1, kLossSlots = 2;
 
 at::Tensor doubles(std::initializer_list<double> values) {
   return torch::tensor(std::vector<double>(values), torch::kFloat64);
+}
+
+// Steps from one vote to the next so that votes come about `interval_s`
+// apart at the agreed step time; one step while it is unknown.
+int64_t steps_between_votes(double interval_s, double step_s) {
+  if (interval_s <= 0 || step_s <= 0) return 1;
+  return static_cast<int64_t>(std::clamp(std::floor(interval_s / step_s), 1.0, double(kMaxStepsBetweenVotes)));
 }
 
 // This process's rows of a global batch of `rows`: the contiguous union of
@@ -249,35 +263,54 @@ History Model::fit(BatchStream& train, FitOptions options) {
     for (const auto& c : o.callbacks) c->on_epoch_begin(*this, epoch, {});
 
     // Stop and preemption requests, and the step's rows when the input
-    // cannot tell them alone, are agreed by a vote of [rows, stop, preempt].
-    // When the input knows every step's global rows (a Dataset: its size
-    // and the split say them), the vote is asynchronous: cast as step k
-    // starts, overlapping its compute and gradient exchange, and read before
-    // step k + 1, so a request takes effect one step later than a blocking
-    // vote would and costs no wait of its own (a blocking vote per step cost
-    // a third of a small model's step on 2 ranks, bench/fit_overhead.sh).
-    // Otherwise (an input pipeline whose shards end unevenly) each step
-    // votes on its rows before it runs.
+    // cannot tell them alone, are agreed by a vote of [rows, stop, preempt,
+    // chief's step time]. When the input knows every step's global rows (a
+    // Dataset: its size and the split say them), the vote is asynchronous
+    // and periodic: cast as a voting step starts, overlapping its compute and
+    // gradient exchange, and read before the next voting step, which is as
+    // many steps later as fit about vote_interval_s at the chief's measured
+    // step time. Every process reads the same vote, so all derive the same
+    // cadence and stop at the same step. A request takes effect within about
+    // two intervals, and the vote's collective is paid once per interval,
+    // not per step (one per step cost a small model 19% of its step on 2
+    // ranks, bench/fit_overhead.sh). Otherwise (an input pipeline whose
+    // shards end unevenly) every step votes on its rows before it runs.
     const bool rows_known = train.next_global_rows().has_value();
+    const double vote_interval_s =
+        o.vote_interval_s >= 0 ? o.vote_interval_s : tunables::fit_vote_interval_s();
+    auto last_cast = std::chrono::steady_clock::now();
+    int64_t last_cast_batch = position_.batch;
     auto cast_vote = [&](int64_t my_rows) {
       const bool preempt = o.catch_preemption && PreemptionWatch::requested();
+      const auto now = std::chrono::steady_clock::now();
+      double step_s = 0;
+      if (is_chief() && position_.batch > last_cast_batch)
+        step_s = std::chrono::duration<double>(now - last_cast).count() / double(position_.batch - last_cast_batch);
+      last_cast = now;
+      last_cast_batch = position_.batch;
       return strategy_.all_sum_async(
-          doubles({double(my_rows), stop_requested_ ? 1.0 : 0.0, preempt ? 1.0 : 0.0}));
+          doubles({double(my_rows), stop_requested_ ? 1.0 : 0.0, preempt ? 1.0 : 0.0, step_s}));
     };
     TensorHandle vote = rows_known ? cast_vote(0) : TensorHandle();
+    int64_t next_vote_batch = position_.batch;  // the step that reads the vote in flight
     while (position_.batch < position_.steps_per_epoch) {
       const int64_t my_rows = train.next_rows();
-      const at::Tensor votes = rows_known ? vote.wait() : cast_vote(my_rows).wait();
-      const double* v = votes.data_ptr<double>();
-      if (v[kPreempt] > 0) {
-        preempted = true;
-        break;
+      const bool voting = !rows_known || position_.batch == next_vote_batch;
+      int64_t global_rows = rows_known ? *train.next_global_rows() : 0;
+      if (voting) {
+        const at::Tensor votes = rows_known ? vote.wait() : cast_vote(my_rows).wait();
+        const double* v = votes.data_ptr<double>();
+        if (v[kPreempt] > 0) {
+          preempted = true;
+          break;
+        }
+        if (v[kStop] > 0) {
+          stopped = true;
+          break;
+        }
+        if (!rows_known) global_rows = static_cast<int64_t>(v[kRows]);
+        next_vote_batch = position_.batch + steps_between_votes(vote_interval_s, v[kChiefStepSeconds]);
       }
-      if (v[kStop] > 0) {
-        stopped = true;
-        break;
-      }
-      const int64_t global_rows = rows_known ? *train.next_global_rows() : static_cast<int64_t>(v[kRows]);
       // A sampled step may hold no row anywhere and is still a step (DP-SGD
       // releases its noise); fixed batches end the epoch there.
       if (global_rows == 0 && !sampled) break;
@@ -286,7 +319,7 @@ History Model::fit(BatchStream& train, FitOptions options) {
       COHORT_CHECK_AS(MismatchError, batch.rows() == my_rows)
           << "fit: the training input said its next batch has " << my_rows << " rows here, then gave " << batch.rows();
       for (const auto& c : o.callbacks) c->on_train_batch_begin(*this, position_.batch, {});
-      if (rows_known) vote = cast_vote(0);
+      if (rows_known && voting) vote = cast_vote(0);
       const StepResult result = strategy_.train_step(batch, global_rows);
       update_metrics(epoch_metrics_, result, batch);
       ++position_.batch;

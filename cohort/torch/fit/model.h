@@ -23,19 +23,22 @@
 //   Poisson sampling) chooses each step's rows instead, and sets the
 //   epoch's steps; batch_size is then unused; a sampled step with no rows
 //   anywhere is still a step (DP-SGD releases its noise).
-// - Agreement: each step carries a tiny asynchronous vote [stop requests,
-//   preemption requests] for the next one: cast as step k starts, it runs
-//   beside the step's compute and is read before step k + 1, so a request
-//   made during step k - 1 (stop_training() in a batch callback) ends
-//   training after step k on every rank alike, and no step waits for it.
-//   (An input that cannot tell a step's global rows alone, a BatchStream
-//   whose next_global_rows() is nullopt, votes on its rows, stops and
-//   preemption before each step instead, blocking.)
+// - Agreement: a tiny asynchronous vote [stop requests, preemption
+//   requests] is cast as a voting step k starts, runs beside the steps'
+//   compute and is read before the next voting step, k + n, where n makes
+//   votes about FitOptions::vote_interval_s apart (0.2 s by default) at the
+//   chief's measured step time; every rank reads the same vote, so all
+//   derive the same n. A request (stop_training() in a batch callback, a
+//   signal) thus ends training on every rank alike at one step boundary,
+//   within about two intervals, and no step waits for it. With
+//   vote_interval_s = 0 every step votes: a request made during step k - 1
+//   ends training after step k. (An input that cannot tell a step's global
+//   rows alone, a BatchStream whose next_global_rows() is nullopt, votes on
+//   its rows, stops and preemption before each step instead, blocking.)
 //   At epoch end one more collective merges the metric states and agrees on
 //   stopping and on the chief's learning rate.
 // - Preemption: while fit() runs, SIGTERM and SIGINT are caught; the ranks
-//   agree on a step boundary (at most two steps after the signal, by the
-//   vote), call on_preemption() (BackupAndRestore saves there), and fit()
+//   agree on a step boundary (the vote's: within about two vote intervals), call on_preemption() (BackupAndRestore saves there), and fit()
 //   returns a History with preempted() true. The program should then exit
 //   with kPreemptedExitCode; its next launch resumes at that step.
 #pragma once
@@ -77,6 +80,9 @@ struct FitOptions {
   bool shuffle = true;
   uint64_t seed = 0;                 // the data order is a function of (seed, epoch)
   bool catch_preemption = true;      // SIGTERM/SIGINT: agree, call on_preemption, return
+  // Seconds between the processes' votes on stop and preemption requests
+  // (Model::fit says how); < 0: COHORT_FIT_VOTE_INTERVAL_S (0.2); 0: every step.
+  double vote_interval_s = -1;
   std::vector<std::shared_ptr<Callback>> callbacks;
 };
 
@@ -132,7 +138,8 @@ class Model {
   // group's (agreed at epoch end: the chief's wins).
   double learning_rate();
   void set_learning_rate(double lr);
-  // Asks every rank to stop after the next step (see the file comment).
+  // Asks every rank to stop at the next agreed step boundary (see the file
+  // comment).
   void stop_training() { stop_requested_ = true; }
   bool stop_requested() const { return stop_requested_; }
   const FitPosition& position() const { return position_; }

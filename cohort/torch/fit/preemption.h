@@ -1,7 +1,7 @@
 // Preemption: a cluster (Slurm, a cloud, cohortrun forwarding Ctrl-C) asks a
 // job to stop with SIGTERM or SIGINT. While a PreemptionWatch lives, the
 // first such signal only raises a flag, which fit() turns into an agreed
-// stop at the next step boundary on every rank (model.h); the previous
+// stop at one step boundary on every rank (model.h's vote); the previous
 // signal dispositions are put back at that moment, so a second signal acts
 // as it would have without the watch (stops the process).
 #pragma once

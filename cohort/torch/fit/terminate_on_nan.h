@@ -1,6 +1,6 @@
 // TerminateOnNaN: stops training when a batch's loss is NaN or infinite
-// (every rank stops after the next step, agreed by fit()'s vote; see
-// model.h).
+// (every rank stops at the step boundary that fit()'s next vote agrees;
+// see model.h).
 #pragma once
 
 #include <memory>
