@@ -25,6 +25,7 @@
 #include <cstring>
 #include <exception>
 #include <numeric>
+#include <span>
 #include <sstream>
 
 #include "cohort/comm/gloo/failure_report.h"
@@ -359,6 +360,37 @@ void Communicator::fail_from_gloo(const Call& call, const std::string& what, boo
       if (it != options_.world_ranks.end() && q != rank_ && !records.count(q)) blamed.push_back(q);
     }
   if (!blamed.empty()) records.merge(report_->collect(blamed));
+  // A peer that timed out waited for someone: hear the other peers too, so
+  // that this rank names the ranks that never answered, as that peer does.
+  // (Its own record cannot: it is written before it hears from anyone.)
+  const bool peer_timed_out = std::any_of(records.begin(), records.end(), [](const auto& pr) {
+    return pr.second.kind == FailureRecord::Kind::timeout;
+  });
+  if (!timed_out && peer_timed_out) {
+    std::vector<int> unheard;
+    for (int p : peers)
+      if (!records.count(p)) unheard.push_back(p);
+    records.merge(report_->collect(unheard));
+  }
+  // What `ranks` reported, for a timeout: "; ranks that reported no failure
+  // (...): 2, 3; timed out as well: ranks 1" and the losses they saw.
+  auto accounts = [&](std::span<const int> ranks) {
+    std::string silent, also, lost;
+    auto add = [this](std::string& list, int p) {
+      list += (list.empty() ? "" : ", ") + std::to_string(options_.world_ranks[p]);
+    };
+    for (int p : ranks) {
+      auto it = records.find(p);
+      if (it == records.end())
+        add(silent, p);
+      else if (it->second.kind == FailureRecord::Kind::timeout)
+        add(also, p);
+      else
+        lost += "; " + it->second.message;
+    }
+    return (silent.empty() ? "" : "; ranks that reported no failure (not in this call yet, or hung): " + silent) +
+           (also.empty() ? "" : "; timed out as well: ranks " + also) + lost;
+  };
 
   // 1. Disagreement: a peer saw a mismatch, or failed inside another call.
   for (const auto& [p, r] : records) {
@@ -375,28 +407,16 @@ void Communicator::fail_from_gloo(const Call& call, const std::string& what, boo
       throw PeerLostError(describe_rank(p) + " left during " + where + " on " + me + ": " + r.message,
                           options_.world_ranks[p], "", r.message);
   // 3. Our own timeout: name the ranks that never showed up.
-  if (timed_out) {
-    std::string silent, also, lost;
-    auto add = [this](std::string& list, int p) {
-      list += (list.empty() ? "" : ", ") + std::to_string(options_.world_ranks[p]);
-    };
-    for (int p : peers) {
-      auto it = records.find(p);
-      if (it == records.end())
-        add(silent, p);
-      else if (it->second.kind == FailureRecord::Kind::timeout)
-        add(also, p);
-      else
-        lost += "; " + it->second.message;
-    }
-    throw TimeoutError(where + " timed out after " + seconds_text(options_.timeout) + " on " + me +
-                       (silent.empty() ? "" : "; ranks that reported no failure (not in this call yet, or hung): " + silent) +
-                       (also.empty() ? "" : "; timed out as well: ranks " + also) + lost);
-  }
-  // 4. A peer that timed out, which closed its connections.
+  if (timed_out)
+    throw TimeoutError(where + " timed out after " + seconds_text(options_.timeout) + " on " + me + accounts(peers));
+  // 4. A peer that timed out, which closed its connections: whom it waited for.
   for (const auto& [p, r] : records)
-    if (r.kind == FailureRecord::Kind::timeout)
-      throw TimeoutError(r.message + "; " + me + " was in " + where);
+    if (r.kind == FailureRecord::Kind::timeout) {
+      std::vector<int> others;
+      for (int q : peers)
+        if (q != p) others.push_back(q);
+      throw TimeoutError(r.message + accounts(others) + "; " + me + " was in " + where);
+    }
   // 5. A lost connection: a peer that wrote nothing died or is unreachable.
   for (int p : blamed)
     if (!records.count(p)) broken.insert(broken.begin(), p);
