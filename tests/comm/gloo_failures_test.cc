@@ -94,6 +94,36 @@ TEST(GlooFailures, APeerThatTimedOutIsExplainedWithTheSilentRank) {
   EXPECT_NE(m2.find("rank 2 was in allgather(2 f32)"), std::string::npos) << m2;
 }
 
+// A rank lost mid-collective can leave its peers in different collectives:
+// rank 1 has all of rank 0's broadcast and goes on to the allreduce, while
+// rank 0 still waits to send to the silent rank 2. That is no disagreement:
+// both name rank 2, and neither raises MismatchError.
+TEST(GlooFailures, PeersLeftInSuccessiveCollectivesByASilentRankTimeOut) {
+  std::promise<void> others_failed;
+  std::shared_future<void> others_done = others_failed.get_future().share();
+  std::atomic<int> failed{0};
+  auto errors = run_gloo_ranks_collect(
+      3,
+      [&](int r, comm::Communicator& c) {
+        float v[8] = {};
+        if (r == 2) others_done.wait();  // silent until the others have raised
+        try {
+          c.broadcast(BufferView{v, 8, DType::f32}, 0);
+          c.allreduce(BufferView{v, 8, DType::f32});
+        } catch (...) {
+          if (r != 2 && ++failed == 2) others_failed.set_value();
+          throw;
+        }
+      },
+      short_timeout);
+  const std::string m0 = expect_error<TimeoutError>(errors[0], "rank 0");
+  EXPECT_NE(m0.find("broadcast(8 f32, root 0) (collective #0)"), std::string::npos) << m0;
+  EXPECT_NE(m0.find("reported no failure (not in this call yet, or hung): 2"), std::string::npos) << m0;
+  const std::string m1 = expect_error<TimeoutError>(errors[1], "rank 1");
+  EXPECT_NE(m1.find("allreduce(8 f32, sum) (collective #1)"), std::string::npos) << "went on: " << m1;
+  EXPECT_NE(m1.find("reported no failure (not in this call yet, or hung): 2"), std::string::npos) << m1;
+}
+
 TEST(GlooFailures, DifferentCountsRaiseMismatchOnBothRanks) {
   auto errors = run_gloo_ranks_collect(
       2,

@@ -24,9 +24,11 @@
 #include <algorithm>
 #include <cstring>
 #include <exception>
+#include <map>
 #include <numeric>
 #include <span>
 #include <sstream>
+#include <utility>
 
 #include "cohort/comm/gloo/failure_report.h"
 #include "cohort/comm/gloo/network_interface.h"
@@ -392,14 +394,22 @@ void Communicator::fail_from_gloo(const Call& call, const std::string& what, boo
            (also.empty() ? "" : "; timed out as well: ranks " + also) + lost;
   };
 
-  // 1. Disagreement: a peer saw a mismatch, or failed inside another call.
+  // 1. Disagreement: a peer saw a mismatch, or two ranks failed in different
+  // calls as the same collective. Ranks failing in different collectives
+  // are no evidence of one: ranks that disagree all wait in the first
+  // collective they disagree on, while a rank lost mid-collective lets a
+  // peer whose part was done go on to the next one as another still waits.
+  std::map<uint64_t, std::pair<int, std::string>> called;  // sequence -> a rank and its call
+  if (call.collective()) called.emplace(call.sequence, std::pair{rank_, mine.call});
   for (const auto& [p, r] : records) {
     if (r.kind == FailureRecord::Kind::mismatch) throw MismatchError(r.message);
     const bool in_call = r.kind == FailureRecord::Kind::timeout || r.kind == FailureRecord::Kind::lost;
-    if (call.collective() && in_call && !r.call.empty() && (r.sequence != call.sequence || r.call != mine.call))
-      throw MismatchError("ranks disagree on the collective: " + me + " called " + mine.call + " as collective #" +
-                          std::to_string(call.sequence) + " but " + describe_rank(p) + " called " + r.call +
-                          " as collective #" + std::to_string(r.sequence));
+    if (!in_call || r.call.empty()) continue;
+    const auto [it, first] = called.emplace(r.sequence, std::pair{p, r.call});
+    if (!first && it->second.second != r.call)
+      throw MismatchError("ranks disagree on the collective: " + describe_rank(it->second.first) + " called " +
+                          it->second.second + " as collective #" + std::to_string(r.sequence) + " but " +
+                          describe_rank(p) + " called " + r.call + " as collective #" + std::to_string(r.sequence));
   }
   // 2. A peer that left on an exception.
   for (const auto& [p, r] : records)
