@@ -11,14 +11,32 @@
 #   kill          SIGKILL of a random rank. Outcome: cohortrun fails and its
 #                 report names that rank and SIGKILL.
 #   stop          SIGSTOP of a random rank (a straggler that never returns).
-#                 Outcome: the job ends within its bound (COHORT_TIMEOUT_S,
-#                 here --timeout-s) with an error naming that rank.
+#                 Outcome: the job ends within its bound (below) with an
+#                 error naming that rank.
 #   store         strangers on the store's port: random bytes, an HTTP
 #                 request, a greeting with a wrong proof, idle connections.
 #                 Outcome: the job is not disturbed: it finishes, exit 0.
 #   disk          the checkpoint file system fills up. Outcome: rank 0 fails
 #                 with "No space left on device", the job ends, and the
 #                 checkpoint in place is the last good one.
+#   link          a cut cable. This round runs on an emulated cluster
+#                 (scripts/cluster.sh up --hosts RANKS: one rank per host,
+#                 `cohortrun -H h0,h1,.. --launch-template 'ip netns exec
+#                 {host}' --backend gloo`), and the bridge port of a random
+#                 rank's host goes down: its packets vanish both ways, no
+#                 connection is reset, and its store is out of reach too.
+#                 Outcome: the job ends within its bound with an error
+#                 naming that rank as the one that never answered, no
+#                 process is left in any host's namespace, and the cluster
+#                 is removed (scripts/cluster.sh down: no namespace, bridge
+#                 or record left).
+#
+# The bound of `stop` and `link`, where a peer falls silent and only a
+# timeout can tell: the collective in flight times out COHORT_TIMEOUT_S
+# after it began, the failing ranks wait 1 s for their peers' failure
+# reports, and cohortrun gives the silent rank --grace-s 2 between SIGTERM
+# and SIGKILL; 10 s more for a loaded machine. A wait bounded only by a
+# second timeout (2 x COHORT_TIMEOUT_S) exceeds it.
 #
 # Every round also asserts: no /dev/shm/cohort-<job>-* segment and no
 # process of the job is left, and the checkpoint at the path verifies (its
@@ -29,28 +47,35 @@
 #
 # Usage: bench/chaos.sh [ROUNDS] [--build-dir DIR] [--ranks N] [--faults LIST]
 #          [--seed S] [--limit-train N] [--model mlp|cnn] [--timeout-s S]
+#          [--logs DIR]
 #   ROUNDS        rounds to run (default 20)
-#   --faults      comma-separated subset of kill,stop,store,disk (default all)
-#   --ranks       ranks per job (default 3)
+#   --faults      comma-separated subset of kill,stop,store,disk,link
+#                 (default all)
+#   --ranks       ranks per job (default 3; for link, also hosts)
 #   --seed        seeds the fault choice, rank and moment (default: $RANDOM)
-#   --timeout-s   COHORT_TIMEOUT_S of the jobs, the bound for `stop` (20)
-# Needs root (a tmpfs in `unshare -m`), cohortrun and fashion_mnist built in
-# the build dir (default build/), and the Fashion-MNIST IDX files.
+#   --timeout-s   COHORT_TIMEOUT_S of the jobs, the base of the bound (20)
+#   --logs        where the rounds run, emptied first (default BUILD/chaos)
+# Needs root (a tmpfs in `unshare -m`; network namespaces for link),
+# cohortrun and fashion_mnist built in the build dir (default build/), and
+# the Fashion-MNIST IDX files.
 # Prints one line per round and, at the end, rounds run and passed and the
 # detection times (median, max) per fault. Logs of failed rounds stay in
-# DIR/chaos/. Exit status: 0 when every round passed, 1 otherwise, 2 on bad
+# the --logs directory. Exit status: 0 when every round passed, 1 otherwise, 2 on bad
 # arguments.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build_dir=$repo/build
+work=
 rounds=20
 ranks=3
-faults=kill,stop,store,disk
+faults=kill,stop,store,disk,link
 seed=$RANDOM
 limit_train=3000
 model=mlp
 timeout_s=20
+grace_s=2          # cohortrun --grace-s: SIGTERM to SIGKILL after a failure
+report_grace_s=1   # gloo's FailureReport grace (comm/gloo/communicator.h)
 
 usage_error() { echo "chaos.sh: $* (see the header of bench/chaos.sh)" >&2; exit 2; }
 
@@ -63,6 +88,7 @@ while [[ $# -gt 0 ]]; do
     --limit-train) limit_train=${2:?--limit-train needs a value}; shift 2 ;;
     --model) model=${2:?--model needs a value}; shift 2 ;;
     --timeout-s) timeout_s=${2:?--timeout-s needs a value}; shift 2 ;;
+    --logs) work=$(realpath -m "${2:?--logs needs a value}"); shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     -*) usage_error "unknown argument '$1'" ;;
     *) rounds=$1; shift ;;
@@ -74,9 +100,11 @@ done
 [[ $timeout_s =~ ^[1-9][0-9]*$ ]] || usage_error "--timeout-s must be a positive integer, not '$timeout_s'"
 IFS=, read -r -a fault_list <<< "$faults"
 for f in "${fault_list[@]}"; do
-  [[ $f =~ ^(kill|stop|store|disk)$ ]] || usage_error "unknown fault '$f' (kill, stop, store, disk)"
+  [[ $f =~ ^(kill|stop|store|disk|link)$ ]] || usage_error "unknown fault '$f' (kill, stop, store, disk, link)"
 done
-[[ $(id -u) == 0 ]] || usage_error "needs root (a tmpfs in a private mount namespace)"
+[[ $(id -u) == 0 ]] || usage_error "needs root (a tmpfs in a private mount namespace, network namespaces)"
+# See the header: the bound of the faults only a timeout detects.
+silent_bound_s=$((timeout_s + report_grace_s + grace_s + 10))
 
 cohortrun=$build_dir/cohort/launcher/cohortrun
 trainer=$build_dir/examples/fashion_mnist
@@ -84,10 +112,41 @@ for f in "$cohortrun" "$trainer"; do
   [[ -x $f ]] || usage_error "$f is not built (cmake --build $build_dir --target cohortrun fashion_mnist)"
 done
 
-work=$build_dir/chaos
+work=${work:-$build_dir/chaos}
 rm -rf "$work"
 mkdir -p "$work"
 RANDOM=$seed
+
+cluster=$repo/scripts/cluster.sh
+cluster_prefix=""
+# shellcheck disable=SC2317  # called by the EXIT trap
+remove_cluster() {
+  [[ -z $cluster_prefix ]] || "$cluster" down --prefix "$cluster_prefix" >/dev/null 2>&1 || true
+}
+trap remove_cluster EXIT
+trap 'exit 130' INT TERM HUP
+
+# An emulated cluster of $1 hosts; sets cluster_prefix, bridge, hosts.
+cluster_up() {
+  local info
+  info=$("$cluster" up --hosts "$1" --owner $$) || return 1
+  cluster_prefix=$(sed -n 's/^prefix=//p' <<< "$info")
+  bridge=$(sed -n 's/^bridge=[^ ]* //p' <<< "$info")
+  mapfile -t hosts < <(sed -n 's/^host=\([^ ]*\) .*/\1/p' <<< "$info")
+}
+
+# Removes the cluster; prints what outlived the job or the removal.
+cluster_down() {
+  local h pids
+  for h in "${hosts[@]}"; do
+    pids=$(ip netns pids "$h" 2>/dev/null | tr '\n' ' ')
+    [[ -z $pids ]] || echo "processes left in $h: $pids"
+  done
+  "$cluster" down --prefix "$cluster_prefix" > /dev/null || echo "scripts/cluster.sh down failed"
+  ip netns list | grep -q "^$cluster_prefix-" && echo "namespaces of $cluster_prefix left"
+  ip link show "$cluster_prefix-br" > /dev/null 2>&1 && echo "bridge $cluster_prefix-br left"
+  [[ ! -e /run/cohort-cluster/$cluster_prefix.env ]] || echo "the record of $cluster_prefix left"
+}
 
 now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
@@ -96,8 +155,8 @@ elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
 rank_pids() {
   local job=$1 p
   for p in $(pgrep -x fashion_mnist || true); do
-    if tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "COHORT_JOB_ID=$job"; then
-      echo "$(tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | sed -n 's/^COHORT_RANK=//p') $p"
+    if tr '\0' '\n' 2>/dev/null < "/proc/$p/environ" | grep -qx "COHORT_JOB_ID=$job"; then
+      echo "$(tr '\0' '\n' 2>/dev/null < "/proc/$p/environ" | sed -n 's/^COHORT_RANK=//p') $p"
     fi
   done
 }
@@ -172,6 +231,17 @@ for ((round = 1; round <= rounds; ++round)); do
   dir=$work/round-$round
   ckdir=$dir/checkpoints
   mkdir -p "$ckdir"
+  problems=()
+  # Where the ranks run: this machine's shm, or one emulated host per rank.
+  placement=(-np "$ranks")
+  if [[ $fault == link ]]; then
+    if cluster_up "$ranks"; then
+      placement=(-H "$(IFS=,; echo "${hosts[*]}")" --launch-template 'ip netns exec {host}'
+                 --store-addr "$bridge" --backend gloo)
+    else
+      problems+=("scripts/cluster.sh up failed")
+    fi
+  fi
   start=$(now)
   # The job in a private mount namespace with a tmpfs under the checkpoint;
   # the wrapper copies the checkpoints out when the job has ended.
@@ -183,7 +253,7 @@ for ((round = 1; round <= rounds; ++round)); do
       "$@"; rc=$?
       mkdir -p "$out" && cp -a "$ck"/ckpt.bin* "$out"/ 2>/dev/null
       exit $rc' _ "$ckdir" "$dir/after" \
-      "$cohortrun" -np "$ranks" --job-id "$job" --output pipe --grace-s 2 \
+      "$cohortrun" "${placement[@]}" --job-id "$job" --output pipe --grace-s "$grace_s" \
       "$trainer" --strategy multi_worker --model "$model" --epochs 10 --limit-train "$limit_train" \
       --limit-test 500 --batch-size 64 --threads 1 --progress none --checkpoint "$ckdir/ckpt.bin" \
       --checkpoint-every 4 --metrics "$dir/metrics.jsonl" > "$dir/stdout" 2> "$dir/stderr" &
@@ -196,7 +266,6 @@ for ((round = 1; round <= rounds; ++round)); do
     kill -0 "$wrapper" 2>/dev/null || break
     sleep 0.1
   done
-  problems=()
   t_fault=""
   if [[ -z $pids ]]; then
     problems+=("the job never wrote its first checkpoint")
@@ -209,6 +278,7 @@ for ((round = 1; round <= rounds; ++round)); do
       stop) [[ -n $victim_pid ]] && kill -STOP "$victim_pid" ;;
       store) store_strangers "$(store_port "$victim_pid")" ;;
       disk) nsenter -t "$cr" -m dd if=/dev/zero of="$ckdir/filler" bs=64k status=none 2>/dev/null || true ;;
+      link) ip link set "$cluster_prefix-v$victim" down ;;
     esac
     [[ -n $victim_pid || $fault == disk ]] || problems+=("rank $victim had ended before the fault")
   fi
@@ -225,13 +295,14 @@ for ((round = 1; round <= rounds; ++round)); do
       [[ $rc != 0 ]] || problems+=("cohortrun exited 0")
       grep -q "rank $victim was killed by signal 9 (SIGKILL)" <<< "$err" ||
         problems+=("the report does not say 'rank $victim was killed by signal 9 (SIGKILL)'") ;;
-    stop)
+    stop|link)
       [[ $rc != 0 ]] || problems+=("cohortrun exited 0")
-      # The shm communicator's timeout names the rank that never arrived.
-      grep -Eq "(waiting for rank $victim |have not arrived: ([0-9]+, )*$victim(,|$| )|rank $victim \(pid [0-9]+ on [^)]*\) never finished)" \
-        <<< "$err" || problems+=("no error names rank $victim as the one that never arrived")
-      awk -v t="$took" -v b="$timeout_s" 'BEGIN { exit !(t <= 2 * b + 30) }' ||
-        problems+=("took ${took}s, beyond 2 x COHORT_TIMEOUT_S + 30") ;;
+      # The shm communicator's timeout names the rank that never arrived,
+      # gloo's the one that reported no failure or became unreachable.
+      grep -Eq "(waiting for rank $victim |have not arrived: ([0-9]+, )*$victim(,|$| )|rank $victim \(pid [0-9]+ on [^)]*\) never finished|reported no failure \(not in this call yet, or hung\): ([0-9]+, )*$victim(,|;|$)|rank $victim died or became unreachable)" \
+        <<< "$err" || problems+=("no error names rank $victim as the one that never answered")
+      awk -v t="$took" -v b="$silent_bound_s" 'BEGIN { exit !(t <= b) }' ||
+        problems+=("took ${took}s, beyond the bound of ${silent_bound_s}s") ;;
     store)
       [[ $rc == 0 ]] || problems+=("the job failed (exit $rc)")
       grep -q "final test accuracy" "$dir/stdout" || problems+=("no final accuracy line") ;;
@@ -242,6 +313,10 @@ for ((round = 1; round <= rounds; ++round)); do
   leftover_segments=$(ls /dev/shm | grep -c "^cohort-$job-" || true)
   [[ $leftover_segments == 0 ]] || problems+=("$leftover_segments /dev/shm segments left")
   [[ -z $(rank_pids "$job") ]] || problems+=("processes of the job left: $(rank_pids "$job" | tr '\n' ' ')")
+  if [[ -n $cluster_prefix ]]; then
+    while read -r line; do problems+=("$line"); done < <(cluster_down)
+    cluster_prefix=""
+  fi
   if [[ -f $dir/after/ckpt.bin ]]; then
     verify_checkpoint "$dir/after/ckpt.bin" 2> "$dir/verify" || problems+=("checkpoint: $(tail -1 "$dir/verify")")
     # A failed save removes its partial file (a SIGKILL during a save cannot).
@@ -265,7 +340,7 @@ for ((round = 1; round <= rounds; ++round)); do
 done
 
 echo "chaos: $ran rounds, $passed passed (seed $seed, $ranks ranks, $model, --limit-train $limit_train)"
-for f in kill stop store disk; do
+for f in kill stop store disk link; do
   [[ -n ${detect[$f]:-} ]] || continue
   tr ' ' '\n' <<< "${detect[$f]}" | sed '/^$/d' | sort -g |
     awk -v f="$f" '{ v[NR] = $1 } END {

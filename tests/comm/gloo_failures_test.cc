@@ -3,7 +3,9 @@
 // ranks, well before a rank would have waited out a long timeout.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
+#include <future>
 #include <stdexcept>
 #include <thread>
 
@@ -53,6 +55,73 @@ TEST(GlooFailures, TimeoutNamesTheCallAndTheSilentRank) {
   const std::string m1 = expect_error<TimeoutError>(errors[1], "rank 1");
   EXPECT_NE(m1.find("timed out on rank 0"), std::string::npos) << m1;
   EXPECT_LT(Clock::now() - start, 8s);
+}
+
+// A rank that falls silent (a cut link, a hung host) is named by every peer,
+// also by one that learns of the failure from a peer's timeout rather than
+// its own. In Gloo's ring allgather over 4 ranks with rank 0 silent, ranks 1
+// and 3 wait for rank 0 itself, rank 2 only for them: when they time out and
+// close their connections, rank 2 must say whom they waited for, not only
+// that they timed out (the job's error is whichever account is recorded
+// first, and rank 2's is ready before theirs).
+TEST(GlooFailures, APeerThatTimedOutIsExplainedWithTheSilentRank) {
+  std::promise<void> others_failed;
+  std::shared_future<void> others_done = others_failed.get_future().share();
+  std::atomic<int> failed{0};
+  auto errors = run_gloo_ranks_collect(
+      4,
+      [&](int r, comm::Communicator& c) {
+        float mine[2] = {float(r), float(r)}, all[8] = {};
+        if (r == 0) others_done.wait();  // silent until the others have raised
+        try {
+          c.allgather(BufferView{mine, 2, DType::f32}, BufferView{all, 8, DType::f32});
+        } catch (...) {
+          if (r != 0 && ++failed == 3) others_failed.set_value();
+          throw;
+        }
+      },
+      [](int r, comm::gloo::Options& o) {
+        o.timeout = r == 2 ? 60s : 1s;  // rank 2 never times out itself
+        o.failure_grace = 1s;
+      });
+  for (int r : {1, 3}) {
+    const std::string m = expect_error<TimeoutError>(errors[r], r == 1 ? "rank 1" : "rank 3");
+    EXPECT_NE(m.find("reported no failure (not in this call yet, or hung): 0"), std::string::npos) << m;
+  }
+  const std::string m2 = expect_error<TimeoutError>(errors[2], "rank 2");
+  EXPECT_NE(m2.find(" after 1 s"), std::string::npos) << "a peer's timeout, not its own: " << m2;
+  EXPECT_NE(m2.find("reported no failure (not in this call yet, or hung): 0"), std::string::npos) << m2;
+  EXPECT_NE(m2.find("rank 2 was in allgather(2 f32)"), std::string::npos) << m2;
+}
+
+// A rank lost mid-collective can leave its peers in different collectives:
+// rank 1 has all of rank 0's broadcast and goes on to the allreduce, while
+// rank 0 still waits to send to the silent rank 2. That is no disagreement:
+// both name rank 2, and neither raises MismatchError.
+TEST(GlooFailures, PeersLeftInSuccessiveCollectivesByASilentRankTimeOut) {
+  std::promise<void> others_failed;
+  std::shared_future<void> others_done = others_failed.get_future().share();
+  std::atomic<int> failed{0};
+  auto errors = run_gloo_ranks_collect(
+      3,
+      [&](int r, comm::Communicator& c) {
+        float v[8] = {};
+        if (r == 2) others_done.wait();  // silent until the others have raised
+        try {
+          c.broadcast(BufferView{v, 8, DType::f32}, 0);
+          c.allreduce(BufferView{v, 8, DType::f32});
+        } catch (...) {
+          if (r != 2 && ++failed == 2) others_failed.set_value();
+          throw;
+        }
+      },
+      short_timeout);
+  const std::string m0 = expect_error<TimeoutError>(errors[0], "rank 0");
+  EXPECT_NE(m0.find("broadcast(8 f32, root 0) (collective #0)"), std::string::npos) << m0;
+  EXPECT_NE(m0.find("reported no failure (not in this call yet, or hung): 2"), std::string::npos) << m0;
+  const std::string m1 = expect_error<TimeoutError>(errors[1], "rank 1");
+  EXPECT_NE(m1.find("allreduce(8 f32, sum) (collective #1)"), std::string::npos) << "went on: " << m1;
+  EXPECT_NE(m1.find("reported no failure (not in this call yet, or hung): 2"), std::string::npos) << m1;
 }
 
 TEST(GlooFailures, DifferentCountsRaiseMismatchOnBothRanks) {

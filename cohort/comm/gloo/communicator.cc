@@ -24,8 +24,11 @@
 #include <algorithm>
 #include <cstring>
 #include <exception>
+#include <map>
 #include <numeric>
+#include <span>
 #include <sstream>
+#include <utility>
 
 #include "cohort/comm/gloo/failure_report.h"
 #include "cohort/comm/gloo/network_interface.h"
@@ -359,28 +362,26 @@ void Communicator::fail_from_gloo(const Call& call, const std::string& what, boo
       if (it != options_.world_ranks.end() && q != rank_ && !records.count(q)) blamed.push_back(q);
     }
   if (!blamed.empty()) records.merge(report_->collect(blamed));
-
-  // 1. Disagreement: a peer saw a mismatch, or failed inside another call.
-  for (const auto& [p, r] : records) {
-    if (r.kind == FailureRecord::Kind::mismatch) throw MismatchError(r.message);
-    const bool in_call = r.kind == FailureRecord::Kind::timeout || r.kind == FailureRecord::Kind::lost;
-    if (call.collective() && in_call && !r.call.empty() && (r.sequence != call.sequence || r.call != mine.call))
-      throw MismatchError("ranks disagree on the collective: " + me + " called " + mine.call + " as collective #" +
-                          std::to_string(call.sequence) + " but " + describe_rank(p) + " called " + r.call +
-                          " as collective #" + std::to_string(r.sequence));
+  // A peer that timed out waited for someone: hear the other peers too, so
+  // that this rank names the ranks that never answered, as that peer does.
+  // (Its own record cannot: it is written before it hears from anyone.)
+  const bool peer_timed_out = std::any_of(records.begin(), records.end(), [](const auto& pr) {
+    return pr.second.kind == FailureRecord::Kind::timeout;
+  });
+  if (!timed_out && peer_timed_out) {
+    std::vector<int> unheard;
+    for (int p : peers)
+      if (!records.count(p)) unheard.push_back(p);
+    records.merge(report_->collect(unheard));
   }
-  // 2. A peer that left on an exception.
-  for (const auto& [p, r] : records)
-    if (r.kind == FailureRecord::Kind::left)
-      throw PeerLostError(describe_rank(p) + " left during " + where + " on " + me + ": " + r.message,
-                          options_.world_ranks[p], "", r.message);
-  // 3. Our own timeout: name the ranks that never showed up.
-  if (timed_out) {
+  // What `ranks` reported, for a timeout: "; ranks that reported no failure
+  // (...): 2, 3; timed out as well: ranks 1" and the losses they saw.
+  auto accounts = [&](std::span<const int> ranks) {
     std::string silent, also, lost;
     auto add = [this](std::string& list, int p) {
       list += (list.empty() ? "" : ", ") + std::to_string(options_.world_ranks[p]);
     };
-    for (int p : peers) {
+    for (int p : ranks) {
       auto it = records.find(p);
       if (it == records.end())
         add(silent, p);
@@ -389,14 +390,43 @@ void Communicator::fail_from_gloo(const Call& call, const std::string& what, boo
       else
         lost += "; " + it->second.message;
     }
-    throw TimeoutError(where + " timed out after " + seconds_text(options_.timeout) + " on " + me +
-                       (silent.empty() ? "" : "; ranks that reported no failure (not in this call yet, or hung): " + silent) +
-                       (also.empty() ? "" : "; timed out as well: ranks " + also) + lost);
+    return (silent.empty() ? "" : "; ranks that reported no failure (not in this call yet, or hung): " + silent) +
+           (also.empty() ? "" : "; timed out as well: ranks " + also) + lost;
+  };
+
+  // 1. Disagreement: a peer saw a mismatch, or two ranks failed in different
+  // calls as the same collective. Ranks failing in different collectives
+  // are no evidence of one: ranks that disagree all wait in the first
+  // collective they disagree on, while a rank lost mid-collective lets a
+  // peer whose part was done go on to the next one as another still waits.
+  std::map<uint64_t, std::pair<int, std::string>> called;  // sequence -> a rank and its call
+  if (call.collective()) called.emplace(call.sequence, std::pair{rank_, mine.call});
+  for (const auto& [p, r] : records) {
+    if (r.kind == FailureRecord::Kind::mismatch) throw MismatchError(r.message);
+    const bool in_call = r.kind == FailureRecord::Kind::timeout || r.kind == FailureRecord::Kind::lost;
+    if (!in_call || r.call.empty()) continue;
+    const auto [it, first] = called.emplace(r.sequence, std::pair{p, r.call});
+    if (!first && it->second.second != r.call)
+      throw MismatchError("ranks disagree on the collective: " + describe_rank(it->second.first) + " called " +
+                          it->second.second + " as collective #" + std::to_string(r.sequence) + " but " +
+                          describe_rank(p) + " called " + r.call + " as collective #" + std::to_string(r.sequence));
   }
-  // 4. A peer that timed out, which closed its connections.
+  // 2. A peer that left on an exception.
   for (const auto& [p, r] : records)
-    if (r.kind == FailureRecord::Kind::timeout)
-      throw TimeoutError(r.message + "; " + me + " was in " + where);
+    if (r.kind == FailureRecord::Kind::left)
+      throw PeerLostError(describe_rank(p) + " left during " + where + " on " + me + ": " + r.message,
+                          options_.world_ranks[p], "", r.message);
+  // 3. Our own timeout: name the ranks that never showed up.
+  if (timed_out)
+    throw TimeoutError(where + " timed out after " + seconds_text(options_.timeout) + " on " + me + accounts(peers));
+  // 4. A peer that timed out, which closed its connections: whom it waited for.
+  for (const auto& [p, r] : records)
+    if (r.kind == FailureRecord::Kind::timeout) {
+      std::vector<int> others;
+      for (int q : peers)
+        if (q != p) others.push_back(q);
+      throw TimeoutError(r.message + accounts(others) + "; " + me + " was in " + where);
+    }
   // 5. A lost connection: a peer that wrote nothing died or is unreachable.
   for (int p : blamed)
     if (!records.count(p)) broken.insert(broken.begin(), p);

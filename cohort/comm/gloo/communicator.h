@@ -41,9 +41,12 @@
 // or a disagreement makes the failing rank write a report under its store
 // ("failure/<rank>") and read the reports of the ranks involved for up to
 // Options::failure_grace, so that every rank raises the error that explains
-// the failure: MismatchError naming both calls, TimeoutError naming the rank
-// that timed out, PeerLostError naming the rank whose connection broke (with
-// its last words when it reported any). A rank whose communicator is
+// the failure: MismatchError naming both calls (two ranks in different calls
+// as the same collective; ranks in successive collectives are only the trace
+// of a rank lost mid-collective), TimeoutError naming the rank that timed
+// out and the ranks that reported no failure (those it waited for: a hung
+// rank, a cut link), PeerLostError naming the rank whose connection broke
+// (with its last words when it reported any). A rank whose communicator is
 // destroyed by an exception reports that it left. After a failure the
 // communicator is unusable.
 #pragma once
