@@ -175,8 +175,10 @@ at::Tensor Model::new_metric_state() const {
 
 void Model::update_metrics(at::Tensor& state, const StepResult& step, const Batch& batch) const {
   if (step.rows == 0) return;
-  state[kLossSum] += step.loss_sum;
-  state[kLossRows] += double(step.rows);
+  // The state is new_metric_state()'s: float64 on the CPU, written in place.
+  double* loss = state.data_ptr<double>();
+  loss[kLossSum] += step.loss_sum;
+  loss[kLossRows] += double(step.rows);
   torch::NoGradGuard no_grad;
   int64_t offset = kLossSlots;
   for (const auto& m : metrics_) {
@@ -486,7 +488,9 @@ void Model::load_fit_state(torch::serialize::InputArchive& archive) {
   position_.epoch = p[0];
   position_.batch = p[1];
   position_.step = p[2];
-  resumed_epoch_metrics_ = strategy_.is_chief() ? metrics.clone() : torch::zeros_like(metrics);
+  // As new_metric_state() makes them: float64 on the CPU, contiguous.
+  const at::Tensor saved = metrics.to(torch::kCPU, torch::kFloat64).contiguous();
+  resumed_epoch_metrics_ = strategy_.is_chief() ? saved.clone() : torch::zeros_like(saved);
   resumed_ = true;
   history_.load(read_state(archive, "history"));
   for (const auto& c : fit_options_.callbacks) c->load_state(read_state(callbacks, c->name()));

@@ -94,8 +94,10 @@ StepResult MultiWorkerStrategy::train_step(const Batch& mine, int64_t global_row
     result.loss_sum = mean.item<double>() * double(result.rows);
     result.output = output.detach();
     // The ranks' gradients are averaged: weighting each rank's mean loss by
-    // its share of the rows makes the average the global batch's mean.
-    loss = mean * (double(result.rows) * double(process_count()) / double(global_rows));
+    // its share of the rows makes the average the global batch's mean. An
+    // even split weighs 1: no extra node in the graph.
+    const int64_t weighted_rows = result.rows * process_count();
+    loss = weighted_rows == global_rows ? mean : mean * (double(weighted_rows) / double(global_rows));
   } else {
     loss = detail::zero_loss(module);
   }
