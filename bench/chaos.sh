@@ -56,8 +56,9 @@
 #   --timeout-s   COHORT_TIMEOUT_S of the jobs, the base of the bound (20)
 #   --logs        where the rounds run, emptied first (default BUILD/chaos)
 # Needs root (a tmpfs in `unshare -m`; network namespaces for link),
-# cohortrun and fashion_mnist built in the build dir (default build/), and
-# the Fashion-MNIST IDX files.
+# cohortrun and fashion_mnist built in the build dir (default build/), the
+# Fashion-MNIST IDX files, and Debian's PyTorch (python3-torch: bootstrap.sh
+# --with-torch), which loads every checkpoint left behind.
 # Prints one line per round and, at the end, rounds run and passed and the
 # detection times (median, max) per fault. Logs of failed rounds stay in
 # the --logs directory. Exit status: 0 when every round passed, 1 otherwise, 2 on bad
@@ -111,6 +112,9 @@ trainer=$build_dir/examples/fashion_mnist
 for f in "$cohortrun" "$trainer"; do
   [[ -x $f ]] || usage_error "$f is not built (cmake --build $build_dir --target cohortrun fashion_mnist)"
 done
+# Known before the first round, not as a failed checkpoint check in each.
+/usr/bin/python3 -c 'import torch' 2>/dev/null ||
+  usage_error "Debian's PyTorch does not load in /usr/bin/python3 (scripts/bootstrap.sh --with-torch installs python3-torch)"
 
 work=${work:-$build_dir/chaos}
 rm -rf "$work"

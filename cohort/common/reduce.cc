@@ -48,8 +48,13 @@
 
 // target_clones needs ifunc support (an ELF target). COHORT_REDUCE_NO_AVX512
 // leaves the AVX-512 code out, so that tests can run the AVX2 code on a
-// machine that has both.
-#if COHORT_X86 && defined(__ELF__) && defined(COHORT_REDUCE_NO_AVX512)
+// machine that has both. Under ThreadSanitizer the kernels are not cloned:
+// GCC instruments the ifunc resolvers, which the dynamic loader runs while
+// relocating this library, before the TSan runtime is initialised (every
+// program linking it segfaulted at start-up in `make test-tsan`).
+#if defined(__SANITIZE_THREAD__)
+#define COHORT_KERNEL_CLONES
+#elif COHORT_X86 && defined(__ELF__) && defined(COHORT_REDUCE_NO_AVX512)
 #define COHORT_KERNEL_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
 #elif COHORT_X86 && defined(__ELF__)
 #define COHORT_KERNEL_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
