@@ -100,6 +100,10 @@ TSAN_DIR ?= build-tsan
 ASAN_DIR ?= build-asan
 SANITIZER_CMAKE_FLAGS ?= -DCOHORT_WITH_TORCH=OFF
 TSAN_LABELS ?= ^(engine|rendezvous|shm|launcher)$$
+# Left out of test-tsan: the 4 GiB allreduce needs more memory than TSan's
+# shadow leaves on a 24 GiB machine (OOM-killed at 23.7 GB resident); it has
+# no threads of its own to check, and test-asan and make test run it.
+TSAN_EXCLUDE ?= ^ShmSegment\.AllreduceBeyondFourGigaElementsOfBytes$$
 SUPPRESSIONS := $(CURDIR)/tests/sanitizers
 TSAN_FLAGS := -fsanitize=thread -fno-omit-frame-pointer
 ASAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
@@ -120,7 +124,7 @@ endef
 test-tsan: bootstrap
 	$(call sanitized_build,$(TSAN_DIR),$(TSAN_FLAGS))
 	cd $(TSAN_DIR) && TSAN_OPTIONS="second_deadlock_stack=1 suppressions=$(SUPPRESSIONS)/tsan.supp" \
-	  ctest --output-on-failure -j $(TEST_JOBS) -L '$(TSAN_LABELS)' $(CTEST_FLAGS)
+	  ctest --output-on-failure -j $(TEST_JOBS) -L '$(TSAN_LABELS)' -E '$(TSAN_EXCLUDE)' $(CTEST_FLAGS)
 
 test-asan: bootstrap
 	$(call sanitized_build,$(ASAN_DIR),$(ASAN_FLAGS))
