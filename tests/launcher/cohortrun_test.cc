@@ -419,8 +419,10 @@ std::vector<std::string> shm_entries(const std::string& prefix);
 
 TEST_F(CohortrunTest, RanksIgnoringAForwardedSignalAreKilledAfterTheSignalGracePeriod) {
   const std::string job = "sg" + std::to_string(getpid());
+  // SIGTERM is ignored before the pid file says the rank is ready: in the
+  // other order, a SIGTERM sent between the two ended the rank at once.
   CohortrunProcess p(COHORTRUN_PATH,
-                     args(2, {"--signal-grace-s", "1", "--job-id", job}, {"shm", "pid", "ignore:TERM", "barrier", "sleep:60"}),
+                     args(2, {"--signal-grace-s", "1", "--job-id", job}, {"shm", "ignore:TERM", "pid", "barrier", "sleep:60"}),
                      dir_.path());
   const std::vector<pid_t> pids = wait_for_pids(dir_.path(), "pid.", 2);
   ASSERT_EQ(pids.size(), 2u);
