@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "cohort/common/flags.h"
 #include "tests/parameter_server/ps_job.h"
 
 using namespace cohort::ps::testing;
@@ -28,18 +29,13 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-int int_flag(int argc, char** argv, const std::string& name, int fallback) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (argv[i] == name) return std::stoi(argv[i + 1]);
-  return fallback;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int reps = int_flag(argc, argv, "--reps", 5);
-  const int steps = int_flag(argc, argv, "--steps", 12);
-  const int kill_step = int_flag(argc, argv, "--kill-step", 5);
+  int reps = 5, steps = 12, kill_step = 5;
+  const int rc = cohort::flags::parse_int_flags(
+      argc, argv, {{"--reps", &reps}, {"--steps", &steps}, {"--kill-step", &kill_step}});
+  if (rc != 0) return rc;
   char pattern[] = "/tmp/ps_recovery_bench.XXXXXX";
   const std::filesystem::path dir = ::mkdtemp(pattern);
   const std::string ckpt = (dir / "ckpt").string();

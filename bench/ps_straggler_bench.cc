@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "cohort/common/flags.h"
 #include "tests/parameter_server/ps_job.h"
 
 using namespace cohort::ps::testing;
@@ -29,12 +30,6 @@ namespace {
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
-}
-
-int int_flag(int argc, char** argv, const std::string& name, int fallback) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (argv[i] == name) return std::stoi(argv[i + 1]);
-  return fallback;
 }
 
 // 0.5 sum over rows of ||emb[row] - target(row)||^2 from a result file (w, then emb).
@@ -52,10 +47,10 @@ double embedding_loss(const std::vector<double>& result, const Problem& p) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int reps = int_flag(argc, argv, "--reps", 3);
-  const int workers = int_flag(argc, argv, "--workers", 2);
-  const int steps = int_flag(argc, argv, "--steps", 60);
-  const int step_ms = int_flag(argc, argv, "--step-ms", 20);
+  int reps = 3, workers = 2, steps = 60, step_ms = 20;
+  const int rc = cohort::flags::parse_int_flags(
+      argc, argv, {{"--reps", &reps}, {"--workers", &workers}, {"--steps", &steps}, {"--step-ms", &step_ms}});
+  if (rc != 0) return rc;
   char pattern[] = "/tmp/ps_straggler_bench.XXXXXX";
   const std::filesystem::path dir = ::mkdtemp(pattern);
   PsJob job(dir);

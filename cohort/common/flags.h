@@ -5,6 +5,7 @@
 #pragma once
 
 #include <charconv>
+#include <cstdio>
 #include <exception>
 #include <functional>
 #include <map>
@@ -82,6 +83,23 @@ inline void parse_flags(const std::vector<std::string>& args, const std::map<std
       value = args[++i];
     }
     it->second(flag, value);
+  }
+}
+
+// For programs whose flags are all integers of at least 0: parses
+// `--name value` into the ints of `flags`. Returns 0, or 2 after printing
+// the error as one line prefixed with argv[0] (a bad value or an unknown
+// flag is never silently ignored).
+inline int parse_int_flags(int argc, char** argv, const std::map<std::string, int*>& flags) {
+  std::map<std::string, FlagSetter> setters;
+  for (const auto& [name, target] : flags)
+    setters[name] = [target](const std::string& f, const std::string& v) { *target = parse_number<int>(f, v, 0); };
+  try {
+    parse_flags(std::vector<std::string>(argv + 1, argv + argc), setters, {});
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", argv[0], one_line_message(e).c_str());
+    return 2;
   }
 }
 
