@@ -244,7 +244,7 @@ TEST(Pipeline, OutOfOrderWindowPassesAStragglerAndResumesExactlyOnce) {
     Pipeline p(gated_source, o);
     p.map(augment);
     p.start(start);
-    // Batch 0 is stuck: the window hands out 1 and 2 first.
+    // Batch 0 is stuck: the window hands out two of the others first.
     for (int i = 0; i < 2; ++i) record(*p.next(), got[size_t(r)]);
     EXPECT_NE(error_of<Error>([&] { p.cursor(); }).find("gather_cursor"), std::string::npos);
     cursors[size_t(r)] = gather_cursor(allgather_over(comm), p);
@@ -254,11 +254,15 @@ TEST(Pipeline, OutOfOrderWindowPassesAStragglerAndResumesExactlyOnce) {
     for (int i = 0; i < 2; ++i) record(*p.next(), later[size_t(r)]);
     realised[size_t(r)] = p.realised_order();
   });
+  // Which batches pass the straggler is timing: next() takes the lowest
+  // *ready* batch among the 3 oldest undelivered, so the first is 1 or 2
+  // (window {0, 1, 2}) and the second any other of {1, 2, 3}. Never 0.
   for (int r = 0; r < 2; ++r) {
-    ASSERT_EQ(realised[size_t(r)].size(), 4u);
-    EXPECT_EQ(realised[size_t(r)][0], 1);
-    EXPECT_EQ(realised[size_t(r)][1], 2);
-    EXPECT_EQ(std::set<int64_t>(realised[size_t(r)].begin(), realised[size_t(r)].end()).size(), 4u);
+    const auto& order = realised[size_t(r)];
+    ASSERT_EQ(order.size(), 4u);
+    EXPECT_TRUE(order[0] == 1 || order[0] == 2) << order[0];
+    EXPECT_TRUE(order[1] >= 1 && order[1] <= 3 && order[1] != order[0]) << order[1];
+    EXPECT_EQ(std::set<int64_t>(order.begin(), order.end()).size(), 4u);
   }
   // While batch 0 was stuck the ranks had delivered batches 1 and 2: the
   // cursor says exactly that, a gap where batch 0 goes.
