@@ -22,12 +22,15 @@ std::string rank_list(const std::vector<int>& ranks) {
 // "rank 0, 2 sent X; rank 1 sent Y".
 std::string describe_groups(const std::vector<std::pair<int, std::string>>& sent) {
   std::vector<std::pair<std::string, std::vector<int>>> groups;
-  for (const auto& [rank, what] : sent) {
+  // Not a structured binding: clang before 16 (Debian's, the fuzz build)
+  // cannot capture one in a lambda.
+  for (const auto& entry : sent) {
+    const std::string& what = entry.second;
     auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == what; });
     if (it == groups.end())
-      groups.push_back({what, {rank}});
+      groups.push_back({what, {entry.first}});
     else
-      it->second.push_back(rank);
+      it->second.push_back(entry.first);
   }
   std::ostringstream os;
   for (size_t i = 0; i < groups.size(); ++i)
