@@ -52,11 +52,13 @@ inline std::vector<int64_t> batch_rows(const Problem& p, int k, int64_t s) {
 }
 
 // Gradients of worker k's loss at step s: dense dw (D x 2), and the rows'
-// gradient (rows x C) for batch_rows(k, s).
-inline void gradients(const Problem& p, int k, int64_t s, const std::vector<double>& w,
+// gradient (rows x C) for batch_rows(k, s). Returns the loss itself at
+// (w, emb_rows), each distinct row counted once.
+inline double gradients(const Problem& p, int k, int64_t s, const std::vector<double>& w,
                       const std::vector<double>& emb_rows, const std::vector<int64_t>& rows, std::vector<double>& dw,
                       std::vector<double>& demb) {
   dw.assign(w.size(), 0.0);
+  double loss = 0;
   for (int64_t b = 0; b < p.batch; ++b) {
     std::vector<double> a(p.dims);
     for (int64_t d = 0; d < p.dims; ++d) a[d] = uniform(k, s, b * 64 + d);
@@ -65,13 +67,18 @@ inline void gradients(const Problem& p, int k, int64_t s, const std::vector<doub
       for (int64_t d = 0; d < p.dims; ++d) pred += a[d] * w[d * p.outputs + o];
       const double y = uniform(k + 100, s, b * 64 + o);
       const double r = (pred - y) / static_cast<double>(p.batch);
+      loss += 0.5 * (pred - y) * r;
       for (int64_t d = 0; d < p.dims; ++d) dw[d * p.outputs + o] += r * a[d];
     }
   }
   demb.assign(rows.size() * p.cols, 0.0);
   for (size_t i = 0; i < rows.size(); ++i)
-    for (int64_t c = 0; c < p.cols; ++c)
-      demb[i * p.cols + c] = emb_rows[i * p.cols + c] - uniform(rows[i], 99, c);
+    for (int64_t c = 0; c < p.cols; ++c) {
+      const double d = emb_rows[i * p.cols + c] - uniform(rows[i], 99, c);
+      demb[i * p.cols + c] = d;
+      loss += 0.5 * d * d;
+    }
+  return loss;
 }
 
 struct ReferenceOptimizer {

@@ -7,9 +7,14 @@
 //                   kill_server=S kill_step=K      (worker 0 kills server S's process then)
 //                   result=/tmp/x save=DIR load=DIR lr=0.1
 //                   timeline=1                     (workers print "timeline <worker> <event> <step> <ns>"
-//                                                   on the monotonic clock: bench/ps_recovery_bench)
+//                                                   on the monotonic clock, and "loss <worker> <step>
+//                                                   <value>": bench/ps_recovery_bench, ps_straggler_bench)
 //                   step_ms=D slow_worker=W        (every step takes D ms more, worker W's 2 D:
 //                                                   bench/ps_straggler_bench)
+//                   step_ms=D straggle=rotating burst=B
+//                                                  (every step takes D ms more; worker k's 2 D in its
+//                                                   steps s with (s / B) mod workers == k: a straggler
+//                                                   that moves from worker to worker)
 // It finds the job through discovery (cohortrun, or the test's COHORT_*
 // variables) and exits 0 when its role finished.
 #include <signal.h>
@@ -80,7 +85,12 @@ int main(int argc, char** argv) {
                   static_cast<long long>(ns));
       std::fflush(stdout);
     };
-    if (timeline) hooks.after_pull = [&](int64_t s) { stamp("pulled", s); };
+    if (timeline) {
+      hooks.after_pull = [&](int64_t s) { stamp("pulled", s); };
+      hooks.after_gradients = [&](int64_t s, double loss) {
+        std::printf("loss %d %lld %.17g\n", role.index, static_cast<long long>(s), loss);
+      };
+    }
     hooks.before_commit = [&](int64_t s) {
       if (role.index == die_worker && s == die_step) {
         std::cerr << "worker " << role.index << " dies before committing step " << s << std::endl;
@@ -93,9 +103,14 @@ int main(int argc, char** argv) {
         ::kill(pid, SIGKILL);
       }
     };
-    const int64_t step_ms = std::stoll(arg("step_ms", "0"));
+    const std::chrono::milliseconds step_ms(std::stoll(arg("step_ms", "0")));
     const int slow_worker = std::stoi(arg("slow_worker", "-1"));
-    hooks.delay = std::chrono::milliseconds(role.index == slow_worker ? 2 * step_ms : step_ms);
+    const bool rotating = arg("straggle", "persistent") == "rotating";
+    const int64_t burst = std::stoll(arg("burst", "4"));
+    hooks.delay = [&, step_ms, slow_worker, rotating, burst](int64_t s) {
+      const bool slow = rotating ? (s / burst) % role.num_workers == role.index : role.index == slow_worker;
+      return std::chrono::microseconds(slow ? 2 * step_ms : step_ms);
+    };
     const int64_t steps = std::stoll(arg("steps", "10"));
     const auto result = ps::testing::train(worker, p, steps, hooks, arg("load", ""));
     if (timeline) stamp("done", steps);

@@ -13,10 +13,11 @@
 namespace cohort::ps::testing {
 
 struct TrainHooks {
-  std::function<void(int64_t step)> before_commit;  // e.g. die here
-  std::function<void(int64_t step)> after_pull;     // the step's parameters arrived
-  std::chrono::microseconds delay{0};                // per step (a straggler)
-  bool fixed_data = false;                           // every step sees step 0's batch of worker 0
+  std::function<void(int64_t step)> before_commit;                 // e.g. die here
+  std::function<void(int64_t step)> after_pull;                    // the step's parameters arrived
+  std::function<void(int64_t step, double loss)> after_gradients;  // the batch's loss at the pulled values
+  std::function<std::chrono::microseconds(int64_t step)> delay;    // added to the step (a straggler)
+  bool fixed_data = false;                                          // every step sees step 0's batch of worker 0
 };
 
 inline std::vector<VariableSpec> problem_variables(const Problem& p) {
@@ -42,8 +43,9 @@ inline ReferenceResult train(Worker& worker, const Problem& p, int64_t steps, co
     a.wait();
     b.wait();
     if (hooks.after_pull) hooks.after_pull(s);
-    gradients(p, data_worker, data_step, w, rows_values, rows, dw, demb);
-    if (hooks.delay.count()) std::this_thread::sleep_for(hooks.delay);
+    const double loss = gradients(p, data_worker, data_step, w, rows_values, rows, dw, demb);
+    if (hooks.after_gradients) hooks.after_gradients(s, loss);
+    if (hooks.delay) std::this_thread::sleep_for(hooks.delay(s));
     Handle c = worker.push(0, dw.data());
     Handle d = worker.push_rows(1, rows, demb.data());
     c.wait();

@@ -156,7 +156,7 @@ TEST(Staleness, BoundedStalenessNeverExceedsK) {
         try {
           Worker worker(job.store, job.worker_options(w));
           testing::TrainHooks hooks;
-          if (w == 1) hooks.delay = std::chrono::milliseconds(15);  // the straggler
+          if (w == 1) hooks.delay = [](int64_t) { return std::chrono::milliseconds(15); };  // the straggler
           testing::train(worker, p, 20, hooks);
           if (w == 1) stats = worker.server_stats(0);
         } catch (const std::exception& e) {
