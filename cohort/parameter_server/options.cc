@@ -102,6 +102,14 @@ JobOptions parse_job_options(const std::map<std::string, std::string>& keys, int
       << workers << ")";
   COHORT_CHECK_AS(ConfigError, o.backup_workers == 0 || o.staleness == 0)
       << "parameter_server: backup_workers applies to synchronous training only (staleness=0)";
+  // The summation service keeps only the last applied step's sum, and each
+  // worker steps a replica of its own with every step's sum: a worker that
+  // lags behind the applied steps would read a later step's sum instead of
+  // its own, and its replica would drift from the others'.
+  COHORT_CHECK_AS(ConfigError, o.optimizer.rule != UpdateRule::sum || (o.staleness == 0 && o.backup_workers == 0))
+      << "parameter_server: optimizer=sum (the strategy's optimizer=program) needs staleness=0 and "
+         "backup_workers=0: every worker steps its own replica with every step's sum, which a lagging worker "
+         "would miss; use a server-side optimizer (sgd|adam|adagrad) with staleness or backup workers";
   COHORT_CHECK_AS(ConfigError, o.replicas == 0 || o.replicas == 1)
       << "parameter_server: replicas=" << o.replicas << " must be 0 or 1";
   COHORT_CHECK_AS(ConfigError, o.replicas == 0 || o.servers >= 2)

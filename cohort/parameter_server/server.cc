@@ -99,6 +99,7 @@ struct Server::Impl {
 
   mutable std::mutex stats_mutex;
   std::string stats_text;
+  PartitionCounters totals;
 
   Impl(std::shared_ptr<rendezvous::Store> s, ServerOptions o)
       : store(std::move(s)),
@@ -555,6 +556,20 @@ struct Server::Impl {
     return s.str();
   }
 
+  PartitionCounters sum_counters() const {
+    PartitionCounters sum;
+    for (const auto& [id, p] : partitions) {
+      const auto& c = p->counters();
+      sum.steps_applied += c.steps_applied;
+      sum.late_dropped += c.late_dropped;
+      sum.stale_ignored += c.stale_ignored;
+      sum.discarded_steps += c.discarded_steps;
+      sum.max_staleness = std::max(sum.max_staleness, c.max_staleness);
+      sum.reads += c.reads;
+    }
+    return sum;
+  }
+
   void check_fence() {
     const auto now = Clock::now();
     if (now - last_fence_check < std::chrono::seconds(1)) return;
@@ -593,6 +608,7 @@ struct Server::Impl {
       {
         std::lock_guard lock(stats_mutex);
         stats_text = collect_stats();
+        totals = sum_counters();
       }
       if (everyone_gone()) break;
     }
@@ -620,6 +636,11 @@ void Server::stop() {
 std::string Server::stats() const {
   std::lock_guard lock(impl_->stats_mutex);
   return impl_->stats_text;
+}
+
+PartitionCounters Server::totals() const {
+  std::lock_guard lock(impl_->stats_mutex);
+  return impl_->totals;
 }
 
 int Server::refused() const { return impl_->socket.refused(); }

@@ -20,6 +20,7 @@
 #include <string>
 
 #include "cohort/parameter_server/options.h"
+#include "cohort/parameter_server/partition.h"
 #include "cohort/parameter_server/roles.h"
 #include "cohort/parameter_server/transport_options.h"
 #include "cohort/rendezvous/discovery.h"
@@ -66,6 +67,9 @@ class Server {
 
   // Counters of every partition and replica, as "key=value" lines.
   std::string stats() const;
+  // The counters of the partitions this server owns (not its replicas),
+  // summed; max_staleness is the largest. As of the last loop iteration.
+  PartitionCounters totals() const;
   int refused() const;
 
  private:

@@ -142,6 +142,14 @@ TEST(Options, BadSpecsGiveOneLineErrors) {
   }
   EXPECT_NE(error_of({{"backup_workers", "1"}, {"staleness", "2"}}, 4).find("synchronous training only"),
             std::string::npos);
+  // The summation service: only in lock-step (found by the strategy's
+  // backup_workers test, where the late worker's replica drifted).
+  for (const auto& lagging : std::vector<std::map<std::string, std::string>>{
+           {{"optimizer", "sum"}, {"backup_workers", "1"}},
+           {{"optimizer", "sum"}, {"staleness", "4"}},
+           {{"optimizer", "sum"}, {"staleness", "async"}}})
+    EXPECT_NE(error_of(lagging, 4).find("optimizer=sum (the strategy's optimizer=program) needs staleness=0"),
+              std::string::npos);
 }
 
 TEST(Roles, LastRanksServe) {

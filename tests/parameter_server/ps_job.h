@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "cohort/launcher/shm_cleanup.h"
 #include "cohort/rendezvous/tcp_store.h"
 #include "tests/parameter_server/problem.h"
 
@@ -116,6 +117,9 @@ class PsJob {
       }
       out.status.push_back(status);
     }
+    // What a launcher does after a job, however it ended: a server killed
+    // on purpose leaves its ipc endpoint /dev/shm/cohort-<job>-ps-*.sock.
+    launcher::remove_job_segments(job);
     for (int r = 0; r < n; ++r) {
       std::ifstream in(dir_ / ("rank" + std::to_string(r) + ".log"));
       std::stringstream s;

@@ -4,11 +4,17 @@
 // evaluated after training; every training process writes its final
 // parameters' bytes to <out>.<process index> and prints the evaluation.
 //
-//   ps_strategy_program --strategy SPEC --out PREFIX [--optimizer sgd|adam]
+//   ps_strategy_program --strategy SPEC --out PREFIX [--optimizer sgd|adam] [--slow-ms N]
+//
+// --slow-ms N: training process 1 sleeps N ms in every loss evaluation, after
+// the step's parameters arrived and before its gradients leave (a worker that
+// is late at every step, for backup_workers).
 #include <torch/torch.h>
 
+#include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <thread>
 
 #include "cohort/common/flags.h"
 #include "cohort/torch/core/threads.h"
@@ -19,11 +25,14 @@
 
 int main(int argc, char** argv) {
   std::string spec, out, optimizer = "sgd";
+  int64_t slow_ms = 0;
   try {
     cohort::flags::parse_flags(std::vector<std::string>(argv + 1, argv + argc),
                                {{"--strategy", [&](auto&, auto& v) { spec = v; }},
                                 {"--out", [&](auto&, auto& v) { out = v; }},
-                                {"--optimizer", [&](auto&, auto& v) { optimizer = v; }}},
+                                {"--optimizer", [&](auto&, auto& v) { optimizer = v; }},
+                                {"--slow-ms",
+                                 [&](auto& f, auto& v) { slow_ms = cohort::flags::parse_number<int64_t>(f, v, 0); }}},
                                {});
     cohort::set_intra_op_threads(1);
     auto strategy = cohort::make_strategy(spec);
@@ -33,9 +42,14 @@ int main(int argc, char** argv) {
     torch::manual_seed(11);
     torch::nn::Sequential net(torch::nn::Linear(6, 16), torch::nn::Tanh(), torch::nn::Linear(16, 2));
     net->to(torch::kFloat64);
+    const auto delay = std::chrono::milliseconds(strategy->process_index() == 1 ? slow_ms : 0);
     cohort::Model model(
         *strategy, net,
-        {.loss = [](const at::Tensor& o, const at::Tensor& t) { return torch::cross_entropy_loss(o, t); },
+        {.loss =
+             [delay](const at::Tensor& o, const at::Tensor& t) {
+               if (delay.count()) std::this_thread::sleep_for(delay);
+               return torch::cross_entropy_loss(o, t);
+             },
          .optimizer = optimizer == "adam"
                           ? cohort::optimizer_factory<torch::optim::Adam>(torch::optim::AdamOptions(0.01))
                           : cohort::optimizer_factory<torch::optim::SGD>(torch::optim::SGDOptions(0.1).momentum(0.9)),

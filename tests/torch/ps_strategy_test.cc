@@ -11,6 +11,8 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <map>
+#include <regex>
 
 #include "cohort/common/error.h"
 #include "cohort/torch/strategy/make_strategy.h"
@@ -47,13 +49,15 @@ std::vector<double> parameters(const std::string& bytes) {
 
 // Runs the program on `ranks` ranks; returns its output (chief's summary line).
 std::string run(const TempDir& dir, const std::string& name, int ranks, const std::string& spec,
-                const std::string& optimizer) {
+                const std::string& optimizer, std::vector<std::string> extra = {},
+                std::map<std::string, std::string> env = {}) {
   const std::string out_dir = dir.path() + "/" + name;
   std::filesystem::create_directories(out_dir);
-  CohortrunProcess p(kCohortrun,
-                     {"-np", std::to_string(ranks), kProgram, "--strategy", spec, "--out", out_dir + "/params",
-                      "--optimizer", optimizer},
-                     out_dir);
+  std::vector<std::string> args = {"-np", std::to_string(ranks), kProgram, "--strategy", spec,
+                                   "--out", out_dir + "/params", "--optimizer", optimizer};
+  args.insert(args.end(), extra.begin(), extra.end());
+  if (!env.empty()) env.merge(launcher::testing::clean_environment());
+  CohortrunProcess p(kCohortrun, args, out_dir, env);
   const RunResult r = p.wait(std::chrono::seconds(120));
   EXPECT_TRUE(r.finished && r.exit_code == 0) << name << ": exit " << r.exit_code << "\n" << r.out << r.err;
   return r.out + r.err;
@@ -102,6 +106,33 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"parameter_server:servers=1,optimizer=sgd,lr=0.1,momentum=0.9,shards=2", "sgd", 1e-12},
                       Case{"parameter_server:servers=1,optimizer=adam,lr=0.01", "adam", 1e-10}),
     [](const auto& info) { return "case" + std::to_string(info.index); });
+
+// The server's closing summary line: "... done: steps_applied=N late_dropped=M ...".
+int64_t server_counter(const std::string& out, const std::string& name) {
+  std::smatch m;
+  if (!std::regex_search(out, m, std::regex("parameter server 0 done:.* " + name + "=([0-9]+)"))) return -1;
+  return std::stoll(m[1]);
+}
+
+// backup_workers=1 through the strategy: worker 1 is late at every step, so
+// each synchronous step goes on with worker 0's gradient alone and worker
+// 1's arrives after its step was applied (dropped, never applied late).
+// Without the option the same job waits for worker 1 and drops nothing.
+// The servers' SGD: the summation service refuses backup workers.
+TEST(PsStrategyBackupWorkers, StepsGoOnWithoutTheLateWorker) {
+  TempDir dir;
+  const std::map<std::string, std::string> info = {{"COHORT_LOG_LEVEL", "info"}};
+  const std::vector<std::string> slow = {"--slow-ms", "50"};
+  const int64_t steps = 3 * ((45 + 5) / 6);  // the program's 3 epochs of global batches of 6 over 45 rows
+  const std::string spec = "parameter_server:servers=1,optimizer=sgd,lr=0.1,momentum=0.9";
+  const std::string with = run(dir, "backup", 3, spec + ",backup_workers=1", "sgd", slow, info);
+  EXPECT_NE(with.find("backup_workers=1"), std::string::npos) << with;
+  EXPECT_EQ(server_counter(with, "steps_applied"), steps) << with;
+  EXPECT_GE(server_counter(with, "late_dropped"), 1) << with;
+  const std::string without = run(dir, "control", 3, spec, "sgd", slow, info);
+  EXPECT_EQ(server_counter(without, "steps_applied"), steps) << without;
+  EXPECT_EQ(server_counter(without, "late_dropped"), 0) << without;
+}
 
 TEST(PsStrategySpec, BadSpecsAreOneLineErrors) {
   // One process: no rank is left to train.

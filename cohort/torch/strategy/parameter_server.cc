@@ -45,6 +45,12 @@ SpecKey integer_key(const char* name, const char* description, int64_t min) {
     COHORT_LOG(info) << "parameter server " << role.index << " of " << role.num_servers << " serving "
                      << role.num_workers << " worker(s): " << ps::describe(job);
     server.run();
+    // What the consistency rules did, for the user (and the backup_workers
+    // test): late_dropped counts gradients a step went on without.
+    const ps::PartitionCounters c = server.totals();
+    COHORT_LOG(info) << "parameter server " << role.index << " done: steps_applied=" << c.steps_applied
+                     << " late_dropped=" << c.late_dropped << " stale_ignored=" << c.stale_ignored
+                     << " discarded_steps=" << c.discarded_steps << " max_staleness=" << c.max_staleness;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "parameter server %d: %s\n", role.index, e.what());
     status = 1;

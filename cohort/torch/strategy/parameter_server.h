@@ -22,7 +22,9 @@
 //                           program's own torch optimizer on their mean
 //                           (BytePS's summation service): any optimizer and
 //                           learning-rate schedule, results as
-//                           multi_worker's at staleness=0
+//                           multi_worker's; lock-step only (staleness=0, no
+//                           backup_workers: a lagging worker would miss a
+//                           step's sum and its replica would drift)
 //   optimizer=sgd|adam|adagrad  the servers hold the variables and the
 //                           optimizer's state and apply it (lr, momentum,
 //                           ... from the spec, not the program's optimizer,
