@@ -128,7 +128,7 @@ test-tsan: bootstrap
 
 test-asan: bootstrap
 	$(call sanitized_build,$(ASAN_DIR),$(ASAN_FLAGS))
-	cd $(ASAN_DIR) && ASAN_OPTIONS="detect_leaks=1 strict_string_checks=1 detect_stack_use_after_return=1" \
+	cd $(ASAN_DIR) && ASAN_OPTIONS="detect_leaks=1 strict_string_checks=1 detect_stack_use_after_return=1 fast_unwind_on_malloc=0" \
 	  LSAN_OPTIONS="suppressions=$(SUPPRESSIONS)/lsan.supp print_suppressions=0" \
 	  UBSAN_OPTIONS="print_stacktrace=1 halt_on_error=1" \
 	  ctest --output-on-failure -j $(TEST_JOBS) $(CTEST_FLAGS)

@@ -23,6 +23,7 @@
 #include <functional>
 
 #include "cohort/common/flags.h"
+#include "cohort/common/stats.h"
 #include "cohort/models/image_classifiers.h"
 
 namespace {
@@ -37,10 +38,7 @@ struct Flags {
   int64_t batch = 256;
 };
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
+using cohort::median;
 
 at::Tensor loss_of(const at::Tensor& out, const at::Tensor& y) { return torch::cross_entropy_loss(out, y); }
 

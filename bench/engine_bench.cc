@@ -44,6 +44,7 @@
 
 #include "cohort/comm/create.h"
 #include "cohort/common/check.h"
+#include "cohort/common/stats.h"
 #include "cohort/common/tunables.h"
 #include "cohort/engine/engine.h"
 #include "cohort/rendezvous/prefix_store.h"
@@ -122,10 +123,7 @@ double max_over_ranks(comm::Communicator& c, double v) {
 
 int g_wrong = 0;
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-}
+using cohort::median;
 
 void check(const std::vector<float>& buf, float want, const char* what) {
   for (float v : buf)

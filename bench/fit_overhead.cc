@@ -19,6 +19,7 @@
 #include <cstdio>
 
 #include "cohort/common/flags.h"
+#include "cohort/common/stats.h"
 #include "cohort/models/image_classifiers.h"
 
 namespace {
@@ -32,10 +33,7 @@ struct Flags {
   int64_t batch = 128;  // global
 };
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
+using cohort::median;
 
 at::Tensor loss_of(const at::Tensor& out, const at::Tensor& y) { return torch::cross_entropy_loss(out, y); }
 

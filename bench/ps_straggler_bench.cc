@@ -38,16 +38,14 @@
 #include <vector>
 
 #include "cohort/common/flags.h"
+#include "cohort/common/stats.h"
 #include "tests/parameter_server/ps_job.h"
 
 using namespace cohort::ps::testing;
 
 namespace {
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
+using cohort::median;
 
 // 0.5 sum over rows of ||emb[row] - target(row)||^2 from a result file (w, then emb).
 double embedding_loss(const std::vector<double>& result, const Problem& p) {

@@ -20,6 +20,7 @@
 
 #include "cohort/comm/create.h"
 #include "cohort/common/check.h"
+#include "cohort/common/stats.h"
 #include "cohort/parameter_server/transport.h"
 #include "cohort/rendezvous/prefix_store.h"
 
@@ -34,10 +35,7 @@ size_t parse_size(const std::string& s) {
   return unit == 'K' ? n << 10 : unit == 'M' ? n << 20 : n;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
+using cohort::median;
 
 }  // namespace
 

@@ -22,7 +22,7 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 program=$build_dir/examples/synthetic_benchmark cohortrun=$build_dir/cohort/launcher/cohortrun
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 COHORT_BANNER=0
 labels=("multi_worker (DDP), 2 ranks" "parameter_server, optimizer=program, 2+1 ranks"
         "parameter_server, optimizer=sgd on the server, 2+1 ranks")
 nps=(2 3 3)

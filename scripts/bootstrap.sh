@@ -3,7 +3,9 @@
 #
 # Usage: scripts/bootstrap.sh [--with-torch] [--with-slurm] [--with-fuzz] [--check]
 #   --with-torch  also install python3-torch (PyTorch for Python, for
-#                 comparisons); LibTorch itself is in the default set.
+#                 comparisons) and python3-protobuf (the DataLoader peer of
+#                 bench/input_pipeline.sh parses tf.train.Example with it);
+#                 LibTorch itself is in the default set.
 #   --with-slurm  also install Slurm and munge (tests/slurm starts a
 #                 one-machine cluster; `make test` asks for them).
 #   --with-fuzz   also install clang and its libFuzzer and sanitizer runtimes
@@ -56,6 +58,7 @@ core_packages=(
 # Optional: PyTorch for Python (large; not needed to build, test or demo).
 torch_packages=(
   python3-torch
+  python3-protobuf
 )
 
 # Optional: Slurm's daemons and commands, and munge, its authentication,

@@ -33,7 +33,7 @@ class ByteStream {
   size_t read(uint8_t* out, size_t n) {
     if (!gzip_) {
       const size_t k = std::min(n, bytes_.size() - plain_pos_);
-      std::memcpy(out, bytes_.data() + plain_pos_, k);
+      if (k) std::memcpy(out, bytes_.data() + plain_pos_, k);  // an empty file has no data pointer
       plain_pos_ += k;
       return k;
     }

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "cohort/common/check.h"
+#include "cohort/common/stats.h"
 
 namespace cohort::engine {
 namespace {
@@ -19,12 +20,6 @@ void insert_sorted(std::vector<int64_t>& grid, int64_t v) {
 
 size_t index_of(const std::vector<int64_t>& grid, int64_t v) {
   return size_t(std::find(grid.begin(), grid.end(), v) - grid.begin());
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 }  // namespace

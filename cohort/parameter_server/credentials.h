@@ -8,7 +8,7 @@
 // client key. Over ipc:// (same host), ZeroMQ's PLAIN mechanism with a
 // password derived from the secret by HMAC (the secret itself never crosses
 // the socket), checked by the same ZAP handler, on a socket file inside a
-// 0700 directory; bench/ps_transport.md measures why (CURVE's encryption
+// 0700 directory; bench/README.md ("The transport") measures why (CURVE's encryption
 // costs more than the copy on one host).
 #pragma once
 

@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "cohort/parameter_server/counters.h"
 #include "cohort/parameter_server/layout.h"
 #include "cohort/parameter_server/optimizer.h"
 #include "cohort/parameter_server/options.h"
@@ -67,15 +68,6 @@ struct PartitionConfig {
   OptimizerOptions optimizer;
   bool replicated = false;       // a replica of this partition is kept elsewhere
   int64_t replicate_every = 1;
-};
-
-struct PartitionCounters {
-  int64_t steps_applied = 0;     // synchronous steps (or commits) applied
-  int64_t late_dropped = 0;      // commits that came after their step was applied
-  int64_t stale_ignored = 0;     // pushes/commits below the worker's clock (retries, replays)
-  int64_t discarded_steps = 0;   // uncommitted steps of dead or departed workers
-  int64_t max_staleness = 0;     // the largest (reader clock - slowest clock) served
-  int64_t reads = 0;
 };
 
 class Partition {

@@ -77,10 +77,8 @@ int64_t apply_snapshot(Partition& replica, Message& m) {
     }
     Shard& s = replica.shard(key);
     if (h.partial) {
-      const auto& rows_frame = m.frames[i + 2];
-      const std::span<const int64_t> rows(static_cast<const int64_t*>(rows_frame.data()),
-                                          rows_frame.size() / sizeof(int64_t));
-      scatter_rows(s, rows, bytes);
+      std::vector<int64_t> scratch;
+      scatter_rows(s, m.row_ids(i + 2, scratch), bytes);
     } else {
       scatter_all(s, bytes);
     }

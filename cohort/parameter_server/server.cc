@@ -226,8 +226,8 @@ struct Server::Impl {
     Shard& s = p->shard(key);
     Message out;
     if (m.kind() == Op::pull_rows) {
-      const auto& ids = m.frames.at(0);
-      const std::span<const int64_t> rows(static_cast<const int64_t*>(ids.data()), ids.size() / sizeof(int64_t));
+      std::vector<int64_t> scratch;
+      const std::span<const int64_t> rows = m.row_ids(0, scratch);
       zmq::message_t values(rows.size() * static_cast<size_t>(s.row_bytes()));
       p->read_rows(key, rows, static_cast<std::byte*>(values.data()));
       out.frames.push_back(std::move(values));
@@ -357,10 +357,9 @@ struct Server::Impl {
         break;
       }
       case Op::push_rows: {
-        const auto& ids = m.frames.at(0);
+        std::vector<int64_t> scratch;
         const auto& g = m.frames.at(1);
-        p->stage_rows(w, h.step, shard_key(h.variable, h.shard),
-                      {static_cast<const int64_t*>(ids.data()), ids.size() / sizeof(int64_t)},
+        p->stage_rows(w, h.step, shard_key(h.variable, h.shard), m.row_ids(0, scratch),
                       {static_cast<const std::byte*>(g.data()), g.size()});
         reply(peer, m, p, Message());
         break;

@@ -19,8 +19,8 @@
 #include <memory>
 #include <string>
 
+#include "cohort/parameter_server/counters.h"
 #include "cohort/parameter_server/options.h"
-#include "cohort/parameter_server/partition.h"
 #include "cohort/parameter_server/roles.h"
 #include "cohort/parameter_server/transport_options.h"
 #include "cohort/rendezvous/discovery.h"

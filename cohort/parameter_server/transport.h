@@ -7,7 +7,7 @@
 // one DEALER socket per server and picks ipc:// when the server's host key
 // equals its own (comm::hierarchical::host_key(): an emulated host of
 // scripts/cluster.sh is a host of its own), tcp:// otherwise. Both are
-// authenticated with the job secret (credentials.h); bench/ps_transport.md
+// authenticated with the job secret (credentials.h); bench/README.md ("The transport")
 // has the measurement behind choosing ZeroMQ over cohort's communicators.
 //
 // The Client runs one I/O thread that owns the sockets: any thread submits

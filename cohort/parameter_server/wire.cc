@@ -38,6 +38,18 @@ Message Message::share() {
   return copy;
 }
 
+std::span<const int64_t> Message::row_ids(size_t i, std::vector<int64_t>& scratch) const {
+  const zmq::message_t& frame = frames.at(i);
+  COHORT_CHECK_AS(ConfigError, frame.size() % sizeof(int64_t) == 0)
+      << "parameter server message: a row-id frame of " << frame.size() << " bytes is not a whole number of int64 ids";
+  const size_t n = frame.size() / sizeof(int64_t);
+  if (reinterpret_cast<uintptr_t>(frame.data()) % alignof(int64_t) == 0)
+    return {static_cast<const int64_t*>(frame.data()), n};
+  scratch.resize(n);
+  std::memcpy(scratch.data(), frame.data(), frame.size());
+  return scratch;
+}
+
 void send_message(zmq::socket_t& socket, Message& message, std::string_view route) {
   const auto more = [&](bool last) { return last ? zmq::send_flags::dontwait : zmq::send_flags::sndmore | zmq::send_flags::dontwait; };
   if (!route.empty()) socket.send(zmq::buffer(route.data(), route.size()), more(false));

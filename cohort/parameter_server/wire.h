@@ -93,6 +93,12 @@ struct Message {
   std::string_view text(size_t i) const {
     return {static_cast<const char*>(frames.at(i).data()), frames.at(i).size()};
   }
+  // Frame i as int64 row ids. ZeroMQ may hand a received frame over inside
+  // its decoder's buffer, at any byte offset, and reading int64_t through a
+  // misaligned pointer is undefined: such a frame is copied into `scratch`
+  // first (an aligned one is viewed in place). ConfigError when the frame is
+  // not a whole number of ids.
+  std::span<const int64_t> row_ids(size_t i, std::vector<int64_t>& scratch) const;
 };
 
 // Sends header and frames on `socket`, after `route` (the ROUTER's peer id)

@@ -11,6 +11,7 @@
 #include <iostream>
 
 #include "cohort/common/flags.h"
+#include "cohort/common/stats.h"
 #include "cohort/models/image_classifiers.h"
 #include "examples/synthetic_benchmark/options.h"
 
@@ -18,11 +19,7 @@ namespace synthetic = cohort::examples::synthetic;
 
 namespace {
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using cohort::median;
 
 int run(const synthetic::BenchmarkOptions& o) {
   if (o.threads > 0) cohort::set_intra_op_threads(o.threads);

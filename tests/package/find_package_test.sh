@@ -5,9 +5,11 @@
 # find_package(cohort) and runs it on 2 ranks under the installed cohortrun.
 # The sum of rank + 1 over 2 ranks must be 3, and the torch consumer's loader
 # must read all 10 rows across the ranks.
-# Usage: find_package_test.sh BUILD_DIR WITH_TORCH(0|1) [GENERATOR]
+# Usage: find_package_test.sh BUILD_DIR WITH_TORCH(0|1) [GENERATOR [CXX_FLAGS [EXE_LINKER_FLAGS]]]
+# (the build's own flags, given to the consumer: a sanitizer build's
+# libraries need the sanitizer's runtime in the program)
 set -euo pipefail
-build=$1 with_torch=$2 generator=${3:-Unix Makefiles}
+build=$1 with_torch=$2 generator=${3:-Unix Makefiles} cxx_flags=${4:-} linker_flags=${5:-}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
@@ -41,7 +43,8 @@ for internal in cohort/comm/shm/segment.h cohort/engine/negotiation.h cohort/ren
 done
 
 cmake -S "$here/consumer" -B "$scratch/consumer" -G "$generator" -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_PREFIX_PATH="$scratch/prefix" >"$scratch/configure.log" 2>&1 \
+  -DCMAKE_PREFIX_PATH="$scratch/prefix" "-DCMAKE_CXX_FLAGS=$cxx_flags" "-DCMAKE_EXE_LINKER_FLAGS=$linker_flags" \
+  >"$scratch/configure.log" 2>&1 \
   || { cat "$scratch/configure.log"; exit 1; }
 cmake --build "$scratch/consumer" -j2 >"$scratch/build.log" 2>&1 || { cat "$scratch/build.log"; exit 1; }
 

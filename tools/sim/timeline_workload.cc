@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "cohort/common/check.h"
+#include "cohort/common/stats.h"
 #include "tools/sim/fields.h"
 
 namespace cohort::sim {
@@ -17,12 +18,6 @@ struct Event {
   double submitted = 0, completed = 0;  // seconds
   double queued = 0;                    // its QUEUE phase: submitted -> picked up by a cycle
 };
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 std::vector<Event> allreduces(const json::Value& trace) {
   // Chrome's JSON array format, or the object format with "traceEvents".

@@ -361,7 +361,7 @@ void Communicator::allreduce(BufferView send, BufferView recv, const AllreduceOp
     // Alone the sum is the input (and avg, min, max too): no staging through
     // the slots, which would cost two passes over the buffer.
     COHORT_CHECK(!failed_) << "the communicator failed earlier; create a new one";
-    if (send.data != recv.data) std::memcpy(recv.data, send.data, send.bytes());
+    if (send.data != recv.data && send.bytes()) std::memcpy(recv.data, send.data, send.bytes());
     return;
   }
   begin_collective("allreduce",
@@ -375,7 +375,10 @@ void Communicator::allreduce(BufferView send, BufferView recv, const AllreduceOp
 
 void Communicator::allreduce_small(BufferView send, BufferView recv, ReduceOp op) {
   begin_write();
-  std::memcpy(my_slot(), send.data, send.bytes());
+  // An empty buffer may have no storage at all (data null), which memcpy
+  // may not be given even for 0 bytes; the step is still published, so every
+  // rank takes part in the collective.
+  if (send.bytes()) std::memcpy(my_slot(), send.data, send.bytes());
   publish_step();
   // Every rank reduces every slot in rank order: bitwise identical results.
   for (int p = 0; p < size_; ++p) {
