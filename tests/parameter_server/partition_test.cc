@@ -12,6 +12,7 @@
 #include "cohort/parameter_server/checkpoint.h"
 #include "cohort/parameter_server/partition.h"
 #include "cohort/parameter_server/replica.h"
+#include "cohort/parameter_server/wire.h"
 
 namespace cohort::ps {
 namespace {
@@ -48,6 +49,40 @@ struct Fixture {
 PartitionConfig sgd(int workers, int64_t staleness = 0, int backup = 0) {
   return {.id = 0, .num_workers = workers, .staleness = staleness, .backup_workers = backup,
           .optimizer = {.rule = UpdateRule::sgd, .lr = 1.0}};
+}
+
+// Row ids arrive in ZeroMQ frames, which may start at any byte (inside the
+// decoder's buffer, or inline in a small message): reading them as int64_t in
+// place was undefined behaviour (UBSan: misaligned load). A frame over a
+// buffer at an odd address reads the same ids through a copy.
+TEST(Wire, RowIdsOfAMisalignedFrameAreCopiedAndMalformedOnesRefused) {
+  const std::vector<int64_t> ids{3, 1LL << 40, -2, 7};
+  alignas(8) std::byte storage[64];
+  std::byte* odd = storage + 1;
+  std::memcpy(odd, ids.data(), ids.size() * sizeof(int64_t));
+  Message m;
+  m.frames.emplace_back(odd, ids.size() * sizeof(int64_t), [](void*, void*) {}, nullptr);  // no copy: stays odd
+  ASSERT_NE(reinterpret_cast<uintptr_t>(m.frames[0].data()) % alignof(int64_t), 0u);
+  std::vector<int64_t> scratch;
+  const auto read = m.row_ids(0, scratch);
+  EXPECT_EQ(std::vector<int64_t>(read.begin(), read.end()), ids);
+  EXPECT_EQ(read.data(), scratch.data());
+
+  Message aligned;
+  aligned.add(std::span<const int64_t>(ids));
+  std::vector<int64_t> unused;
+  const auto in_place = aligned.row_ids(0, unused);
+  EXPECT_EQ(std::vector<int64_t>(in_place.begin(), in_place.end()), ids);
+  EXPECT_TRUE(unused.empty() || in_place.data() == unused.data());
+
+  Message ragged;
+  ragged.add(storage, 12);
+  try {
+    ragged.row_ids(0, scratch);
+    FAIL() << "a 12-byte row-id frame was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("12 bytes is not a whole number of int64 ids"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Partition, SynchronousStepWaitsForEveryWorkerAndAppliesTheMean) {
