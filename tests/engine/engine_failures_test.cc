@@ -30,7 +30,10 @@ class CaptureStderr {
     ::dup2(::fileno(f), 2);
     std::fclose(f);
   }
-  ~CaptureStderr() { restore(); }
+  ~CaptureStderr() {
+    restore();
+    std::remove(path_.c_str());  // the capture is the test's business only: leave nothing in TempDir
+  }
   std::string text() {
     restore();
     std::ifstream in(path_);
