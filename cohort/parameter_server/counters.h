@@ -1,7 +1,8 @@
 // PartitionCounters: what a partition's consistency rules did, counted by
-// the partition and summed over a server's partitions by Server::totals().
+// the partition and merged over a server's partitions by Server::totals().
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 namespace cohort::ps {
@@ -14,5 +15,15 @@ struct PartitionCounters {
   int64_t max_staleness = 0;     // the largest (reader clock - slowest clock) served
   int64_t reads = 0;
 };
+
+// Adds `more` into `total`: counts add up, max_staleness is the larger.
+inline void merge(PartitionCounters& total, const PartitionCounters& more) {
+  total.steps_applied += more.steps_applied;
+  total.late_dropped += more.late_dropped;
+  total.stale_ignored += more.stale_ignored;
+  total.discarded_steps += more.discarded_steps;
+  total.max_staleness = std::max(total.max_staleness, more.max_staleness);
+  total.reads += more.reads;
+}
 
 }  // namespace cohort::ps

@@ -555,20 +555,6 @@ struct Server::Impl {
     return s.str();
   }
 
-  PartitionCounters sum_counters() const {
-    PartitionCounters sum;
-    for (const auto& [id, p] : partitions) {
-      const auto& c = p->counters();
-      sum.steps_applied += c.steps_applied;
-      sum.late_dropped += c.late_dropped;
-      sum.stale_ignored += c.stale_ignored;
-      sum.discarded_steps += c.discarded_steps;
-      sum.max_staleness = std::max(sum.max_staleness, c.max_staleness);
-      sum.reads += c.reads;
-    }
-    return sum;
-  }
-
   void check_fence() {
     const auto now = Clock::now();
     if (now - last_fence_check < std::chrono::seconds(1)) return;
@@ -607,9 +593,13 @@ struct Server::Impl {
       {
         std::lock_guard lock(stats_mutex);
         stats_text = collect_stats();
-        totals = sum_counters();
       }
       if (everyone_gone()) break;
+    }
+    // What the partitions this server owns did, once, for the caller of run().
+    {
+      std::lock_guard lock(stats_mutex);
+      for (const auto& [id, p] : partitions) merge(totals, p->counters());
     }
     // Parked requests stay unanswered: a worker still waiting here is alive,
     // so this server is stopping while it is needed (fenced, or stopped from

@@ -68,7 +68,8 @@ class Server {
   // Counters of every partition and replica, as "key=value" lines.
   std::string stats() const;
   // The counters of the partitions this server owns (not its replicas),
-  // summed; max_staleness is the largest. As of the last loop iteration.
+  // merged (counts added, the largest max_staleness): set when run()
+  // returns, all zero before.
   PartitionCounters totals() const;
   int refused() const;
 
