@@ -14,6 +14,8 @@ namespace cohort::models {
 // identical stay identical and 1-rank and n-rank runs compare step for step.
 //   mlp: 784 -> 256 -> 128 -> 10 (ReLU)                          ~235k parameters
 //   cnn: conv 3x3x16, pool, conv 3x3x32, pool, 1568 -> 128 -> 10  ~206k parameters
+//   tanh_cnn: conv 8x8x16 /2, pool, conv 4x4x32 /2, pool, 512 -> 32 -> 10, tanh
+//        (the end-to-end DP-SGD network of Tramer & Boneh 2021)      ~26k parameters
 // Input: float [B, 1, 28, 28]; output: logits [B, 10]. ConfigError for
 // another kind.
 torch::nn::Sequential fashion_mnist_classifier(const std::string& kind);

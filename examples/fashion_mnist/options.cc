@@ -25,7 +25,7 @@ is distributed, with no change to the program:
   --warmup-epochs X     linear warm-up to the rate over the first X epochs (0.5)
   --optimizer sgd|adam  SGD with momentum, or Adam (sgd)
   --momentum X          SGD momentum (0.9)
-  --model mlp|cnn       network (cnn)
+  --model mlp|cnn|tanh_cnn  network (cnn; tanh_cnn: the small DP-SGD network)
   --data-dir DIR        where the IDX files are (/usr/share/datasets/fashion-mnist)
   --data-format idx|tfrecord  read the IDX files (idx), or TFRecord shards through
                         cohort's input pipeline, normalised by a distributed
@@ -85,7 +85,7 @@ TrainOptions parse_options(const std::vector<std::string>& args) {
       {"--warmup-epochs", [&](auto& f, auto& v) { o.warmup_epochs = parse_number<double>(f, v); }},
       {"--optimizer", [&](auto& f, auto& v) { o.optimizer = one_of(f, v, {"sgd", "adam"}); }},
       {"--momentum", [&](auto& f, auto& v) { o.momentum = parse_number<double>(f, v); }},
-      {"--model", [&](auto& f, auto& v) { o.model = one_of(f, v, {"mlp", "cnn"}); }},
+      {"--model", [&](auto& f, auto& v) { o.model = one_of(f, v, {"mlp", "cnn", "tanh_cnn"}); }},
       {"--data-dir", [&](auto&, auto& v) { o.data_dir = v; }},
       {"--data-format", [&](auto& f, auto& v) { o.data_format = one_of(f, v, {"idx", "tfrecord"}); }},
       {"--data", [&](auto&, auto& v) { o.data = v; }},

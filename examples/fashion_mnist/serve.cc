@@ -46,7 +46,7 @@ the records go through the transform artifact the training job saved.
   --transform FILE      the transform artifact (fashion_mnist --transform)
   --data DIR            TFRecord shards (DIR/<split>*.tfrecord)
   --split NAME          which shards (test)
-  --model mlp|cnn       the network the checkpoint holds (cnn)
+  --model mlp|cnn|tanh_cnn  the network the checkpoint holds (cnn)
   --optimizer sgd|adam  the optimizer it was trained with (sgd)
   --limit N             the first N records only (all)
   --predictions FILE    write the predicted classes, one per line
@@ -61,7 +61,7 @@ ServeOptions parse(const std::vector<std::string>& args) {
                {"--transform", [&](auto&, auto& v) { o.transform = v; }},
                {"--data", [&](auto&, auto& v) { o.data = v; }},
                {"--split", [&](auto&, auto& v) { o.split = v; }},
-               {"--model", [&](auto& f, auto& v) { o.model = one_of(f, v, {"mlp", "cnn"}); }},
+               {"--model", [&](auto& f, auto& v) { o.model = one_of(f, v, {"mlp", "cnn", "tanh_cnn"}); }},
                {"--optimizer", [&](auto& f, auto& v) { o.optimizer = one_of(f, v, {"sgd", "adam"}); }},
                {"--limit", [&](auto& f, auto& v) { o.limit = parse_number<int64_t>(f, v, 0); }},
                {"--predictions", [&](auto&, auto& v) { o.predictions = v; }}},

@@ -49,7 +49,7 @@ TEST(FashionMnistOptions, RejectsBadFlagsWithTheirNames) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"--epochs", "x"}, "--epochs expects a number, got 'x'"},
       {{"--epochs", "0"}, "--epochs must be at least 1"},
-      {{"--model", "resnet"}, "--model expects one of mlp, cnn, got 'resnet'"},
+      {{"--model", "resnet"}, "--model expects one of mlp, cnn, tanh_cnn, got 'resnet'"},
       {{"--frobnicate"}, "unknown flag '--frobnicate'"},
       {{"--lr"}, "--lr needs a value"},
       {{"--lr", "-1"}, "--lr must be positive"},

@@ -147,22 +147,25 @@ TEST(PerSample, MicrobatchFallbackEqualsClippedLoop) {
 // The summed noise of W ranks has variance (sigma C)^2 whatever W. With
 // n = 400000 draws the sample variance's relative standard deviation is
 // sqrt(2 / n) = 0.22%; 6 of them (1.3%) is a false-failure rate of 2e-9 per
-// check, and the seeds are fixed.
+// check, and the seeds are fixed. Both precisions: float32 gradients draw
+// in float32.
 TEST(Noise, TotalVarianceIsTheSameAtOneTwoAndFourRanks) {
   const int64_t n = 400000;
-  for (NoiseShare share : {NoiseShare::split, NoiseShare::designated})
-    for (int world : {1, 2, 4}) {
-      torch::Tensor total = torch::zeros({n}, kF64);
-      for (int rank = 0; rank < world; ++rank) {
-        torch::Tensor g = torch::zeros({n}, kF64);
-        add_noise_share({g}, {.noise_multiplier = 1.3, .max_grad_norm = 0.7, .rank = rank, .world_size = world,
-                              .seed = 42, .share = share}, /*step=*/3);
-        total += g;
+  for (auto dtype : {torch::kFloat64, torch::kFloat32})
+    for (NoiseShare share : {NoiseShare::split, NoiseShare::designated})
+      for (int world : {1, 2, 4}) {
+        torch::Tensor total = torch::zeros({n}, kF64);
+        for (int rank = 0; rank < world; ++rank) {
+          torch::Tensor g = torch::zeros({n}, dtype);
+          add_noise_share({g}, {.noise_multiplier = 1.3, .max_grad_norm = 0.7, .rank = rank, .world_size = world,
+                                .seed = 42, .share = share}, /*step=*/3);
+          total += g.to(torch::kFloat64);
+        }
+        const double expected = (1.3 * 0.7) * (1.3 * 0.7);
+        EXPECT_NEAR(total.var().item<double>() / expected, 1.0, 6 * std::sqrt(2.0 / n))
+            << "world " << world << " dtype " << dtype;
+        EXPECT_NEAR(total.mean().item<double>(), 0.0, 6 * std::sqrt(expected / n));
       }
-      const double expected = (1.3 * 0.7) * (1.3 * 0.7);
-      EXPECT_NEAR(total.var().item<double>() / expected, 1.0, 6 * std::sqrt(2.0 / n)) << "world " << world;
-      EXPECT_NEAR(total.mean().item<double>(), 0.0, 6 * std::sqrt(expected / n));
-    }
 }
 
 TEST(Noise, RanksAndStepsDrawIndependently) {

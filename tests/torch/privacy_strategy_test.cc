@@ -10,8 +10,15 @@
 // - the budget (epsilon) that fit() logs equals the accountant's for the
 //   steps taken, survives save and resume at another rank count, and
 //   make_private_with_epsilon meets its target;
+// - layers without a kernel (a custom module, reflect padding, a frozen
+//   bias) take their own micro-batches inside a Sequential: the clipped
+//   step still equals the loop;
+// - tensor-parallel layers (tp = 1, 2): each rank's clipped step is its
+//   slice of the full model's loop; shards get independent noise and
+//   replicated parameters the same noise on every rank;
 // - refusals: BatchNorm (named, GroupNorm suggested), mirrored, a saved
-//   state without a privacy record, bad options.
+//   state without a privacy record, bad options, tensor-parallel layers over
+//   several data-parallel processes or outside a Sequential.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -21,10 +28,12 @@
 #include <sstream>
 
 #include "cohort/common/error.h"
+#include "cohort/models/image_classifiers.h"
 #include "cohort/privacy/accountant.h"
 #include "cohort/torch/core/runtime.h"
 #include "cohort/torch/fit/backup_and_restore.h"
 #include "cohort/torch/fit/model.h"
+#include "cohort/torch/model_parallel/parallel_linear.h"
 #include "cohort/torch/privacy/private_strategy.h"
 #include "cohort/torch/strategy/mirrored.h"
 #include "cohort/torch/strategy/multi_worker.h"
@@ -65,9 +74,9 @@ struct CustomNetImpl : nn::Module {
 };
 TORCH_MODULE(CustomNet);
 
-std::pair<at::Tensor, at::Tensor> make_data(int64_t n) {
+std::pair<at::Tensor, at::Tensor> make_data(int64_t n, int64_t side = 5) {
   auto g = at::detail::createCPUGenerator(99);
-  return {at::randn({n, 1, 5, 5}, g, torch::kFloat64), at::randint(kClasses, {n}, g, torch::kInt64)};
+  return {at::randn({n, 1, side, side}, g, torch::kFloat64), at::randint(kClasses, {n}, g, torch::kInt64)};
 }
 
 // Gives `net` the parameters `init` (so every rank and the reference start
@@ -132,10 +141,14 @@ std::vector<at::Tensor> reference_clipped_mean(nn::Module& net, const ForwardFn&
                                                const at::Tensor& y, double c, Clipping clipping) {
   std::vector<std::vector<at::Tensor>> layers;  // each layer's parameters
   for (const auto& m : net.modules(/*include_self=*/true)) {
-    const auto own = m->parameters(/*recurse=*/false);
+    std::vector<at::Tensor> own;
+    for (const auto& p : m->parameters(/*recurse=*/false))
+      if (p.requires_grad()) own.push_back(p);
     if (!own.empty()) layers.push_back(own);
   }
-  const auto params = net.parameters();
+  std::vector<at::Tensor> params;
+  for (const auto& p : net.parameters())
+    if (p.requires_grad()) params.push_back(p);
   std::vector<at::Tensor> sum;
   for (const auto& p : params) sum.push_back(torch::zeros_like(p));
   for (int64_t i = 0; i < x.size(0); ++i) {
@@ -162,32 +175,189 @@ std::vector<at::Tensor> reference_clipped_mean(nn::Module& net, const ForwardFn&
   return sum;
 }
 
-TEST(PrivateStrategy, ClippedStepEqualsAFloat64PerSampleLoop) {
+// Clipping to c, no noise, fixed batches.
+PrivacyOptions clipping_only(double c, Clipping clipping) {
+  return {.noise_multiplier = 0, .max_grad_norm = c, .clipping = clipping, .sample_rate = 0.5, .poisson = false};
+}
+
+// One private step (lr 1, no noise) of `make()`'s model against
+// reference_clipped_mean on a copy, flat and per layer, C small and large.
+void expect_clipped_step_equals_loop(const std::function<nn::Sequential()>& make, int64_t side = 5) {
   torch::set_num_threads(1);
-  const auto [x, y] = make_data(9);
+  const auto [x, y] = make_data(9, side);
   for (const Clipping clipping : {Clipping::flat, Clipping::per_layer})
     for (const double c : {0.05, 0.5}) {
-      nn::Sequential net = make_sequential();
+      nn::Sequential net = make();
       const auto before = initial_parameters(*net);
-      nn::Sequential copy = with_parameters(make_sequential(), before);
+      nn::Sequential copy = with_parameters(make(), before);
       const TrainingModel model = training_model(copy, cross_entropy, sgd(1.0));
       const auto expected = reference_clipped_mean(*copy, model.forward, x, y, c, clipping);
 
-      PrivateStrategy dp(std::make_unique<OneDeviceStrategy>(), {.noise_multiplier = 0,
-                                                                 .max_grad_norm = c,
-                                                                 .clipping = clipping,
-                                                                 .sample_rate = 0.5,
-                                                                 .poisson = false});
+      PrivateStrategy dp(std::make_unique<OneDeviceStrategy>(), clipping_only(c, clipping));
       dp.prepare(training_model(net, cross_entropy, sgd(1.0)));
+      ASSERT_EQ(dp.gradient_path(), privacy::GradientPath::kernels);
       dp.train_step({x, y}, x.size(0));
       const auto after = net->parameters();
+      size_t trained = 0;
       for (size_t k = 0; k < after.size(); ++k) {
+        if (!after[k].requires_grad()) {
+          EXPECT_TRUE(torch::equal(after[k], before[k])) << "frozen parameter " << k << " moved";
+          continue;
+        }
         const at::Tensor step = before[k] - after[k];  // lr 1: the averaged clipped gradient
-        EXPECT_TRUE(torch::allclose(step, expected[k], 1e-9, 1e-12))
+        EXPECT_TRUE(torch::allclose(step, expected[trained], 1e-9, 1e-12))
             << "clipping " << int(clipping) << " C " << c << " parameter " << k << ": max difference "
-            << (step - expected[k]).abs().max().item<double>();
+            << (step - expected[trained]).abs().max().item<double>();
+        ++trained;
       }
+      EXPECT_EQ(trained, expected.size());
     }
+}
+
+TEST(PrivateStrategy, ClippedStepEqualsAFloat64PerSampleLoop) { expect_clipped_step_equals_loop(&make_sequential); }
+
+// An elementwise scale with parameters of its own: no per_sample.h kernel.
+struct ScaleImpl : nn::Module {
+  explicit ScaleImpl(int64_t features) { weight = register_parameter("weight", torch::linspace(0.5, 1.5, features)); }
+  at::Tensor forward(const at::Tensor& x) { return x * weight; }
+  at::Tensor weight;
+};
+TORCH_MODULE(Scale);
+
+// Layers the kernels do not cover, inside a Sequential: a convolution with
+// reflect padding, a Linear whose bias is frozen and a custom module. Each
+// takes its own micro-batches; the other layers keep their kernels.
+nn::Sequential make_sequential_with_fallback_layers() {
+  nn::Linear frozen_bias(4 * 5 * 5, 6);
+  frozen_bias->bias.set_requires_grad(false);
+  nn::Sequential net(nn::Conv2d(nn::Conv2dOptions(1, 4, 3).padding(1).padding_mode(torch::kReflect)),
+                     nn::GroupNorm(2, 4), nn::ReLU(), nn::Flatten(), frozen_bias, nn::Tanh(), Scale(6),
+                     nn::Linear(6, kClasses));
+  net->to(torch::kFloat64);
+  return net;
+}
+
+TEST(PrivateStrategy, LayersWithoutKernelsTakeTheirOwnMicroBatchesInsideASequential) {
+  expect_clipped_step_equals_loop(&make_sequential_with_fallback_layers);
+}
+
+// The example's DP network (strided 8x8 and 4x4 convolutions, stride-1
+// pooling, tanh) on 28x28 images.
+TEST(PrivateStrategy, TheExamplesPrivateNetworkIsOnTheKernelPathAndEqualsTheLoop) {
+  expect_clipped_step_equals_loop(
+      [] {
+        nn::Sequential net = models::fashion_mnist_classifier("tanh_cnn");
+        net->to(torch::kFloat64);
+        return net;
+      },
+      28);
+}
+
+// ---- tensor parallelism: ranks as threads, tp = world size ----
+
+constexpr int64_t kTpClasses = 4;
+
+// Column (split output) -> tanh on the slices -> row (parallel input) ->
+// tanh -> column with two chunks, gathered: every parallel layer kind.
+nn::Sequential make_tensor_parallel() {
+  nn::Sequential net(nn::Flatten(),
+                     ColumnParallelLinear(25, 8, {.gather_output = false, .seed = 1, .dtype = at::kDouble}),
+                     nn::Tanh(), RowParallelLinear(8, 6, {.input_is_parallel = true, .seed = 2, .dtype = at::kDouble}),
+                     nn::Tanh(), ColumnParallelLinear(6, kTpClasses, {.chunks = 2, .seed = 3, .dtype = at::kDouble}));
+  return net;
+}
+
+// The same model on one process: Linear layers holding the full weights
+// every rank slices from.
+nn::Sequential make_full_reference() {
+  nn::Sequential net(nn::Flatten(), nn::Linear(25, 8), nn::Tanh(), nn::Linear(8, 6), nn::Tanh(),
+                     nn::Linear(6, kTpClasses));
+  net->to(torch::kFloat64);
+  torch::NoGradGuard no_grad;
+  const std::vector<std::tuple<int, int64_t, int64_t, uint64_t>> layers = {{1, 25, 8, 1}, {3, 8, 6, 2},
+                                                                           {5, 6, kTpClasses, 3}};
+  for (const auto& [index, in, out, seed] : layers) {
+    const FullLinearInit init = full_linear_init(in, out, /*bias=*/true, seed, at::kDouble);
+    auto& linear = *net[index]->as<nn::Linear>();
+    linear.weight.copy_(init.weight);
+    linear.bias.copy_(init.bias);
+  }
+  return net;
+}
+
+TEST(PrivateStrategy, TensorParallelStepIsEachRanksSliceOfTheFullModelsLoop) {
+  const auto [x, y] = make_data(9);
+  for (int tp : {1, 2})
+    for (const Clipping clipping : {Clipping::flat, Clipping::per_layer}) {
+      nn::Sequential reference = make_full_reference();
+      const TrainingModel model = training_model(reference, cross_entropy, sgd(1.0));
+      const double c = 0.05;  // clips every sample
+      const auto expected = reference_clipped_mean(*reference, model.forward, x, y, c, clipping);
+      std::map<std::string, at::Tensor> full_step;  // by the tp model's parameter names
+      const std::vector<std::string> names = {"1.weight", "1.bias", "3.weight", "3.bias", "5.weight", "5.bias"};
+      for (size_t k = 0; k < names.size(); ++k) full_step[names[k]] = expected[k];
+      run_torch_ranks(tp, [&](int rank, int) {
+        nn::Sequential net = make_tensor_parallel();
+        const auto before = net->named_parameters().pairs();
+        std::map<std::string, at::Tensor> start;
+        for (const auto& [name, p] : before) start[name] = p.detach().clone();
+        PrivateStrategy dp(std::make_unique<OneDeviceStrategy>(), clipping_only(c, clipping));
+        dp.prepare(training_model(net, cross_entropy, sgd(1.0)));
+        COHORT_CHECK(dp.gradient_path() == privacy::GradientPath::kernels) << "tp model off the kernel path";
+        dp.train_step({x, y}, x.size(0));
+        const auto specs = shard_specs(*net);
+        const TensorParallelGroup group = TensorParallelGroup::of();
+        for (const auto& [name, p] : net->named_parameters().pairs()) {
+          const at::Tensor want = shard_of(full_step.at(name), specs.at(name), group, name);
+          const at::Tensor step = start.at(name) - p.detach();
+          COHORT_CHECK(torch::allclose(step, want, 1e-9, 1e-12))
+              << "tp " << tp << " rank " << rank << " clipping " << int(clipping) << " " << name
+              << ": max difference " << (step - want).abs().max().item<double>();
+        }
+      });
+    }
+}
+
+// sigma C = 1 at tp = 2: a step's noise is what a noised run's gradient
+// adds to a noiseless one's (times the batch). The replicated bias of the
+// row-parallel layer must get the same noise on both ranks (the copies stay
+// equal), the shards independent noise of the right scale.
+TEST(PrivateStrategy, TensorParallelShardsGetIndependentNoiseAndCopiesTheSame) {
+  const auto [x, y] = make_data(9);
+  PerRank<std::map<std::string, at::Tensor>> noise(2);
+  run_torch_ranks(2, [&](int rank, int) {
+    std::map<std::string, at::Tensor> grads[2];
+    for (int noised : {0, 1}) {
+      nn::Sequential net = make_tensor_parallel();
+      PrivateStrategy dp(std::make_unique<OneDeviceStrategy>(), {.noise_multiplier = double(noised),
+                                                                 .max_grad_norm = 1,
+                                                                 .sample_rate = 0.5,
+                                                                 .poisson = false,
+                                                                 .seed = 7});
+      dp.prepare(training_model(net, cross_entropy, sgd(1.0)));
+      dp.train_step({x, y}, x.size(0));
+      for (const auto& [name, p] : net->named_parameters().pairs()) grads[noised][name] = p.grad().clone();
+    }
+    std::map<std::string, at::Tensor> drawn;
+    for (const auto& [name, g] : grads[1]) drawn[name] = (g - grads[0].at(name)) * double(x.size(0));
+    noise.add(rank, drawn);
+  });
+  const auto& a = noise.of(0)[0];
+  const auto& b = noise.of(1)[0];
+  EXPECT_TRUE(torch::equal(a.at("3.bias"), b.at("3.bias"))) << "the replicated bias got different noise";
+  std::vector<at::Tensor> sa, sb;
+  for (const auto& [name, t] : a) {
+    if (name == "3.bias") continue;
+    EXPECT_FALSE(torch::equal(t, b.at(name))) << name << ": the two shards got the same noise";
+    sa.push_back(t.flatten());
+    sb.push_back(b.at(name).flatten());
+  }
+  const at::Tensor u = torch::cat(sa), v = torch::cat(sb);
+  const double n = double(u.numel());
+  // Standard normal draws: the sample variance is within 6 sd (sqrt(2 / n)),
+  // the correlation of the ranks' draws within 6 / sqrt(n).
+  EXPECT_NEAR(torch::cat({u, v}).pow(2).mean().item<double>(), 1.0, 6 * std::sqrt(2.0 / (2 * n)));
+  EXPECT_LT(std::fabs((u * v).mean().item<double>()), 6 / std::sqrt(n));
 }
 
 TEST(PrivateStrategy, ClippingBoundsTheStepOfEverySample) {
@@ -371,6 +541,29 @@ TEST(PrivateStrategy, RefusesWhatItCannotTrainPrivately) {
     dp.load(archive);
   });
   EXPECT_NE(no_record.find("no privacy record"), std::string::npos) << no_record;
+}
+
+struct WrappedTensorParallelImpl : nn::Module {
+  WrappedTensorParallelImpl() : net(register_module("net", make_tensor_parallel())) {}
+  at::Tensor forward(const at::Tensor& x) { return net->forward(x); }
+  nn::Sequential net;
+};
+TORCH_MODULE(WrappedTensorParallel);
+
+TEST(PrivateStrategy, RefusesTensorParallelLayersItWouldClipByShard) {
+  const auto over_processes = run_torch_ranks_errors<ConfigError>(2, [](int) {
+    PrivateStrategy dp(std::make_unique<MultiWorkerStrategy>(MultiWorkerOptions{.engine = &current_engine()}),
+                       {.sample_rate = 0.1});
+    dp.prepare(training_model(make_tensor_parallel(), cross_entropy, sgd(0.1)));
+  });
+  for (const std::string& e : over_processes)
+    EXPECT_NE(e.find("shards"), std::string::npos) << "multi_worker over a tp model: " << e;
+  const auto not_sequential = run_torch_ranks_errors<ConfigError>(2, [](int) {
+    PrivateStrategy dp(std::make_unique<OneDeviceStrategy>(), {.sample_rate = 0.1});
+    dp.prepare(training_model(WrappedTensorParallel(), cross_entropy, sgd(0.1)));
+  });
+  for (const std::string& e : not_sequential)
+    EXPECT_NE(e.find("not a torch::nn::Sequential"), std::string::npos) << "a wrapped tp model: " << e;
 }
 
 }  // namespace

@@ -39,8 +39,9 @@
 //   optimizer step on the concatenated global batch, with a loss function
 //   that averages over the rows it is given: the gradient applied is the
 //   gradient of the global batch's mean loss, whatever the split.
-// - Values across processes: all_sum() adds float64 tensors of the same
-//   shape over the processes (metric states, row counts, votes), in the same
+// - Values across processes: all_sum() adds tensors of the same shape and
+//   dtype over the processes (float64 metric states, row counts and votes;
+//   the private strategy's float32 or float64 gradient sums), in the same
 //   call order on every process.
 #pragma once
 
@@ -162,7 +163,8 @@ class Strategy {
   // train/eval mode is the caller's.
   virtual at::Tensor predict(const at::Tensor& input) = 0;
 
-  // Sum over processes of a float64 tensor (same shape everywhere).
+  // Sum over processes of a floating-point tensor (same shape and dtype
+  // everywhere; may return `values` itself when there is one process).
   // Collective, in the same order on every process.
   virtual at::Tensor all_sum(const at::Tensor& values) = 0;
   // all_sum() started now and finished by the handle's wait(), so that a

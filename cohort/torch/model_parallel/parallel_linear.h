@@ -67,6 +67,7 @@ class ColumnParallelLinearImpl : public torch::nn::Module, public TensorParallel
   int64_t in_features() const { return in_; }
   int64_t out_features() const { return out_; }  // full
   int64_t local_out_features() const { return out_ / group_.size; }
+  const ColumnParallelLinearOptions& options() const { return options_; }
 
  private:
   int64_t in_, out_;
@@ -106,6 +107,7 @@ class RowParallelLinearImpl : public torch::nn::Module, public TensorParallelMod
   int64_t in_features() const { return in_; }  // full
   int64_t out_features() const { return out_; }
   int64_t local_in_features() const { return in_ / group_.size; }
+  const RowParallelLinearOptions& options() const { return options_; }
 
  private:
   int64_t in_, out_;

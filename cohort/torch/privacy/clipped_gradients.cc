@@ -9,6 +9,7 @@
 
 #include "cohort/common/check.h"
 #include "cohort/torch/privacy/per_sample.h"
+#include "cohort/torch/privacy/tensor_parallel_gradients.h"
 
 namespace cohort::privacy {
 namespace {
@@ -53,6 +54,15 @@ std::optional<LayerKernel> conv_kernel(const ConvImpl& conv) {
 // The kernel of a layer with parameters, or none when per_sample.h has no
 // kernel for it (as configured).
 std::optional<LayerKernel> kernel_of(const nn::Module& layer) {
+  if (const auto* column = dynamic_cast<const ColumnParallelLinearImpl*>(&layer)) {
+    return LayerKernel([column](const torch::Tensor& x, const torch::Tensor& g) {
+      return column_parallel_linear_gradients(*column, x, g);
+    });
+  }
+  if (const auto* row = dynamic_cast<const RowParallelLinearImpl*>(&layer)) {
+    return LayerKernel(
+        [row](const torch::Tensor& x, const torch::Tensor& g) { return row_parallel_linear_gradients(*row, x, g); });
+  }
   if (const auto* linear = dynamic_cast<const nn::LinearImpl*>(&layer)) {
     const bool bias = linear->options.bias();
     return LayerKernel([bias](const torch::Tensor& x, const torch::Tensor& g) {
@@ -91,28 +101,69 @@ std::optional<LayerKernel> kernel_of(const nn::Module& layer) {
   return std::nullopt;
 }
 
+// A layer without a kernel (or with some parameters frozen): its own
+// micro-batches. Sample i's gradient of the layer's parameters is that of
+// <layer(x_i), g_i>, with g_i the sample's output gradient from the batched
+// backward, so only this layer runs once per sample, not the whole model.
+// Materialises [B, parameter] per trainable parameter of the layer.
+LayerKernel micro_batch_kernel(nn::AnyModule& layer, std::vector<torch::Tensor> trainable) {
+  return [&layer, trainable](const torch::Tensor& x, const torch::Tensor& g) {
+    torch::AutoGradMode enable(true);
+    std::vector<std::vector<torch::Tensor>> per_parameter(trainable.size());
+    for (int64_t i = 0; i < x.size(0); ++i) {
+      const torch::Tensor y = layer.forward(x.narrow(0, i, 1));
+      const auto grads = torch::autograd::grad({(y * g.narrow(0, i, 1)).sum()}, trainable, {},
+                                               /*retain_graph=*/false, /*create_graph=*/false, /*allow_unused=*/true);
+      for (size_t k = 0; k < trainable.size(); ++k)
+        per_parameter[k].push_back(grads[k].defined() ? grads[k] : torch::zeros_like(trainable[k]));
+    }
+    std::vector<torch::Tensor> stacked;
+    for (const auto& samples : per_parameter) stacked.push_back(torch::stack(samples));
+    return materialised_gradients(std::move(stacked));
+  };
+}
+
 struct Leaf {
   nn::AnyModule* module;
-  std::optional<LayerKernel> kernel;  // set for the layers with parameters
+  std::optional<LayerKernel> kernel;     // set for the layers with trainable parameters
+  std::vector<torch::Tensor> trainable;  // what the kernel's sums are, in order
 };
 
-// The layers of a Sequential in forward order; none when the model is not
-// a plain torch::nn::Sequential (a subclass may have a forward of its own)
-// or a layer with parameters has no kernel (or frozen parameters).
+// True when the module splits parameters over a tensor-parallel group of
+// more than one rank: its per-sample norms need the group's kernels.
+bool tensor_parallel(const nn::Module& module) {
+  const auto* split = dynamic_cast<const TensorParallelModule*>(&module);
+  return split != nullptr && split->group().size > 1;
+}
+
+// The layers of a Sequential in forward order, each layer with trainable
+// parameters with its kernel (per_sample.h's, the tensor-parallel ones, or
+// the layer's own micro-batches); none when the model is not a plain
+// torch::nn::Sequential (a subclass may have a forward of its own).
 std::optional<std::vector<Leaf>> kernel_plan(nn::Module& module) {
   if (typeid(module) != typeid(nn::SequentialImpl)) return std::nullopt;
   std::vector<Leaf> leaves;
   for (nn::AnyModule& child : dynamic_cast<nn::SequentialImpl&>(module)) {
     const auto parameters = child.ptr()->parameters(/*recurse=*/true);
-    if (parameters.empty()) {
-      leaves.push_back({&child, std::nullopt});
+    std::vector<torch::Tensor> trainable;
+    for (const auto& p : parameters)
+      if (p.requires_grad()) trainable.push_back(p);
+    if (trainable.empty()) {
+      leaves.push_back({&child, std::nullopt, {}});
       continue;
     }
-    for (const auto& p : parameters)
-      if (!p.requires_grad()) return std::nullopt;
-    auto kernel = kernel_of(*child.ptr());
-    if (!kernel) return std::nullopt;
-    leaves.push_back({&child, std::move(kernel)});
+    // A layer's kernel covers all of its parameters; with some frozen, its
+    // own micro-batches cover the rest.
+    std::optional<LayerKernel> kernel;
+    if (trainable.size() == parameters.size()) kernel = kernel_of(*child.ptr());
+    if (!kernel) {
+      COHORT_CHECK_AS(ConfigError, !tensor_parallel(*child.ptr()))
+          << "private: layer " << child.ptr()->name()
+          << " is tensor-parallel but has no per-sample kernel (or has frozen parameters): its per-sample norms "
+             "would miss the other ranks' shards";
+      kernel = micro_batch_kernel(child, trainable);
+    }
+    leaves.push_back({&child, std::move(kernel), std::move(trainable)});
   }
   return leaves;
 }
@@ -157,7 +208,7 @@ ClippedSum by_kernels(const std::vector<Leaf>& leaves, const LossFn& loss, const
                                       ? flat_factors
                                       : clip_factors(layers[i].squared_norms.to(torch::kFloat64), layer_norm);
     const std::vector<torch::Tensor> sums = layers[i].scaled_sum(factors.to(kept[i].output.scalar_type()));
-    const auto parameters = kept[i].leaf->module->ptr()->parameters(/*recurse=*/true);
+    const std::vector<torch::Tensor>& parameters = kept[i].leaf->trainable;
     COHORT_CHECK_EQ(sums.size(), parameters.size()) << "per-sample kernel of " << kept[i].leaf->module->ptr()->name();
     for (size_t k = 0; k < sums.size(); ++k)
       parameters[k].mutable_grad() = sums[k].to(parameters[k].scalar_type()).reshape(parameters[k].sizes());
@@ -182,10 +233,22 @@ ClippedSum by_micro_batches(nn::Module& module, const ForwardFn& forward, const 
   return result;
 }
 
+// Micro-batches of a whole model clip each rank's shard of a
+// tensor-parallel layer by its own norm: refused.
+void refuse_tensor_parallel_micro_batches(nn::Module& module) {
+  for (const auto& child : module.modules(/*include_self=*/true))
+    COHORT_CHECK_AS(ConfigError, !tensor_parallel(*child))
+        << "private: the tensor-parallel layer " << child->name() << " is inside a model that is not a "
+        << "torch::nn::Sequential (" << module.name() << "): micro-batches of the whole model would clip each rank's "
+        << "shard by its own norm; make the model a Sequential so that the tensor-parallel kernels run";
+}
+
 }  // namespace
 
 GradientPath gradient_path(nn::Module& module) {
-  return kernel_plan(module) ? GradientPath::kernels : GradientPath::micro_batches;
+  if (kernel_plan(module)) return GradientPath::kernels;
+  refuse_tensor_parallel_micro_batches(module);
+  return GradientPath::micro_batches;
 }
 
 std::string gradient_path_name(GradientPath path) {
@@ -200,7 +263,8 @@ ClippedSum clipped_gradient_sum(nn::Module& module, const ForwardFn& forward, co
   if (plan) return by_kernels(*plan, loss, batch, max_grad_norm, clipping);
   COHORT_CHECK_AS(ConfigError, clipping == Clipping::flat)
       << "per-layer clipping needs per-layer kernels: the model (" << module.name()
-      << ") is not a torch::nn::Sequential of supported layers (Linear, Conv1d/2d, Embedding, LayerNorm, GroupNorm)";
+      << ") is not a torch::nn::Sequential, whose layers could be stepped through";
+  refuse_tensor_parallel_micro_batches(module);
   return by_micro_batches(module, forward, loss, batch, max_grad_norm);
 }
 

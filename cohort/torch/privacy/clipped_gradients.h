@@ -4,16 +4,21 @@
 // clipped gradients into the parameters' .grad().
 //
 // How the per-sample quantities are computed is chosen from the model:
-//   kernels       the model is a torch::nn::Sequential (not a subclass)
-//                 whose layers with parameters are all supported
-//                 by per_sample.h (Linear, Conv1d/2d with zero padding and
+//   kernels       the model is a torch::nn::Sequential (not a subclass):
+//                 each layer with trainable parameters keeps its input and
+//                 output during the forward, one autograd pass gives the
+//                 output gradients, and each layer's kernel turns them into
+//                 norms and clipped sums. The kernel is chosen per layer:
+//                 per_sample.h's (Linear, Conv1d/2d with zero padding and
 //                 groups 1, Embedding without padding_idx/max_norm,
-//                 LayerNorm and GroupNorm with affine parameters): each such
-//                 layer's input and output are kept during the forward, one
-//                 autograd pass gives the output gradients, and the layer
-//                 kernels turn them into norms and clipped sums.
-//   micro-batches any other model: one backward pass per sample (slow,
-//                 always correct).
+//                 LayerNorm and GroupNorm with affine parameters),
+//                 tensor_parallel_gradients.h's (Column/RowParallelLinear),
+//                 or, for any other layer or one with frozen parameters, the
+//                 layer's own micro-batches (only that layer runs once per
+//                 sample, fed the sample's output gradient).
+//   micro-batches any other model: one backward pass of the whole model per
+//                 sample (slow, always correct). Refused for a model with
+//                 tensor-parallel layers, whose shards it would clip apart.
 // LibTorch C++ modules have no forward hooks, which is why the kernels need
 // a Sequential they can step through; which path a model takes is what
 // gradient_path() says.

@@ -38,7 +38,8 @@ struct NoiseOptions {
 // C on rank 0 and 0 elsewhere (designated). ConfigError for bad options.
 double noise_share_std(const NoiseOptions& options);
 
-// Adds this rank's share of step `step`'s noise to each tensor (in place).
+// Adds this rank's share of step `step`'s noise to each tensor (in place),
+// drawn in the tensor's precision (float64 for float64, else float32).
 void add_noise_share(const std::vector<torch::Tensor>& gradients, const NoiseOptions& options, int64_t step);
 
 // Normal draws of standard deviation `std` from OpenSSL's RAND_bytes (four

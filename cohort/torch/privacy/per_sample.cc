@@ -1,7 +1,7 @@
 #include "cohort/torch/privacy/per_sample.h"
 
 #include <torch/autograd.h>
-#include <torch/nn/functional/fold.h>
+#include <ATen/ATen.h>
 
 #include "cohort/common/check.h"
 
@@ -15,18 +15,41 @@ torch::Tensor per_sample(const torch::Tensor& factors, const torch::Tensor& like
   return factors.to(like.dtype()).reshape(shape);
 }
 
-// Materialised per-sample gradients [B, ...] of a small parameter.
-LayerGradients from_per_sample(std::vector<torch::Tensor> grads) {
+// [B]: the squared norm of each row of `t` [B, ...], in one reduction
+// (no squared copy of a large per-sample tensor).
+torch::Tensor row_squared_norms(const torch::Tensor& t) {
+  return at::linalg_vector_norm(t.reshape({t.size(0), -1}), 2, {1}).square();
+}
+
+struct ConvGeometry {
+  std::vector<int64_t> kernel, stride, padding, dilation;  // two spatial dimensions each
+};
+
+// The weight gradient [groups * out, C, kh, kw] of a 2-d convolution from
+// its output gradient `grad` [N, groups * out, H', W'] and input `in` [N,
+// groups * C, H, W], by the backward LibTorch runs in training (oneDNN or its
+// own kernels). convolution_backward reads only the weight's shape when the
+// input gradient is not asked for, so an uninitialised tensor stands in.
+torch::Tensor conv_weight_gradient(const torch::Tensor& grad, const torch::Tensor& in, const ConvGeometry& geometry,
+                                   int64_t groups) {
+  const std::vector<int64_t> shape{grad.size(1), in.size(1) / groups, geometry.kernel[0], geometry.kernel[1]};
+  return std::get<1>(at::convolution_backward(grad, in, torch::empty(shape, in.options()), c10::nullopt,
+                                              geometry.stride, geometry.padding, geometry.dilation,
+                                              /*transposed=*/false, /*output_padding=*/{0, 0}, groups,
+                                              {false, true, false}));
+}
+
+}  // namespace
+
+LayerGradients materialised_gradients(std::vector<torch::Tensor> grads) {
   torch::Tensor norms = torch::zeros({grads.front().size(0)}, grads.front().options());
-  for (const torch::Tensor& g : grads) norms += g.flatten(1).pow(2).sum(1);
+  for (const torch::Tensor& g : grads) norms += row_squared_norms(g);
   return {norms, [grads](const torch::Tensor& c) {
             std::vector<torch::Tensor> sums;
             for (const torch::Tensor& g : grads) sums.push_back((per_sample(c, g) * g).sum(0));
             return sums;
           }};
 }
-
-}  // namespace
 
 LayerGradients linear_gradients(const torch::Tensor& input, const torch::Tensor& grad_output, bool has_bias) {
   COHORT_CHECK(input.dim() == grad_output.dim() && (input.dim() == 2 || input.dim() == 3))
@@ -36,14 +59,18 @@ LayerGradients linear_gradients(const torch::Tensor& input, const torch::Tensor&
   const torch::Tensor g = grad_output.dim() == 2 ? grad_output.unsqueeze(1) : grad_output;
   const int64_t t = a.size(1), in = a.size(2), out = g.size(2);
   torch::Tensor norms;
-  if (t * t <= in * out) {
+  if (t == 1) {
+    // One position: the gradient is an outer product, whose squared norm is
+    // the product of the two vectors' (Goodfellow 2015); no Gram matrices.
+    norms = row_squared_norms(a) * row_squared_norms(g);
+  } else if (t * t <= in * out) {
     // Ghost norm: ||G^T A||_F^2 = <A A^T, G G^T>, two [T, T] Gram matrices.
     norms = (torch::bmm(a, a.transpose(1, 2)) * torch::bmm(g, g.transpose(1, 2))).sum({1, 2});
   } else {
-    norms = torch::bmm(g.transpose(1, 2), a).pow(2).sum({1, 2});
+    norms = row_squared_norms(torch::bmm(g.transpose(1, 2), a));
   }
   const torch::Tensor bias_per_sample = g.sum(1);  // [B, out]
-  if (has_bias) norms = norms + bias_per_sample.pow(2).sum(1);
+  if (has_bias) norms = norms + row_squared_norms(bias_per_sample);
   return {norms, [a, g, bias_per_sample, has_bias, in, out](const torch::Tensor& c) {
             const torch::Tensor scaled = per_sample(c, g) * g;
             std::vector<torch::Tensor> sums{torch::mm(scaled.reshape({-1, out}).t(), a.reshape({-1, in}))};
@@ -56,25 +83,37 @@ LayerGradients conv_gradients(const torch::Tensor& input, const torch::Tensor& g
                               std::vector<int64_t> kernel, std::vector<int64_t> stride,
                               std::vector<int64_t> padding, std::vector<int64_t> dilation, bool has_bias) {
   COHORT_CHECK(input.dim() == 3 || input.dim() == 4) << "Conv1d or Conv2d inputs, got " << input.sizes();
-  torch::Tensor x = input;
+  COHORT_CHECK(grad_output.dim() == input.dim() && grad_output.size(0) == input.size(0))
+      << "conv per-sample gradients: input " << input.sizes() << " and output gradient " << grad_output.sizes();
+  std::vector<int64_t> weight_shape{grad_output.size(1), input.size(1)};
+  weight_shape.insert(weight_shape.end(), kernel.begin(), kernel.end());
+  torch::Tensor x = input, g = grad_output;
   if (input.dim() == 3) {  // Conv1d as a Conv2d of height 1
     x = input.unsqueeze(2);
+    g = grad_output.unsqueeze(2);
     kernel.insert(kernel.begin(), 1);
     stride.insert(stride.begin(), 1);
     padding.insert(padding.begin(), 0);
     dilation.insert(dilation.begin(), 1);
   }
-  namespace F = torch::nn::functional;
-  // [B, C * kernel, L]: each output position's receptive field.
-  const torch::Tensor patches =
-      F::unfold(x, F::UnfoldFuncOptions(kernel).stride(stride).padding(padding).dilation(dilation));
-  const int64_t out_channels = grad_output.size(1);
-  LayerGradients linear = linear_gradients(patches.transpose(1, 2), grad_output.flatten(2).transpose(1, 2), has_bias);
-  std::vector<int64_t> weight_shape{out_channels, input.size(1)};
-  for (size_t k = input.dim() == 3 ? 1 : 0; k < kernel.size(); ++k) weight_shape.push_back(kernel[k]);
-  return {linear.squared_norms, [scaled_sum = linear.scaled_sum, weight_shape](const torch::Tensor& c) {
-            std::vector<torch::Tensor> sums = scaled_sum(c);
-            sums[0] = sums[0].reshape(weight_shape);
+  const ConvGeometry geometry{kernel, stride, padding, dilation};
+  x = x.contiguous();
+  g = g.contiguous();
+  const int64_t b = x.size(0);
+  // Per-sample weight gradients as one grouped convolution: the batch
+  // folded into the channels, one group per sample. One call, no unfolded
+  // patches: a few plain weight gradients' time.
+  const torch::Tensor per_sample_weights = conv_weight_gradient(
+      g.reshape({1, -1, g.size(2), g.size(3)}), x.reshape({1, -1, x.size(2), x.size(3)}), geometry, b);
+  torch::Tensor norms = row_squared_norms(per_sample_weights.reshape({b, -1}));
+  const torch::Tensor bias_per_sample = g.sum({2, 3});  // [B, out]
+  if (has_bias) norms = norms + row_squared_norms(bias_per_sample);
+  return {norms, [x, g, geometry, bias_per_sample, has_bias, weight_shape](const torch::Tensor& c) {
+            // sum_i c_i dW_i is the weight gradient of the output gradient
+            // scaled per sample: the backward plain training runs.
+            std::vector<torch::Tensor> sums{
+                conv_weight_gradient(per_sample(c, g) * g, x, geometry, 1).reshape(weight_shape)};
+            if (has_bias) sums.push_back((per_sample(c, bias_per_sample) * bias_per_sample).sum(0));
             return sums;
           }};
 }
@@ -108,7 +147,7 @@ LayerGradients layer_norm_gradients(const torch::Tensor& input, const torch::Ten
     weight = weight.sum(sum_dims);
     bias = bias.sum(sum_dims);
   }
-  return from_per_sample({weight, bias});
+  return materialised_gradients({weight, bias});
 }
 
 LayerGradients group_norm_gradients(const torch::Tensor& input, const torch::Tensor& grad_output,
@@ -121,7 +160,7 @@ LayerGradients group_norm_gradients(const torch::Tensor& input, const torch::Ten
   const torch::Tensor normalized = ((grouped - mean) / torch::sqrt(var + eps)).reshape(input.sizes());
   const torch::Tensor weight = (grad_output * normalized).reshape({b, channels, -1}).sum(2);
   const torch::Tensor bias = grad_output.reshape({b, channels, -1}).sum(2);
-  return from_per_sample({weight, bias});
+  return materialised_gradients({weight, bias});
 }
 
 torch::Tensor clip_factors(const torch::Tensor& squared_norms, double max_grad_norm) {

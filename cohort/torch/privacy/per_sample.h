@@ -9,11 +9,13 @@
 //     G_i^T A_i, its squared norm sum_{t,s} (A_it . A_is)(G_it . G_is): two
 //     [T, T] Gram matrices instead of [out, in] ("ghost clipping", Li et al.
 //     2021, "Large Language Models Can Be Strong Differentially Private
-//     Learners"; Goodfellow 2015 for T = 1). The scaled sum is one matmul,
-//     (c G)^T A. When T^2 exceeds in * out the gradient is materialised
-//     instead, whichever is cheaper.
-//   Conv1d/Conv2d: the same after unfolding the input into patches (T = the
-//     output positions, in = C * kernel).
+//     Learners"); for T = 1 simply ||A_i||^2 ||G_i||^2 (Goodfellow 2015).
+//     The scaled sum is one matmul, (c G)^T A. When T^2 exceeds in * out the
+//     gradient is materialised instead, whichever is cheaper.
+//   Conv1d/Conv2d: the per-sample weight gradients are one grouped
+//     convolution backward (the batch folded into the channels, a group per
+//     sample), which on a CPU beats unfolding the input into patches; the
+//     scaled sum is the layer's ordinary weight gradient of c G.
 //   Embedding: sample i's gradient adds G_it to row idx_it; its squared norm
 //     is sum over equal indices t, s of G_it . G_is.
 //   LayerNorm, GroupNorm: the affine parameters' per-sample gradients are a
@@ -63,6 +65,10 @@ LayerGradients layer_norm_gradients(const torch::Tensor& input, const torch::Ten
 // input and grad_output [B, C, ...]; affine weight and bias of C channels.
 LayerGradients group_norm_gradients(const torch::Tensor& input, const torch::Tensor& grad_output,
                                     int64_t num_groups, double eps);
+
+// From materialised per-sample gradients, one [B, ...] tensor per parameter
+// (for small parameters and the per-layer micro-batch fallback).
+LayerGradients materialised_gradients(std::vector<torch::Tensor> per_sample_gradients);
 
 // The factors of flat clipping: min(1, C / ||g_i||) from squared norms.
 torch::Tensor clip_factors(const torch::Tensor& squared_norms, double max_grad_norm);

@@ -3,11 +3,13 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <map>
 #include <sstream>
 
 #include "cohort/common/check.h"
 #include "cohort/privacy/counter_hash.h"
 #include "cohort/privacy/poisson_sampling.h"
+#include "cohort/torch/model_parallel/tensor_parallel_module.h"
 #include "cohort/torch/privacy/per_sample.h"
 
 namespace cohort::privacy {
@@ -68,6 +70,24 @@ void PrivateStrategy::prepare(TrainingModel model) {
   COHORT_CHECK_AS(ConfigError, options_.clipping == Clipping::flat || path_ == GradientPath::kernels)
       << "private: per-layer clipping needs a torch::nn::Sequential of supported layers (Linear, Conv1d/2d, "
          "Embedding, LayerNorm, GroupNorm); this model takes the micro-batch path";
+  noise_streams_.clear();
+  bool tensor_parallel = false;
+  for (const auto& child : model.module->modules(/*include_self=*/true)) {
+    const auto* split = dynamic_cast<const TensorParallelModule*>(child.get());
+    tensor_parallel = tensor_parallel || (split != nullptr && split->group().size > 1);
+  }
+  COHORT_CHECK_AS(ConfigError, !tensor_parallel || inner_->process_count() == 1)
+      << "private: the model has tensor-parallel layers and '" << inner_->spec() << "' runs "
+      << inner_->process_count() << " processes: its gradient sum would add different ranks' shards. Wrap "
+      << "one_device on each rank of the tensor-parallel group (data parallelism across groups needs a mesh strategy)";
+  for (const auto& child : model.module->modules(/*include_self=*/true)) {
+    const auto* split = dynamic_cast<const TensorParallelModule*>(child.get());
+    for (const auto& named : child->named_parameters(/*recurse=*/false)) {
+      if (!named.value().requires_grad()) continue;
+      const bool sharded = split != nullptr && split->shard_spec(named.key()).dim >= 0;
+      noise_streams_.push_back(sharded ? 1 + uint64_t(split->group().rank) : 0);
+    }
+  }
   model_ = model;
   inner_->prepare(std::move(model));
   prepared_ = true;
@@ -100,37 +120,47 @@ StepResult PrivateStrategy::train_step(const Batch& mine, int64_t global_rows) {
   }
 
   torch::NoGradGuard no_grad;
-  std::vector<torch::Tensor> grads;
-  for (const auto& p : parameters) {
-    // A parameter the forward did not reach has no gradient: zero, so that
-    // the noise and the sum cover every parameter on every process.
-    if (mine.rows() == 0 || !p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
-    grads.push_back(p.grad());
-  }
-  if (options_.noise_multiplier > 0)
-    add_noise_share(grads,
-                    {.noise_multiplier = options_.noise_multiplier,
-                     .max_grad_norm = options_.max_grad_norm,
-                     .rank = process_index(),
-                     .world_size = process_count(),
-                     .seed = counter_hash(options_.seed, kNoiseStream, 0),
-                     .secure = options_.secure_noise,
-                     .share = options_.noise_share},
-                    steps_);
-
-  // The clipped sums and noise shares of every process, added in float64.
+  // The clipped sums of every parameter in one flat buffer (a parameter the
+  // forward did not reach, or a process without rows, adds zeros, so that
+  // the noise and the sum cover every parameter on every process), in the
+  // parameters' precision, as a non-private gradient reduction would be.
   std::vector<torch::Tensor> flat;
-  for (const auto& g : grads) flat.push_back(g.reshape(-1).to(torch::kFloat64));
-  const torch::Tensor total = inner_->all_sum(torch::cat(flat));
+  for (const auto& p : parameters)
+    flat.push_back(mine.rows() > 0 && p.grad().defined() ? p.grad().reshape(-1)
+                                                         : torch::zeros({p.numel()}, p.options()));
+  torch::Tensor total = torch::cat(flat);
+  if (options_.noise_multiplier > 0) {
+    // One draw per noise stream over its parameters' stretches of `total`.
+    COHORT_CHECK_EQ(noise_streams_.size(), parameters.size()) << "private: the model's trainable parameters changed";
+    std::map<uint64_t, std::vector<torch::Tensor>> by_stream;
+    int64_t offset = 0;
+    for (size_t k = 0; k < parameters.size(); ++k) {
+      by_stream[noise_streams_.at(k)].push_back(total.narrow(0, offset, parameters[k].numel()));
+      offset += parameters[k].numel();
+    }
+    for (const auto& [stream, stretches] : by_stream)
+      add_noise_share(stretches,
+                      {.noise_multiplier = options_.noise_multiplier,
+                       .max_grad_norm = options_.max_grad_norm,
+                       .rank = process_index(),
+                       .world_size = process_count(),
+                       .seed = counter_hash(options_.seed, kNoiseStream, stream),
+                       .secure = options_.secure_noise,
+                       .share = options_.noise_share},
+                      steps_);
+  }
+  // The processes' sums and noise shares, added by the wrapped strategy.
+  total = inner_->all_sum(total);
   // Poisson: the expected batch q N (the sum's sensitivity stays C whatever
   // the sample's size); fixed batches: the step's rows.
   const double normaliser = options_.poisson && dataset_size_ > 0 ? options_.sample_rate * double(dataset_size_)
                                                                    : double(global_rows);
   COHORT_CHECK_AS(ConfigError, normaliser > 0) << "private: a fixed-size step of no rows";
+  total.div_(normaliser);
   int64_t offset = 0;
   for (const auto& p : parameters) {
     const int64_t n = p.numel();
-    p.mutable_grad() = (total.narrow(0, offset, n) / normaliser).to(p.scalar_type()).reshape(p.sizes());
+    p.mutable_grad() = total.narrow(0, offset, n).view(p.sizes()).to(p.scalar_type());
     offset += n;
   }
   optimizer().step();

@@ -72,7 +72,10 @@ class PrivateStrategy : public Strategy, private BatchSampler {
   int process_index() const override { return inner_->process_index(); }
 
   // Refuses modules that mix samples (BatchNorm: ConfigError naming it and
-  // GroupNorm), then prepares the wrapped strategy. Collective.
+  // GroupNorm), and a tensor-parallel model over a wrapped strategy of
+  // several processes (the data-parallel sum would add different shards;
+  // tensor-parallel DP-SGD runs one_device on each rank of the group), then
+  // prepares the wrapped strategy. Collective.
   void prepare(TrainingModel model) override;
   torch::nn::Module& module() override { return inner_->module(); }
   torch::optim::Optimizer& optimizer() override { return inner_->optimizer(); }
@@ -104,6 +107,11 @@ class PrivateStrategy : public Strategy, private BatchSampler {
   PrivacyOptions options_;
   TrainingModel model_;
   GradientPath path_ = GradientPath::micro_batches;
+  // Per trainable parameter, in order: the noise stream it draws from. 0
+  // for a parameter every process of a tensor-parallel group holds the same
+  // (the same noise on each copy), 1 + the rank for a rank's own shard
+  // (independent noise per shard).
+  std::vector<uint64_t> noise_streams_;
   Accountant accountant_;
   int64_t steps_ = 0;
   mutable int64_t dataset_size_ = 0;  // N, learnt from fit()'s sampling calls
