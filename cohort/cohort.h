@@ -51,6 +51,7 @@
 #include "cohort/torch/data_parallel/distributed_optimizer.h"
 #include "cohort/torch/data_parallel/powersgd_hook.h"
 #include "cohort/torch/data_parallel/sync_batch_norm.h"
+#include "cohort/torch/data_parallel/zero_optimizer.h"
 // torch/model_parallel: mesh, pipeline, tensor parallelism.
 #include "cohort/torch/model_parallel/mesh.h"
 #include "cohort/torch/model_parallel/parallel_cross_entropy.h"
@@ -68,6 +69,7 @@
 #include "cohort/torch/strategy/mirrored.h"
 #include "cohort/torch/strategy/multi_worker.h"
 #include "cohort/torch/strategy/one_device.h"
+#include "cohort/torch/strategy/zero.h"
 // torch/fit: Keras's fit(), metrics and callbacks.
 #include "cohort/torch/fit/backup_and_restore.h"
 #include "cohort/torch/fit/csv_logger.h"

@@ -39,10 +39,11 @@ TORCH_MODULE(BasicBlock);
 
 }  // namespace
 
-torch::nn::Sequential synthetic_classifier(const std::string& name) {
+torch::nn::Sequential synthetic_classifier(const std::string& name, int64_t width) {
+  COHORT_CHECK_AS(ConfigError, width > 0) << "synthetic_classifier: width must be positive, got " << width;
   if (name == "mlp")
-    return nn::Sequential(nn::Flatten(), nn::Linear(784, 4096), nn::ReLU(), nn::Linear(4096, 4096), nn::ReLU(),
-                          nn::Linear(4096, 10));
+    return nn::Sequential(nn::Flatten(), nn::Linear(784, width), nn::ReLU(), nn::Linear(width, width), nn::ReLU(),
+                          nn::Linear(width, 10));
   if (name == "cnn")
     return nn::Sequential(nn::Conv2d(nn::Conv2dOptions(1, 32, 3).padding(1)), nn::ReLU(),
                           nn::Conv2d(nn::Conv2dOptions(32, 64, 3).padding(1)), nn::ReLU(), nn::MaxPool2d(2),

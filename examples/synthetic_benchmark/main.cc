@@ -21,6 +21,22 @@ namespace {
 
 using cohort::median;
 
+// The bytes each rank holds under zero (its counters, gathered) against
+// the estimate for SGD with momentum (one state element per parameter).
+void print_zero_memory(const cohort::ZeroStrategy& zero, int64_t params) {
+  const cohort::ZeroMemory m = zero.memory();
+  const at::Tensor all = cohort::allgather(at::tensor({m.parameters, m.gradients, m.optimizer}, at::kLong).view({1, 3}));
+  if (cohort::rank() != 0) return;
+  const double b = 4, estimate = cohort::zero_bytes_per_rank(double(params), b, b, zero.options().stage, cohort::size());
+  for (int64_t r = 0; r < all.size(0); ++r) {
+    const int64_t* v = all[r].data_ptr<int64_t>();
+    std::printf("memory rank %lld: parameters %.1f MiB, gradients %.1f MiB, optimizer %.1f MiB, total %.1f MiB "
+                "(estimate %.1f MiB)\n",
+                (long long)r, v[0] / 1048576.0, v[1] / 1048576.0, v[2] / 1048576.0, (v[0] + v[1] + v[2]) / 1048576.0,
+                estimate / 1048576.0);
+  }
+}
+
 int run(const synthetic::BenchmarkOptions& o) {
   if (o.threads > 0) cohort::set_intra_op_threads(o.threads);
   // The ranks of the launch time their steps together, whatever the
@@ -32,7 +48,7 @@ int run(const synthetic::BenchmarkOptions& o) {
       spec == "one_device" ? std::make_unique<cohort::OneDeviceStrategy>(cohort::OneDeviceOptions{.independent_ranks = true})
                            : cohort::make_strategy(spec);
   torch::manual_seed(42 + rank);  // different on purpose: the strategy starts every replica alike
-  torch::nn::Sequential model = cohort::models::synthetic_classifier(o.model);
+  torch::nn::Sequential model = cohort::models::synthetic_classifier(o.model, o.width);
   int64_t params = 0;
   for (const auto& p : model->parameters()) params += p.numel();
   strategy->prepare(cohort::training_model(
@@ -83,6 +99,7 @@ int run(const synthetic::BenchmarkOptions& o) {
                 cohort::blas_threads(), 1e3 * step_s, samples_per_s);
     std::fflush(stdout);
   }
+  if (const auto* zero = dynamic_cast<const cohort::ZeroStrategy*>(strategy.get())) print_zero_memory(*zero, params);
   strategy.reset();
   cohort::shutdown();
   return 0;

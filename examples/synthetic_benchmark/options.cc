@@ -16,6 +16,7 @@ std::string usage() {
          "                          (32,64,128) + Linear 6272-256-10 (~1.7M); resnet: a ResNet-8 for\n"
          "                          28x28 (conv16, residual stages 16/32/64 of one basic block with\n"
          "                          BatchNorm, stride 2 between stages, global average pool; ~78K) (mlp)\n"
+         "  --width N               mlp: the hidden layers' width (4096): ~N^2 parameters\n"
          "  --strategy SPEC          how to train in parallel (see below); or one of the shorthands:\n"
          "  --mode horovod|ddp|dp|single  multi_worker:style=horovod, multi_worker:style=ddp,\n"
          "                          mirrored:replicas=<--replicas>, or one_device on every rank\n"
@@ -30,7 +31,8 @@ std::string usage() {
          "  --quiet                 no per-step lines\n"
          "  --help                  this text\n"
          "Prints each measured step's time (the slowest rank's) and samples/s, then the median\n"
-         "and one JSON line for scripts (bench/vs_pytorch_ddp.sh).\n\n"
+         "and one JSON line for scripts (bench/vs_pytorch_ddp.sh); under zero, the bytes each rank\n"
+         "holds for parameters, gradients and optimizer state, and the estimate.\n\n"
          "Strategies:\n" + strategy_help();
 }
 
@@ -46,6 +48,7 @@ BenchmarkOptions parse_options(const std::vector<std::string>& args) {
   bool mode_given = false;
   const std::map<std::string, FlagSetter> with_value = {
       {"--model", [&](auto& f, auto& v) { o.model = one_of(f, v, {"mlp", "cnn", "resnet"}); }},
+      {"--width", [&](auto& f, auto& v) { o.width = parse_number<int64_t>(f, v, 1); }},
       {"--strategy", [&](auto&, auto& v) { o.strategy = v; }},
       {"--mode", [&](auto& f, auto& v) { o.mode = one_of(f, v, {"horovod", "ddp", "dp", "single"}), mode_given = true; }},
       {"--batch-size", [&](auto& f, auto& v) { o.batch_size = parse_number<int>(f, v, 1); }},

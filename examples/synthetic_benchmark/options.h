@@ -3,6 +3,7 @@
 // exits 2).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,7 @@ namespace cohort::examples::synthetic {
 
 struct BenchmarkOptions {
   std::string model = "mlp";   // mlp | cnn | resnet
+  int64_t width = 4096;        // mlp: hidden width (model size: ~width^2 parameters)
   std::string strategy;        // make_strategy() spec; empty: the one --mode names
   std::string mode = "ddp";    // horovod | ddp | dp | single: shorthands for strategies (strategy_spec())
   int batch_size = 64;         // per rank

@@ -21,6 +21,7 @@
 #include "cohort/torch/strategy/make_strategy.h"
 #include "cohort/torch/strategy/mirrored.h"
 #include "cohort/torch/strategy/multi_worker.h"
+#include "cohort/torch/strategy/zero.h"
 #include "cohort/torch/strategy/one_device.h"
 #include "tests/torch/torch_ranks.h"
 
@@ -302,13 +303,19 @@ TEST(Fit, UnevenTailStepsEndWithoutAHangAndMatchOneDevice) {
   Model reference(reference_strategy, make_net(), {.loss = cross_entropy, .optimizer = optimizer_of("sgd")});
   reference.fit(TensorDataset(x, y), {.epochs = 3, .batch_size = 4, .seed = 5, .catch_preemption = false});
   const at::Tensor expected = flat_parameters(reference.module());
-  for (const std::string style : {"ddp", "horovod"}) {
+  // The data-parallel strategies: multi_worker's two styles and ZeRO's stages.
+  for (const std::string style : {"ddp", "horovod", "zero1", "zero2"}) {
     PerRank<at::Tensor> got(4);
     run_torch_ranks(4, [&](int rank, int) {
-      MultiWorkerStrategy strategy({.style = style == "ddp" ? MultiWorkerOptions::Style::ddp
-                                                            : MultiWorkerOptions::Style::horovod,
-                                    .engine = &current_engine()});
-      Model model(strategy, make_net(), {.loss = cross_entropy, .optimizer = optimizer_of("sgd")});
+      std::unique_ptr<Strategy> strategy;
+      if (style.starts_with("zero"))
+        strategy = std::make_unique<ZeroStrategy>(
+            ZeroStrategyOptions{.stage = style == "zero1" ? 1 : 2, .bucket_bytes = 256, .engine = &current_engine()});
+      else
+        strategy = std::make_unique<MultiWorkerStrategy>(MultiWorkerOptions{
+            .style = style == "ddp" ? MultiWorkerOptions::Style::ddp : MultiWorkerOptions::Style::horovod,
+            .engine = &current_engine()});
+      Model model(*strategy, make_net(), {.loss = cross_entropy, .optimizer = optimizer_of("sgd")});
       model.fit(TensorDataset(x, y), {.epochs = 3, .batch_size = 4, .seed = 5, .catch_preemption = false});
       got.add(rank, flat_parameters(model.module()));
     });
@@ -319,7 +326,8 @@ TEST(Fit, UnevenTailStepsEndWithoutAHangAndMatchOneDevice) {
 TEST(MakeStrategy, BadSpecsAreOneLineErrorsNamingTheProblem) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"", "empty spec"},
-      {"mirored", "unknown strategy 'mirored' (valid: auto, one_device, mirrored, central_storage, multi_worker, parameter_server)"},
+      {"mirored", "unknown strategy 'mirored' (valid: auto, one_device, mirrored, central_storage, multi_worker, "
+                  "parameter_server, zero)"},
       {"mirrored:replica=2", "unknown key 'replica' (valid keys: replicas, threads_per_replica)"},
       {"mirrored:replicas=two", "replicas must be an integer >= 1, got 'two'"},
       {"mirrored:replicas=0", "replicas must be an integer >= 1, got '0'"},

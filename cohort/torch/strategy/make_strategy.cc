@@ -5,6 +5,7 @@
 #include "cohort/torch/strategy/multi_worker.h"
 #include "cohort/torch/strategy/one_device.h"
 #include "cohort/torch/strategy/parameter_server.h"
+#include "cohort/torch/strategy/zero.h"
 
 namespace cohort {
 namespace {
@@ -50,6 +51,12 @@ const std::vector<SpecSchema>& strategy_schemas() {
       {.name = "parameter_server",
        .description = "the last S ranks hold the variables (sharded), the others train; sync to async",
        .keys = parameter_server_spec_keys()},
+      {.name = "zero",
+       .description = "one replica per rank, optimizer state (stage 1) and gradients (stage 2) split over the ranks",
+       .keys = {{.name = "stage", .kind = Kind::word, .default_value = "1",
+                 .description = "1: optimizer state sharded; 2: and gradients", .words = {"1", "2"}},
+                {.name = "bucket_mb", .kind = Kind::integer, .default_value = "25",
+                 .description = "flat gradient buckets reduce-scattered during backward, in MiB", .min = 1}}},
   };
   return schemas;
 }
@@ -68,6 +75,9 @@ std::unique_ptr<Strategy> make_strategy(const std::string& text) {
     return std::make_unique<ParameterServerStrategy>(
         parameter_server_options(spec.values, rendezvous::discover().size));
   }
+  if (spec.name == "zero")
+    return std::make_unique<ZeroStrategy>(
+        ZeroStrategyOptions{.stage = std::stoi(spec.word("stage")), .bucket_bytes = spec.integer("bucket_mb") << 20});
   // multi_worker: the schemas admit nothing else.
   return std::make_unique<MultiWorkerStrategy>(MultiWorkerOptions{
       .style = spec.word("style") == "horovod" ? MultiWorkerOptions::Style::horovod : MultiWorkerOptions::Style::ddp,

@@ -15,11 +15,6 @@
 namespace cohort {
 namespace {
 
-EngineRef engine_of(const MultiWorkerOptions& options) {
-  if (!options.engine && !initialized()) init();
-  return EngineRef(options.engine, "multi_worker strategy");
-}
-
 const char* style_name(MultiWorkerOptions::Style s) {
   return s == MultiWorkerOptions::Style::ddp ? "ddp" : "horovod";
 }
@@ -27,7 +22,7 @@ const char* style_name(MultiWorkerOptions::Style s) {
 }  // namespace
 
 MultiWorkerStrategy::MultiWorkerStrategy(MultiWorkerOptions options)
-    : options_(options), engine_(engine_of(options)) {
+    : RankStrategy(options.engine, "multi_worker strategy"), options_(options) {
   COHORT_CHECK_AS(ConfigError, options_.bucket_bytes > 0)
       << "multi_worker: bucket_bytes must be positive, got " << options_.bucket_bytes;
 }
@@ -39,10 +34,6 @@ std::string MultiWorkerStrategy::spec() const {
          ",bucket_view=" + (options_.bucket_view ? "true" : "false") +
          ",compression=" + std::string(compression_name(options_.compression)) + ",style=" + style_name(options_.style);
 }
-
-int MultiWorkerStrategy::replicas_in_sync() const { return engine_.size(); }
-int MultiWorkerStrategy::process_count() const { return engine_.size(); }
-int MultiWorkerStrategy::process_index() const { return engine_.rank(); }
 
 void MultiWorkerStrategy::prepare(TrainingModel model) {
   detail::check_training_model(model, prepared_);
@@ -71,8 +62,6 @@ void MultiWorkerStrategy::prepare(TrainingModel model) {
   prepared_ = true;
 }
 
-torch::nn::Module& MultiWorkerStrategy::module() { return *detail::prepared(model_, prepared_).module; }
-
 torch::optim::Optimizer& MultiWorkerStrategy::optimizer() {
   detail::prepared(model_, prepared_);
   return *optimizer_;
@@ -82,49 +71,17 @@ StepResult MultiWorkerStrategy::train_step(const Batch& mine, int64_t global_row
   detail::prepared(model_, prepared_);
   COHORT_CHECK_AS(ConfigError, global_rows > 0 && mine.rows() <= global_rows)
       << "multi_worker: a step of " << global_rows << " global rows cannot hold this rank's " << mine.rows();
-  torch::nn::Module& module = *model_.module;
   StepResult result{.rows = mine.rows()};
   if (horovod_) horovod_->zero_grad(); else zero_grad_to_none(*optimizer_);
 
   if (ddp_) ddp_->pre_forward();
-  at::Tensor loss;
-  if (result.rows > 0) {
-    const at::Tensor output = model_.forward(module, mine.input);
-    const at::Tensor mean = model_.loss(output, mine.target);
-    result.loss_sum = mean.item<double>() * double(result.rows);
-    result.output = output.detach();
-    // The ranks' gradients are averaged: weighting each rank's mean loss by
-    // its share of the rows makes the average the global batch's mean. An
-    // even split weighs 1: no extra node in the graph.
-    const int64_t weighted_rows = result.rows * process_count();
-    loss = weighted_rows == global_rows ? mean : mean * (double(weighted_rows) / double(global_rows));
-  } else {
-    loss = detail::zero_loss(module);
-  }
+  // The ranks' gradients are averaged: weighting each rank's mean loss by
+  // its share of the rows makes the average the global batch's mean.
+  const at::Tensor loss = detail::data_parallel_loss(model_, mine, global_rows, process_count(), result);
   if (ddp_) ddp_->post_forward({loss});
   loss.backward();
   if (horovod_) horovod_->step(); else optimizer_->step();
   return result;
-}
-
-at::Tensor MultiWorkerStrategy::predict(const at::Tensor& input) {
-  detail::prepared(model_, prepared_);
-  // The module itself, not DDP's forward: evaluation needs no collective,
-  // and ranks may evaluate different numbers of batches.
-  torch::NoGradGuard no_grad;
-  return model_.forward(*model_.module, input);
-}
-
-at::Tensor MultiWorkerStrategy::all_sum(const at::Tensor& values) {
-  return allreduce(values, {.op = ReduceOp::sum, .engine = engine_.get()});
-}
-
-TensorHandle MultiWorkerStrategy::all_sum_async(const at::Tensor& values) {
-  return allreduce_async(values, {.op = ReduceOp::sum, .engine = engine_.get()});
-}
-
-at::Tensor MultiWorkerStrategy::all_gather(const at::Tensor& rows) {
-  return allgather(rows, {.engine = engine_.get()});
 }
 
 void MultiWorkerStrategy::save(torch::serialize::OutputArchive& archive) {

@@ -21,6 +21,7 @@
 #include "cohort/torch/core/runtime.h"
 #include "cohort/torch/core/strategy.h"
 #include "cohort/torch/data_parallel/compression.h"
+#include "cohort/torch/strategy/rank_strategy.h"
 
 namespace cohort {
 
@@ -36,36 +37,21 @@ struct MultiWorkerOptions {
   engine::Engine* engine = nullptr;             // null: cohort::init()'s (started if needed)
 };
 
-class MultiWorkerStrategy : public Strategy {
+class MultiWorkerStrategy : public RankStrategy {
  public:
   // Calls cohort::init() when nothing is initialized yet.
   explicit MultiWorkerStrategy(MultiWorkerOptions options = {});
   ~MultiWorkerStrategy() override;
 
   std::string spec() const override;
-  int replicas_in_sync() const override;
-  int local_replicas() const override { return 1; }
-  int process_count() const override;
-  int process_index() const override;
-
   void prepare(TrainingModel model) override;  // collective
-  torch::nn::Module& module() override;
   torch::optim::Optimizer& optimizer() override;
   StepResult train_step(const Batch& mine, int64_t global_rows) override;
-  at::Tensor predict(const at::Tensor& input) override;
-  at::Tensor all_sum(const at::Tensor& values) override;
-  TensorHandle all_sum_async(const at::Tensor& values) override;
-  at::Tensor all_gather(const at::Tensor& rows) override;
   void save(torch::serialize::OutputArchive& archive) override;
   void load(torch::serialize::InputArchive& archive) override;
 
-  // Until shutdown() for init()'s engine (ConfigError after).
-  engine::Engine& engine() { return *engine_.lock(); }
-
  private:
   MultiWorkerOptions options_;
-  EngineRef engine_;
-  TrainingModel model_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   std::unique_ptr<DistributedDataParallelBase> ddp_;
   std::unique_ptr<DistributedOptimizer> horovod_;

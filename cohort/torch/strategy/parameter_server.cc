@@ -212,24 +212,14 @@ StepResult ParameterServerStrategy::train_step(const Batch& mine, int64_t global
   detail::prepared(model_, prepared_);
   COHORT_CHECK_AS(ConfigError, global_rows > 0 && mine.rows() <= global_rows)
       << "parameter_server: a step of " << global_rows << " global rows cannot hold this worker's " << mine.rows();
-  torch::nn::Module& module = *model_.module;
   StepResult result{.rows = mine.rows()};
   zero_grad_to_none(*optimizer_);
   training_->begin_step();
   stale_ = false;
-  at::Tensor loss;
-  if (result.rows > 0) {
-    const at::Tensor output = model_.forward(module, mine.input);
-    const at::Tensor mean = model_.loss(output, mine.target);
-    result.loss_sum = mean.item<double>() * double(result.rows);
-    result.output = output.detach();
-    // The servers (or the hybrid allreduce) average the workers' gradients:
-    // weighted by its share of the rows, a worker's mean loss makes that
-    // average the global batch's mean-loss gradient.
-    loss = mean * (double(result.rows) * double(num_workers_) / double(global_rows));
-  } else {
-    loss = detail::zero_loss(module);
-  }
+  // The servers (or the hybrid allreduce) average the workers' gradients:
+  // weighted by its share of the rows, a worker's mean loss makes that
+  // average the global batch's mean-loss gradient.
+  const at::Tensor loss = detail::data_parallel_loss(model_, mine, global_rows, num_workers_, result);
   loss.backward();
   training_->end_step(optimizer_.get());
   stale_ = training_->dense_mode() == DenseMode::servers;

@@ -1,0 +1,226 @@
+#include "cohort/torch/data_parallel/zero_optimizer.h"
+
+#include <c10/util/typeid.h>
+#include <torch/optim.h>
+#include <torch/torch.h>
+
+#include <typeinfo>
+
+#include "cohort/common/check.h"
+#include "cohort/torch/core/collectives.h"
+#include "cohort/torch/core/runtime.h"
+#include "cohort/torch/core/tensor_handle.h"
+#include "cohort/torch/data_parallel/accumulated_grad_hooks.h"
+
+namespace cohort {
+namespace {
+
+namespace optim = torch::optim;
+
+int64_t bytes_of(const at::Tensor& t) { return t.defined() ? int64_t(t.numel() * t.element_size()) : 0; }
+
+std::string type_name_of(const optim::Optimizer& optimizer) { return c10::demangle(typeid(optimizer).name()); }
+
+// ConfigError unless `optimizer` is one whose state is per element.
+void check_per_element(const optim::Optimizer& optimizer) {
+  const bool known = dynamic_cast<const optim::SGD*>(&optimizer) || dynamic_cast<const optim::Adam*>(&optimizer) ||
+                     dynamic_cast<const optim::AdamW*>(&optimizer) ||
+                     dynamic_cast<const optim::Adagrad*>(&optimizer) ||
+                     dynamic_cast<const optim::RMSprop*>(&optimizer);
+  COHORT_CHECK_AS(ConfigError, known)
+      << "zero: the optimizer " << type_name_of(optimizer)
+      << " is not one whose state is per element (SGD, Adam, AdamW, Adagrad, RMSprop), so it cannot be split over "
+         "the ranks";
+}
+
+}  // namespace
+
+struct ZeroOptimizer::Bucket {
+  at::Tensor parameters;             // flat: the members are views of it
+  std::vector<size_t> members;       // parameter indices, in packing order
+  std::vector<int64_t> offsets;      // each member's first element in the bucket
+  RowBlock block;                    // this rank's elements of the bucket
+  at::Tensor shard;                  // parameters.narrow(block): what the optimizer steps
+  at::Tensor gradients;              // stage 1: the bucket's flat gradient, kept (the members' .grad() view it)
+  size_t pending = 0;                // members whose gradient has not arrived this step
+  TensorHandle reduction;            // the bucket's reduce-scatter, once launched
+};
+
+ZeroOptimizer::ZeroOptimizer(const std::vector<at::Tensor>& parameters, const OptimizerFactory& make,
+                             ZeroOptions options)
+    : options_(options), engine_(options.engine, "zero"), parameters_(parameters) {
+  COHORT_CHECK_AS(ConfigError, options_.stage == 1 || options_.stage == 2)
+      << "zero: stage must be 1 or 2 here, got " << options_.stage;
+  COHORT_CHECK_AS(ConfigError, options_.bucket_bytes > 0) << "zero: bucket_bytes must be positive";
+  COHORT_CHECK_AS(ConfigError, !parameters_.empty()) << "zero: no trainable parameters";
+  const auto dtype = parameters_.front().scalar_type();
+  for (const at::Tensor& p : parameters_) {
+    COHORT_CHECK_AS(ConfigError, p.is_leaf() && p.requires_grad()) << "zero: parameters must be trainable leaves";
+    COHORT_CHECK_AS(ConfigError, p.scalar_type() == dtype)
+        << "zero: all trainable parameters must share one dtype, got " << dtype << " and " << p.scalar_type();
+  }
+  const int size = engine_.size(), rank = engine_.rank();
+
+  // Pack in reverse order (backward's), closing a bucket at the cap.
+  bucket_of_.assign(parameters_.size(), 0);
+  const int64_t cap = std::max<int64_t>(1, options_.bucket_bytes / parameters_.front().element_size());
+  std::vector<std::vector<size_t>> groups(1);
+  int64_t filled = 0;
+  for (size_t k = parameters_.size(); k-- > 0;) {
+    const int64_t n = parameters_[k].numel();
+    if (!groups.back().empty() && filled + n > cap) {
+      groups.emplace_back();
+      filled = 0;
+    }
+    groups.back().push_back(k);
+    filled += n;
+  }
+  torch::NoGradGuard no_grad;
+  std::vector<at::Tensor> shards;
+  for (const auto& members : groups) {
+    Bucket bucket;
+    int64_t n = 0;
+    for (size_t k : members) {
+      bucket.members.push_back(k);
+      bucket.offsets.push_back(n);
+      n += parameters_[k].numel();
+    }
+    bucket.parameters = torch::empty({n}, parameters_.front().options().requires_grad(false));
+    for (size_t i = 0; i < members.size(); ++i) {
+      at::Tensor& p = parameters_[members[i]];
+      at::Tensor view = bucket.parameters.narrow(0, bucket.offsets[i], p.numel());
+      view.copy_(p.reshape(-1));
+      // The parameter keeps its identity (its autograd node, the module's
+      // reference), its storage becomes the bucket's.
+      p.set_data(view.view(p.sizes()));
+      bucket_of_[members[i]] = buckets_.size();
+    }
+    bucket.block = reduce_scatter_block(n, size, rank);
+    bucket.shard = bucket.parameters.narrow(0, bucket.block.offset, bucket.block.rows);
+    bucket.pending = members.size();
+    shards.push_back(bucket.shard);
+    numel_ += n;
+    owned_ += bucket.block.rows;
+    buckets_.push_back(std::move(bucket));
+  }
+  optimizer_ = make(shards);
+  COHORT_CHECK_AS(ConfigError, optimizer_ != nullptr) << "zero: the optimizer factory returned no optimizer";
+  check_per_element(*optimizer_);
+  hooks_ = std::make_unique<AccumulatedGradHooks>(parameters_, [this](size_t k) { on_accumulated(k); });
+}
+
+ZeroOptimizer::~ZeroOptimizer() = default;
+
+int ZeroOptimizer::buckets() const { return int(buckets_.size()); }
+
+void ZeroOptimizer::on_accumulated(size_t parameter) {
+  Bucket& bucket = buckets_[bucket_of_[parameter]];
+  COHORT_CHECK(bucket.pending > 0) << "zero: a parameter's gradient arrived twice in one step (one backward per "
+                                      "step; call step() before the next backward)";
+  --bucket.pending;
+  // Buckets go out in order on every rank (ordered collectives), whatever
+  // order their gradients complete in.
+  while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) launch(next_launch_++);
+}
+
+void ZeroOptimizer::launch(size_t index) {
+  Bucket& bucket = buckets_[index];
+  torch::NoGradGuard no_grad;
+  // Stage 1 keeps the full gradient, as one flat buffer per bucket that the
+  // members' .grad() become views of; stage 2 packs into a temporary and
+  // keeps no full gradient once its bucket is on its way.
+  if (options_.stage == 1 && !bucket.gradients.defined()) bucket.gradients = torch::empty_like(bucket.parameters);
+  at::Tensor flat = options_.stage == 1 ? bucket.gradients : torch::empty_like(bucket.parameters);
+  for (size_t i = 0; i < bucket.members.size(); ++i) {
+    at::Tensor& p = parameters_[bucket.members[i]];
+    at::Tensor slot = flat.narrow(0, bucket.offsets[i], p.numel());
+    // A parameter the forward did not reach adds zeros (Horovod's rule).
+    if (p.grad().defined()) slot.copy_(p.grad().reshape(-1)); else slot.zero_();
+    p.mutable_grad() = options_.stage == 1 ? slot.view(p.sizes()) : at::Tensor();
+  }
+  bucket.reduction = reduce_scatter_async(flat, {.op = ReduceOp::avg, .engine = engine_.get()});
+}
+
+void ZeroOptimizer::zero_grad() {
+  for (at::Tensor& p : parameters_) p.mutable_grad() = at::Tensor();
+  for (Bucket& bucket : buckets_) {
+    bucket.shard.mutable_grad() = at::Tensor();
+    bucket.pending = bucket.members.size();
+    bucket.reduction = TensorHandle();
+  }
+  next_launch_ = 0;
+}
+
+void ZeroOptimizer::step() {
+  // Buckets with a parameter backward never reached.
+  while (next_launch_ < buckets_.size()) launch(next_launch_++);
+  for (Bucket& bucket : buckets_) {
+    const at::Tensor averaged = bucket.reduction.wait();
+    if (options_.stage == 1) {
+      // In place: this rank's block of the kept gradient is the average.
+      at::Tensor block = bucket.gradients.narrow(0, bucket.block.offset, bucket.block.rows);
+      block.copy_(averaged);
+      bucket.shard.mutable_grad() = block;
+    } else {
+      bucket.shard.mutable_grad() = averaged;
+    }
+  }
+  optimizer_->step();
+  std::vector<TensorHandle> gathers;
+  for (Bucket& bucket : buckets_)
+    gathers.push_back(allgather_async(bucket.shard.detach(), {.engine = engine_.get()}));
+  torch::NoGradGuard no_grad;
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    Bucket& bucket = buckets_[b];
+    bucket.parameters.copy_(gathers[b].wait());
+    bucket.pending = bucket.members.size();
+    bucket.reduction = TensorHandle();
+  }
+  next_launch_ = 0;
+}
+
+ZeroMemory ZeroOptimizer::memory() const {
+  ZeroMemory m;
+  for (const Bucket& bucket : buckets_) {
+    m.parameters += bytes_of(bucket.parameters);
+    // Stage 1: the kept flat gradient (the .grad() and the shard's are views
+    // of it); stage 2: this rank's averaged block alone.
+    m.gradients += options_.stage == 1 ? bytes_of(bucket.gradients) : bytes_of(bucket.shard.grad());
+  }
+  m.optimizer = optimizer_state_bytes(*optimizer_);
+  return m;
+}
+
+int64_t optimizer_state_bytes(const optim::Optimizer& optimizer) {
+  check_per_element(optimizer);
+  int64_t bytes = 0;
+  for (const auto& entry : optimizer.state()) {
+    const optim::OptimizerParamState* state = entry.second.get();
+    if (const auto* s = dynamic_cast<const optim::SGDParamState*>(state)) {
+      bytes += bytes_of(s->momentum_buffer());
+    } else if (const auto* s = dynamic_cast<const optim::AdamParamState*>(state)) {
+      bytes += bytes_of(s->exp_avg()) + bytes_of(s->exp_avg_sq()) + bytes_of(s->max_exp_avg_sq());
+    } else if (const auto* s = dynamic_cast<const optim::AdamWParamState*>(state)) {
+      bytes += bytes_of(s->exp_avg()) + bytes_of(s->exp_avg_sq()) + bytes_of(s->max_exp_avg_sq());
+    } else if (const auto* s = dynamic_cast<const optim::AdagradParamState*>(state)) {
+      bytes += bytes_of(s->sum());
+    } else if (const auto* s = dynamic_cast<const optim::RMSpropParamState*>(state)) {
+      bytes += bytes_of(s->square_avg()) + bytes_of(s->momentum_buffer()) + bytes_of(s->grad_avg());
+    }
+  }
+  return bytes;
+}
+
+double zero_bytes_per_rank(double psi, double b, double k, int stage, int world) {
+  COHORT_CHECK_AS(ConfigError, stage >= 0 && stage <= 3 && world >= 1 && psi >= 0)
+      << "zero_bytes_per_rank: stage " << stage << ", world " << world << ", psi " << psi;
+  const double n = world;
+  switch (stage) {
+    case 0: return psi * (b + b + k);
+    case 1: return psi * (b + b) + psi * k / n;
+    case 2: return psi * b + psi * (b + k) / n;
+    default: return psi * (b + b + k) / n;
+  }
+}
+
+}  // namespace cohort

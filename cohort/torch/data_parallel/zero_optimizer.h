@@ -1,0 +1,122 @@
+// ZeRO stages 1 and 2 (Rajbhandari et al. 2020; DeepSpeed, PyTorch's
+// ZeroRedundancyOptimizer): data parallelism whose optimizer state (stage
+// 1), and gradients (stage 2), are split over the ranks instead of copied.
+//
+// Layout. The trainable parameters are packed, in reverse order (the order
+// backward reaches them), into flat buckets of about `bucket_bytes`; every
+// parameter becomes a view of its bucket, so nothing is copied twice. Rank r
+// owns block r of every bucket (reduce_scatter's split: the first
+// numel % size ranks own one element more), and its optimizer is made, by
+// the program's OptimizerFactory, over those blocks alone: one shard tensor
+// per bucket, each a view of the bucket. An optimizer step therefore writes
+// this rank's block of the parameters in place.
+//
+// A step:
+//   backward    as each bucket's parameters all have their gradients (hooks
+//               after accumulation), the bucket's gradient is packed and
+//               reduce-scattered (average) on the engine, in bucket order,
+//               overlapping the rest of backward. Stage 1 keeps the packed
+//               gradient (the parameters' .grad() become views of it, and
+//               after step() this rank's block of it holds the average);
+//               stage 2 drops the full gradient and keeps only this rank's
+//               averaged block;
+//   step()      waits for the reductions, steps the shard optimizer, and
+//               allgathers every bucket's blocks back into the parameters.
+// Communication per step: Psi elements reduce-scattered and Psi allgathered
+// (the paper's 2 Psi, as much as an allreduce).
+//
+// Contracts:
+// - Every rank builds the same model (same parameters, shapes and dtype) and
+//   starts from the same values (the zero strategy broadcasts rank 0's);
+//   every rank runs backward and step() in the same order (ordered
+//   collectives). One dtype for all trainable parameters.
+// - The optimizer must keep per-element state only: torch::optim's SGD,
+//   Adam, AdamW, Adagrad and RMSprop; any other (LBFGS, a custom one) is a
+//   ConfigError naming it.
+// - The optimizer's param groups are its own (one group over the shards):
+//   learning-rate schedules set lr on them as on any optimizer.
+#pragma once
+
+#include <ATen/Tensor.h>
+#include <torch/optim/optimizer.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cohort/engine/engine.h"
+#include "cohort/torch/core/runtime.h"
+#include "cohort/torch/core/strategy.h"
+
+namespace cohort {
+
+class AccumulatedGradHooks;
+class TensorHandle;
+
+struct ZeroOptions {
+  int stage = 1;                             // 1: optimizer state sharded; 2: and gradients
+  int64_t bucket_bytes = int64_t(25) << 20;  // flat buckets of about this many bytes
+  engine::Engine* engine = nullptr;          // null: the thread's current engine
+};
+
+// Bytes this rank holds, by category.
+struct ZeroMemory {
+  int64_t parameters = 0;  // the full parameters (stages 1 and 2 keep them all)
+  int64_t gradients = 0;   // the full gradient (stage 1) or this rank's averaged blocks (stage 2)
+  int64_t optimizer = 0;   // the optimizer's state (of this rank's blocks)
+};
+
+class ZeroOptimizer {
+ public:
+  // `parameters`: the model's trainable parameters (leaves requiring grad).
+  ZeroOptimizer(const std::vector<at::Tensor>& parameters, const OptimizerFactory& make, ZeroOptions options);
+  ~ZeroOptimizer();
+  ZeroOptimizer(const ZeroOptimizer&) = delete;
+  ZeroOptimizer& operator=(const ZeroOptimizer&) = delete;
+
+  // Drops every gradient (to undefined), as zero_grad(set_to_none) does.
+  void zero_grad();
+  // Collective: finishes this step's gradient reductions (launching any
+  // bucket backward did not reach, with zero gradients), steps this rank's
+  // blocks and allgathers the parameters.
+  void step();
+
+  torch::optim::Optimizer& shard_optimizer() { return *optimizer_; }
+  ZeroMemory memory() const;
+  int64_t numel() const { return numel_; }          // Psi: the trainable elements
+  int64_t owned_numel() const { return owned_; }    // this rank's blocks, summed
+  int buckets() const;
+
+ private:
+  struct Bucket;
+  void on_accumulated(size_t parameter);
+  void launch(size_t bucket);
+
+  ZeroOptions options_;
+  EngineRef engine_;
+  std::vector<at::Tensor> parameters_;
+  std::vector<size_t> bucket_of_;  // parameter -> bucket
+  std::vector<Bucket> buckets_;
+  size_t next_launch_ = 0;
+  int64_t numel_ = 0, owned_ = 0;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  std::unique_ptr<AccumulatedGradHooks> hooks_;
+};
+
+// The bytes of `optimizer`'s state tensors (SGD momentum, Adam's moments,
+// Adagrad's sums, RMSprop's averages). ConfigError for another optimizer
+// type, naming it: ZeRO can only split state it knows to be per element.
+int64_t optimizer_state_bytes(const torch::optim::Optimizer& optimizer);
+
+// Per-rank bytes under ZeRO (the paper's section 3 accounting): Psi
+// parameters of `bytes_per_element` (4 for fp32), K bytes of optimizer state
+// per element, on `world` ranks. Stage 0 is plain data parallelism.
+//   stage 0: Psi (b + b + K)          stage 2: Psi b + Psi (b + K) / N
+//   stage 1: Psi (b + b) + Psi K / N  stage 3: Psi (b + b + K) / N
+// With mixed precision (the paper's Table 1: b = 2, K = 12 for Adam with
+// fp32 master weights) this is the paper's (2 + 2 + K) Psi and its shards.
+double zero_bytes_per_rank(double psi, double bytes_per_element, double optimizer_bytes_per_element, int stage,
+                           int world);
+
+}  // namespace cohort

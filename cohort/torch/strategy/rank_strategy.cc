@@ -1,0 +1,38 @@
+#include "cohort/torch/strategy/rank_strategy.h"
+
+#include <torch/torch.h>
+
+#include "cohort/torch/core/collectives.h"
+#include "cohort/torch/strategy/prepared_model.h"
+
+namespace cohort {
+namespace {
+
+EngineRef engine_of(engine::Engine* engine, const std::string& holder) {
+  if (!engine && !initialized()) init();
+  return EngineRef(engine, holder);
+}
+
+}  // namespace
+
+RankStrategy::RankStrategy(engine::Engine* engine, const std::string& holder) : engine_(engine_of(engine, holder)) {}
+
+torch::nn::Module& RankStrategy::module() { return *detail::prepared(model_, prepared_).module; }
+
+at::Tensor RankStrategy::predict(const at::Tensor& input) {
+  detail::prepared(model_, prepared_);
+  torch::NoGradGuard no_grad;
+  return model_.forward(*model_.module, input);
+}
+
+at::Tensor RankStrategy::all_sum(const at::Tensor& values) {
+  return allreduce(values, {.op = ReduceOp::sum, .engine = engine_.get()});
+}
+
+TensorHandle RankStrategy::all_sum_async(const at::Tensor& values) {
+  return allreduce_async(values, {.op = ReduceOp::sum, .engine = engine_.get()});
+}
+
+at::Tensor RankStrategy::all_gather(const at::Tensor& rows) { return allgather(rows, {.engine = engine_.get()}); }
+
+}  // namespace cohort
