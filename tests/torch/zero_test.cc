@@ -8,7 +8,8 @@
 //   blocks only (the blocks of all ranks add up to the model), gradients
 //   whole (stage 1) or this rank's blocks (stage 2);
 // - the per-rank estimate against the ZeRO paper's Table 1;
-// - a checkpoint saved and loaded at the same world size resumes exactly;
+// - a checkpoint saved by zero at 4 ranks resumes exactly at 2 and 3 ranks,
+//   under DDP and on one device, and one device's under zero;
 // - refusals: an optimizer whose state is not per element, named.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -20,6 +21,7 @@
 #include "cohort/torch/core/collectives.h"
 #include "cohort/torch/core/runtime.h"
 #include "cohort/torch/strategy/make_strategy.h"
+#include "cohort/torch/strategy/multi_worker.h"
 #include "cohort/torch/strategy/one_device.h"
 #include "cohort/torch/strategy/zero.h"
 #include "tests/torch/torch_ranks.h"
@@ -199,37 +201,73 @@ TEST(Zero, EstimateEqualsTheZeroPapersTable1) {
   EXPECT_DOUBLE_EQ(zero_bytes_per_rank(7.5e9, 2, 12, 0, 64), 120e9);
 }
 
-TEST(Zero, CheckpointResumesExactlyAtTheSameWorldSize) {
-  const auto init = initial(7);
-  const auto expected = reference_run(init, "adam");
-  run_torch_ranks(3, [&](int rank, int size) {
-    std::string saved;
-    {
-      ZeroStrategy zero({.stage = 2, .bucket_bytes = 200, .engine = &current_engine()});
-      zero.prepare(training_model(model_with(init), loss_of, optimizer_named("adam")));
-      zero.train_step(rows_of(batch(0), rank, size), kGlobalRows);
-      torch::serialize::OutputArchive archive;
-      zero.save(archive);
-      std::ostringstream out;
-      archive.save_to(out);
-      saved = out.str();
-    }
-    // A fresh job from other weights: the checkpoint replaces them and the
-    // Adam moments, and the next two steps are the uninterrupted run's.
-    ZeroStrategy zero({.stage = 2, .bucket_bytes = 200, .engine = &current_engine()});
-    zero.prepare(training_model(model_with(initial(99)), loss_of, optimizer_named("adam")));
-    torch::serialize::InputArchive archive;
-    std::istringstream in(saved);
-    archive.load_from(in);
-    zero.load(archive);
+std::string archive_bytes(Strategy& strategy) {
+  torch::serialize::OutputArchive archive;
+  strategy.save(archive);
+  std::ostringstream out;
+  archive.save_to(out);
+  return out.str();
+}
+
+void load_bytes(Strategy& strategy, const std::string& bytes) {
+  torch::serialize::InputArchive archive;
+  std::istringstream in(bytes);
+  archive.load_from(in);
+  strategy.load(archive);
+}
+
+// Loads `saved` (the state after step 0) into a fresh job of `ranks` ranks
+// built by `make` from other weights, runs steps 1 and 2, and compares
+// every rank with the uninterrupted single-process run.
+void expect_resumes(const std::string& saved, int ranks, const std::function<std::unique_ptr<Strategy>()>& make,
+                    const std::vector<at::Tensor>& expected, const std::string& what) {
+  run_torch_ranks(ranks, [&](int rank, int size) {
+    std::unique_ptr<Strategy> strategy = make();
+    strategy->prepare(training_model(model_with(initial(99)), loss_of, optimizer_named("adam")));
+    load_bytes(*strategy, saved);
     for (int s = 1; s < kSteps; ++s) {
-      zero.train_step(rows_of(batch(s), rank, size), kGlobalRows);
-      const at::Tensor got = flat(zero.module());
+      strategy->train_step(rows_of(batch(s), rank, size), kGlobalRows);
+      const at::Tensor got = flat(strategy->module());
       COHORT_CHECK(torch::allclose(got, expected[size_t(s)], 1e-10, 1e-12))
-          << "resumed rank " << rank << " step " << s << ": max difference "
+          << what << ", rank " << rank << "/" << size << " step " << s << ": max difference "
           << (got - expected[size_t(s)]).abs().max().item<double>();
     }
   });
+}
+
+// Saved by zero at 4 ranks, loaded by zero at 2 and 3 (both stages), by
+// multi_worker (DDP) and by one device; and one device's checkpoint loaded
+// by zero at 3 ranks: every resumed run continues as the uninterrupted one.
+TEST(Zero, CheckpointsLoadAtAnotherWorldSizeAndIntoDdpAndBack) {
+  const auto init = initial(7);
+  const auto expected = reference_run(init, "adam");
+  PerRank<std::string> saved(4);
+  run_torch_ranks(4, [&](int rank, int size) {
+    ZeroStrategy zero({.stage = 2, .bucket_bytes = 200, .engine = &current_engine()});
+    zero.prepare(training_model(model_with(init), loss_of, optimizer_named("adam")));
+    zero.train_step(rows_of(batch(0), rank, size), kGlobalRows);
+    saved.add(rank, archive_bytes(zero));
+  });
+  const std::string from_zero = saved.of(0)[0];
+  for (int ranks : {2, 3})
+    for (int stage : {1, 2})
+      expect_resumes(from_zero, ranks, [stage] {
+        return std::make_unique<ZeroStrategy>(
+            ZeroStrategyOptions{.stage = stage, .bucket_bytes = 200, .engine = &current_engine()});
+      }, expected, "zero 4 -> zero stage " + std::to_string(stage) + " at " + std::to_string(ranks));
+  expect_resumes(from_zero, 2, [] {
+    return std::make_unique<MultiWorkerStrategy>(MultiWorkerOptions{.engine = &current_engine()});
+  }, expected, "zero 4 -> multi_worker (DDP) at 2");
+  expect_resumes(from_zero, 1, [] { return std::make_unique<OneDeviceStrategy>(); }, expected,
+                 "zero 4 -> one_device");
+
+  OneDeviceStrategy one;
+  one.prepare(training_model(model_with(init), loss_of, optimizer_named("adam")));
+  one.train_step({batch(0).first, batch(0).second}, kGlobalRows);
+  expect_resumes(archive_bytes(one), 3, [] {
+    return std::make_unique<ZeroStrategy>(
+        ZeroStrategyOptions{.stage = 1, .bucket_bytes = 200, .engine = &current_engine()});
+  }, expected, "one_device -> zero stage 1 at 3");
 }
 
 TEST(Zero, RefusesOptimizersWhoseStateIsNotPerElementAndBadSpecs) {

@@ -4,6 +4,8 @@
 #include <torch/optim.h>
 #include <torch/torch.h>
 
+#include <sstream>
+#include <type_traits>
 #include <typeinfo>
 
 #include "cohort/common/check.h"
@@ -31,6 +33,87 @@ void check_per_element(const optim::Optimizer& optimizer) {
       << "zero: the optimizer " << type_name_of(optimizer)
       << " is not one whose state is per element (SGD, Adam, AdamW, Adagrad, RMSprop), so it cannot be split over "
          "the ranks";
+}
+
+// One parameter's optimizer state as data: the step count (0 where the
+// optimizer keeps none) and its tensors in a fixed order per type
+// (undefined where unused, e.g. SGD without momentum).
+struct StateFields {
+  int64_t step = 0;
+  std::vector<at::Tensor> tensors;
+};
+
+StateFields fields_of(const optim::OptimizerParamState& state) {
+  if (const auto* s = dynamic_cast<const optim::SGDParamState*>(&state)) return {0, {s->momentum_buffer()}};
+  if (const auto* s = dynamic_cast<const optim::AdamParamState*>(&state))
+    return {s->step(), {s->exp_avg(), s->exp_avg_sq(), s->max_exp_avg_sq()}};
+  if (const auto* s = dynamic_cast<const optim::AdamWParamState*>(&state))
+    return {s->step(), {s->exp_avg(), s->exp_avg_sq(), s->max_exp_avg_sq()}};
+  if (const auto* s = dynamic_cast<const optim::AdagradParamState*>(&state)) return {s->step(), {s->sum()}};
+  if (const auto* s = dynamic_cast<const optim::RMSpropParamState*>(&state))
+    return {s->step(), {s->square_avg(), s->momentum_buffer(), s->grad_avg()}};
+  COHORT_THROW(ConfigError) << "zero: optimizer state of an unknown type";
+}
+
+// A state of the type `optimizer` keeps, from fields.
+std::unique_ptr<optim::OptimizerParamState> make_state(const optim::Optimizer& optimizer, const StateFields& f) {
+  const auto& t = f.tensors;
+  if (dynamic_cast<const optim::SGD*>(&optimizer)) {
+    auto s = std::make_unique<optim::SGDParamState>();
+    s->momentum_buffer(t.at(0));
+    return s;
+  }
+  if (dynamic_cast<const optim::Adam*>(&optimizer)) {
+    auto s = std::make_unique<optim::AdamParamState>();
+    s->step(f.step), s->exp_avg(t.at(0)), s->exp_avg_sq(t.at(1)), s->max_exp_avg_sq(t.at(2));
+    return s;
+  }
+  if (dynamic_cast<const optim::AdamW*>(&optimizer)) {
+    auto s = std::make_unique<optim::AdamWParamState>();
+    s->step(f.step), s->exp_avg(t.at(0)), s->exp_avg_sq(t.at(1)), s->max_exp_avg_sq(t.at(2));
+    return s;
+  }
+  if (dynamic_cast<const optim::Adagrad*>(&optimizer)) {
+    auto s = std::make_unique<optim::AdagradParamState>();
+    s->step(f.step), s->sum(t.at(0));
+    return s;
+  }
+  check_per_element(optimizer);
+  auto s = std::make_unique<optim::RMSpropParamState>();
+  s->step(f.step), s->square_avg(t.at(0)), s->momentum_buffer(t.at(1)), s->grad_avg(t.at(2));
+  return s;
+}
+
+// The optimizer's state key of parameter `p`: the TensorImpl's address, as a
+// string in LibTorch 1.x (c10::guts::to_string of the pointer) and the
+// pointer itself where the map is keyed by it.
+template <typename Map>
+typename Map::key_type state_key(const Map&, const at::Tensor& p) {
+  using Key = typename Map::key_type;
+  if constexpr (std::is_same_v<Key, std::string>) {
+    std::ostringstream s;
+    s << p.unsafeGetTensorImpl();
+    return s.str();
+  } else {
+    return static_cast<Key>(p.unsafeGetTensorImpl());
+  }
+}
+
+const optim::OptimizerParamState* state_of(const optim::Optimizer& optimizer, const at::Tensor& p) {
+  const auto& map = optimizer.state();
+  const auto it = map.find(state_key(map, p));
+  return it == map.end() ? nullptr : it->second.get();
+}
+
+void set_state(optim::Optimizer& optimizer, const at::Tensor& p, std::unique_ptr<optim::OptimizerParamState> state) {
+  auto& map = optimizer.state();
+  map[state_key(map, p)] = std::move(state);
+}
+
+// The first group's options (lr, betas, ...) of `from` into `to`'s groups.
+void copy_group_options(const optim::Optimizer& from, optim::Optimizer& to) {
+  COHORT_CHECK(!from.param_groups().empty() && !to.param_groups().empty()) << "zero: an optimizer without groups";
+  for (auto& group : to.param_groups()) group.set_options(from.param_groups().front().options().clone());
 }
 
 }  // namespace
@@ -177,6 +260,64 @@ void ZeroOptimizer::step() {
     bucket.reduction = TensorHandle();
   }
   next_launch_ = 0;
+}
+
+std::unique_ptr<optim::Optimizer> ZeroOptimizer::consolidated(const OptimizerFactory& make,
+                                                              const std::vector<at::Tensor>& parameters) {
+  std::unique_ptr<optim::Optimizer> full = make(parameters);
+  COHORT_CHECK_AS(ConfigError, full != nullptr) << "zero: the optimizer factory returned no optimizer";
+  COHORT_CHECK_AS(ConfigError, typeid(*full) == typeid(*optimizer_))
+      << "zero: the factory made a " << type_name_of(*full) << ", the sharded optimizer is a "
+      << type_name_of(*optimizer_);
+  copy_group_options(*optimizer_, *full);
+  torch::NoGradGuard no_grad;
+  for (Bucket& bucket : buckets_) {
+    // Steps are collective, so a bucket has state on every rank or on none.
+    const optim::OptimizerParamState* state = state_of(*optimizer_, bucket.shard);
+    if (state == nullptr) continue;
+    const StateFields mine = fields_of(*state);
+    std::vector<at::Tensor> joined;
+    for (const at::Tensor& t : mine.tensors)
+      joined.push_back(t.defined() ? allgather(t.contiguous(), {.engine = engine_.get()}) : at::Tensor());
+    for (size_t i = 0; i < bucket.members.size(); ++i) {
+      const at::Tensor& p = parameters_[bucket.members[i]];
+      StateFields f{.step = mine.step};
+      for (const at::Tensor& t : joined)
+        f.tensors.push_back(t.defined() ? t.narrow(0, bucket.offsets[i], p.numel()).view(p.sizes()).clone()
+                                        : at::Tensor());
+      set_state(*full, p, make_state(*full, f));
+    }
+  }
+  return full;
+}
+
+void ZeroOptimizer::load_consolidated(const optim::Optimizer& full) {
+  COHORT_CHECK_AS(ConfigError, typeid(full) == typeid(*optimizer_))
+      << "zero: the saved optimizer is a " << type_name_of(full) << ", this job's a " << type_name_of(*optimizer_);
+  copy_group_options(full, *optimizer_);
+  torch::NoGradGuard no_grad;
+  for (Bucket& bucket : buckets_) {
+    std::vector<StateFields> members;
+    for (size_t k : bucket.members)
+      if (const optim::OptimizerParamState* state = state_of(full, parameters_[k])) members.push_back(fields_of(*state));
+    if (members.empty()) {
+      optimizer_->state().erase(state_key(optimizer_->state(), bucket.shard));
+      continue;
+    }
+    COHORT_CHECK_AS(ConfigError, members.size() == bucket.members.size())
+        << "zero: the saved optimizer has state for some parameters of a bucket and not others";
+    StateFields f{.step = members.front().step};
+    for (size_t field = 0; field < members.front().tensors.size(); ++field) {
+      if (!members.front().tensors[field].defined()) {
+        f.tensors.emplace_back();
+        continue;
+      }
+      std::vector<at::Tensor> flat;
+      for (const StateFields& m : members) flat.push_back(m.tensors.at(field).reshape(-1));
+      f.tensors.push_back(torch::cat(flat).narrow(0, bucket.block.offset, bucket.block.rows).clone());
+    }
+    set_state(*optimizer_, bucket.shard, make_state(*optimizer_, f));
+  }
 }
 
 ZeroMemory ZeroOptimizer::memory() const {

@@ -83,6 +83,19 @@ class ZeroOptimizer {
   void step();
 
   torch::optim::Optimizer& shard_optimizer() { return *optimizer_; }
+
+  // Collective. The optimizer one process would have over `parameters` (a
+  // superset of this optimizer's, in the model's order; made by `make`),
+  // holding every rank's state joined back per parameter, with this
+  // optimizer's group options: what plain data parallelism saves, so a
+  // checkpoint of it loads into DDP, one device, or ZeRO at any world size.
+  // Every rank holds the whole state while it exists.
+  std::unique_ptr<torch::optim::Optimizer> consolidated(const OptimizerFactory& make,
+                                                        const std::vector<at::Tensor>& parameters);
+  // Not collective: takes this rank's blocks of `full`'s state (an optimizer
+  // as consolidated() returns, over the same parameters, of the same type)
+  // and its group options.
+  void load_consolidated(const torch::optim::Optimizer& full);
   ZeroMemory memory() const;
   int64_t numel() const { return numel_; }          // Psi: the trainable elements
   int64_t owned_numel() const { return owned_; }    // this rank's blocks, summed

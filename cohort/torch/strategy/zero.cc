@@ -2,14 +2,10 @@
 
 #include <torch/torch.h>
 
-#include <sstream>
-
 #include "cohort/common/check.h"
 #include "cohort/torch/core/broadcast_state.h"
-#include "cohort/torch/core/collectives.h"
-#include "cohort/torch/core/module_state.h"
-#include "cohort/torch/core/optimizer_archive.h"
 #include "cohort/torch/strategy/prepared_model.h"
+#include "cohort/torch/strategy/single_process.h"
 
 namespace cohort {
 namespace {
@@ -21,9 +17,6 @@ std::vector<at::Tensor> trainable(torch::nn::Module& module) {
   return out;
 }
 
-at::Tensor bytes_tensor(const std::string& bytes) {
-  return torch::tensor(std::vector<uint8_t>(bytes.begin(), bytes.end()), torch::kUInt8);
-}
 
 }  // namespace
 
@@ -74,46 +67,21 @@ StepResult ZeroStrategy::train_step(const Batch& mine, int64_t global_rows) {
   return result;
 }
 
-// Collective: every rank's shard optimizer, serialised, gathered into the
-// archive (the chief writes it), with the world size and the layout's size.
+// Collective: the full model and the consolidated optimizer, in the form
+// multi_worker and one_device save (detail::save_replicated), so the
+// checkpoint loads into them too, and into zero at any world size.
 void ZeroStrategy::save(torch::serialize::OutputArchive& archive) {
   detail::prepared(model_, prepared_);
-  torch::serialize::OutputArchive model, shard;
-  module().save(model);
-  save_optimizer(zero_->shard_optimizer(), shard);
-  std::ostringstream bytes;
-  shard.save_to(bytes);
-  const at::Tensor mine = bytes_tensor(bytes.str());
-  const at::Tensor lengths = all_gather(torch::tensor({mine.numel()}, torch::kInt64));
-  archive.write("model", model);
-  archive.write("zero_shards", all_gather(mine));
-  archive.write("zero_shard_bytes", lengths);
-  archive.write("zero_layout", torch::tensor({int64_t(process_count()), zero_->numel()}, torch::kInt64));
+  const std::unique_ptr<torch::optim::Optimizer> full = zero_->consolidated(model_.optimizer, module().parameters());
+  detail::save_replicated(module(), *full, archive);
 }
 
 void ZeroStrategy::load(torch::serialize::InputArchive& archive) {
   detail::prepared(model_, prepared_);
-  torch::serialize::InputArchive model;
-  at::Tensor shards, lengths, layout;
-  COHORT_CHECK_AS(ConfigError, archive.try_read("zero_layout", layout) && archive.try_read("zero_shards", shards) &&
-                                   archive.try_read("zero_shard_bytes", lengths))
-      << "zero: the saved state has no sharded optimizer state (it was not saved by the zero strategy)";
-  COHORT_CHECK_AS(ConfigError, layout.numel() == 2 && layout[0].item<int64_t>() == process_count() &&
-                                   layout[1].item<int64_t>() == zero_->numel())
-      << "zero: the state was saved by " << layout[0].item<int64_t>() << " ranks over " << layout[1].item<int64_t>()
-      << " elements; this job has " << process_count() << " ranks over " << zero_->numel()
-      << " (resharding to another world size is not built yet)";
-  archive.read("model", model);
-  check_module_state(module(), model);
-  const at::Tensor ends = lengths.cumsum(0);
-  const int64_t end = ends[process_index()].item<int64_t>();
-  const int64_t begin = end - lengths[process_index()].item<int64_t>();
-  const at::Tensor mine = shards.narrow(0, begin, end - begin).contiguous();
-  std::istringstream in(std::string(reinterpret_cast<const char*>(mine.data_ptr<uint8_t>()), size_t(mine.numel())));
-  torch::serialize::InputArchive shard;
-  shard.load_from(in);
-  load_optimizer(zero_->shard_optimizer(), shard);
-  load_module_state(module(), model);  // in place: the parameters stay views of the buckets
+  const std::unique_ptr<torch::optim::Optimizer> full = detail::make_optimizer(model_, module().parameters());
+  // In place: the parameters stay views of the buckets.
+  detail::load_replicated(module(), *full, archive);
+  zero_->load_consolidated(*full);
 }
 
 }  // namespace cohort

@@ -6,9 +6,10 @@
 // AdamW, Adagrad, RMSprop). Uneven and empty shares of a step's rows are
 // weighted as in multi_worker.
 //
-// Checkpoints: save() writes the full model and, for the optimizer, every
-// rank's shard gathered in the flat layout with the layout's size; load()
-// restores it at the same world size and stage-independent layout.
+// Checkpoints: save() (collective) writes the full model and the optimizer
+// state joined back per parameter, the form multi_worker and one_device
+// save: the checkpoint loads into them, and into zero at any world size;
+// load() takes this rank's blocks of it (from any of them).
 #pragma once
 
 #include <memory>
