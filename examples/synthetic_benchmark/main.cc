@@ -25,15 +25,16 @@ using cohort::median;
 // the estimate for SGD with momentum (one state element per parameter).
 void print_zero_memory(const cohort::ZeroStrategy& zero, int64_t params) {
   const cohort::ZeroMemory m = zero.memory();
-  const at::Tensor all = cohort::allgather(at::tensor({m.parameters, m.gradients, m.optimizer}, at::kLong).view({1, 3}));
+  const at::Tensor all =
+      cohort::allgather(at::tensor({m.parameters, m.gradients, m.optimizer, m.buffers}, at::kLong).view({1, 4}));
   if (cohort::rank() != 0) return;
   const double b = 4, estimate = cohort::zero_bytes_per_rank(double(params), b, b, zero.options().stage, cohort::size());
   for (int64_t r = 0; r < all.size(0); ++r) {
     const int64_t* v = all[r].data_ptr<int64_t>();
     std::printf("memory rank %lld: parameters %.1f MiB, gradients %.1f MiB, optimizer %.1f MiB, total %.1f MiB "
-                "(estimate %.1f MiB)\n",
+                "(estimate %.1f MiB); packing buffers %.1f MiB\n",
                 (long long)r, v[0] / 1048576.0, v[1] / 1048576.0, v[2] / 1048576.0, (v[0] + v[1] + v[2]) / 1048576.0,
-                estimate / 1048576.0);
+                estimate / 1048576.0, v[3] / 1048576.0);
   }
 }
 

@@ -4,6 +4,7 @@
 #include <torch/optim.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <sstream>
 #include <type_traits>
 #include <typeinfo>
@@ -122,11 +123,13 @@ struct ZeroOptimizer::Bucket {
   at::Tensor parameters;             // flat: the members are views of it
   std::vector<size_t> members;       // parameter indices, in packing order
   std::vector<int64_t> offsets;      // each member's first element in the bucket
+  int64_t numel = 0;                 // the members' elements (parameters holds a few more: padding)
   RowBlock block;                    // this rank's elements of the bucket
   at::Tensor shard;                  // parameters.narrow(block): what the optimizer steps
   at::Tensor gradients;              // stage 1: the bucket's flat gradient, kept (the members' .grad() view it)
   size_t pending = 0;                // members whose gradient has not arrived this step
   TensorHandle reduction;            // the bucket's reduce-scatter, once launched
+  at::Tensor averaged;               // its result, once waited for
 };
 
 ZeroOptimizer::ZeroOptimizer(const std::vector<at::Tensor>& parameters, const OptimizerFactory& make,
@@ -168,7 +171,11 @@ ZeroOptimizer::ZeroOptimizer(const std::vector<at::Tensor>& parameters, const Op
       bucket.offsets.push_back(n);
       n += parameters_[k].numel();
     }
-    bucket.parameters = torch::empty({n}, parameters_.front().options().requires_grad(false));
+    // Padded to a multiple of the ranks, so that every rank's block has the
+    // same size and the collectives need no padded copies; the padding
+    // stays zero (zero gradients, never read).
+    const int64_t padded = (n + size - 1) / size * size;
+    bucket.parameters = torch::zeros({padded}, parameters_.front().options().requires_grad(false));
     for (size_t i = 0; i < members.size(); ++i) {
       at::Tensor& p = parameters_[members[i]];
       at::Tensor view = bucket.parameters.narrow(0, bucket.offsets[i], p.numel());
@@ -178,7 +185,8 @@ ZeroOptimizer::ZeroOptimizer(const std::vector<at::Tensor>& parameters, const Op
       p.set_data(view.view(p.sizes()));
       bucket_of_[members[i]] = buckets_.size();
     }
-    bucket.block = reduce_scatter_block(n, size, rank);
+    bucket.numel = n;
+    bucket.block = {.offset = padded / size * rank, .rows = padded / size};
     bucket.shard = bucket.parameters.narrow(0, bucket.block.offset, bucket.block.rows);
     bucket.pending = members.size();
     shards.push_back(bucket.shard);
@@ -209,27 +217,59 @@ void ZeroOptimizer::on_accumulated(size_t parameter) {
 void ZeroOptimizer::launch(size_t index) {
   Bucket& bucket = buckets_[index];
   torch::NoGradGuard no_grad;
-  // Stage 1 keeps the full gradient, as one flat buffer per bucket that the
-  // members' .grad() become views of; stage 2 packs into a temporary and
-  // keeps no full gradient once its bucket is on its way.
-  if (options_.stage == 1 && !bucket.gradients.defined()) bucket.gradients = torch::empty_like(bucket.parameters);
-  at::Tensor flat = options_.stage == 1 ? bucket.gradients : torch::empty_like(bucket.parameters);
+  // Stage 1 keeps the full gradient in one flat buffer per bucket, which the
+  // members' .grad() are views of from zero_grad() on (backward accumulates
+  // straight into it); stage 2 packs into a temporary and keeps no full
+  // gradient once its bucket is on its way.
+  at::Tensor flat = options_.stage == 1 ? bucket.gradients : pack_buffer(index);
   for (size_t i = 0; i < bucket.members.size(); ++i) {
     at::Tensor& p = parameters_[bucket.members[i]];
     at::Tensor slot = flat.narrow(0, bucket.offsets[i], p.numel());
+    const bool in_place = p.grad().defined() && p.grad().data_ptr() == slot.data_ptr();
     // A parameter the forward did not reach adds zeros (Horovod's rule).
-    if (p.grad().defined()) slot.copy_(p.grad().reshape(-1)); else slot.zero_();
+    if (!in_place) {
+      if (p.grad().defined()) slot.copy_(p.grad().reshape(-1)); else slot.zero_();
+    }
     p.mutable_grad() = options_.stage == 1 ? slot.view(p.sizes()) : at::Tensor();
   }
   bucket.reduction = reduce_scatter_async(flat, {.op = ReduceOp::avg, .engine = engine_.get()});
 }
 
+// Stage 2 packs each bucket into one of two buffers of the largest bucket's
+// size, in turn: bucket b reuses the buffer of bucket b - 2 once that one's
+// reduce-scatter is done, so at most two full bucket gradients exist at a
+// time and no step allocates (and page-faults) fresh ones.
+at::Tensor ZeroOptimizer::pack_buffer(size_t index) {
+  const size_t slot = index % pack_.size();
+  if (!pack_[slot].defined()) {
+    int64_t largest = 0;
+    for (const Bucket& bucket : buckets_) largest = std::max(largest, bucket.parameters.numel());
+    pack_[slot] = torch::empty({largest}, buckets_.front().parameters.options());
+  }
+  if (index >= pack_.size()) {
+    Bucket& previous = buckets_[index - pack_.size()];
+    if (!previous.averaged.defined()) previous.averaged = previous.reduction.wait();
+  }
+  at::Tensor flat = pack_[slot].narrow(0, 0, buckets_[index].parameters.numel());
+  flat.zero_();
+  return flat;
+}
+
 void ZeroOptimizer::zero_grad() {
+  torch::NoGradGuard no_grad;
   for (at::Tensor& p : parameters_) p.mutable_grad() = at::Tensor();
   for (Bucket& bucket : buckets_) {
     bucket.shard.mutable_grad() = at::Tensor();
     bucket.pending = bucket.members.size();
     bucket.reduction = TensorHandle();
+    bucket.averaged = at::Tensor();
+    if (options_.stage != 1) continue;
+    if (!bucket.gradients.defined()) bucket.gradients = torch::zeros_like(bucket.parameters);
+    else bucket.gradients.zero_();
+    for (size_t i = 0; i < bucket.members.size(); ++i) {
+      at::Tensor& p = parameters_[bucket.members[i]];
+      p.mutable_grad() = bucket.gradients.narrow(0, bucket.offsets[i], p.numel()).view(p.sizes());
+    }
   }
   next_launch_ = 0;
 }
@@ -238,7 +278,7 @@ void ZeroOptimizer::step() {
   // Buckets with a parameter backward never reached.
   while (next_launch_ < buckets_.size()) launch(next_launch_++);
   for (Bucket& bucket : buckets_) {
-    const at::Tensor averaged = bucket.reduction.wait();
+    const at::Tensor averaged = bucket.averaged.defined() ? bucket.averaged : bucket.reduction.wait();
     if (options_.stage == 1) {
       // In place: this rank's block of the kept gradient is the average.
       at::Tensor block = bucket.gradients.narrow(0, bucket.block.offset, bucket.block.rows);
@@ -258,6 +298,7 @@ void ZeroOptimizer::step() {
     bucket.parameters.copy_(gathers[b].wait());
     bucket.pending = bucket.members.size();
     bucket.reduction = TensorHandle();
+    bucket.averaged = at::Tensor();
   }
   next_launch_ = 0;
 }
@@ -314,7 +355,9 @@ void ZeroOptimizer::load_consolidated(const optim::Optimizer& full) {
       }
       std::vector<at::Tensor> flat;
       for (const StateFields& m : members) flat.push_back(m.tensors.at(field).reshape(-1));
-      f.tensors.push_back(torch::cat(flat).narrow(0, bucket.block.offset, bucket.block.rows).clone());
+      at::Tensor joined = torch::cat(flat);
+      joined = torch::constant_pad_nd(joined, {0, bucket.parameters.numel() - joined.numel()});
+      f.tensors.push_back(joined.narrow(0, bucket.block.offset, bucket.block.rows).clone());
     }
     set_state(*optimizer_, bucket.shard, make_state(*optimizer_, f));
   }
@@ -329,6 +372,7 @@ ZeroMemory ZeroOptimizer::memory() const {
     m.gradients += options_.stage == 1 ? bytes_of(bucket.gradients) : bytes_of(bucket.shard.grad());
   }
   m.optimizer = optimizer_state_bytes(*optimizer_);
+  for (const at::Tensor& buffer : pack_) m.buffers += bytes_of(buffer);
   return m;
 }
 

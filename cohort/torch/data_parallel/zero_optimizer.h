@@ -4,9 +4,9 @@
 //
 // Layout. The trainable parameters are packed, in reverse order (the order
 // backward reaches them), into flat buckets of about `bucket_bytes`; every
-// parameter becomes a view of its bucket, so nothing is copied twice. Rank r
-// owns block r of every bucket (reduce_scatter's split: the first
-// numel % size ranks own one element more), and its optimizer is made, by
+// parameter becomes a view of its bucket, so nothing is copied twice. A
+// bucket is padded (with zeros) to a multiple of the ranks; rank r owns
+// block r of every bucket, 1/size of it, and its optimizer is made, by
 // the program's OptimizerFactory, over those blocks alone: one shard tensor
 // per bucket, each a view of the bucket. An optimizer step therefore writes
 // this rank's block of the parameters in place.
@@ -40,6 +40,7 @@
 #include <ATen/Tensor.h>
 #include <torch/optim/optimizer.h>
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -65,6 +66,7 @@ struct ZeroMemory {
   int64_t parameters = 0;  // the full parameters (stages 1 and 2 keep them all)
   int64_t gradients = 0;   // the full gradient (stage 1) or this rank's averaged blocks (stage 2)
   int64_t optimizer = 0;   // the optimizer's state (of this rank's blocks)
+  int64_t buffers = 0;     // stage 2's two packing buffers (not model state)
 };
 
 class ZeroOptimizer {
@@ -98,13 +100,14 @@ class ZeroOptimizer {
   void load_consolidated(const torch::optim::Optimizer& full);
   ZeroMemory memory() const;
   int64_t numel() const { return numel_; }          // Psi: the trainable elements
-  int64_t owned_numel() const { return owned_; }    // this rank's blocks, summed
+  int64_t owned_numel() const { return owned_; }    // this rank's blocks, summed (with their padding)
   int buckets() const;
 
  private:
   struct Bucket;
   void on_accumulated(size_t parameter);
   void launch(size_t bucket);
+  at::Tensor pack_buffer(size_t bucket);
 
   ZeroOptions options_;
   EngineRef engine_;
@@ -113,6 +116,7 @@ class ZeroOptimizer {
   std::vector<Bucket> buckets_;
   size_t next_launch_ = 0;
   int64_t numel_ = 0, owned_ = 0;
+  std::array<at::Tensor, 2> pack_;  // stage 2: the buckets' packing buffers, in turn
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   std::unique_ptr<AccumulatedGradHooks> hooks_;
 };
