@@ -19,6 +19,7 @@
 #include "cohort/common/error.h"
 #include "cohort/torch/core/runtime.h"
 #include "cohort/torch/core/threads.h"
+#include "cohort/torch/data_parallel/zero_optimizer.h"
 #include "cohort/torch/model_parallel/mesh.h"
 #include "examples/char_lm/batches.h"
 #include "examples/char_lm/corpus.h"
@@ -35,11 +36,38 @@ namespace {
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-std::unique_ptr<torch::optim::Optimizer> make_optimizer(const lm::CharLmOptions& o, std::vector<at::Tensor> params) {
+cohort::OptimizerFactory optimizer_factory(const lm::CharLmOptions& o) {
   if (o.optimizer == "sgd")
-    return std::make_unique<torch::optim::SGD>(std::move(params), torch::optim::SGDOptions(o.lr).momentum(o.momentum));
-  return std::make_unique<torch::optim::Adam>(std::move(params), torch::optim::AdamOptions(o.lr));
+    return cohort::optimizer_factory<torch::optim::SGD>(torch::optim::SGDOptions(o.lr).momentum(o.momentum));
+  return cohort::optimizer_factory<torch::optim::Adam>(torch::optim::AdamOptions(o.lr));
 }
+
+// This rank's optimizer: over its stage's (tp-sliced) parameters, the
+// gradients averaged over dp by the model; or, with --zero, ZeRO over the
+// dp axis, which reduce-scatters them itself after the pipeline's
+// micro-batches and steps this replica's blocks.
+class StageOptimizer {
+ public:
+  StageOptimizer(const lm::CharLmOptions& o, lm::ParallelLm& model, cohort::Mesh& mesh) {
+    if (o.zero == 0) {
+      plain_ = optimizer_factory(o)(model.parameters());
+    } else {
+      zero_ = std::make_unique<cohort::ZeroOptimizer>(
+          model.parameters(), optimizer_factory(o),
+          cohort::ZeroOptions{.stage = o.zero, .overlap = false, .engine = &mesh.engine(MeshAxis::dp)});
+    }
+  }
+  void zero_grad() {
+    if (zero_) zero_->zero_grad(); else plain_->zero_grad();
+  }
+  void step() {
+    if (zero_) zero_->step(); else plain_->step();
+  }
+
+ private:
+  std::unique_ptr<torch::optim::Optimizer> plain_;
+  std::unique_ptr<cohort::ZeroOptimizer> zero_;
+};
 
 // What every rank derives from the flags and the corpus alone.
 struct Prepared {
@@ -77,8 +105,9 @@ void train(const lm::CharLmOptions& o, int world_rank) {
   lm::ParallelLm model(mesh, shape,
                        {.micro_batches = o.micro_batches,
                         .schedule = schedule,
-                        .init = {.seed = o.seed, .dtype = o.dtype == "float64" ? at::kDouble : at::kFloat}});
-  auto optimizer = make_optimizer(o, model.parameters());
+                        .init = {.seed = o.seed, .dtype = o.dtype == "float64" ? at::kDouble : at::kFloat},
+                        .synchronize_gradients = o.zero == 0});
+  StageOptimizer optimizer(o, model, mesh);
   const lm::RowRange rows = lm::replica_rows(o.batch_size, o.dp, mesh.rank(MeshAxis::dp));
 
   if (world_rank == 0) {
@@ -90,10 +119,11 @@ void train(const lm::CharLmOptions& o, int world_rank) {
     std::printf(
         "char_lm: model d_model %lld, %lld heads, %lld blocks, context %lld (%lld parameters); "
         "mesh dp %d x pp %d x tp %d, %s schedule, %d micro-batches; global batch %lld x %lld characters, "
-        "%s lr %g, %s, %d thread%s per rank\n",
+        "%s lr %g%s, %s, %d thread%s per rank\n",
         (long long)o.d_model, (long long)o.heads, (long long)o.layers, (long long)o.seq_len, (long long)n_params, o.dp,
         o.pp, o.tp, cohort::schedule_name(schedule), o.micro_batches, (long long)o.batch_size, (long long)o.seq_len,
-        o.optimizer.c_str(), o.lr, o.dtype.c_str(), torch::get_num_threads(), torch::get_num_threads() == 1 ? "" : "s");
+        o.optimizer.c_str(), o.lr, o.zero == 0 ? "" : (" (ZeRO stage " + std::to_string(o.zero) + " over dp)").c_str(),
+        o.dtype.c_str(), torch::get_num_threads(), torch::get_num_threads() == 1 ? "" : "s");
     std::fflush(stdout);
   }
 
@@ -108,9 +138,9 @@ void train(const lm::CharLmOptions& o, int world_rank) {
     const std::vector<int64_t> flat = batches.rows(step, rows);
     const at::Tensor windows =
         torch::tensor(flat, torch::TensorOptions().dtype(torch::kLong)).reshape({rows.end - rows.begin, o.seq_len + 1});
-    optimizer->zero_grad();
+    optimizer.zero_grad();
     const at::Tensor loss = model.forward_backward(windows);
-    optimizer->step();
+    optimizer.step();
     ++interval_steps;
 
     const bool log = step == 0 || (step + 1) % o.log_every == 0 || step + 1 == o.steps;

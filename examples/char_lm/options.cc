@@ -24,6 +24,8 @@ Trains a character-level transformer language model on the fortunes of Debian's
   --lr X                learning rate (0.003)
   --optimizer adam|sgd  optimizer on each rank's parameter shards (adam)
   --momentum X          SGD momentum (0.9)
+  --zero 0|1|2          ZeRO over the dp axis: 1 splits the optimizer state over
+                        the dp replicas, 2 also the gradients (0: plain averaging)
   --seed N              weights and batches: equal seeds train the same model
                         whatever the mesh (42)
   --dtype float32|float64  parameters and activations; float64 shows that
@@ -64,6 +66,7 @@ CharLmOptions parse_options(const std::vector<std::string>& args) {
          o.optimizer = one_of(f, v, {"adam", "sgd"});
        }},
       {"--momentum", [&](auto& f, auto& v) { o.momentum = parse_number<double>(f, v); }},
+      {"--zero", [&](auto& f, auto& v) { o.zero = std::stoi(one_of(f, v, {"0", "1", "2"})); }},
       {"--seed", [&](auto& f, auto& v) { o.seed = parse_number<uint64_t>(f, v); }},
       {"--dtype",
        [&](auto& f, auto& v) {

@@ -26,6 +26,7 @@ struct CharLmOptions {
   double lr = 3e-3;
   std::string optimizer = "adam";  // "adam" or "sgd"
   double momentum = 0.9;           // sgd only
+  int zero = 0;                    // ZeRO stage over dp (0: off; 1: optimizer state, 2: and gradients)
   uint64_t seed = 42;              // weights and batches
   std::string dtype = "float32";   // "float32" or "float64" (parameters and activations)
   // Model.

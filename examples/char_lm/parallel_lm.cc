@@ -35,7 +35,7 @@ at::Tensor ParallelLm::forward_backward(const at::Tensor& windows) {
       [stage](const at::Tensor& logits, const at::Tensor& y) mutable { return stage->loss(logits, y); });
   // Each replica's gradient is of its rows' mean loss; their average over
   // dp is the global batch's (equal rows per replica).
-  cohort::synchronize_gradients(stage_->parameters(), mesh_.engine(MeshAxis::dp));
+  if (options_.synchronize_gradients) cohort::synchronize_gradients(stage_->parameters(), mesh_.engine(MeshAxis::dp));
   return loss;
 }
 

@@ -43,6 +43,9 @@ struct ParallelLmOptions {
   int micro_batches = 1;
   cohort::Schedule schedule = cohort::Schedule::one_f_one_b;
   InitOptions init;  // seed, dtype, perturb
+  // Average the gradients over dp in forward_backward(); false when a ZeRO
+  // optimizer (--zero) reduce-scatters them itself.
+  bool synchronize_gradients = true;
 };
 
 class ParallelLm {

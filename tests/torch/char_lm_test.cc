@@ -18,6 +18,7 @@
 #include <tuple>
 #include <vector>
 
+#include "cohort/torch/data_parallel/zero_optimizer.h"
 #include "cohort/torch/model_parallel/mesh.h"
 #include "cohort/torch/model_parallel/tensor_parallel_module.h"
 #include "examples/char_lm/batches.h"
@@ -165,56 +166,86 @@ INSTANTIATE_TEST_SUITE_P(
                       MeshCase{1, 4, 2, cohort::Schedule::gpipe, 4}),
     [](const ::testing::TestParamInfo<MeshCase>& info) { return name_of(info.param); });
 
+constexpr int kTrainSteps = 4;
+constexpr double kLr = 0.01;
+
+// The reference: plain Adam on the full float64 parameters, its losses.
+std::vector<double> one_rank_losses() {
+  std::vector<double> want;
+  lm::FullParameters p;
+  std::vector<at::Tensor> list;
+  for (const auto& [name, t] : lm::full_parameters(kShape, kInit)) {
+    p[name] = t.clone().requires_grad_(true);
+    list.push_back(p[name]);
+  }
+  torch::optim::Adam adam(list, torch::optim::AdamOptions(kLr));
+  for (int step = 0; step < kTrainSteps; ++step) {
+    adam.zero_grad();
+    const at::Tensor w = windows(step, {0, kBatch});
+    const at::Tensor loss = lm::dense_loss(p, kShape, w.narrow(1, 0, kShape.seq_len), w.narrow(1, 1, kShape.seq_len));
+    loss.backward();
+    adam.step();
+    want.push_back(loss.item<double>());
+  }
+  return want;
+}
+
+// kTrainSteps Adam steps of `c`'s mesh, plain (zero 0: the model averages
+// the gradients over dp) or with ZeRO over dp (stage 1 or 2, reduce-scatter
+// after the pipeline's micro-batches), against the one-rank losses.
+void expect_follows_one_rank(const MeshCase& c, int zero, const std::vector<double>& want) {
+  const int n = c.dp * c.pp * c.tp;
+  PerRank<double> losses(n);
+  run_world_ranks(n, [&](WorldRank& w) {
+    cohort::Mesh mesh({.dp = c.dp, .pp = c.pp, .tp = c.tp}, w.world, w.store, {.engine = engine_test_options()});
+    lm::ParallelLm model(mesh, kShape,
+                         {.micro_batches = c.micro_batches, .schedule = c.schedule, .init = kInit,
+                          .synchronize_gradients = zero == 0});
+    const auto adam = cohort::optimizer_factory<torch::optim::Adam>(torch::optim::AdamOptions(kLr));
+    std::unique_ptr<torch::optim::Optimizer> plain;
+    std::unique_ptr<cohort::ZeroOptimizer> sharded;
+    if (zero == 0) plain = adam(model.parameters());
+    else
+      sharded = std::make_unique<cohort::ZeroOptimizer>(
+          model.parameters(), adam,
+          cohort::ZeroOptions{.stage = zero, .bucket_bytes = 4096, .overlap = false,
+                              .engine = &mesh.engine(MeshAxis::dp)});
+    const lm::RowRange rows = lm::replica_rows(kBatch, c.dp, mesh.rank(MeshAxis::dp));
+    for (int step = 0; step < kTrainSteps; ++step) {
+      if (plain) plain->zero_grad(); else sharded->zero_grad();
+      const at::Tensor loss = model.forward_backward(windows(step, rows));
+      if (plain) plain->step(); else sharded->step();
+      losses.add(w.rank, model.global_loss(loss));
+    }
+  });
+  for (int r = 0; r < n; ++r) {
+    ASSERT_EQ(losses.of(r).size(), size_t(kTrainSteps)) << name_of(c);
+    for (int step = 0; step < kTrainSteps; ++step)
+      EXPECT_NEAR(losses.of(r)[size_t(step)], want[size_t(step)], 1e-8 * want[size_t(step)])
+          << name_of(c) << " zero " << zero << " rank " << r << " step " << step;
+  }
+}
+
 // A few Adam steps on every world-4 mesh follow the one-rank model's curve.
 TEST(CharLmTraining, EveryWorld4MeshFollowsTheOneRankLossCurve) {
-  constexpr int kSteps = 4;
-  constexpr double kLr = 0.01;
-  // The reference: plain Adam on the full float64 parameters.
-  std::vector<double> want;
-  {
-    lm::FullParameters p;
-    std::vector<at::Tensor> list;
-    for (const auto& [name, t] : lm::full_parameters(kShape, kInit)) {
-      p[name] = t.clone().requires_grad_(true);
-      list.push_back(p[name]);
-    }
-    torch::optim::Adam adam(list, torch::optim::AdamOptions(kLr));
-    for (int step = 0; step < kSteps; ++step) {
-      adam.zero_grad();
-      const at::Tensor w = windows(step, {0, kBatch});
-      const at::Tensor loss = lm::dense_loss(p, kShape, w.narrow(1, 0, kShape.seq_len), w.narrow(1, 1, kShape.seq_len));
-      loss.backward();
-      adam.step();
-      want.push_back(loss.item<double>());
-    }
-  }
+  const std::vector<double> want = one_rank_losses();
   ASSERT_LT(want.back(), want.front()) << "the reference itself does not learn";
-
   for (const MeshCase& c :
        {MeshCase{4, 1, 1, cohort::Schedule::gpipe, 1}, MeshCase{2, 2, 1, cohort::Schedule::one_f_one_b, 2},
         MeshCase{2, 1, 2, cohort::Schedule::gpipe, 1}, MeshCase{1, 2, 2, cohort::Schedule::gpipe, 2},
-        MeshCase{1, 4, 1, cohort::Schedule::one_f_one_b, 2}, MeshCase{1, 1, 4, cohort::Schedule::gpipe, 2}}) {
-    const int n = c.dp * c.pp * c.tp;
-    PerRank<double> losses(n);
-    run_world_ranks(n, [&](WorldRank& w) {
-      cohort::Mesh mesh({.dp = c.dp, .pp = c.pp, .tp = c.tp}, w.world, w.store, {.engine = engine_test_options()});
-      lm::ParallelLm model(mesh, kShape, {.micro_batches = c.micro_batches, .schedule = c.schedule, .init = kInit});
-      torch::optim::Adam adam(model.parameters(), torch::optim::AdamOptions(kLr));
-      const lm::RowRange rows = lm::replica_rows(kBatch, c.dp, mesh.rank(MeshAxis::dp));
-      for (int step = 0; step < kSteps; ++step) {
-        adam.zero_grad();
-        const at::Tensor loss = model.forward_backward(windows(step, rows));
-        adam.step();
-        losses.add(w.rank, model.global_loss(loss));
-      }
-    });
-    for (int r = 0; r < n; ++r) {
-      ASSERT_EQ(losses.of(r).size(), size_t(kSteps)) << name_of(c);
-      for (int step = 0; step < kSteps; ++step)
-        EXPECT_NEAR(losses.of(r)[size_t(step)], want[size_t(step)], 1e-8 * want[size_t(step)])
-            << name_of(c) << " rank " << r << " step " << step;
-    }
-  }
+        MeshCase{1, 4, 1, cohort::Schedule::one_f_one_b, 2}, MeshCase{1, 1, 4, cohort::Schedule::gpipe, 2}})
+    expect_follows_one_rank(c, 0, want);
+}
+
+// ZeRO on the dp axis of meshes with pipeline stages (several micro-batches
+// accumulate before the reduce-scatter) and tensor-parallel slices.
+TEST(CharLmTraining, ZeroOverTheDpAxisFollowsTheOneRankLossCurve) {
+  const std::vector<double> want = one_rank_losses();
+  for (int zero : {1, 2})
+    for (const MeshCase& c : {MeshCase{4, 1, 1, cohort::Schedule::gpipe, 1},
+                              MeshCase{2, 2, 1, cohort::Schedule::one_f_one_b, 2},
+                              MeshCase{2, 1, 2, cohort::Schedule::gpipe, 2}})
+      expect_follows_one_rank(c, zero, want);
 }
 
 TEST(CharLmSampling, DrawsVocabularyCharactersUpToTheFirstNewline) {

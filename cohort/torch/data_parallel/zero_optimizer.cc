@@ -197,7 +197,8 @@ ZeroOptimizer::ZeroOptimizer(const std::vector<at::Tensor>& parameters, const Op
   optimizer_ = make(shards);
   COHORT_CHECK_AS(ConfigError, optimizer_ != nullptr) << "zero: the optimizer factory returned no optimizer";
   check_per_element(*optimizer_);
-  hooks_ = std::make_unique<AccumulatedGradHooks>(parameters_, [this](size_t k) { on_accumulated(k); });
+  if (options_.overlap)
+    hooks_ = std::make_unique<AccumulatedGradHooks>(parameters_, [this](size_t k) { on_accumulated(k); });
 }
 
 ZeroOptimizer::~ZeroOptimizer() = default;

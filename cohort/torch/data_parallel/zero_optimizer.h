@@ -58,7 +58,12 @@ class TensorHandle;
 struct ZeroOptions {
   int stage = 1;                             // 1: optimizer state sharded; 2: and gradients
   int64_t bucket_bytes = int64_t(25) << 20;  // flat buckets of about this many bytes
-  engine::Engine* engine = nullptr;          // null: the thread's current engine
+  // true: buckets are reduce-scattered during backward (one backward pass
+  // per step). false: all in step(), after any number of backward passes
+  // accumulated the step's gradients (pipeline micro-batches, gradient
+  // accumulation).
+  bool overlap = true;
+  engine::Engine* engine = nullptr;  // null: the thread's current engine
 };
 
 // Bytes this rank holds, by category.
