@@ -1,5 +1,7 @@
-// ZeRO stages 1 and 2 (data_parallel/zero_optimizer.h, strategy/zero.h),
+// ZeRO stages 1, 2 and 3 (data_parallel/zero_optimizer.h, strategy/zero.h),
 // ranks as threads, against independent references:
+// - stage 3 holds its blocks only, two units' full parameters at most
+//   during a step, the whole model for predict();
 // - every stage trains as one process on the global batch, step by step
 //   (float64, SGD with momentum and Adam, 1-4 ranks, uneven row shares and
 //   uneven blocks: the parameter count does not divide by the ranks, and
@@ -109,12 +111,13 @@ TEST_P(ZeroSteps, EqualsOneProcessOnTheGlobalBatchStepByStep) {
   const auto expected = reference_run(init, c.optimizer);
   run_torch_ranks(c.ranks, [&](int rank, int size) {
     // 200 bytes: buckets of at most 25 doubles (or one larger parameter):
-    // the 66 elements split 3 ways, 24, 7 and 35.
-    ZeroStrategy zero({.stage = c.stage, .bucket_bytes = 200, .engine = &current_engine()});
+    // the 66 elements split 3 ways, 24, 7 and 35. Stage 3: a unit per Linear.
+    ZeroStrategy zero({.stage = c.stage, .bucket_bytes = 200, .unit_bytes = 8, .engine = &current_engine()});
     zero.prepare(training_model(model_with(init), loss_of, optimizer_named(c.optimizer)));
-    COHORT_CHECK_EQ(zero.sharded().buckets(), 3);
+    COHORT_CHECK_EQ(zero.sharded().buckets(), c.stage == 3 ? 2 : 3);
     for (int s = 0; s < kSteps; ++s) {
       zero.train_step(rows_of(batch(s), rank, size), kGlobalRows);
+      zero.gather_parameters();  // stage 3 holds only its blocks between steps
       const at::Tensor got = flat(zero.module());
       COHORT_CHECK(torch::allclose(got, expected[size_t(s)], 1e-10, 1e-12))
           << "stage " << c.stage << " " << c.optimizer << " rank " << rank << "/" << size << " step " << s
@@ -125,7 +128,7 @@ TEST_P(ZeroSteps, EqualsOneProcessOnTheGlobalBatchStepByStep) {
 
 std::vector<Case> cases() {
   std::vector<Case> out;
-  for (int stage : {1, 2})
+  for (int stage : {1, 2, 3})
     for (const char* optimizer : {"sgd", "adam"})
       for (int ranks : {1, 2, 3, 4}) out.push_back({stage, optimizer, ranks});
   return out;
@@ -178,6 +181,56 @@ TEST(Zero, MemoryCountersHoldOnlyThisRanksBlocks) {
     EXPECT_LT(all_owned, psi + 3 * kRanks);
     EXPECT_EQ(all_optimizer, 2 * all_owned * b);
   }
+}
+
+// Four Linear layers, a unit each at stage 3 (unit_bytes 8).
+nn::Sequential make_deep_model() {
+  nn::Sequential net(nn::Linear(5, 8), nn::Tanh(), nn::Linear(8, 8), nn::Tanh(), nn::Linear(8, 8), nn::Tanh(),
+                     nn::Linear(8, 3));
+  net->to(torch::kFloat64);
+  return net;
+}
+
+// Stage 3 holds only its blocks between steps; during a step at most two
+// units' full parameters exist at once (the one computing and the one
+// gathered for next); predict() gathers the whole model once, and its
+// outputs are one process's.
+TEST(Zero, Stage3HoldsAUnitsFullParametersOnlyWhileItIsUsed) {
+  const auto init = seeded(11, [] {
+    std::vector<at::Tensor> out;
+    for (const auto& p : make_deep_model()->parameters()) out.push_back(p.detach().clone());
+    return out;
+  });
+  auto deep_with = [&] {
+    nn::Sequential net = make_deep_model();
+    torch::NoGradGuard no_grad;
+    const auto params = net->parameters();
+    for (size_t i = 0; i < params.size(); ++i) params[i].copy_(init[i]);
+    return net;
+  };
+  OneDeviceStrategy one;
+  one.prepare(training_model(deep_with(), loss_of, optimizer_named("adam")));
+  one.train_step({batch(0).first, batch(0).second}, kGlobalRows);
+  const at::Tensor x = batch(1).first;
+  const at::Tensor expected = one.predict(x);
+  run_torch_ranks(2, [&](int rank, int size) {
+    ZeroStrategy zero({.stage = 3, .unit_bytes = 8, .engine = &current_engine()});
+    zero.prepare(training_model(deep_with(), loss_of, optimizer_named("adam")));
+    const ZeroOptimizer& sharded = zero.sharded();
+    COHORT_CHECK_EQ(sharded.units(), 4);
+    const int64_t blocks_bytes = sharded.owned_numel() * 8;
+    COHORT_CHECK_EQ(zero.memory().parameters, blocks_bytes) << "before the first step";
+    zero.train_step(rows_of(batch(0), rank, size), kGlobalRows);
+    COHORT_CHECK_EQ(sharded.peak_gathered_units(), 2) << "units gathered at once during the step";
+    COHORT_CHECK_EQ(zero.memory().parameters, blocks_bytes) << "after the step";
+    COHORT_CHECK_EQ(zero.memory().gradients, blocks_bytes) << "this rank's averaged gradient blocks";
+    const at::Tensor got = zero.predict(x);
+    COHORT_CHECK(torch::allclose(got, expected, 1e-10, 1e-12))
+        << "rank " << rank << ": predict differs by " << (got - expected).abs().max().item<double>();
+    COHORT_CHECK_GT(zero.memory().parameters, blocks_bytes) << "predict() holds the whole model";
+    zero.train_step(rows_of(batch(1), rank, size), kGlobalRows);
+    COHORT_CHECK_EQ(zero.memory().parameters, blocks_bytes) << "the next step frees it again";
+  });
 }
 
 // The ZeRO paper's Table 1 (Rajbhandari et al. 2020, arXiv:1910.02054):
@@ -238,6 +291,7 @@ void expect_resumes(const std::string& saved, int ranks, const std::function<std
     load_bytes(*strategy, saved);
     for (int s = 1; s < kSteps; ++s) {
       strategy->train_step(rows_of(batch(s), rank, size), kGlobalRows);
+      if (auto* zero = dynamic_cast<ZeroStrategy*>(strategy.get())) zero->gather_parameters();
       const at::Tensor got = flat(strategy->module());
       COHORT_CHECK(torch::allclose(got, expected[size_t(s)], 1e-10, 1e-12))
           << what << ", rank " << rank << "/" << size << " step " << s << ": max difference "
@@ -261,16 +315,28 @@ TEST(Zero, CheckpointsLoadAtAnotherWorldSizeAndIntoDdpAndBack) {
   });
   const std::string from_zero = saved.of(0)[0];
   for (int ranks : {2, 3})
-    for (int stage : {1, 2})
+    for (int stage : {1, 2, 3})
       expect_resumes(from_zero, ranks, [stage] {
         return std::make_unique<ZeroStrategy>(
-            ZeroStrategyOptions{.stage = stage, .bucket_bytes = 200, .engine = &current_engine()});
+            ZeroStrategyOptions{.stage = stage, .bucket_bytes = 200, .unit_bytes = 8, .engine = &current_engine()});
       }, expected, "zero 4 -> zero stage " + std::to_string(stage) + " at " + std::to_string(ranks));
   expect_resumes(from_zero, 2, [] {
     return std::make_unique<MultiWorkerStrategy>(MultiWorkerOptions{.engine = &current_engine()});
   }, expected, "zero 4 -> multi_worker (DDP) at 2");
   expect_resumes(from_zero, 1, [] { return std::make_unique<OneDeviceStrategy>(); }, expected,
                  "zero 4 -> one_device");
+
+  // Saved by stage 3 (its blocks gathered for the save) at 3 ranks, into DDP.
+  PerRank<std::string> saved3(3);
+  run_torch_ranks(3, [&](int rank, int size) {
+    ZeroStrategy zero({.stage = 3, .unit_bytes = 8, .engine = &current_engine()});
+    zero.prepare(training_model(model_with(init), loss_of, optimizer_named("adam")));
+    zero.train_step(rows_of(batch(0), rank, size), kGlobalRows);
+    saved3.add(rank, archive_bytes(zero));
+  });
+  expect_resumes(saved3.of(0)[0], 2, [] {
+    return std::make_unique<MultiWorkerStrategy>(MultiWorkerOptions{.engine = &current_engine()});
+  }, expected, "zero stage 3 at 3 -> multi_worker (DDP) at 2");
 
   OneDeviceStrategy one;
   one.prepare(training_model(model_with(init), loss_of, optimizer_named("adam")));
@@ -288,8 +354,19 @@ TEST(Zero, RefusesOptimizersWhoseStateIsNotPerElementAndBadSpecs) {
                                 optimizer_factory<torch::optim::LBFGS>(torch::optim::LBFGSOptions(1))));
   });
   for (const std::string& e : errors) EXPECT_NE(e.find("torch::optim::LBFGS"), std::string::npos) << e;
-  const std::string stage3 = error_of_kind<ConfigError>([] { make_strategy("zero:stage=3"); });
-  EXPECT_NE(stage3.find("stage"), std::string::npos) << stage3;
+  const std::string stage4 = error_of_kind<ConfigError>([] { make_strategy("zero:stage=4"); });
+  EXPECT_NE(stage4.find("stage must be one of 1, 2, 3"), std::string::npos) << stage4;
+  // Stage 3 steps through a Sequential's layers: another module is refused.
+  struct NotSequentialImpl : nn::Module {
+    NotSequentialImpl() : fc(register_module("fc", nn::Linear(5, 3))) { fc->to(torch::kFloat64); }
+    at::Tensor forward(const at::Tensor& x) { return fc(x); }
+    nn::Linear fc;
+  };
+  const auto not_sequential = run_torch_ranks_errors<ConfigError>(2, [](int) {
+    ZeroStrategy zero({.stage = 3, .engine = &current_engine()});
+    zero.prepare(training_model(nn::ModuleHolder<NotSequentialImpl>(), loss_of, optimizer_named("sgd")));
+  });
+  for (const std::string& e : not_sequential) EXPECT_NE(e.find("torch::nn::Sequential"), std::string::npos) << e;
 }
 
 }  // namespace

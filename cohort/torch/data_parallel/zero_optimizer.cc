@@ -1,10 +1,12 @@
 #include "cohort/torch/data_parallel/zero_optimizer.h"
 
+#include <ATen/native/Resize.h>
 #include <c10/util/typeid.h>
 #include <torch/optim.h>
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cstring>
 #include <sstream>
 #include <type_traits>
 #include <typeinfo>
@@ -125,6 +127,8 @@ struct ZeroOptimizer::Bucket {
   std::vector<int64_t> offsets;      // each member's first element in the bucket
   int64_t numel = 0;                 // the members' elements (parameters holds a few more: padding)
   RowBlock block;                    // this rank's elements of the bucket
+  bool gathered = true;              // stage 3: the storage holds the full parameters
+  TensorHandle gathering;            // stage 3: the allgather under way
   at::Tensor shard;                  // parameters.narrow(block): what the optimizer steps
   at::Tensor gradients;              // stage 1: the bucket's flat gradient, kept (the members' .grad() view it)
   size_t pending = 0;                // members whose gradient has not arrived this step
@@ -135,8 +139,12 @@ struct ZeroOptimizer::Bucket {
 ZeroOptimizer::ZeroOptimizer(const std::vector<at::Tensor>& parameters, const OptimizerFactory& make,
                              ZeroOptions options)
     : options_(options), engine_(options.engine, "zero"), parameters_(parameters) {
-  COHORT_CHECK_AS(ConfigError, options_.stage == 1 || options_.stage == 2)
-      << "zero: stage must be 1 or 2 here, got " << options_.stage;
+  COHORT_CHECK_AS(ConfigError, options_.stage >= 1 && options_.stage <= 3)
+      << "zero: stage must be 1, 2 or 3, got " << options_.stage;
+  COHORT_CHECK_AS(ConfigError, (options_.stage == 3) == !options_.units.empty())
+      << "zero: stage 3 takes its units (and only stage 3 does)";
+  COHORT_CHECK_AS(ConfigError, options_.stage != 3 || options_.overlap)
+      << "zero: stage 3 frees each unit during backward (overlap must be on)";
   COHORT_CHECK_AS(ConfigError, options_.bucket_bytes > 0) << "zero: bucket_bytes must be positive";
   COHORT_CHECK_AS(ConfigError, !parameters_.empty()) << "zero: no trainable parameters";
   const auto dtype = parameters_.front().scalar_type();
@@ -147,19 +155,35 @@ ZeroOptimizer::ZeroOptimizer(const std::vector<at::Tensor>& parameters, const Op
   }
   const int size = engine_.size(), rank = engine_.rank();
 
-  // Pack in reverse order (backward's), closing a bucket at the cap.
-  bucket_of_.assign(parameters_.size(), 0);
-  const int64_t cap = std::max<int64_t>(1, options_.bucket_bytes / parameters_.front().element_size());
-  std::vector<std::vector<size_t>> groups(1);
-  int64_t filled = 0;
-  for (size_t k = parameters_.size(); k-- > 0;) {
-    const int64_t n = parameters_[k].numel();
-    if (!groups.back().empty() && filled + n > cap) {
-      groups.emplace_back();
-      filled = 0;
+  // Pack in reverse order (backward's), closing a bucket at the cap; stage
+  // 3's buckets are its units, the last one first.
+  bucket_of_.assign(parameters_.size(), parameters_.size());
+  std::vector<std::vector<size_t>> groups;
+  if (options_.stage == 3) {
+    for (auto unit = options_.units.rbegin(); unit != options_.units.rend(); ++unit) {
+      COHORT_CHECK_AS(ConfigError, !unit->empty()) << "zero: a stage 3 unit without parameters";
+      groups.emplace_back(unit->rbegin(), unit->rend());
+      for (size_t k : *unit) {
+        COHORT_CHECK_AS(ConfigError, k < parameters_.size() && bucket_of_[k] == parameters_.size())
+            << "zero: parameter " << k << " is out of range or in two units";
+        bucket_of_[k] = 0;  // set for real below
+      }
     }
-    groups.back().push_back(k);
-    filled += n;
+    for (size_t k = 0; k < parameters_.size(); ++k)
+      COHORT_CHECK_AS(ConfigError, bucket_of_[k] != parameters_.size()) << "zero: parameter " << k << " is in no unit";
+  } else {
+    const int64_t cap = std::max<int64_t>(1, options_.bucket_bytes / parameters_.front().element_size());
+    groups.emplace_back();
+    int64_t filled = 0;
+    for (size_t k = parameters_.size(); k-- > 0;) {
+      const int64_t n = parameters_[k].numel();
+      if (!groups.back().empty() && filled + n > cap) {
+        groups.emplace_back();
+        filled = 0;
+      }
+      groups.back().push_back(k);
+      filled += n;
+    }
   }
   torch::NoGradGuard no_grad;
   std::vector<at::Tensor> shards;
@@ -188,6 +212,8 @@ ZeroOptimizer::ZeroOptimizer(const std::vector<at::Tensor>& parameters, const Op
     bucket.numel = n;
     bucket.block = {.offset = padded / size * rank, .rows = padded / size};
     bucket.shard = bucket.parameters.narrow(0, bucket.block.offset, bucket.block.rows);
+    // Stage 3 keeps the block apart (the bucket's storage comes and goes).
+    if (options_.stage == 3) bucket.shard = bucket.shard.clone();
     bucket.pending = members.size();
     shards.push_back(bucket.shard);
     numel_ += n;
@@ -199,11 +225,77 @@ ZeroOptimizer::ZeroOptimizer(const std::vector<at::Tensor>& parameters, const Op
   check_per_element(*optimizer_);
   if (options_.overlap)
     hooks_ = std::make_unique<AccumulatedGradHooks>(parameters_, [this](size_t k) { on_accumulated(k); });
+  if (options_.stage == 3) {
+    gathered_ = units();
+    release_all();
+    peak_gathered_ = 0;
+  }
+}
+
+// ---- stage 3: units gathered and freed ----
+
+size_t ZeroOptimizer::bucket_of_unit(int unit) const {
+  COHORT_CHECK(options_.stage == 3 && unit >= 0 && unit < units()) << "zero: unit " << unit << " (stage 3 only)";
+  return buckets_.size() - 1 - size_t(unit);
+}
+
+void ZeroOptimizer::note_gathered(int change) {
+  gathered_ += change;
+  peak_gathered_ = std::max(peak_gathered_, gathered_);
+}
+
+void ZeroOptimizer::prefetch(int unit) {
+  Bucket& bucket = buckets_[bucket_of_unit(unit)];
+  if (bucket.gathered || bucket.gathering.valid()) return;
+  bucket.gathering = allgather_async(bucket.shard.detach(), {.engine = engine_.get()});
+  note_gathered(+1);  // the allgather's result is a full copy already
+}
+
+void ZeroOptimizer::gather(int unit) {
+  prefetch(unit);
+  Bucket& bucket = buckets_[bucket_of_unit(unit)];
+  if (bucket.gathered) return;
+  const at::Tensor full = bucket.gathering.wait();
+  bucket.gathering = TensorHandle();
+  // The storage comes back at full size, and is filled by a plain copy: the
+  // parameters are views of it, and autograd's saved copies of them check a
+  // version counter that an ATen in-place op would bump.
+  c10::StorageImpl* storage = bucket.parameters.storage().unsafeGetStorageImpl();
+  const size_t bytes = size_t(full.numel()) * full.element_size();
+  at::native::resize_bytes_cpu(storage, bytes);
+  std::memcpy(storage->data(), full.data_ptr(), bytes);
+  bucket.gathered = true;
+}
+
+void ZeroOptimizer::release(int unit) {
+  Bucket& bucket = buckets_[bucket_of_unit(unit)];
+  if (!bucket.gathered) return;
+  at::native::resize_bytes_cpu(bucket.parameters.storage().unsafeGetStorageImpl(), 0);
+  bucket.gathered = false;
+  note_gathered(-1);
+}
+
+void ZeroOptimizer::gather_all() {
+  for (int u = 0; u < units(); ++u) prefetch(u);
+  for (int u = 0; u < units(); ++u) gather(u);
+}
+
+void ZeroOptimizer::release_all() {
+  for (int u = 0; u < units(); ++u) release(u);
+}
+
+void ZeroOptimizer::reshard() {
+  torch::NoGradGuard no_grad;
+  for (Bucket& bucket : buckets_) {
+    COHORT_CHECK(bucket.gathered) << "zero: reshard() needs every unit gathered";
+    bucket.shard.copy_(bucket.parameters.narrow(0, bucket.block.offset, bucket.block.rows));
+  }
 }
 
 ZeroOptimizer::~ZeroOptimizer() = default;
 
 int ZeroOptimizer::buckets() const { return int(buckets_.size()); }
+int ZeroOptimizer::units() const { return options_.stage == 3 ? int(buckets_.size()) : 0; }
 
 void ZeroOptimizer::on_accumulated(size_t parameter) {
   Bucket& bucket = buckets_[bucket_of_[parameter]];
@@ -222,6 +314,10 @@ void ZeroOptimizer::launch(size_t index) {
   // members' .grad() are views of from zero_grad() on (backward accumulates
   // straight into it); stage 2 packs into a temporary and keeps no full
   // gradient once its bucket is on its way.
+  // Stage 3: the unit backward needs next starts gathering before this
+  // reduce-scatter (the same order on every rank, whatever order autograd
+  // finished the two in).
+  if (options_.stage == 3 && index + 1 < buckets_.size()) prefetch(units() - 2 - int(index));
   at::Tensor flat = options_.stage == 1 ? bucket.gradients : pack_buffer(index);
   for (size_t i = 0; i < bucket.members.size(); ++i) {
     at::Tensor& p = parameters_[bucket.members[i]];
@@ -234,6 +330,9 @@ void ZeroOptimizer::launch(size_t index) {
     p.mutable_grad() = options_.stage == 1 ? slot.view(p.sizes()) : at::Tensor();
   }
   bucket.reduction = reduce_scatter_async(flat, {.op = ReduceOp::avg, .engine = engine_.get()});
+  // Every node of backward that reads the unit's parameters ran before the
+  // last of their gradients was accumulated.
+  if (options_.stage == 3) release(units() - 1 - int(index));
 }
 
 // Stage 2 packs each bucket into one of two buffers of the largest bucket's
@@ -273,6 +372,7 @@ void ZeroOptimizer::zero_grad() {
     }
   }
   next_launch_ = 0;
+  peak_gathered_ = gathered_;
 }
 
 void ZeroOptimizer::step() {
@@ -290,6 +390,23 @@ void ZeroOptimizer::step() {
     }
   }
   optimizer_->step();
+  if (options_.stage == 3) {
+    // The next forward gathers the updated blocks; a prefetch a rank
+    // started but never used (a rank without rows) is finished and dropped.
+    for (Bucket& bucket : buckets_) {
+      if (bucket.gathering.valid()) {
+        bucket.gathering.wait();
+        note_gathered(-1);
+      }
+      bucket.gathering = TensorHandle();
+      bucket.pending = bucket.members.size();
+      bucket.reduction = TensorHandle();
+      bucket.averaged = at::Tensor();
+    }
+    release_all();
+    next_launch_ = 0;
+    return;
+  }
   std::vector<TensorHandle> gathers;
   for (Bucket& bucket : buckets_)
     gathers.push_back(allgather_async(bucket.shard.detach(), {.engine = engine_.get()}));
@@ -367,7 +484,9 @@ void ZeroOptimizer::load_consolidated(const optim::Optimizer& full) {
 ZeroMemory ZeroOptimizer::memory() const {
   ZeroMemory m;
   for (const Bucket& bucket : buckets_) {
-    m.parameters += bytes_of(bucket.parameters);
+    // Stage 3: this rank's block, and the full unit only while gathered.
+    if (options_.stage == 3) m.parameters += bytes_of(bucket.shard);
+    if (bucket.gathered) m.parameters += bytes_of(bucket.parameters);
     // Stage 1: the kept flat gradient (the .grad() and the shard's are views
     // of it); stage 2: this rank's averaged block alone.
     m.gradients += options_.stage == 1 ? bytes_of(bucket.gradients) : bytes_of(bucket.shard.grad());

@@ -1,6 +1,7 @@
-// ZeRO stages 1 and 2 (Rajbhandari et al. 2020; DeepSpeed, PyTorch's
-// ZeroRedundancyOptimizer): data parallelism whose optimizer state (stage
-// 1), and gradients (stage 2), are split over the ranks instead of copied.
+// ZeRO (Rajbhandari et al. 2020; DeepSpeed, PyTorch's
+// ZeroRedundancyOptimizer and FSDP): data parallelism whose optimizer state
+// (stage 1), gradients (stage 2) and parameters (stage 3) are split over the
+// ranks instead of copied.
 //
 // Layout. The trainable parameters are packed, in reverse order (the order
 // backward reaches them), into flat buckets of about `bucket_bytes`; every
@@ -24,6 +25,16 @@
 //               allgathers every bucket's blocks back into the parameters.
 // Communication per step: Psi elements reduce-scattered and Psi allgathered
 // (the paper's 2 Psi, as much as an allreduce).
+//
+// Stage 3: the buckets are the caller's units (ZeroOptions::units, layers
+// that run together), each rank keeps only its block of each (the shard is
+// the parameter's only lasting copy), and the caller brackets each unit's
+// use with gather() and release() (strategy/zero.h does, for a Sequential).
+// In backward, a unit is released once its gradients are on their way, and
+// the gather of the unit backward needs next is started just before (the
+// order of collectives is then the same on every rank). step() steps the
+// blocks and gathers nothing: the next forward does. 3 Psi per step (a
+// gather in forward, one in backward, the reduce-scatter).
 //
 // Contracts:
 // - Every rank builds the same model (same parameters, shapes and dtype) and
@@ -56,7 +67,11 @@ class AccumulatedGradHooks;
 class TensorHandle;
 
 struct ZeroOptions {
-  int stage = 1;                             // 1: optimizer state sharded; 2: and gradients
+  int stage = 1;  // 1: optimizer state sharded; 2: and gradients; 3: and parameters (units)
+  // Stage 3: the parameters (indices into the constructor's list) of each
+  // unit, in forward order; a unit is gathered, used and freed as one. The
+  // units replace the buckets (bucket_bytes is ignored).
+  std::vector<std::vector<size_t>> units;
   int64_t bucket_bytes = int64_t(25) << 20;  // flat buckets of about this many bytes
   // true: buckets are reduce-scattered during backward (one backward pass
   // per step). false: all in step(), after any number of backward passes
@@ -91,6 +106,27 @@ class ZeroOptimizer {
 
   torch::optim::Optimizer& shard_optimizer() { return *optimizer_; }
 
+  // Stage 3 (FULL_SHARD): a unit's full parameters exist only between
+  // gather() and release(). gather(u) waits for (and, when not prefetched,
+  // starts) the allgather of unit u's blocks into its storage; prefetch(u)
+  // starts it without waiting; release(u) frees the storage. Collective in
+  // their order: every rank calls them in the same sequence. Backward
+  // releases each unit once its gradients are on their way, after starting
+  // the gather of the unit backward needs next. gather_all() / release_all()
+  // hold the whole model (evaluation, checkpoints).
+  int units() const;
+  void gather(int unit);
+  void prefetch(int unit);
+  void release(int unit);
+  void gather_all();
+  void release_all();
+  // Stage 3, with every unit gathered: this rank's blocks taken from the
+  // full parameters (after the program wrote them: a checkpoint loaded).
+  void reshard();
+  // The most units whose full parameters existed at once since zero_grad()
+  // (gathered, or arriving by a prefetch).
+  int peak_gathered_units() const { return peak_gathered_; }
+
   // Collective. The optimizer one process would have over `parameters` (a
   // superset of this optimizer's, in the model's order; made by `make`),
   // holding every rank's state joined back per parameter, with this
@@ -112,6 +148,8 @@ class ZeroOptimizer {
   struct Bucket;
   void on_accumulated(size_t parameter);
   void launch(size_t bucket);
+  size_t bucket_of_unit(int unit) const;
+  void note_gathered(int change);
   at::Tensor pack_buffer(size_t bucket);
 
   ZeroOptions options_;
@@ -121,7 +159,8 @@ class ZeroOptimizer {
   std::vector<Bucket> buckets_;
   size_t next_launch_ = 0;
   int64_t numel_ = 0, owned_ = 0;
-  std::array<at::Tensor, 2> pack_;  // stage 2: the buckets' packing buffers, in turn
+  std::array<at::Tensor, 2> pack_;  // stages 2 and 3: the buckets' packing buffers, in turn
+  int gathered_ = 0, peak_gathered_ = 0;  // stage 3: units with their full parameters
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   std::unique_ptr<AccumulatedGradHooks> hooks_;
 };

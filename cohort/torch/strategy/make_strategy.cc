@@ -52,11 +52,16 @@ const std::vector<SpecSchema>& strategy_schemas() {
        .description = "the last S ranks hold the variables (sharded), the others train; sync to async",
        .keys = parameter_server_spec_keys()},
       {.name = "zero",
-       .description = "one replica per rank, optimizer state (stage 1) and gradients (stage 2) split over the ranks",
+       .description = "one replica per rank; optimizer state (1), gradients (2), parameters (3) split over the ranks",
        .keys = {{.name = "stage", .kind = Kind::word, .default_value = "1",
-                 .description = "1: optimizer state sharded; 2: and gradients", .words = {"1", "2"}},
+                 .description = "1: optimizer state sharded; 2: and gradients; 3: and parameters (FSDP)",
+                 .words = {"1", "2", "3"}},
                 {.name = "bucket_mb", .kind = Kind::integer, .default_value = "25",
-                 .description = "flat gradient buckets reduce-scattered during backward, in MiB", .min = 1}}},
+                 .description = "stages 1, 2: flat gradient buckets reduce-scattered during backward, in MiB",
+                 .min = 1},
+                {.name = "unit_mb", .kind = Kind::integer, .default_value = "1",
+                 .description = "stage 3: layers gathered together, closed at this many MiB of parameters",
+                 .min = 1}}},
   };
   return schemas;
 }
@@ -77,7 +82,9 @@ std::unique_ptr<Strategy> make_strategy(const std::string& text) {
   }
   if (spec.name == "zero")
     return std::make_unique<ZeroStrategy>(
-        ZeroStrategyOptions{.stage = std::stoi(spec.word("stage")), .bucket_bytes = spec.integer("bucket_mb") << 20});
+        ZeroStrategyOptions{.stage = std::stoi(spec.word("stage")),
+                            .bucket_bytes = spec.integer("bucket_mb") << 20,
+                            .unit_bytes = spec.integer("unit_mb") << 20});
   // multi_worker: the schemas admit nothing else.
   return std::make_unique<MultiWorkerStrategy>(MultiWorkerOptions{
       .style = spec.word("style") == "horovod" ? MultiWorkerOptions::Style::horovod : MultiWorkerOptions::Style::ddp,

@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 
+#include <typeinfo>
+
 #include "cohort/common/check.h"
 #include "cohort/torch/core/broadcast_state.h"
 #include "cohort/torch/strategy/prepared_model.h"
@@ -17,21 +19,55 @@ std::vector<at::Tensor> trainable(torch::nn::Module& module) {
   return out;
 }
 
-
 }  // namespace
 
 ZeroStrategy::ZeroStrategy(ZeroStrategyOptions options)
     : RankStrategy(options.engine, "zero strategy"), options_(options) {
-  COHORT_CHECK_AS(ConfigError, options_.stage == 1 || options_.stage == 2)
-      << "zero: stage must be 1 or 2 (3 is not built yet), got " << options_.stage;
-  COHORT_CHECK_AS(ConfigError, options_.bucket_bytes > 0)
-      << "zero: bucket_bytes must be positive, got " << options_.bucket_bytes;
+  COHORT_CHECK_AS(ConfigError, options_.stage >= 1 && options_.stage <= 3)
+      << "zero: stage must be 1, 2 or 3, got " << options_.stage;
+  COHORT_CHECK_AS(ConfigError, options_.bucket_bytes > 0 && options_.unit_bytes > 0)
+      << "zero: bucket_bytes and unit_bytes must be positive, got " << options_.bucket_bytes << " and "
+      << options_.unit_bytes;
 }
 
 ZeroStrategy::~ZeroStrategy() = default;
 
 std::string ZeroStrategy::spec() const {
-  return "zero:bucket_mb=" + std::to_string(options_.bucket_bytes >> 20) + ",stage=" + std::to_string(options_.stage);
+  return "zero:bucket_mb=" + std::to_string(options_.bucket_bytes >> 20) + ",stage=" + std::to_string(options_.stage) +
+         ",unit_mb=" + std::to_string(options_.unit_bytes >> 20);
+}
+
+// Stage 3's units: consecutive layers of the Sequential, a unit closed once
+// it holds unit_bytes of trainable parameters (the auto-wrap policy by
+// size); layers without parameters run with the unit before them (or the
+// first unit).
+std::vector<std::vector<size_t>> ZeroStrategy::plan_units(torch::nn::Module& module) {
+  COHORT_CHECK_AS(ConfigError, typeid(module) == typeid(torch::nn::SequentialImpl))
+      << "zero: stage 3 gathers each unit's parameters just before its forward, which needs a model it can step "
+         "through (a torch::nn::Sequential; LibTorch C++ modules have no forward hooks); this model is "
+      << module.name() << ": use stage 1 or 2";
+  auto& sequential = dynamic_cast<torch::nn::SequentialImpl&>(module);
+  layers_.clear();
+  for (torch::nn::AnyModule& layer : sequential) layers_.push_back(&layer);
+  std::vector<std::vector<size_t>> units(1);
+  unit_layers_.assign(1, {0, 0});
+  size_t index = 0;
+  int64_t bytes = 0;
+  for (size_t layer = 0; layer < sequential.size(); ++layer) {
+    if (!units.back().empty() && bytes >= options_.unit_bytes) {
+      units.emplace_back();
+      unit_layers_.push_back({layer, layer});
+      bytes = 0;
+    }
+    for (const at::Tensor& p : layers_[layer]->ptr()->parameters()) {
+      if (!p.requires_grad()) continue;
+      units.back().push_back(index++);
+      bytes += int64_t(p.numel()) * p.element_size();
+    }
+    unit_layers_.back().second = layer + 1;
+  }
+  COHORT_CHECK_AS(ConfigError, !units.back().empty()) << "zero: the model has no trainable parameters";
+  return units;
 }
 
 void ZeroStrategy::prepare(TrainingModel model) {
@@ -39,10 +75,35 @@ void ZeroStrategy::prepare(TrainingModel model) {
   model_ = std::move(model);
   torch::nn::Module& module = *model_.module;
   broadcast_parameters(module, 0, engine_.get());
-  zero_ = std::make_unique<ZeroOptimizer>(
-      trainable(module), model_.optimizer,
-      ZeroOptions{.stage = options_.stage, .bucket_bytes = options_.bucket_bytes, .engine = engine_.get()});
+  ZeroOptions options{.stage = options_.stage, .bucket_bytes = options_.bucket_bytes, .engine = engine_.get()};
+  if (options_.stage == 3) options.units = plan_units(module);
+  zero_ = std::make_unique<ZeroOptimizer>(trainable(module), model_.optimizer, options);
   prepared_ = true;
+}
+
+// Stage 3's forward, unit by unit: gather (the next unit's gather starts
+// before this one computes), run its layers, free it, and hook its output
+// so that backward gathers it again just before it is needed. The last unit
+// stays gathered: backward starts with it. Without `input` (a rank without
+// rows), the same collectives without the layers.
+at::Tensor ZeroStrategy::forward_by_units(const at::Tensor* input) {
+  const int units = zero_->units();
+  at::Tensor x = input ? *input : at::Tensor();
+  for (int u = 0; u < units; ++u) {
+    zero_->gather(u);
+    if (u + 1 < units) zero_->prefetch(u + 1);
+    if (input)
+      for (size_t layer = unit_layers_[size_t(u)].first; layer < unit_layers_[size_t(u)].second; ++layer)
+        x = layers_[layer]->forward(x);
+    if (u + 1 == units) break;
+    zero_->release(u);
+    if (input && x.requires_grad())
+      x.register_hook([zero = zero_.get(), u](const at::Tensor& grad) {
+        zero->gather(u);
+        return grad;
+      });
+  }
+  return x;
 }
 
 torch::optim::Optimizer& ZeroStrategy::optimizer() {
@@ -60,11 +121,35 @@ StepResult ZeroStrategy::train_step(const Batch& mine, int64_t global_rows) {
   COHORT_CHECK_AS(ConfigError, global_rows > 0 && mine.rows() <= global_rows)
       << "zero: a step of " << global_rows << " global rows cannot hold this rank's " << mine.rows();
   StepResult result{.rows = mine.rows()};
+  if (evaluating_) zero_->release_all();
+  evaluating_ = false;
   zero_->zero_grad();
-  const at::Tensor loss = detail::data_parallel_loss(model_, mine, global_rows, process_count(), result);
-  loss.backward();  // launches the buckets' reduce-scatters as their gradients complete
+  if (options_.stage == 3 && result.rows == 0) {
+    forward_by_units(nullptr);  // the forward's gathers; step() runs backward's collectives
+  } else {
+    TrainingModel model = model_;
+    if (options_.stage == 3)
+      model.forward = [this](torch::nn::Module&, const at::Tensor& input) { return forward_by_units(&input); };
+    const at::Tensor loss = detail::data_parallel_loss(model, mine, global_rows, process_count(), result);
+    loss.backward();  // launches the buckets' reduce-scatters as their gradients complete
+  }
   zero_->step();
   return result;
+}
+
+// Stage 3: the first prediction after training gathers the whole model (a
+// collective: every rank predicts at least once, as fit()'s evaluation
+// does), which stays until the next step; the others run on it alone.
+at::Tensor ZeroStrategy::predict(const at::Tensor& input) {
+  gather_parameters();
+  return RankStrategy::predict(input);
+}
+
+void ZeroStrategy::gather_parameters() {
+  detail::prepared(model_, prepared_);
+  if (options_.stage != 3 || evaluating_) return;
+  zero_->gather_all();
+  evaluating_ = true;
 }
 
 // Collective: the full model and the consolidated optimizer, in the form
@@ -72,6 +157,9 @@ StepResult ZeroStrategy::train_step(const Batch& mine, int64_t global_rows) {
 // checkpoint loads into them too, and into zero at any world size.
 void ZeroStrategy::save(torch::serialize::OutputArchive& archive) {
   detail::prepared(model_, prepared_);
+  // Stage 3: the archive refers to the parameters, so they stay gathered
+  // until the next step (by when the caller has written it out).
+  gather_parameters();
   const std::unique_ptr<torch::optim::Optimizer> full = zero_->consolidated(model_.optimizer, module().parameters());
   detail::save_replicated(module(), *full, archive);
 }
@@ -79,9 +167,12 @@ void ZeroStrategy::save(torch::serialize::OutputArchive& archive) {
 void ZeroStrategy::load(torch::serialize::InputArchive& archive) {
   detail::prepared(model_, prepared_);
   const std::unique_ptr<torch::optim::Optimizer> full = detail::make_optimizer(model_, module().parameters());
-  // In place: the parameters stay views of the buckets.
+  // In place: the parameters stay views of the buckets (stage 3: gathered
+  // to be written, then this rank's blocks taken from them).
+  gather_parameters();
   detail::load_replicated(module(), *full, archive);
   zero_->load_consolidated(*full);
+  if (options_.stage == 3) zero_->reshard();
 }
 
 }  // namespace cohort

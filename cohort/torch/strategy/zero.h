@@ -1,10 +1,18 @@
 // zero: data parallelism with ZeRO's sharding (data_parallel/zero_optimizer.h),
 // one replica per rank as multi_worker. stage=1 splits the optimizer state
-// over the ranks, stage=2 also the gradients; every rank starts from rank
+// over the ranks, stage=2 also the gradients, stage=3 also the parameters;
+// every rank starts from rank
 // 0's parameters. The program's optimizer factory is called once, over this
 // rank's blocks of the flat parameters, and must be per element (SGD, Adam,
 // AdamW, Adagrad, RMSprop). Uneven and empty shares of a step's rows are
 // weighted as in multi_worker.
+//
+// Stage 3 (FSDP's FULL_SHARD) needs a torch::nn::Sequential, whose layers
+// it groups into units of about unit_bytes; each unit's full parameters exist
+// only while it computes (forward, and again in backward), with the next
+// unit's gather started meanwhile. Between steps module()'s parameters have
+// no storage: predict(), save() and gather_parameters() gather the whole
+// model (collective), which stays until the next step.
 //
 // Checkpoints: save() (collective) writes the full model and the optimizer
 // state joined back per parameter, the form multi_worker and one_device
@@ -12,8 +20,12 @@
 // load() takes this rank's blocks of it (from any of them).
 #pragma once
 
+#include <torch/nn/modules/container/any.h>
+
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "cohort/torch/core/runtime.h"
 #include "cohort/torch/core/strategy.h"
@@ -23,8 +35,9 @@
 namespace cohort {
 
 struct ZeroStrategyOptions {
-  int stage = 1;                             // 1 or 2
-  int64_t bucket_bytes = int64_t(25) << 20;  // flat buckets of about this many bytes
+  int stage = 1;                             // 1, 2 or 3
+  int64_t bucket_bytes = int64_t(25) << 20;  // stages 1, 2: flat buckets of about this many bytes
+  int64_t unit_bytes = int64_t(1) << 20;     // stage 3: a unit closes at this many bytes of parameters
   engine::Engine* engine = nullptr;          // null: cohort::init()'s (started if needed)
 };
 
@@ -38,15 +51,28 @@ class ZeroStrategy : public RankStrategy {
   // The optimizer over this rank's blocks (its param groups carry the lr).
   torch::optim::Optimizer& optimizer() override;
   StepResult train_step(const Batch& mine, int64_t global_rows) override;
+  at::Tensor predict(const at::Tensor& input) override;
   void save(torch::serialize::OutputArchive& archive) override;
   void load(torch::serialize::InputArchive& archive) override;
 
+  // Stage 3 frees each unit's full parameters when it is done with them, so
+  // between steps module()'s parameters have no storage behind them (reading
+  // them is undefined, as FSDP's resharded ones). Collective: gathers the
+  // whole model, which then stays until the next step (as for predict());
+  // nothing to do at stages 1 and 2.
+  void gather_parameters();
   const ZeroOptimizer& sharded() const;
   const ZeroStrategyOptions& options() const { return options_; }
   ZeroMemory memory() const { return sharded().memory(); }
 
  private:
+  std::vector<std::vector<size_t>> plan_units(torch::nn::Module& module);
+  at::Tensor forward_by_units(const at::Tensor* input);
+
   ZeroStrategyOptions options_;
+  std::vector<torch::nn::AnyModule*> layers_;            // stage 3: the Sequential's layers
+  std::vector<std::pair<size_t, size_t>> unit_layers_;  // stage 3: each unit's layers [first, end)
+  bool evaluating_ = false;                             // stage 3: gathered for predict() until the next step
   std::unique_ptr<ZeroOptimizer> zero_;
 };
 
