@@ -39,11 +39,18 @@ TORCH_MODULE(BasicBlock);
 
 }  // namespace
 
-torch::nn::Sequential synthetic_classifier(const std::string& name, int64_t width) {
-  COHORT_CHECK_AS(ConfigError, width > 0) << "synthetic_classifier: width must be positive, got " << width;
-  if (name == "mlp")
-    return nn::Sequential(nn::Flatten(), nn::Linear(784, width), nn::ReLU(), nn::Linear(width, width), nn::ReLU(),
-                          nn::Linear(width, 10));
+torch::nn::Sequential synthetic_classifier(const std::string& name, int64_t width, int depth) {
+  COHORT_CHECK_AS(ConfigError, width > 0 && depth > 0)
+      << "synthetic_classifier: width and depth must be positive, got " << width << " and " << depth;
+  if (name == "mlp") {
+    nn::Sequential net(nn::Flatten(), nn::Linear(784, width), nn::ReLU());
+    for (int d = 1; d < depth; ++d) {
+      net->push_back(nn::Linear(width, width));
+      net->push_back(nn::ReLU());
+    }
+    net->push_back(nn::Linear(width, 10));
+    return net;
+  }
   if (name == "cnn")
     return nn::Sequential(nn::Conv2d(nn::Conv2dOptions(1, 32, 3).padding(1)), nn::ReLU(),
                           nn::Conv2d(nn::Conv2dOptions(32, 64, 3).padding(1)), nn::ReLU(), nn::MaxPool2d(2),

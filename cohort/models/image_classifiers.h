@@ -22,10 +22,11 @@ torch::nn::Sequential fashion_mnist_classifier(const std::string& kind);
 
 // synthetic_benchmark's heavier networks (Horovod's synthetic benchmark on
 // small images):
-//   mlp:    784 -> width -> width -> 10 (width 4096: ~20.0M parameters)
+//   mlp:    784 -> width, then depth - 1 layers width -> width, -> 10
+//           (width 4096, depth 2: ~20.0M parameters)
 //   cnn:    conv 32, conv 64, pool, conv 128, pool, 6272 -> 256 -> 10
 //   resnet: a ResNet of three basic blocks (16, 32, 64 channels, batch norm)
 // ConfigError for another name.
-torch::nn::Sequential synthetic_classifier(const std::string& name, int64_t width = 4096);
+torch::nn::Sequential synthetic_classifier(const std::string& name, int64_t width = 4096, int depth = 2);
 
 }  // namespace cohort::models

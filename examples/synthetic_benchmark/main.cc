@@ -49,7 +49,7 @@ int run(const synthetic::BenchmarkOptions& o) {
       spec == "one_device" ? std::make_unique<cohort::OneDeviceStrategy>(cohort::OneDeviceOptions{.independent_ranks = true})
                            : cohort::make_strategy(spec);
   torch::manual_seed(42 + rank);  // different on purpose: the strategy starts every replica alike
-  torch::nn::Sequential model = cohort::models::synthetic_classifier(o.model, o.width);
+  torch::nn::Sequential model = cohort::models::synthetic_classifier(o.model, o.width, o.depth);
   int64_t params = 0;
   for (const auto& p : model->parameters()) params += p.numel();
   strategy->prepare(cohort::training_model(

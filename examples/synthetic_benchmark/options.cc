@@ -16,7 +16,8 @@ std::string usage() {
          "                          (32,64,128) + Linear 6272-256-10 (~1.7M); resnet: a ResNet-8 for\n"
          "                          28x28 (conv16, residual stages 16/32/64 of one basic block with\n"
          "                          BatchNorm, stride 2 between stages, global average pool; ~78K) (mlp)\n"
-         "  --width N               mlp: the hidden layers' width (4096): ~N^2 parameters\n"
+         "  --width N               mlp: the hidden layers' width (4096)\n"
+         "  --depth N               mlp: hidden layers (2): ~(N - 1) x width^2 parameters\n"
          "  --strategy SPEC          how to train in parallel (see below); or one of the shorthands:\n"
          "  --mode horovod|ddp|dp|single  multi_worker:style=horovod, multi_worker:style=ddp,\n"
          "                          mirrored:replicas=<--replicas>, or one_device on every rank\n"
@@ -49,6 +50,7 @@ BenchmarkOptions parse_options(const std::vector<std::string>& args) {
   const std::map<std::string, FlagSetter> with_value = {
       {"--model", [&](auto& f, auto& v) { o.model = one_of(f, v, {"mlp", "cnn", "resnet"}); }},
       {"--width", [&](auto& f, auto& v) { o.width = parse_number<int64_t>(f, v, 1); }},
+      {"--depth", [&](auto& f, auto& v) { o.depth = parse_number<int>(f, v, 1); }},
       {"--strategy", [&](auto&, auto& v) { o.strategy = v; }},
       {"--mode", [&](auto& f, auto& v) { o.mode = one_of(f, v, {"horovod", "ddp", "dp", "single"}), mode_given = true; }},
       {"--batch-size", [&](auto& f, auto& v) { o.batch_size = parse_number<int>(f, v, 1); }},

@@ -11,7 +11,8 @@ namespace cohort::examples::synthetic {
 
 struct BenchmarkOptions {
   std::string model = "mlp";   // mlp | cnn | resnet
-  int64_t width = 4096;        // mlp: hidden width (model size: ~width^2 parameters)
+  int64_t width = 4096;        // mlp: hidden width
+  int depth = 2;               // mlp: hidden layers (model size: ~(depth - 1) width^2 parameters)
   std::string strategy;        // make_strategy() spec; empty: the one --mode names
   std::string mode = "ddp";    // horovod | ddp | dp | single: shorthands for strategies (strategy_spec())
   int batch_size = 64;         // per rank

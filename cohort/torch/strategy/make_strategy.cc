@@ -57,7 +57,8 @@ const std::vector<SpecSchema>& strategy_schemas() {
                  .description = "1: optimizer state sharded; 2: and gradients; 3: and parameters (FSDP)",
                  .words = {"1", "2", "3"}},
                 {.name = "bucket_mb", .kind = Kind::integer, .default_value = "25",
-                 .description = "stages 1, 2: flat gradient buckets reduce-scattered during backward, in MiB",
+                 .description = "stages 1, 2: flat gradient buckets reduce-scattered during backward, in MiB "
+                                "(stage 2 keeps two packing buffers of this size)",
                  .min = 1},
                 {.name = "unit_mb", .kind = Kind::integer, .default_value = "1",
                  .description = "stage 3: layers gathered together, closed at this many MiB of parameters",
