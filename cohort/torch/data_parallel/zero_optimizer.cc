@@ -378,6 +378,17 @@ void ZeroOptimizer::zero_grad() {
 void ZeroOptimizer::step() {
   // Buckets with a parameter backward never reached.
   while (next_launch_ < buckets_.size()) launch(next_launch_++);
+  // Hybrid: the group's averages, averaged over the replicas (all buckets
+  // in flight at once).
+  std::vector<TensorHandle> across;
+  if (options_.replica_engine != nullptr) {
+    for (Bucket& bucket : buckets_) {
+      if (!bucket.averaged.defined()) bucket.averaged = bucket.reduction.wait();
+      across.push_back(
+          allreduce_async_(bucket.averaged, {.op = ReduceOp::avg, .engine = options_.replica_engine}));
+    }
+    for (TensorHandle& h : across) h.wait();
+  }
   for (Bucket& bucket : buckets_) {
     const at::Tensor averaged = bucket.averaged.defined() ? bucket.averaged : bucket.reduction.wait();
     if (options_.stage == 1) {

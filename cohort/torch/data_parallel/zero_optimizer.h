@@ -79,6 +79,11 @@ struct ZeroOptions {
   // accumulation).
   bool overlap = true;
   engine::Engine* engine = nullptr;  // null: the thread's current engine
+  // Hybrid sharding (FSDP's HYBRID_SHARD): `engine` is one shard group and
+  // `replica_engine` joins this rank with the ranks holding the same blocks
+  // in the other groups (a Mesh's dp axis, the other hosts); each averaged
+  // block is averaged again across them. Null: one group, no replicas.
+  engine::Engine* replica_engine = nullptr;
 };
 
 // Bytes this rank holds, by category.
