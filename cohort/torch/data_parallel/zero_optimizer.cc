@@ -129,7 +129,11 @@ struct ZeroOptimizer::Bucket {
   RowBlock block;                    // this rank's elements of the bucket
   bool gathered = true;              // stage 3: the storage holds the full parameters
   TensorHandle gathering;            // stage 3: the allgather under way
-  at::Tensor shard;                  // parameters.narrow(block): what the optimizer steps
+  at::Tensor shard;                  // parameters.narrow(block) (stage 3: its own copy)
+  at::Tensor master;                 // half-precision parameters: the fp32 copy of the block
+  // What the optimizer steps: the master copy, or the block itself.
+  at::Tensor& stepped() { return master.defined() ? master : shard; }
+  const at::Tensor& stepped() const { return master.defined() ? master : shard; }
   at::Tensor gradients;              // stage 1: the bucket's flat gradient, kept (the members' .grad() view it)
   size_t pending = 0;                // members whose gradient has not arrived this step
   TensorHandle reduction;            // the bucket's reduce-scatter, once launched
@@ -154,6 +158,11 @@ ZeroOptimizer::ZeroOptimizer(const std::vector<at::Tensor>& parameters, const Op
         << "zero: all trainable parameters must share one dtype, got " << dtype << " and " << p.scalar_type();
   }
   const int size = engine_.size(), rank = engine_.rank();
+  // Half-precision parameters are stepped in float32 (master weights).
+  const bool half = dtype == at::kBFloat16 || dtype == at::kHalf;
+  const at::ScalarType master_dtype = options_.master_dtype != at::ScalarType::Undefined ? options_.master_dtype
+                                      : half                                              ? at::kFloat
+                                                                                          : dtype;
 
   // Pack in reverse order (backward's), closing a bucket at the cap; stage
   // 3's buckets are its units, the last one first.
@@ -214,8 +223,9 @@ ZeroOptimizer::ZeroOptimizer(const std::vector<at::Tensor>& parameters, const Op
     bucket.shard = bucket.parameters.narrow(0, bucket.block.offset, bucket.block.rows);
     // Stage 3 keeps the block apart (the bucket's storage comes and goes).
     if (options_.stage == 3) bucket.shard = bucket.shard.clone();
+    if (master_dtype != dtype) bucket.master = bucket.shard.detach().to(master_dtype);
     bucket.pending = members.size();
-    shards.push_back(bucket.shard);
+    shards.push_back(bucket.stepped());
     numel_ += n;
     owned_ += bucket.block.rows;
     buckets_.push_back(std::move(bucket));
@@ -288,7 +298,8 @@ void ZeroOptimizer::reshard() {
   torch::NoGradGuard no_grad;
   for (Bucket& bucket : buckets_) {
     COHORT_CHECK(bucket.gathered) << "zero: reshard() needs every unit gathered";
-    bucket.shard.copy_(bucket.parameters.narrow(0, bucket.block.offset, bucket.block.rows));
+    if (options_.stage == 3) bucket.shard.copy_(bucket.parameters.narrow(0, bucket.block.offset, bucket.block.rows));
+    if (bucket.master.defined()) bucket.master.copy_(bucket.shard);
   }
 }
 
@@ -359,7 +370,7 @@ void ZeroOptimizer::zero_grad() {
   torch::NoGradGuard no_grad;
   for (at::Tensor& p : parameters_) p.mutable_grad() = at::Tensor();
   for (Bucket& bucket : buckets_) {
-    bucket.shard.mutable_grad() = at::Tensor();
+    bucket.stepped().mutable_grad() = at::Tensor();
     bucket.pending = bucket.members.size();
     bucket.reduction = TensorHandle();
     bucket.averaged = at::Tensor();
@@ -391,16 +402,21 @@ void ZeroOptimizer::step() {
   }
   for (Bucket& bucket : buckets_) {
     const at::Tensor averaged = bucket.averaged.defined() ? bucket.averaged : bucket.reduction.wait();
+    at::Tensor gradient = averaged;
     if (options_.stage == 1) {
       // In place: this rank's block of the kept gradient is the average.
-      at::Tensor block = bucket.gradients.narrow(0, bucket.block.offset, bucket.block.rows);
-      block.copy_(averaged);
-      bucket.shard.mutable_grad() = block;
-    } else {
-      bucket.shard.mutable_grad() = averaged;
+      gradient = bucket.gradients.narrow(0, bucket.block.offset, bucket.block.rows);
+      gradient.copy_(averaged);
     }
+    bucket.stepped().mutable_grad() = gradient.to(bucket.stepped().scalar_type());
   }
   optimizer_->step();
+  {
+    // Master weights: the updated block, rounded to the parameters' dtype.
+    torch::NoGradGuard no_grad;
+    for (Bucket& bucket : buckets_)
+      if (bucket.master.defined()) bucket.shard.copy_(bucket.master);
+  }
   if (options_.stage == 3) {
     // The next forward gathers the updated blocks; a prefetch a rank
     // started but never used (a rank without rows) is finished and dropped.
@@ -443,7 +459,7 @@ std::unique_ptr<optim::Optimizer> ZeroOptimizer::consolidated(const OptimizerFac
   torch::NoGradGuard no_grad;
   for (Bucket& bucket : buckets_) {
     // Steps are collective, so a bucket has state on every rank or on none.
-    const optim::OptimizerParamState* state = state_of(*optimizer_, bucket.shard);
+    const optim::OptimizerParamState* state = state_of(*optimizer_, bucket.stepped());
     if (state == nullptr) continue;
     const StateFields mine = fields_of(*state);
     std::vector<at::Tensor> joined;
@@ -471,7 +487,7 @@ void ZeroOptimizer::load_consolidated(const optim::Optimizer& full) {
     for (size_t k : bucket.members)
       if (const optim::OptimizerParamState* state = state_of(full, parameters_[k])) members.push_back(fields_of(*state));
     if (members.empty()) {
-      optimizer_->state().erase(state_key(optimizer_->state(), bucket.shard));
+      optimizer_->state().erase(state_key(optimizer_->state(), bucket.stepped()));
       continue;
     }
     COHORT_CHECK_AS(ConfigError, members.size() == bucket.members.size())
@@ -488,7 +504,7 @@ void ZeroOptimizer::load_consolidated(const optim::Optimizer& full) {
       joined = torch::constant_pad_nd(joined, {0, bucket.parameters.numel() - joined.numel()});
       f.tensors.push_back(joined.narrow(0, bucket.block.offset, bucket.block.rows).clone());
     }
-    set_state(*optimizer_, bucket.shard, make_state(*optimizer_, f));
+    set_state(*optimizer_, bucket.stepped(), make_state(*optimizer_, f));
   }
 }
 
@@ -497,10 +513,11 @@ ZeroMemory ZeroOptimizer::memory() const {
   for (const Bucket& bucket : buckets_) {
     // Stage 3: this rank's block, and the full unit only while gathered.
     if (options_.stage == 3) m.parameters += bytes_of(bucket.shard);
+    m.parameters += bytes_of(bucket.master);
     if (bucket.gathered) m.parameters += bytes_of(bucket.parameters);
     // Stage 1: the kept flat gradient (the .grad() and the shard's are views
     // of it); stage 2: this rank's averaged block alone.
-    m.gradients += options_.stage == 1 ? bytes_of(bucket.gradients) : bytes_of(bucket.shard.grad());
+    m.gradients += options_.stage == 1 ? bytes_of(bucket.gradients) : bytes_of(bucket.stepped().grad());
   }
   m.optimizer = optimizer_state_bytes(*optimizer_);
   for (const at::Tensor& buffer : pack_) m.buffers += bytes_of(buffer);

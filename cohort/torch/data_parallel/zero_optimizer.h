@@ -84,6 +84,11 @@ struct ZeroOptions {
   // in the other groups (a Mesh's dp axis, the other hosts); each averaged
   // block is averaged again across them. Null: one group, no replicas.
   engine::Engine* replica_engine = nullptr;
+  // The dtype the optimizer steps this rank's blocks in. Undefined: float32
+  // for bfloat16 or half parameters (master weights: compute and
+  // communication in the parameters' precision, the update in float32, then
+  // rounded), else the parameters' own.
+  at::ScalarType master_dtype = at::ScalarType::Undefined;
 };
 
 // Bytes this rank holds, by category.
@@ -125,8 +130,9 @@ class ZeroOptimizer {
   void release(int unit);
   void gather_all();
   void release_all();
-  // Stage 3, with every unit gathered: this rank's blocks taken from the
-  // full parameters (after the program wrote them: a checkpoint loaded).
+  // With every unit gathered (stage 3): this rank's blocks, and their
+  // master copies, taken from the full parameters (after the program wrote
+  // them: a checkpoint loaded).
   void reshard();
   // The most units whose full parameters existed at once since zero_grad()
   // (gathered, or arriving by a prefetch).

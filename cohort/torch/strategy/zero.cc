@@ -172,7 +172,7 @@ void ZeroStrategy::load(torch::serialize::InputArchive& archive) {
   gather_parameters();
   detail::load_replicated(module(), *full, archive);
   zero_->load_consolidated(*full);
-  if (options_.stage == 3) zero_->reshard();
+  zero_->reshard();
 }
 
 }  // namespace cohort

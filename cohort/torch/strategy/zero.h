@@ -5,7 +5,9 @@
 // 0's parameters. The program's optimizer factory is called once, over this
 // rank's blocks of the flat parameters, and must be per element (SGD, Adam,
 // AdamW, Adagrad, RMSprop). Uneven and empty shares of a step's rows are
-// weighted as in multi_worker.
+// weighted as in multi_worker. A bfloat16 or half model computes and
+// communicates in its precision and is stepped through float32 master
+// copies of this rank's blocks.
 //
 // Stage 3 (FSDP's FULL_SHARD) needs a torch::nn::Sequential, whose layers
 // it groups into units of about unit_bytes; each unit's full parameters exist
