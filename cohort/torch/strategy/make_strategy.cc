@@ -62,7 +62,10 @@ const std::vector<SpecSchema>& strategy_schemas() {
                  .min = 1},
                 {.name = "unit_mb", .kind = Kind::integer, .default_value = "1",
                  .description = "stage 3: layers gathered together, closed at this many MiB of parameters",
-                 .min = 1}}},
+                 .min = 1},
+                {.name = "shard_group", .kind = Kind::integer, .default_value = "0",
+                 .description = "shard within groups of N consecutive ranks (a host's), replicate across (0: all)",
+                 .min = 0}}},
   };
   return schemas;
 }
@@ -85,7 +88,8 @@ std::unique_ptr<Strategy> make_strategy(const std::string& text) {
     return std::make_unique<ZeroStrategy>(
         ZeroStrategyOptions{.stage = std::stoi(spec.word("stage")),
                             .bucket_bytes = spec.integer("bucket_mb") << 20,
-                            .unit_bytes = spec.integer("unit_mb") << 20});
+                            .unit_bytes = spec.integer("unit_mb") << 20,
+                            .shard_group = int(spec.integer("shard_group"))});
   // multi_worker: the schemas admit nothing else.
   return std::make_unique<MultiWorkerStrategy>(MultiWorkerOptions{
       .style = spec.word("style") == "horovod" ? MultiWorkerOptions::Style::horovod : MultiWorkerOptions::Style::ddp,

@@ -25,6 +25,8 @@ ZeroStrategy::ZeroStrategy(ZeroStrategyOptions options)
     : RankStrategy(options.engine, "zero strategy"), options_(options) {
   COHORT_CHECK_AS(ConfigError, options_.stage >= 1 && options_.stage <= 3)
       << "zero: stage must be 1, 2 or 3, got " << options_.stage;
+  COHORT_CHECK_AS(ConfigError, options_.shard_group >= 0)
+      << "zero: shard_group must not be negative, got " << options_.shard_group;
   COHORT_CHECK_AS(ConfigError, options_.bucket_bytes > 0 && options_.unit_bytes > 0)
       << "zero: bucket_bytes and unit_bytes must be positive, got " << options_.bucket_bytes << " and "
       << options_.unit_bytes;
@@ -33,7 +35,8 @@ ZeroStrategy::ZeroStrategy(ZeroStrategyOptions options)
 ZeroStrategy::~ZeroStrategy() = default;
 
 std::string ZeroStrategy::spec() const {
-  return "zero:bucket_mb=" + std::to_string(options_.bucket_bytes >> 20) + ",stage=" + std::to_string(options_.stage) +
+  return "zero:bucket_mb=" + std::to_string(options_.bucket_bytes >> 20) +
+         ",shard_group=" + std::to_string(options_.shard_group) + ",stage=" + std::to_string(options_.stage) +
          ",unit_mb=" + std::to_string(options_.unit_bytes >> 20);
 }
 
@@ -76,6 +79,17 @@ void ZeroStrategy::prepare(TrainingModel model) {
   torch::nn::Module& module = *model_.module;
   broadcast_parameters(module, 0, engine_.get());
   ZeroOptions options{.stage = options_.stage, .bucket_bytes = options_.bucket_bytes, .engine = engine_.get()};
+  const int world = process_count(), group = options_.shard_group;
+  if (group > 0 && group != world) {
+    COHORT_CHECK_AS(ConfigError, world % group == 0)
+        << "zero: shard_group " << group << " does not divide the " << world << " ranks";
+    COHORT_CHECK_AS(ConfigError, options_.engine == nullptr)
+        << "zero: shard_group splits cohort::init()'s world; this strategy was given an engine of its own";
+    groups_ = std::make_unique<Mesh>(MeshShape{.dp = world / group, .pp = 1, .tp = group},
+                                     MeshOptions{.label = "zero"});
+    options.engine = &groups_->engine(MeshAxis::tp);
+    options.replica_engine = &groups_->engine(MeshAxis::dp);
+  }
   if (options_.stage == 3) options.units = plan_units(module);
   zero_ = std::make_unique<ZeroOptimizer>(trainable(module), model_.optimizer, options);
   prepared_ = true;

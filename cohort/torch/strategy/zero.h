@@ -32,6 +32,7 @@
 #include "cohort/torch/core/runtime.h"
 #include "cohort/torch/core/strategy.h"
 #include "cohort/torch/data_parallel/zero_optimizer.h"
+#include "cohort/torch/model_parallel/mesh.h"
 #include "cohort/torch/strategy/rank_strategy.h"
 
 namespace cohort {
@@ -40,6 +41,10 @@ struct ZeroStrategyOptions {
   int stage = 1;                             // 1, 2 or 3
   int64_t bucket_bytes = int64_t(25) << 20;  // stages 1, 2: flat buckets of about this many bytes
   int64_t unit_bytes = int64_t(1) << 20;     // stage 3: a unit closes at this many bytes of parameters
+  // Hybrid sharding: blocks split within groups of this many consecutive
+  // ranks (a host's, as cohortrun numbers them), replicated across groups.
+  // 0: one group of all ranks. Needs cohort::init()'s world (engine null).
+  int shard_group = 0;
   engine::Engine* engine = nullptr;          // null: cohort::init()'s (started if needed)
 };
 
@@ -72,6 +77,9 @@ class ZeroStrategy : public RankStrategy {
   at::Tensor forward_by_units(const at::Tensor* input);
 
   ZeroStrategyOptions options_;
+  // Hybrid: the mesh whose tp axis is the shard groups and dp the replicas
+  // (declared before zero_, so that it outlives it).
+  std::unique_ptr<Mesh> groups_;
   std::vector<torch::nn::AnyModule*> layers_;            // stage 3: the Sequential's layers
   std::vector<std::pair<size_t, size_t>> unit_layers_;  // stage 3: each unit's layers [first, end)
   bool evaluating_ = false;                             // stage 3: gathered for predict() until the next step
