@@ -29,6 +29,9 @@ void print_zero_memory(const cohort::ZeroStrategy& zero, int64_t params) {
       cohort::allgather(at::tensor({m.parameters, m.gradients, m.optimizer, m.buffers}, at::kLong).view({1, 4}));
   if (cohort::rank() != 0) return;
   const double b = 4, estimate = cohort::zero_bytes_per_rank(double(params), b, b, zero.options().stage, cohort::size());
+  std::printf("zero: the last step communicated %.2f Psi (%lld elements; Psi = %lld parameters)\n",
+              double(zero.sharded().communicated()) / double(params), (long long)zero.sharded().communicated(),
+              (long long)params);
   for (int64_t r = 0; r < all.size(0); ++r) {
     const int64_t* v = all[r].data_ptr<int64_t>();
     std::printf("memory rank %lld: parameters %.1f MiB, gradients %.1f MiB, optimizer %.1f MiB, total %.1f MiB "

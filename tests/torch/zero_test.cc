@@ -119,8 +119,16 @@ TEST_P(ZeroSteps, EqualsOneProcessOnTheGlobalBatchStepByStep) {
     ZeroStrategy zero({.stage = c.stage, .bucket_bytes = 200, .unit_bytes = 8, .engine = &current_engine()});
     zero.prepare(training_model(model_with(init), loss_of, optimizer_named(c.optimizer)));
     COHORT_CHECK_EQ(zero.sharded().buckets(), c.stage == 3 ? 2 : 3);
+    // Padded buckets (stages 1, 2: 24, 7, 35 elements; stage 3: the two
+    // Linears, 42 and 24), the step's collectives in the paper's accounting:
+    // 2 Psi, and 3 Psi less the last unit (still gathered from forward when
+    // backward starts) at stage 3.
+    const auto padded = [size](int64_t n) { return (n + size - 1) / size * size; };
+    const int64_t psi = c.stage == 3 ? padded(42) + padded(24) : padded(24) + padded(7) + padded(35);
+    const int64_t want = c.stage == 3 ? 3 * psi - padded(24) : 2 * psi;
     for (int s = 0; s < kSteps; ++s) {
       zero.train_step(rows_of(batch(s), rank, size), kGlobalRows);
+      COHORT_CHECK_EQ(zero.sharded().communicated(), want) << "elements communicated, stage " << c.stage;
       zero.gather_parameters();  // stage 3 holds only its blocks between steps
       const at::Tensor got = flat(zero.module());
       COHORT_CHECK(torch::allclose(got, expected[size_t(s)], 1e-10, 1e-12))

@@ -258,6 +258,7 @@ void ZeroOptimizer::prefetch(int unit) {
   Bucket& bucket = buckets_[bucket_of_unit(unit)];
   if (bucket.gathered || bucket.gathering.valid()) return;
   bucket.gathering = allgather_async(bucket.shard.detach(), {.engine = engine_.get()});
+  communicated_ += bucket.parameters.numel();
   note_gathered(+1);  // the allgather's result is a full copy already
 }
 
@@ -341,6 +342,7 @@ void ZeroOptimizer::launch(size_t index) {
     p.mutable_grad() = options_.stage == 1 ? slot.view(p.sizes()) : at::Tensor();
   }
   bucket.reduction = reduce_scatter_async(flat, {.op = ReduceOp::avg, .engine = engine_.get()});
+  communicated_ += flat.numel();
   // Every node of backward that reads the unit's parameters ran before the
   // last of their gradients was accumulated.
   if (options_.stage == 3) release(units() - 1 - int(index));
@@ -384,6 +386,7 @@ void ZeroOptimizer::zero_grad() {
   }
   next_launch_ = 0;
   peak_gathered_ = gathered_;
+  communicated_ = 0;
 }
 
 void ZeroOptimizer::step() {
@@ -397,6 +400,7 @@ void ZeroOptimizer::step() {
       if (!bucket.averaged.defined()) bucket.averaged = bucket.reduction.wait();
       across.push_back(
           allreduce_async_(bucket.averaged, {.op = ReduceOp::avg, .engine = options_.replica_engine}));
+      communicated_ += 2 * bucket.averaged.numel();
     }
     for (TensorHandle& h : across) h.wait();
   }
@@ -435,8 +439,10 @@ void ZeroOptimizer::step() {
     return;
   }
   std::vector<TensorHandle> gathers;
-  for (Bucket& bucket : buckets_)
+  for (Bucket& bucket : buckets_) {
     gathers.push_back(allgather_async(bucket.shard.detach(), {.engine = engine_.get()}));
+    communicated_ += bucket.parameters.numel();
+  }
   torch::NoGradGuard no_grad;
   for (size_t b = 0; b < buckets_.size(); ++b) {
     Bucket& bucket = buckets_[b];

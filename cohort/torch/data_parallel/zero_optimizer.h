@@ -134,6 +134,11 @@ class ZeroOptimizer {
   // master copies, taken from the full parameters (after the program wrote
   // them: a checkpoint loaded).
   void reshard();
+  // Elements this rank's collectives moved since zero_grad(), in the ZeRO
+  // paper's accounting: a reduce-scatter or an allgather of a bucket counts
+  // the bucket's (padded) elements, an allreduce (hybrid) twice its own.
+  // Plain data parallelism's allreduce of the gradients is 2 Psi.
+  int64_t communicated() const { return communicated_; }
   // The most units whose full parameters existed at once since zero_grad()
   // (gathered, or arriving by a prefetch).
   int peak_gathered_units() const { return peak_gathered_; }
@@ -172,6 +177,7 @@ class ZeroOptimizer {
   int64_t numel_ = 0, owned_ = 0;
   std::array<at::Tensor, 2> pack_;  // stages 2 and 3: the buckets' packing buffers, in turn
   int gathered_ = 0, peak_gathered_ = 0;  // stage 3: units with their full parameters
+  int64_t communicated_ = 0;              // elements, since zero_grad()
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   std::unique_ptr<AccumulatedGradHooks> hooks_;
 };
