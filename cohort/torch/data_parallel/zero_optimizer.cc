@@ -351,16 +351,19 @@ void ZeroOptimizer::launch(size_t index) {
 // Stage 2 packs each bucket into one of two buffers of the largest bucket's
 // size, in turn: bucket b reuses the buffer of bucket b - 2 once that one's
 // reduce-scatter is done, so at most two full bucket gradients exist at a
-// time and no step allocates (and page-faults) fresh ones.
+// time and no step allocates (and page-faults) fresh ones. Stage 3, whose
+// peak is what it is for, keeps one: a unit's gradient is packed once the
+// previous unit's reduce-scatter has read its own.
 at::Tensor ZeroOptimizer::pack_buffer(size_t index) {
-  const size_t slot = index % pack_.size();
+  const size_t slots = options_.stage == 3 ? 1 : pack_.size();
+  const size_t slot = index % slots;
   if (!pack_[slot].defined()) {
     int64_t largest = 0;
     for (const Bucket& bucket : buckets_) largest = std::max(largest, bucket.parameters.numel());
     pack_[slot] = torch::empty({largest}, buckets_.front().parameters.options());
   }
-  if (index >= pack_.size()) {
-    Bucket& previous = buckets_[index - pack_.size()];
+  if (index >= slots) {
+    Bucket& previous = buckets_[index - slots];
     if (!previous.averaged.defined()) previous.averaged = previous.reduction.wait();
   }
   at::Tensor flat = pack_[slot].narrow(0, 0, buckets_[index].parameters.numel());

@@ -96,7 +96,7 @@ struct ZeroMemory {
   int64_t parameters = 0;  // the full parameters (stages 1 and 2 keep them all)
   int64_t gradients = 0;   // the full gradient (stage 1) or this rank's averaged blocks (stage 2)
   int64_t optimizer = 0;   // the optimizer's state (of this rank's blocks)
-  int64_t buffers = 0;     // stage 2's two packing buffers (not model state)
+  int64_t buffers = 0;     // the packing buffers (stage 2: two, stage 3: one; not model state)
 };
 
 class ZeroOptimizer {
@@ -175,7 +175,7 @@ class ZeroOptimizer {
   std::vector<Bucket> buckets_;
   size_t next_launch_ = 0;
   int64_t numel_ = 0, owned_ = 0;
-  std::array<at::Tensor, 2> pack_;  // stages 2 and 3: the buckets' packing buffers, in turn
+  std::array<at::Tensor, 2> pack_;  // stages 2 (both) and 3 (the first): the packing buffers, in turn
   int gathered_ = 0, peak_gathered_ = 0;  // stage 3: units with their full parameters
   int64_t communicated_ = 0;              // elements, since zero_grad()
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
