@@ -42,7 +42,8 @@ for ((r = 0; r < rounds; r++)); do
     echo "$s $step $rss ${mem:--} $params" >>"$results"
   done
 done
-echo "zero.sh: mlp width $width depth $depth, $ranks ranks, batch $batch per rank, $rounds rounds, load $(cut -d' ' -f1 /proc/loadavg)"
+echo "zero.sh: mlp width $width depth $depth, $ranks ranks, batch $batch per rank, $rounds rounds," \
+  "load $(cut -d' ' -f1 /proc/loadavg)"
 python3 - "$results" <<'PY'
 import statistics, sys
 rows = [l.split() for l in open(sys.argv[1])]

@@ -45,6 +45,6 @@ done
 first=${strategies%% *}
 for s in $strategies; do
   [[ $s == "$first" || -z ${best[$s]:-} || -z ${best[$first]:-} ]] && continue
-  python3 -c "import sys; print('%s: %.2fx the parameters of %s' % (sys.argv[1], int(sys.argv[2]) / int(sys.argv[3]), sys.argv[4]))" \
+  python3 -c "import sys; a = sys.argv; print('%s: %.2fx the parameters of %s' % (a[1], int(a[2]) / int(a[3]), a[4]))" \
     "$s" "${best[$s]}" "${best[$first]}" "$first"
 done

@@ -28,7 +28,8 @@ void print_zero_memory(const cohort::ZeroStrategy& zero, int64_t params) {
   const at::Tensor all =
       cohort::allgather(at::tensor({m.parameters, m.gradients, m.optimizer, m.buffers}, at::kLong).view({1, 4}));
   if (cohort::rank() != 0) return;
-  const double b = 4, estimate = cohort::zero_bytes_per_rank(double(params), b, b, zero.options().stage, cohort::size());
+  const double b = 4;  // float32 parameters, gradients and momentum
+  const double estimate = cohort::zero_bytes_per_rank(double(params), b, b, zero.options().stage, cohort::size());
   std::printf("zero: the last step communicated %.2f Psi (%lld elements; Psi = %lld parameters)\n",
               double(zero.sharded().communicated()) / double(params), (long long)zero.sharded().communicated(),
               (long long)params);

@@ -494,7 +494,8 @@ void ZeroOptimizer::load_consolidated(const optim::Optimizer& full) {
   for (Bucket& bucket : buckets_) {
     std::vector<StateFields> members;
     for (size_t k : bucket.members)
-      if (const optim::OptimizerParamState* state = state_of(full, parameters_[k])) members.push_back(fields_of(*state));
+      if (const optim::OptimizerParamState* state = state_of(full, parameters_[k]))
+        members.push_back(fields_of(*state));
     if (members.empty()) {
       optimizer_->state().erase(state_key(optimizer_->state(), bucket.stepped()));
       continue;
