@@ -266,15 +266,25 @@ void ZeroOptimizer::gather(int unit) {
   prefetch(unit);
   Bucket& bucket = buckets_[bucket_of_unit(unit)];
   if (bucket.gathered) return;
-  const at::Tensor full = bucket.gathering.wait();
+  at::Tensor full = bucket.gathering.wait();
   bucket.gathering = TensorHandle();
-  // The storage comes back at full size, and is filled by a plain copy: the
+  // The storage comes back at full size without an ATen in-place op: the
   // parameters are views of it, and autograd's saved copies of them check a
-  // version counter that an ATen in-place op would bump.
+  // version counter that one would bump. The allgather's own buffer is
+  // adopted when nothing else holds it (no second allocation, no copy);
+  // otherwise the storage is reallocated and filled by a plain copy.
   c10::StorageImpl* storage = bucket.parameters.storage().unsafeGetStorageImpl();
+  c10::StorageImpl* result = full.storage().unsafeGetStorageImpl();
   const size_t bytes = size_t(full.numel()) * full.element_size();
-  at::native::resize_bytes_cpu(storage, bytes);
-  std::memcpy(storage->data(), full.data_ptr(), bytes);
+  if (full.storage_offset() == 0 && full.is_contiguous() && result->nbytes() == bytes &&
+      full.storage().use_count() == 1 && full.use_count() == 1) {
+    storage->set_data_ptr_noswap(result->set_data_ptr(at::DataPtr(nullptr, full.device())));
+    result->set_nbytes(0);
+    storage->set_nbytes(bytes);
+  } else {
+    at::native::resize_bytes_cpu(storage, bytes);
+    std::memcpy(storage->data(), full.data_ptr(), bytes);
+  }
   bucket.gathered = true;
 }
 
