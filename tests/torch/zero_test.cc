@@ -44,16 +44,19 @@ nn::Sequential make_model() {
   return net;
 }
 
-std::vector<at::Tensor> initial(uint64_t seed) {
-  return seeded(seed, [] {
+// `make()`'s initial parameters for `seed`, drawn atomically (rank threads
+// share LibTorch's generator).
+std::vector<at::Tensor> initial(uint64_t seed, nn::Sequential (*make)() = &make_model) {
+  return seeded(seed, [make] {
     std::vector<at::Tensor> out;
-    for (const auto& p : make_model()->parameters()) out.push_back(p.detach().clone());
+    for (const auto& p : make()->parameters()) out.push_back(p.detach().clone());
     return out;
   });
 }
 
-nn::Sequential model_with(const std::vector<at::Tensor>& init) {
-  nn::Sequential net = make_model();
+// `make()`'s network holding `init`.
+nn::Sequential model_with(const std::vector<at::Tensor>& init, nn::Sequential (*make)() = &make_model) {
+  nn::Sequential net = make();
   torch::NoGradGuard no_grad;
   const auto params = net->parameters();
   for (size_t i = 0; i < params.size(); ++i) params[i].copy_(init[i]);
@@ -208,18 +211,8 @@ nn::Sequential make_deep_model() {
 // gathered for next); predict() gathers the whole model once, and its
 // outputs are one process's.
 TEST(Zero, Stage3HoldsAUnitsFullParametersOnlyWhileItIsUsed) {
-  const auto init = seeded(11, [] {
-    std::vector<at::Tensor> out;
-    for (const auto& p : make_deep_model()->parameters()) out.push_back(p.detach().clone());
-    return out;
-  });
-  auto deep_with = [&] {
-    nn::Sequential net = make_deep_model();
-    torch::NoGradGuard no_grad;
-    const auto params = net->parameters();
-    for (size_t i = 0; i < params.size(); ++i) params[i].copy_(init[i]);
-    return net;
-  };
+  const auto init = initial(11, &make_deep_model);
+  auto deep_with = [&] { return model_with(init, &make_deep_model); };
   OneDeviceStrategy one;
   one.prepare(training_model(deep_with(), loss_of, optimizer_named("adam")));
   one.train_step({batch(0).first, batch(0).second}, kGlobalRows);

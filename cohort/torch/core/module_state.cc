@@ -47,4 +47,11 @@ void load_module_state(torch::nn::Module& module, torch::serialize::InputArchive
   walk(module, archive, "", what, [](at::Tensor& have, const at::Tensor& saved) { have.copy_(saved); });
 }
 
+std::vector<at::Tensor> trainable(const std::vector<at::Tensor>& parameters) {
+  std::vector<at::Tensor> out;
+  for (const at::Tensor& p : parameters)
+    if (p.requires_grad()) out.push_back(p);
+  return out;
+}
+
 }  // namespace cohort

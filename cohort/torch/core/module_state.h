@@ -13,8 +13,13 @@
 #include <torch/serialize/archive.h>
 
 #include <string>
+#include <vector>
 
 namespace cohort {
+
+// The tensors of `parameters` that require grad, in order: what optimizers
+// and gradient reductions work on when some parameters are frozen.
+std::vector<at::Tensor> trainable(const std::vector<at::Tensor>& parameters);
 
 // Reads `archive` (as Module::save() wrote it) into `module`. First checks
 // that the archive has a tensor of the right shape and dtype for every

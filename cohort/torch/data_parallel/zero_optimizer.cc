@@ -332,14 +332,14 @@ void ZeroOptimizer::on_accumulated(size_t parameter) {
 void ZeroOptimizer::launch(size_t index) {
   Bucket& bucket = buckets_[index];
   torch::NoGradGuard no_grad;
-  // Stage 1 keeps the full gradient in one flat buffer per bucket, which the
-  // members' .grad() are views of from zero_grad() on (backward accumulates
-  // straight into it); stage 2 packs into a temporary and keeps no full
-  // gradient once its bucket is on its way.
   // Stage 3: the unit backward needs next starts gathering before this
   // reduce-scatter (the same order on every rank, whatever order autograd
   // finished the two in).
   if (options_.stage == 3 && index + 1 < buckets_.size()) prefetch(units() - 2 - int(index));
+  // Stage 1 keeps the full gradient in one flat buffer per bucket, which the
+  // members' .grad() are views of from zero_grad() on (backward accumulates
+  // straight into it); stages 2 and 3 pack into a reused buffer and keep no
+  // full gradient once the bucket is on its way.
   at::Tensor flat = options_.stage == 1 ? bucket.gradients : pack_buffer(index);
   for (size_t i = 0; i < bucket.members.size(); ++i) {
     at::Tensor& p = parameters_[bucket.members[i]];
@@ -376,19 +376,30 @@ at::Tensor ZeroOptimizer::pack_buffer(size_t index) {
     Bucket& previous = buckets_[index - slots];
     if (!previous.averaged.defined()) previous.averaged = previous.reduction.wait();
   }
-  at::Tensor flat = pack_[slot].narrow(0, 0, buckets_[index].parameters.numel());
-  flat.zero_();
+  // launch() writes every member's slot (zeros for a missing gradient):
+  // only the padding needs clearing.
+  const Bucket& bucket = buckets_[index];
+  at::Tensor flat = pack_[slot].narrow(0, 0, bucket.parameters.numel());
+  flat.narrow(0, bucket.numel, flat.numel() - bucket.numel).zero_();
   return flat;
+}
+
+// Every bucket waits for all its members again, with no reduction.
+void ZeroOptimizer::rearm() {
+  for (Bucket& bucket : buckets_) {
+    bucket.pending = bucket.members.size();
+    bucket.reduction = TensorHandle();
+    bucket.averaged = at::Tensor();
+  }
+  next_launch_ = 0;
 }
 
 void ZeroOptimizer::zero_grad() {
   torch::NoGradGuard no_grad;
+  rearm();
   for (at::Tensor& p : parameters_) p.mutable_grad() = at::Tensor();
   for (Bucket& bucket : buckets_) {
     bucket.stepped().mutable_grad() = at::Tensor();
-    bucket.pending = bucket.members.size();
-    bucket.reduction = TensorHandle();
-    bucket.averaged = at::Tensor();
     if (options_.stage != 1) continue;
     if (!bucket.gradients.defined()) bucket.gradients = torch::zeros_like(bucket.parameters);
     else bucket.gradients.zero_();
@@ -397,7 +408,6 @@ void ZeroOptimizer::zero_grad() {
       p.mutable_grad() = bucket.gradients.narrow(0, bucket.offsets[i], p.numel()).view(p.sizes());
     }
   }
-  next_launch_ = 0;
   peak_gathered_ = gathered_;
   communicated_ = 0;
 }
@@ -443,12 +453,9 @@ void ZeroOptimizer::step() {
         note_gathered(-1);
       }
       bucket.gathering = TensorHandle();
-      bucket.pending = bucket.members.size();
-      bucket.reduction = TensorHandle();
-      bucket.averaged = at::Tensor();
     }
     release_all();
-    next_launch_ = 0;
+    rearm();
     return;
   }
   std::vector<TensorHandle> gathers;
@@ -457,14 +464,8 @@ void ZeroOptimizer::step() {
     communicated_ += bucket.parameters.numel();
   }
   torch::NoGradGuard no_grad;
-  for (size_t b = 0; b < buckets_.size(); ++b) {
-    Bucket& bucket = buckets_[b];
-    bucket.parameters.copy_(gathers[b].wait());
-    bucket.pending = bucket.members.size();
-    bucket.reduction = TensorHandle();
-    bucket.averaged = at::Tensor();
-  }
-  next_launch_ = 0;
+  for (size_t b = 0; b < buckets_.size(); ++b) buckets_[b].parameters.copy_(gathers[b].wait());
+  rearm();
 }
 
 std::unique_ptr<optim::Optimizer> ZeroOptimizer::consolidated(const OptimizerFactory& make,

@@ -164,6 +164,7 @@ class ZeroOptimizer {
   struct Bucket;
   void on_accumulated(size_t parameter);
   void launch(size_t bucket);
+  void rearm();
   size_t bucket_of_unit(int unit) const;
   void note_gathered(int change);
   at::Tensor pack_buffer(size_t bucket);

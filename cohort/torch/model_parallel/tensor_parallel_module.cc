@@ -71,6 +71,11 @@ at::Tensor unshard(const at::Tensor& local, const ShardSpec& spec, const TensorP
   return joined.movedim(0, spec.dim).contiguous();
 }
 
+bool splits_over_ranks(const torch::nn::Module& module) {
+  const auto* split = dynamic_cast<const TensorParallelModule*>(&module);
+  return split != nullptr && split->group().size > 1;
+}
+
 std::map<std::string, ShardSpec> shard_specs(torch::nn::Module& module) {
   std::map<std::string, ShardSpec> out;
   for (const auto& p : parameters_of(module)) out[p.name] = p.spec;

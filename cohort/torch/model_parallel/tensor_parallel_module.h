@@ -47,6 +47,10 @@ at::Tensor shard_of(const at::Tensor& full, const ShardSpec& spec, const TensorP
 // The inverse, collective over the group: every rank's `local` joined.
 at::Tensor unshard(const at::Tensor& local, const ShardSpec& spec, const TensorParallelGroup& group);
 
+// True when `module` itself splits its parameters over a group of more than
+// one rank (a group of one holds whole layers).
+bool splits_over_ranks(const torch::nn::Module& module);
+
 // The spec of each of `module`'s parameters (by recursive name).
 std::map<std::string, ShardSpec> shard_specs(torch::nn::Module& module);
 

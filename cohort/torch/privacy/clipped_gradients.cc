@@ -8,6 +8,8 @@
 #include <typeinfo>
 
 #include "cohort/common/check.h"
+#include "cohort/torch/core/module_state.h"
+#include "cohort/torch/model_parallel/tensor_parallel_module.h"
 #include "cohort/torch/privacy/per_sample.h"
 #include "cohort/torch/privacy/tensor_parallel_gradients.h"
 
@@ -129,13 +131,6 @@ struct Leaf {
   std::vector<torch::Tensor> trainable;  // what the kernel's sums are, in order
 };
 
-// True when the module splits parameters over a tensor-parallel group of
-// more than one rank: its per-sample norms need the group's kernels.
-bool tensor_parallel(const nn::Module& module) {
-  const auto* split = dynamic_cast<const TensorParallelModule*>(&module);
-  return split != nullptr && split->group().size > 1;
-}
-
 // The layers of a Sequential in forward order, each layer with trainable
 // parameters with its kernel (per_sample.h's, the tensor-parallel ones, or
 // the layer's own micro-batches); none when the model is not a plain
@@ -145,25 +140,23 @@ std::optional<std::vector<Leaf>> kernel_plan(nn::Module& module) {
   std::vector<Leaf> leaves;
   for (nn::AnyModule& child : dynamic_cast<nn::SequentialImpl&>(module)) {
     const auto parameters = child.ptr()->parameters(/*recurse=*/true);
-    std::vector<torch::Tensor> trainable;
-    for (const auto& p : parameters)
-      if (p.requires_grad()) trainable.push_back(p);
-    if (trainable.empty()) {
+    std::vector<torch::Tensor> layer_trainable = trainable(parameters);
+    if (layer_trainable.empty()) {
       leaves.push_back({&child, std::nullopt, {}});
       continue;
     }
     // A layer's kernel covers all of its parameters; with some frozen, its
     // own micro-batches cover the rest.
     std::optional<LayerKernel> kernel;
-    if (trainable.size() == parameters.size()) kernel = kernel_of(*child.ptr());
+    if (layer_trainable.size() == parameters.size()) kernel = kernel_of(*child.ptr());
     if (!kernel) {
-      COHORT_CHECK_AS(ConfigError, !tensor_parallel(*child.ptr()))
+      COHORT_CHECK_AS(ConfigError, !splits_over_ranks(*child.ptr()))
           << "private: layer " << child.ptr()->name()
           << " is tensor-parallel but has no per-sample kernel (or has frozen parameters): its per-sample norms "
              "would miss the other ranks' shards";
-      kernel = micro_batch_kernel(child, trainable);
+      kernel = micro_batch_kernel(child, layer_trainable);
     }
-    leaves.push_back({&child, std::move(kernel), std::move(trainable)});
+    leaves.push_back({&child, std::move(kernel), std::move(layer_trainable)});
   }
   return leaves;
 }
@@ -237,7 +230,7 @@ ClippedSum by_micro_batches(nn::Module& module, const ForwardFn& forward, const 
 // tensor-parallel layer by its own norm: refused.
 void refuse_tensor_parallel_micro_batches(nn::Module& module) {
   for (const auto& child : module.modules(/*include_self=*/true))
-    COHORT_CHECK_AS(ConfigError, !tensor_parallel(*child))
+    COHORT_CHECK_AS(ConfigError, !splits_over_ranks(*child))
         << "private: the tensor-parallel layer " << child->name() << " is inside a model that is not a "
         << "torch::nn::Sequential (" << module.name() << "): micro-batches of the whole model would clip each rank's "
         << "shard by its own norm; make the model a Sequential so that the tensor-parallel kernels run";

@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 
 #include "cohort/common/check.h"
+#include "cohort/torch/core/module_state.h"
 
 namespace cohort::privacy {
 namespace {
@@ -172,14 +173,12 @@ torch::Tensor clip_factors(const torch::Tensor& squared_norms, double max_grad_n
 torch::Tensor clipped_sum_by_microbatches(const std::vector<torch::Tensor>& parameters, int64_t batch,
                                           const std::function<torch::Tensor(int64_t)>& sample_loss,
                                           double max_grad_norm) {
-  std::vector<torch::Tensor> trainable;
-  for (const torch::Tensor& p : parameters)
-    if (p.requires_grad()) trainable.push_back(p);
-  COHORT_CHECK(!trainable.empty()) << "no trainable parameters";
+  const std::vector<torch::Tensor> trainable_params = cohort::trainable(parameters);
+  COHORT_CHECK(!trainable_params.empty()) << "no trainable parameters";
   torch::Tensor norms = torch::zeros({batch}, torch::kFloat64);
   for (int64_t i = 0; i < batch; ++i) {
     const torch::Tensor loss = sample_loss(i);
-    const auto grads = torch::autograd::grad({loss}, trainable, {}, /*retain_graph=*/false,
+    const auto grads = torch::autograd::grad({loss}, trainable_params, {}, /*retain_graph=*/false,
                                              /*create_graph=*/false, /*allow_unused=*/true);
     double squared = 0;
     for (const torch::Tensor& g : grads)
@@ -187,10 +186,10 @@ torch::Tensor clipped_sum_by_microbatches(const std::vector<torch::Tensor>& para
     norms[i] = std::sqrt(squared);
     const double factor = std::min(1.0, max_grad_norm / (std::sqrt(squared) + 1e-6));
     torch::NoGradGuard no_grad;
-    for (size_t k = 0; k < trainable.size(); ++k) {
+    for (size_t k = 0; k < trainable_params.size(); ++k) {
       if (!grads[k].defined()) continue;
-      torch::Tensor& accumulated = trainable[k].mutable_grad();
-      if (!accumulated.defined()) accumulated = torch::zeros_like(trainable[k]);
+      torch::Tensor& accumulated = trainable_params[k].mutable_grad();
+      if (!accumulated.defined()) accumulated = torch::zeros_like(trainable_params[k]);
       accumulated.add_(grads[k], factor);
     }
   }

@@ -9,6 +9,7 @@
 #include "cohort/common/check.h"
 #include "cohort/privacy/counter_hash.h"
 #include "cohort/privacy/poisson_sampling.h"
+#include "cohort/torch/core/module_state.h"
 #include "cohort/torch/model_parallel/tensor_parallel_module.h"
 #include "cohort/torch/privacy/per_sample.h"
 
@@ -20,12 +21,6 @@ namespace {
 // example `rank` was sampled.
 constexpr uint64_t kNoiseStream = 0x6e6f697365;  // "noise"
 
-std::vector<torch::Tensor> trainable_parameters(torch::nn::Module& module) {
-  std::vector<torch::Tensor> out;
-  for (const auto& p : module.parameters())
-    if (p.requires_grad()) out.push_back(p);
-  return out;
-}
 
 }  // namespace
 
@@ -71,16 +66,12 @@ void PrivateStrategy::prepare(TrainingModel model) {
       << "private: per-layer clipping needs a torch::nn::Sequential of supported layers (Linear, Conv1d/2d, "
          "Embedding, LayerNorm, GroupNorm); this model takes the micro-batch path";
   noise_streams_.clear();
-  bool tensor_parallel = false;
   for (const auto& child : model.module->modules(/*include_self=*/true)) {
-    const auto* split = dynamic_cast<const TensorParallelModule*>(child.get());
-    tensor_parallel = tensor_parallel || (split != nullptr && split->group().size > 1);
-  }
-  COHORT_CHECK_AS(ConfigError, !tensor_parallel || inner_->process_count() == 1)
-      << "private: the model has tensor-parallel layers and '" << inner_->spec() << "' runs "
-      << inner_->process_count() << " processes: its gradient sum would add different ranks' shards. Wrap "
-      << "one_device on each rank of the tensor-parallel group (data parallelism across groups needs a mesh strategy)";
-  for (const auto& child : model.module->modules(/*include_self=*/true)) {
+    COHORT_CHECK_AS(ConfigError, !splits_over_ranks(*child) || inner_->process_count() == 1)
+        << "private: the model has tensor-parallel layers and '" << inner_->spec() << "' runs "
+        << inner_->process_count() << " processes: its gradient sum would add different ranks' shards. Wrap "
+        << "one_device on each rank of the tensor-parallel group (data parallelism across groups needs a mesh "
+           "strategy)";
     const auto* split = dynamic_cast<const TensorParallelModule*>(child.get());
     for (const auto& named : child->named_parameters(/*recurse=*/false)) {
       if (!named.value().requires_grad()) continue;
@@ -110,7 +101,7 @@ StepResult PrivateStrategy::train_step(const Batch& mine, int64_t global_rows) {
   COHORT_CHECK_AS(ConfigError, global_rows >= 0 && mine.rows() <= global_rows)
       << "private: a step of " << global_rows << " global rows cannot hold this process's " << mine.rows();
   torch::nn::Module& net = module();
-  const std::vector<torch::Tensor> parameters = trainable_parameters(net);
+  const std::vector<torch::Tensor> parameters = trainable(net.parameters());
   StepResult result{.rows = mine.rows()};
   if (mine.rows() > 0) {
     const ClippedSum clipped = clipped_gradient_sum(net, model_.forward, model_.loss, mine, options_.max_grad_norm,

@@ -20,7 +20,7 @@ LayerGradients column_parallel_linear_gradients(const ColumnParallelLinearImpl& 
   const TensorParallelGroup& group = layer.group();
   const ColumnParallelLinearOptions& o = layer.options();
   torch::Tensor local = grad_output;
-  if (o.gather_output && group.size > 1) {
+  if (o.gather_output) {
     // The gathered output is chunk-major, [chunk][rank][part]; this rank
     // produced [chunk][part] of its own rank.
     const int64_t part = layer.out_features() / o.chunks / group.size;
@@ -33,7 +33,7 @@ LayerGradients column_parallel_linear_gradients(const ColumnParallelLinearImpl& 
   }
   COHORT_CHECK_EQ(local.size(-1), layer.local_out_features()) << "ColumnParallelLinear output gradient";
   LayerGradients shard = linear_gradients(as_positions(input), as_positions(local), o.bias);
-  if (group.size > 1) shard.squared_norms = tensor_parallel_sum(shard.squared_norms, group);
+  shard.squared_norms = tensor_parallel_sum(shard.squared_norms, group);
   return shard;
 }
 
@@ -41,19 +41,17 @@ LayerGradients row_parallel_linear_gradients(const RowParallelLinearImpl& layer,
                                              const torch::Tensor& grad_output) {
   const TensorParallelGroup& group = layer.group();
   const RowParallelLinearOptions& o = layer.options();
-  const torch::Tensor x = as_positions(o.input_is_parallel || group.size == 1
-                                           ? input
-                                           : tensor_parallel_slice_last_dim(input, group));
+  const torch::Tensor x = as_positions(o.input_is_parallel ? input : tensor_parallel_slice_last_dim(input, group));
   const torch::Tensor g = as_positions(grad_output);
   LayerGradients weight = linear_gradients(x, g, /*has_bias=*/false);
-  torch::Tensor norms = group.size > 1 ? tensor_parallel_sum(weight.squared_norms, group) : weight.squared_norms;
+  const torch::Tensor norms = tensor_parallel_sum(weight.squared_norms, group);
   if (!o.bias) return {norms, weight.scaled_sum};
   // The replicated bias: the same gradient on every rank, counted once.
-  const torch::Tensor bias_per_sample = (g.dim() == 2 ? g : g.sum(1));  // [B, out]
-  norms = norms + at::linalg_vector_norm(bias_per_sample, 2, {1}).square();
-  return {norms, [weight_sum = weight.scaled_sum, bias_per_sample](const torch::Tensor& c) {
+  const LayerGradients bias = materialised_gradients({g.dim() == 2 ? g : g.sum(1)});  // [B, out]
+  return {norms + bias.squared_norms,
+          [weight_sum = weight.scaled_sum, bias_sum = bias.scaled_sum](const torch::Tensor& c) {
             std::vector<torch::Tensor> sums = weight_sum(c);
-            sums.push_back((c.to(bias_per_sample.dtype()).unsqueeze(1) * bias_per_sample).sum(0));
+            sums.push_back(bias_sum(c).front());
             return sums;
           }};
 }

@@ -6,18 +6,13 @@
 
 #include "cohort/common/check.h"
 #include "cohort/torch/core/broadcast_state.h"
+#include "cohort/torch/core/module_state.h"
 #include "cohort/torch/strategy/prepared_model.h"
 #include "cohort/torch/strategy/single_process.h"
 
 namespace cohort {
 namespace {
 
-std::vector<at::Tensor> trainable(torch::nn::Module& module) {
-  std::vector<at::Tensor> out;
-  for (const at::Tensor& p : module.parameters())
-    if (p.requires_grad()) out.push_back(p);
-  return out;
-}
 
 }  // namespace
 
@@ -91,7 +86,12 @@ void ZeroStrategy::prepare(TrainingModel model) {
     options.replica_engine = &groups_->engine(MeshAxis::dp);
   }
   if (options_.stage == 3) options.units = plan_units(module);
-  zero_ = std::make_unique<ZeroOptimizer>(trainable(module), model_.optimizer, options);
+  zero_ = std::make_unique<ZeroOptimizer>(trainable(module.parameters()), model_.optimizer, options);
+  // What a step runs: the program's model, at stage 3 with the forward
+  // that brackets each unit's layers with their gathers.
+  training_ = model_;
+  if (options_.stage == 3)
+    training_.forward = [this](torch::nn::Module&, const at::Tensor& input) { return forward_by_units(&input); };
   prepared_ = true;
 }
 
@@ -141,10 +141,7 @@ StepResult ZeroStrategy::train_step(const Batch& mine, int64_t global_rows) {
   if (options_.stage == 3 && result.rows == 0) {
     forward_by_units(nullptr);  // the forward's gathers; step() runs backward's collectives
   } else {
-    TrainingModel model = model_;
-    if (options_.stage == 3)
-      model.forward = [this](torch::nn::Module&, const at::Tensor& input) { return forward_by_units(&input); };
-    const at::Tensor loss = detail::data_parallel_loss(model, mine, global_rows, process_count(), result);
+    const at::Tensor loss = detail::data_parallel_loss(training_, mine, global_rows, process_count(), result);
     loss.backward();  // launches the buckets' reduce-scatters as their gradients complete
   }
   zero_->step();

@@ -77,6 +77,7 @@ class ZeroStrategy : public RankStrategy {
   at::Tensor forward_by_units(const at::Tensor* input);
 
   ZeroStrategyOptions options_;
+  TrainingModel training_;  // model_, with stage 3's forward by units
   // Hybrid: the mesh whose tp axis is the shard groups and dp the replicas
   // (declared before zero_, so that it outlives it).
   std::unique_ptr<Mesh> groups_;
