@@ -6,9 +6,9 @@
 # steps after one warm-up step finish; the search is a bisection over
 # multiples of 128 between --min and --max.
 # Usage: bench/zero_capacity.sh [--build-dir DIR] [--ranks N] [--limit-mb MB] [--depth D] [--min W] [--max W]
-#                               [--strategies "..."]
+#                               [--strategies "..."] [--timeout S]
 set -euo pipefail
-build_dir=build ranks=4 limit_mb=2048 depth=8 min=128 max=16384
+build_dir=build ranks=4 limit_mb=2048 depth=8 min=128 max=16384 time_limit=300
 strategies="multi_worker:style=ddp zero:stage=3"
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -19,12 +19,17 @@ while [[ $# -gt 0 ]]; do
     --min) min=$2; shift 2 ;;
     --max) max=$2; shift 2 ;;
     --strategies) strategies=$2; shift 2 ;;
+    --timeout) time_limit=$2; shift 2 ;;
     *) echo "zero_capacity.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
+# A width that does not finish in --timeout seconds does not train either:
+# near the limit OpenBLAS retries a failed buffer allocation forever
+# instead of failing.
 trains() {  # strategy width -> status 0 when it trains under the limit
   (ulimit -v $((limit_mb * 1024))
+   timeout --kill-after=10 "$time_limit" \
    "$build_dir/cohort/launcher/cohortrun" -np "$ranks" "$build_dir/examples/synthetic_benchmark" --model mlp \
      --width "$2" --depth "$depth" --strategy "$1" --steps 2 --warmup 1 --quiet --batch-size 16 >/dev/null 2>&1)
 }

@@ -15,6 +15,7 @@
 #include "examples/char_lm/corpus.h"
 #include "examples/char_lm/options.h"
 #include "examples/char_lm/vocabulary.h"
+#include "tests/torch/temp_dir.h"
 
 namespace cohort::testing {
 namespace {
@@ -155,22 +156,6 @@ TEST(CharLmOptions, MeshMustMatchTheWorldAndTheModel) {
             }).find("--batch-size 8 must be a multiple of --dp 4 x --micro-batches 4 = 16"),
             std::string::npos);
 }
-
-class TempDir {
- public:
-  TempDir() {
-    char pattern[] = "/tmp/cohort_char_lm.XXXXXX";
-    path_ = ::mkdtemp(pattern);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::string& path() const { return path_; }
-  void write(const std::string& name, const std::string& text) const {
-    std::ofstream(path_ + "/" + name, std::ios::binary) << text;
-  }
-
- private:
-  std::string path_;
-};
 
 TEST(CharLmCorpus, SplitsFortunesOnPercentLines) {
   EXPECT_EQ(lm::split_fortunes("one\nline\n%\ntwo\n%\n"), (std::vector<std::string>{"one\nline\n", "two\n"}));

@@ -117,6 +117,21 @@ TEST_P(TorchWorld, AllgatherWithDifferentRowCounts) {
         at_row += r;
       }
     }
+    // Into a tensor of the caller's (a reused buffer): the result is it.
+    int64_t rows = 0;
+    for (int r = 0; r < size; ++r) rows += r;
+    const at::Tensor into = at::full({rows, 2, 3}, -1.0, at::kDouble);
+    const at::Tensor got = cohort::allgather(mine, {.name = "into", .out = into});
+    COHORT_CHECK(got.is_same(into)) << "the result must be the given output";
+    COHORT_CHECK(at::equal(into, cohort::allgather(mine))) << into;
+    bool refused = false;
+    try {
+      cohort::allgather(mine, {.name = "wrong dtype", .out = at::empty({rows, 2, 3}, at::kFloat)});
+    } catch (const cohort::ConfigError& e) {
+      refused = std::string(e.what()).find("the output must be a contiguous Double tensor, got a Float one") !=
+                std::string::npos;
+    }
+    COHORT_CHECK(refused) << "an output of another dtype must be refused";
     // A transposed (non-contiguous) input gathers its logical rows.
     const at::Tensor t = rank_input(rank, at::kInt, {3, 2}).t();
     const at::Tensor all = cohort::allgather(t, {.name = "transposed"});

@@ -11,7 +11,9 @@
 //   whole (stage 1) or this rank's blocks (stage 2);
 // - the per-rank estimate against the ZeRO paper's Table 1;
 // - a checkpoint saved by zero at 4 ranks resumes exactly at 2 and 3 ranks,
-//   under DDP and on one device, and one device's under zero;
+//   under DDP and on one device, and one device's under zero; so does a
+//   sharded one (each rank its own blocks), and its consolidated export,
+//   written a bucket at a time; damaged sharded checkpoints are refused;
 // - bfloat16 parameters with float32 master blocks stay close to float64;
 // - hybrid sharding (blocks over one mesh axis, replicas over the other)
 //   equals one process at every stage;
@@ -20,9 +22,12 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 
 #include "cohort/common/check.h"
 #include "cohort/common/error.h"
+#include "cohort/torch/checkpoint/sharded_checkpoint.h"
 #include "cohort/torch/core/collectives.h"
 #include "cohort/torch/core/runtime.h"
 #include "cohort/torch/model_parallel/mesh.h"
@@ -30,6 +35,7 @@
 #include "cohort/torch/strategy/multi_worker.h"
 #include "cohort/torch/strategy/one_device.h"
 #include "cohort/torch/strategy/zero.h"
+#include "tests/torch/temp_dir.h"
 #include "tests/torch/torch_ranks.h"
 
 namespace cohort::testing {
@@ -226,7 +232,8 @@ TEST(Zero, Stage3HoldsAUnitsFullParametersOnlyWhileItIsUsed) {
     const int64_t blocks_bytes = sharded.owned_numel() * 8;
     COHORT_CHECK_EQ(zero.memory().parameters, blocks_bytes) << "before the first step";
     zero.train_step(rows_of(batch(0), rank, size), kGlobalRows);
-    COHORT_CHECK_EQ(sharded.peak_gathered_units(), 2) << "units gathered at once during the step";
+    COHORT_CHECK_EQ(sharded.peak_unit_buffers(), 2) << "unit-sized buffers (parameters, gradients) at once";
+    COHORT_CHECK_EQ(zero.memory().buffers, 0) << "no packing buffer kept between steps";
     COHORT_CHECK_EQ(zero.memory().parameters, blocks_bytes) << "after the step";
     COHORT_CHECK_EQ(zero.memory().gradients, blocks_bytes) << "this rank's averaged gradient blocks";
     const at::Tensor got = zero.predict(x);
@@ -366,15 +373,16 @@ void load_bytes(Strategy& strategy, const std::string& bytes) {
   strategy.load(archive);
 }
 
-// Loads `saved` (the state after step 0) into a fresh job of `ranks` ranks
-// built by `make` from other weights, runs steps 1 and 2, and compares
-// every rank with the uninterrupted single-process run.
-void expect_resumes(const std::string& saved, int ranks, const std::function<std::unique_ptr<Strategy>()>& make,
-                    const std::vector<at::Tensor>& expected, const std::string& what) {
+// A fresh job of `ranks` ranks built by `make` from other weights loads the
+// state after step 0 (`load`), runs steps 1 and 2, and every rank is
+// compared with the uninterrupted single-process run.
+void expect_resumes_by(const std::function<void(Strategy&)>& load, int ranks,
+                       const std::function<std::unique_ptr<Strategy>()>& make, const std::vector<at::Tensor>& expected,
+                       const std::string& what) {
   run_torch_ranks(ranks, [&](int rank, int size) {
     std::unique_ptr<Strategy> strategy = make();
     strategy->prepare(training_model(model_with(initial(99)), loss_of, optimizer_named("adam")));
-    load_bytes(*strategy, saved);
+    load(*strategy);
     for (int s = 1; s < kSteps; ++s) {
       strategy->train_step(rows_of(batch(s), rank, size), kGlobalRows);
       if (auto* zero = dynamic_cast<ZeroStrategy*>(strategy.get())) zero->gather_parameters();
@@ -384,6 +392,22 @@ void expect_resumes(const std::string& saved, int ranks, const std::function<std
           << (got - expected[size_t(s)]).abs().max().item<double>();
     }
   });
+}
+
+void expect_resumes(const std::string& saved, int ranks, const std::function<std::unique_ptr<Strategy>()>& make,
+                    const std::vector<at::Tensor>& expected, const std::string& what) {
+  expect_resumes_by([&](Strategy& strategy) { load_bytes(strategy, saved); }, ranks, make, expected, what);
+}
+
+std::function<std::unique_ptr<Strategy>()> zero_at(int stage) {
+  return [stage] {
+    return std::make_unique<ZeroStrategy>(
+        ZeroStrategyOptions{.stage = stage, .bucket_bytes = 200, .unit_bytes = 8, .engine = &current_engine()});
+  };
+}
+
+std::unique_ptr<Strategy> ddp() {
+  return std::make_unique<MultiWorkerStrategy>(MultiWorkerOptions{.engine = &current_engine()});
 }
 
 // Saved by zero at 4 ranks, loaded by zero at 2 and 3 (both stages), by
@@ -453,6 +477,161 @@ TEST(Zero, RefusesOptimizersWhoseStateIsNotPerElementAndBadSpecs) {
     zero.prepare(training_model(nn::ModuleHolder<NotSequentialImpl>(), loss_of, optimizer_named("sgd")));
   });
   for (const std::string& e : not_sequential) EXPECT_NE(e.find("torch::nn::Sequential"), std::string::npos) << e;
+}
+
+// Sharded checkpoints (checkpoint/sharded_checkpoint.h): saved by zero at 4
+// ranks, each rank writing only its blocks (stage 2: blocks cut across
+// parameters; stage 3: units), they resume exactly under zero at 2 and 3
+// ranks and every stage, and under DDP and on one device
+// (load_sharded_checkpoint, which reads every shard). The consolidated
+// export is one shard, written while no rank held more than one bucket's
+// state; DDP's own sharded save resumes under zero.
+TEST(Zero, ShardedCheckpointsReshardAndLoadIntoDdp) {
+  const auto init = initial(7);
+  const auto expected = reference_run(init, "adam");
+  const TempDir dir("cohort_zero_sharded");
+  const TrainingState state{.epoch = 2, .batch = 5, .step = 1, .seed = 0xfeedbeefcafe1234ull};
+  for (int stage : {2, 3}) {
+    PerRank<int64_t> most(4);
+    const std::string saved = dir / ("stage" + std::to_string(stage)), whole = saved + "_consolidated";
+    run_torch_ranks(4, [&](int rank, int size) {
+      ZeroStrategy zero({.stage = stage, .bucket_bytes = 200, .unit_bytes = 8, .engine = &current_engine()});
+      zero.prepare(training_model(model_with(init), loss_of, optimizer_named("adam")));
+      zero.train_step(rows_of(batch(0), rank, size), kGlobalRows);
+      zero.save_sharded(saved, state);
+      most.add(rank, zero.export_consolidated(whole, state));
+    });
+    EXPECT_EQ(ShardedCheckpoint(saved).shards(), 4);
+    EXPECT_EQ(ShardedCheckpoint(whole).shards(), 1);
+    // Adam at stage 2: the largest bucket (35 doubles, padded to 36) with
+    // its value and two moments; stage 3: the first unit (42 doubles, 44).
+    for (int r = 0; r < 4; ++r) EXPECT_EQ(most.of(r)[0], (stage == 2 ? 36 : 44) * 3 * 8) << "rank " << r;
+    const std::string from = " (zero stage " + std::to_string(stage) + " at 4";
+    for (int ranks : {2, 3})
+      for (int to : {1, 2, 3})
+        expect_resumes_by([&](Strategy& s) { EXPECT_EQ(dynamic_cast<ZeroStrategy&>(s).load_sharded(saved), state); },
+                          ranks, zero_at(to), expected,
+                          "sharded" + from + ") -> zero stage " + std::to_string(to) + " at " + std::to_string(ranks));
+    for (const std::string& path : {saved, whole}) {
+      auto into_replicas = [&](Strategy& s) {
+        EXPECT_EQ(load_sharded_checkpoint(path, s.module(), s.optimizer()), state);
+      };
+      expect_resumes_by(into_replicas, 2, &ddp, expected, path + from + ") -> multi_worker (DDP) at 2");
+      expect_resumes_by(into_replicas, 1, [] { return std::make_unique<OneDeviceStrategy>(); }, expected,
+                        path + from + ") -> one_device");
+    }
+  }
+  // DDP's sharded save (each of 3 ranks writes a third of every tensor)
+  // resumes under zero stage 3 at 2 ranks.
+  const std::string from_ddp = dir / "ddp";
+  run_torch_ranks(3, [&](int rank, int size) {
+    std::unique_ptr<Strategy> multi = ddp();
+    multi->prepare(training_model(model_with(init), loss_of, optimizer_named("adam")));
+    multi->train_step(rows_of(batch(0), rank, size), kGlobalRows);
+    save_sharded_checkpoint(from_ddp, multi->module(), multi->optimizer(), state, {.engine = &current_engine()});
+  });
+  expect_resumes_by([&](Strategy& s) { dynamic_cast<ZeroStrategy&>(s).load_sharded(from_ddp); }, 2, zero_at(3),
+                    expected, "sharded (DDP at 3) -> zero stage 3 at 2");
+}
+
+// A save replaces the one in force only once every shard is written, and
+// keeps the one before; damaged or mismatched checkpoints are ConfigErrors
+// that name the file and what is wrong, and change nothing.
+TEST(Zero, ShardedCheckpointsRefuseDamageAndMismatch) {
+  const auto init = initial(7);
+  const TempDir dir("cohort_zero_damage");
+  const std::string path = dir / "ck";
+  auto save = [&](int steps) {
+    run_torch_ranks(2, [&](int rank, int size) {
+      ZeroStrategy zero({.stage = 2, .bucket_bytes = 200, .engine = &current_engine()});
+      zero.prepare(training_model(model_with(init), loss_of, optimizer_named("adam")));
+      for (int s = 0; s < steps; ++s) zero.train_step(rows_of(batch(s), rank, size), kGlobalRows);
+      zero.save_sharded(path, {.step = steps});
+    });
+  };
+  save(1);
+  save(2);
+  save(3);
+  // Two saves' shards remain (the one in force and the one before).
+  int shard_files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(path))
+    shard_files += entry.path().filename().string().starts_with("shard-");
+  EXPECT_EQ(shard_files, 4);
+
+  auto error_loading = [&](const std::function<std::unique_ptr<Strategy>()>& make, OptimizerFactory optimizer,
+                           nn::Sequential net) {
+    std::string message;
+    const at::Tensor before = flat(*net);
+    std::unique_ptr<Strategy> s = make();
+    s->prepare(training_model(net, loss_of, std::move(optimizer)));
+    try {
+      load_sharded_checkpoint(path, s->module(), s->optimizer());
+    } catch (const ConfigError& e) {
+      message = e.what();
+    }
+    if (!message.empty()) {
+      EXPECT_TRUE(torch::equal(flat(s->module()), before)) << "a refused checkpoint changed the model";
+    }
+    return message;
+  };
+  auto one = [] { return std::unique_ptr<Strategy>(std::make_unique<OneDeviceStrategy>()); };
+  EXPECT_EQ(error_loading(one, optimizer_named("adam"), model_with(init)), "");
+  const std::string other = error_loading(one, optimizer_named("sgd"), model_with(init));
+  EXPECT_NE(other.find("holds the state of a torch::optim::Adam, this job's optimizer is a torch::optim::SGD"),
+            std::string::npos) << other;
+  auto wider = [] {
+    nn::Sequential net(nn::Linear(5, 8), nn::Tanh(), nn::Linear(8, 3));
+    net->to(torch::kFloat64);
+    return net;
+  };
+  const std::string shape = error_loading(one, optimizer_named("adam"), wider());
+  EXPECT_NE(shape.find("parameter '0.weight' is [7, 5] there, [8, 5] in this model"), std::string::npos) << shape;
+
+  // A flipped byte in rank 1's shard of the save in force: its checksum
+  // names it.
+  std::ifstream manifest(dir / "ck/manifest", std::ios::binary);
+  const std::string listed((std::istreambuf_iterator<char>(manifest)), {});
+  std::string victim;
+  for (const auto& entry : std::filesystem::directory_iterator(path)) {
+    const std::string name = entry.path().filename().string();
+    if (name.starts_with("shard-00001-of-00002") && listed.find(name) != std::string::npos)
+      victim = entry.path().string();
+  }
+  ASSERT_FALSE(victim.empty());
+  {
+    std::fstream f(victim, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(100);
+    f.put('\x5a');
+  }
+  std::string corrupt;
+  try {
+    ShardedCheckpoint{path};
+  } catch (const ConfigError& e) {
+    corrupt = e.what();
+  }
+  EXPECT_NE(corrupt.find(victim), std::string::npos) << corrupt;
+  EXPECT_NE(corrupt.find("checksum mismatch"), std::string::npos) << corrupt;
+  std::filesystem::resize_file(victim, 20);
+  try {
+    ShardedCheckpoint{path};
+    ADD_FAILURE() << "a truncated shard loaded";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("truncated"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove(victim);
+  try {
+    ShardedCheckpoint{path};
+    ADD_FAILURE() << "a checkpoint without a shard loaded";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("is incomplete: shard shard-00001-of-00002"), std::string::npos)
+        << e.what();
+  }
+  try {
+    ShardedCheckpoint{dir / "nothing"};
+    ADD_FAILURE() << "an empty directory loaded";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("no sharded checkpoint in"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 
 #include "cohort/common/check.h"
 #include "cohort/common/logging.h"
+#include "cohort/torch/checkpoint/checkpoint_file.h"
 #include "cohort/torch/checkpoint/checkpoint_frame.h"
 #include "cohort/torch/core/broadcast_state.h"
 #include "cohort/torch/core/module_state.h"
@@ -25,25 +26,6 @@ namespace {
 constexpr int64_t kStateFormat = 1;
 
 std::string errno_text() { return std::strerror(errno); }
-
-void write_all(int fd, const char* data, size_t n, const std::string& path) {
-  while (n > 0) {
-    const ssize_t w = ::write(fd, data, n);
-    if (w < 0 && errno == EINTR) continue;
-    COHORT_CHECK(w > 0) << "writing checkpoint " << path << ": " << errno_text();
-    data += w;
-    n -= size_t(w);
-  }
-}
-
-void fsync_directory_of(const std::string& path) {
-  std::string dir = std::filesystem::path(path).parent_path().string();
-  if (dir.empty()) dir = ".";
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return;  // best effort: the rename itself has happened
-  ::fsync(fd);
-  ::close(fd);
-}
 
 std::vector<char> serialize(const torch::nn::Module& module, const torch::optim::Optimizer& optimizer,
                             const TrainingState& state) {
@@ -117,46 +99,9 @@ std::vector<char> read_checkpoint_file(const std::string& path) {
 
 void write_checkpoint_file(const std::string& path, const std::vector<char>& payload,
                            const CheckpointOptions& options) {
-  const auto header = checkpoint_header(payload);
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  COHORT_CHECK(fd >= 0) << "cannot create " << tmp << ": " << errno_text();
-  try {
-    write_all(fd, header.data(), header.size(), tmp);
-    write_all(fd, payload.data(), payload.size(), tmp);
-    // The data must be on disk before the rename makes it the checkpoint.
-    COHORT_CHECK(::fsync(fd) == 0) << "fsync " << tmp << ": " << errno_text();
-  } catch (...) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    throw;
-  }
-  if (::close(fd) != 0) {
-    const std::string why = errno_text();
-    ::unlink(tmp.c_str());
-    COHORT_THROW(Error) << "closing " << tmp << ": " << why;
-  }
-  struct stat st;
-  if (options.keep_previous && ::stat(path.c_str(), &st) == 0) {
-    const std::string prev = previous_checkpoint_path(path);
-    const std::string prev_tmp = prev + ".tmp." + std::to_string(::getpid());
-    ::unlink(prev_tmp.c_str());
-    // A hard link keeps "<path>" in place until the new file replaces it.
-    if (::link(path.c_str(), prev_tmp.c_str()) == 0) {
-      COHORT_CHECK(::rename(prev_tmp.c_str(), prev.c_str()) == 0)
-          << "rename " << prev_tmp << " to " << prev << ": " << errno_text();
-    } else {
-      // No hard links on this filesystem: fall back to moving it.
-      COHORT_CHECK(::rename(path.c_str(), prev.c_str()) == 0)
-          << "rename " << path << " to " << prev << ": " << errno_text();
-    }
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = errno_text();
-    ::unlink(tmp.c_str());
-    COHORT_THROW(Error) << "rename " << tmp << " to " << path << ": " << why;
-  }
-  fsync_directory_of(path);
+  CheckpointFileWriter writer(path, CheckpointKind::archive);
+  writer.append(payload.data(), payload.size());
+  writer.commit(options);
 }
 
 void save_checkpoint(const std::string& path, const torch::nn::Module& module,

@@ -57,15 +57,26 @@ std::function<at::Tensor()> copy_back(const at::Tensor& original, const at::Tens
 }
 
 engine::Handle submit_allgather(engine::Engine& eng, const std::string& name, const at::Tensor& in,
-                                const std::string& what, std::shared_ptr<at::Tensor> out) {
+                                const std::string& what, std::shared_ptr<at::Tensor> out, const at::Tensor& into = {}) {
   engine::AllgatherOptions eo;
   eo.row_elements = static_cast<size_t>(std::max<int64_t>(1, row_elements(in)));
   eo.shape = shape_of(in);
-  eo.allocate = [out, shape = shape_of(in), dtype = in.scalar_type(), row = eo.row_elements](
+  if (into.defined()) {
+    COHORT_CHECK_AS(ConfigError, into.is_contiguous() && into.scalar_type() == in.scalar_type())
+        << what << ": the output must be a contiguous " << in.scalar_type() << " tensor, got a "
+        << (into.is_contiguous() ? "" : "non-contiguous ") << into.scalar_type() << " one";
+  }
+  eo.allocate = [out, into, what, shape = shape_of(in), dtype = in.scalar_type(), row = eo.row_elements](
                     size_t total, std::span<const size_t>) {
-    std::vector<int64_t> s = shape;
-    s[0] = static_cast<int64_t>(total / row);
-    *out = at::empty(s, at::TensorOptions().dtype(dtype));
+    if (into.defined()) {
+      COHORT_CHECK_AS(ConfigError, size_t(into.numel()) == total)
+          << what << ": the ranks gather " << total << " elements, the output holds " << into.numel();
+      *out = into;
+    } else {
+      std::vector<int64_t> s = shape;
+      s[0] = static_cast<int64_t>(total / row);
+      *out = at::empty(s, at::TensorOptions().dtype(dtype));
+    }
     return BufferView{out->data_ptr(), total, to_dtype(dtype, "allgather")};
   };
   const BufferView view = view_of(in, what);
@@ -134,7 +145,7 @@ TensorHandle allgather_async(const at::Tensor& tensor, const AllgatherOptions& o
   auto out = std::make_shared<at::Tensor>();
   TensorHandle::Parts parts;
   parts.name = o.name;
-  parts.pending = {submit_allgather(eng, o.name, in, what, out)};
+  parts.pending = {submit_allgather(eng, o.name, in, what, out, o.out)};
   parts.finish = [out, in] { return gathered(out, in); };
   parts.keep_alive = {in};
   return TensorHandle(std::move(parts));

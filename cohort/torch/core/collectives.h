@@ -54,6 +54,11 @@ TensorHandle allreduce_async_(const at::Tensor& tensor, const AllreduceOptions& 
 struct AllgatherOptions {
   std::string name;
   engine::Engine* engine = nullptr;
+  // Gather into this contiguous tensor (its dtype, and as many elements as
+  // the ranks' rows together) instead of a fresh one: a buffer reused step
+  // after step costs no allocation or page faults. ConfigError on a
+  // mismatch.
+  at::Tensor out;
 };
 
 // Every rank's tensor concatenated along dim 0, rank 0's first. Ranks may

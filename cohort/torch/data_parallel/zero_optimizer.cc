@@ -1,18 +1,15 @@
 #include "cohort/torch/data_parallel/zero_optimizer.h"
 
-#include <ATen/native/Resize.h>
-#include <c10/util/typeid.h>
+#include <c10/core/CPUAllocator.h>
 #include <torch/optim.h>
 #include <torch/torch.h>
 
 #include <algorithm>
-#include <cstring>
-#include <sstream>
-#include <type_traits>
 #include <typeinfo>
 
 #include "cohort/common/check.h"
 #include "cohort/torch/core/collectives.h"
+#include "cohort/torch/core/element_state.h"
 #include "cohort/torch/core/runtime.h"
 #include "cohort/torch/core/tensor_handle.h"
 #include "cohort/torch/data_parallel/accumulated_grad_hooks.h"
@@ -23,95 +20,6 @@ namespace {
 namespace optim = torch::optim;
 
 int64_t bytes_of(const at::Tensor& t) { return t.defined() ? int64_t(t.numel() * t.element_size()) : 0; }
-
-std::string type_name_of(const optim::Optimizer& optimizer) { return c10::demangle(typeid(optimizer).name()); }
-
-// ConfigError unless `optimizer` is one whose state is per element.
-void check_per_element(const optim::Optimizer& optimizer) {
-  const bool known = dynamic_cast<const optim::SGD*>(&optimizer) || dynamic_cast<const optim::Adam*>(&optimizer) ||
-                     dynamic_cast<const optim::AdamW*>(&optimizer) ||
-                     dynamic_cast<const optim::Adagrad*>(&optimizer) ||
-                     dynamic_cast<const optim::RMSprop*>(&optimizer);
-  COHORT_CHECK_AS(ConfigError, known)
-      << "zero: the optimizer " << type_name_of(optimizer)
-      << " is not one whose state is per element (SGD, Adam, AdamW, Adagrad, RMSprop), so it cannot be split over "
-         "the ranks";
-}
-
-// One parameter's optimizer state as data: the step count (0 where the
-// optimizer keeps none) and its tensors in a fixed order per type
-// (undefined where unused, e.g. SGD without momentum).
-struct StateFields {
-  int64_t step = 0;
-  std::vector<at::Tensor> tensors;
-};
-
-StateFields fields_of(const optim::OptimizerParamState& state) {
-  if (const auto* s = dynamic_cast<const optim::SGDParamState*>(&state)) return {0, {s->momentum_buffer()}};
-  if (const auto* s = dynamic_cast<const optim::AdamParamState*>(&state))
-    return {s->step(), {s->exp_avg(), s->exp_avg_sq(), s->max_exp_avg_sq()}};
-  if (const auto* s = dynamic_cast<const optim::AdamWParamState*>(&state))
-    return {s->step(), {s->exp_avg(), s->exp_avg_sq(), s->max_exp_avg_sq()}};
-  if (const auto* s = dynamic_cast<const optim::AdagradParamState*>(&state)) return {s->step(), {s->sum()}};
-  if (const auto* s = dynamic_cast<const optim::RMSpropParamState*>(&state))
-    return {s->step(), {s->square_avg(), s->momentum_buffer(), s->grad_avg()}};
-  COHORT_THROW(ConfigError) << "zero: optimizer state of an unknown type";
-}
-
-// A state of the type `optimizer` keeps, from fields.
-std::unique_ptr<optim::OptimizerParamState> make_state(const optim::Optimizer& optimizer, const StateFields& f) {
-  const auto& t = f.tensors;
-  if (dynamic_cast<const optim::SGD*>(&optimizer)) {
-    auto s = std::make_unique<optim::SGDParamState>();
-    s->momentum_buffer(t.at(0));
-    return s;
-  }
-  if (dynamic_cast<const optim::Adam*>(&optimizer)) {
-    auto s = std::make_unique<optim::AdamParamState>();
-    s->step(f.step), s->exp_avg(t.at(0)), s->exp_avg_sq(t.at(1)), s->max_exp_avg_sq(t.at(2));
-    return s;
-  }
-  if (dynamic_cast<const optim::AdamW*>(&optimizer)) {
-    auto s = std::make_unique<optim::AdamWParamState>();
-    s->step(f.step), s->exp_avg(t.at(0)), s->exp_avg_sq(t.at(1)), s->max_exp_avg_sq(t.at(2));
-    return s;
-  }
-  if (dynamic_cast<const optim::Adagrad*>(&optimizer)) {
-    auto s = std::make_unique<optim::AdagradParamState>();
-    s->step(f.step), s->sum(t.at(0));
-    return s;
-  }
-  check_per_element(optimizer);
-  auto s = std::make_unique<optim::RMSpropParamState>();
-  s->step(f.step), s->square_avg(t.at(0)), s->momentum_buffer(t.at(1)), s->grad_avg(t.at(2));
-  return s;
-}
-
-// The optimizer's state key of parameter `p`: the TensorImpl's address, as a
-// string in LibTorch 1.x (c10::guts::to_string of the pointer) and the
-// pointer itself where the map is keyed by it.
-template <typename Map>
-typename Map::key_type state_key(const Map&, const at::Tensor& p) {
-  using Key = typename Map::key_type;
-  if constexpr (std::is_same_v<Key, std::string>) {
-    std::ostringstream s;
-    s << p.unsafeGetTensorImpl();
-    return s.str();
-  } else {
-    return static_cast<Key>(p.unsafeGetTensorImpl());
-  }
-}
-
-const optim::OptimizerParamState* state_of(const optim::Optimizer& optimizer, const at::Tensor& p) {
-  const auto& map = optimizer.state();
-  const auto it = map.find(state_key(map, p));
-  return it == map.end() ? nullptr : it->second.get();
-}
-
-void set_state(optim::Optimizer& optimizer, const at::Tensor& p, std::unique_ptr<optim::OptimizerParamState> state) {
-  auto& map = optimizer.state();
-  map[state_key(map, p)] = std::move(state);
-}
 
 // The first group's options (lr, betas, ...) of `from` into `to`'s groups.
 void copy_group_options(const optim::Optimizer& from, optim::Optimizer& to) {
@@ -127,7 +35,11 @@ struct ZeroOptimizer::Bucket {
   std::vector<int64_t> offsets;      // each member's first element in the bucket
   int64_t numel = 0;                 // the members' elements (parameters holds a few more: padding)
   RowBlock block;                    // this rank's elements of the bucket
-  bool gathered = true;              // stage 3: the storage holds the full parameters
+  // What `parameters`' storage holds. Stages 1, 2: always the parameters.
+  // Stage 3: nothing (empty), the parameters arriving (an allgather into it
+  // under way), the parameters, or the packed gradient being
+  // reduce-scattered.
+  enum class Holds { nothing, arriving, parameters, gradient } holds = Holds::parameters;
   TensorHandle gathering;            // stage 3: the allgather under way
   at::Tensor shard;                  // parameters.narrow(block) (stage 3: its own copy)
   at::Tensor master;                 // half-precision parameters: the fp32 copy of the block
@@ -236,9 +148,10 @@ ZeroOptimizer::ZeroOptimizer(const std::vector<at::Tensor>& parameters, const Op
   if (options_.overlap)
     hooks_ = std::make_unique<AccumulatedGradHooks>(parameters_, [this](size_t k) { on_accumulated(k); });
   if (options_.stage == 3) {
-    gathered_ = units();
+    storages_ = units();
     release_all();
-    peak_gathered_ = 0;
+    spares_.clear();
+    peak_storages_ = 0;
   }
 }
 
@@ -249,51 +162,76 @@ size_t ZeroOptimizer::bucket_of_unit(int unit) const {
   return buckets_.size() - 1 - size_t(unit);
 }
 
-void ZeroOptimizer::note_gathered(int change) {
-  gathered_ += change;
-  peak_gathered_ = std::max(peak_gathered_, gathered_);
+void ZeroOptimizer::note_storage(int change) {
+  storages_ += change;
+  peak_storages_ = std::max(peak_storages_, storages_);
 }
 
 void ZeroOptimizer::prefetch(int unit) {
   Bucket& bucket = buckets_[bucket_of_unit(unit)];
-  if (bucket.gathered || bucket.gathering.valid()) return;
-  bucket.gathering = allgather_async(bucket.shard.detach(), {.engine = engine_.get()});
+  if (bucket.holds == Bucket::Holds::arriving || bucket.holds == Bucket::Holds::parameters) return;
+  COHORT_CHECK(bucket.holds == Bucket::Holds::nothing)
+      << "zero: unit " << unit << " gathered again before the step (one use per step)";
+  allocate_storage(bucket);
+  // Straight into the storage: no second buffer, no copy. The engine
+  // writes it without an ATen op, so the parameters' version counter
+  // (which autograd's saved copies of them check) is not bumped.
+  bucket.gathering = allgather_async(bucket.shard.detach(), {.engine = engine_.get(), .out = bucket.parameters});
+  bucket.holds = Bucket::Holds::arriving;
   communicated_ += bucket.parameters.numel();
-  note_gathered(+1);  // the allgather's result is a full copy already
 }
 
 void ZeroOptimizer::gather(int unit) {
   prefetch(unit);
   Bucket& bucket = buckets_[bucket_of_unit(unit)];
-  if (bucket.gathered) return;
-  at::Tensor full = bucket.gathering.wait();
+  if (bucket.holds == Bucket::Holds::parameters) return;
+  bucket.gathering.wait();
   bucket.gathering = TensorHandle();
-  // The storage comes back at full size without an ATen in-place op: the
-  // parameters are views of it, and autograd's saved copies of them check a
-  // version counter that one would bump. The allgather's own buffer is
-  // adopted when nothing else holds it (no second allocation, no copy);
-  // otherwise the storage is reallocated and filled by a plain copy.
+  bucket.holds = Bucket::Holds::parameters;
+}
+
+// A unit's storage at full size, from the spare buffers when one is large
+// enough: units gathered and freed in turn reuse each other's memory
+// instead of mapping (and page-faulting) fresh buffers every time.
+void ZeroOptimizer::allocate_storage(Bucket& bucket) {
   c10::StorageImpl* storage = bucket.parameters.storage().unsafeGetStorageImpl();
-  c10::StorageImpl* result = full.storage().unsafeGetStorageImpl();
-  const size_t bytes = size_t(full.numel()) * full.element_size();
-  if (full.storage_offset() == 0 && full.is_contiguous() && result->nbytes() == bytes &&
-      full.storage().use_count() == 1 && full.use_count() == 1) {
-    storage->set_data_ptr_noswap(result->set_data_ptr(at::DataPtr(nullptr, full.device())));
-    result->set_nbytes(0);
-    storage->set_nbytes(bytes);
-  } else {
-    at::native::resize_bytes_cpu(storage, bytes);
-    std::memcpy(storage->data(), full.data_ptr(), bytes);
+  const size_t bytes = size_t(bucket.parameters.numel()) * bucket.parameters.element_size();
+  at::DataPtr data;
+  for (auto it = spares_.begin(); it != spares_.end(); ++it) {
+    if (it->second < bytes) continue;
+    data = std::move(it->first);
+    spares_.erase(it);
+    break;
   }
-  bucket.gathered = true;
+  if (!data) data = c10::GetCPUAllocator()->allocate(bytes);
+  storage->set_data_ptr_noswap(std::move(data));
+  storage->set_nbytes(bytes);
+  note_storage(+1);
+}
+
+// Gives the unit's storage back (its parameters, arriving or gathered, or
+// its packed gradient once the reduce-scatter has read it): kept as a spare
+// while fewer than kSpares are, else freed. step() frees the spares: none
+// is kept between steps.
+void ZeroOptimizer::free_storage(Bucket& bucket) {
+  using Holds = Bucket::Holds;
+  if (bucket.holds == Holds::nothing) return;
+  if (bucket.holds == Holds::arriving) bucket.gathering.wait();
+  bucket.gathering = TensorHandle();
+  if (bucket.holds == Holds::gradient && !bucket.averaged.defined()) bucket.averaged = bucket.reduction.wait();
+  c10::StorageImpl* storage = bucket.parameters.storage().unsafeGetStorageImpl();
+  const size_t bytes = storage->nbytes();
+  at::DataPtr data = storage->set_data_ptr(at::DataPtr(nullptr, storage->device()));
+  storage->set_nbytes(0);
+  constexpr size_t kSpares = 1;  // what backward's turnover needs: a freed unit, then a gathered one
+  if (spares_.size() < kSpares) spares_.emplace_back(std::move(data), bytes);
+  bucket.holds = Holds::nothing;
+  note_storage(-1);
 }
 
 void ZeroOptimizer::release(int unit) {
   Bucket& bucket = buckets_[bucket_of_unit(unit)];
-  if (!bucket.gathered) return;
-  at::native::resize_bytes_cpu(bucket.parameters.storage().unsafeGetStorageImpl(), 0);
-  bucket.gathered = false;
-  note_gathered(-1);
+  if (bucket.holds == Bucket::Holds::parameters) free_storage(bucket);
 }
 
 void ZeroOptimizer::gather_all() {
@@ -302,13 +240,13 @@ void ZeroOptimizer::gather_all() {
 }
 
 void ZeroOptimizer::release_all() {
-  for (int u = 0; u < units(); ++u) release(u);
+  for (Bucket& bucket : buckets_) free_storage(bucket);
 }
 
 void ZeroOptimizer::reshard() {
   torch::NoGradGuard no_grad;
   for (Bucket& bucket : buckets_) {
-    COHORT_CHECK(bucket.gathered) << "zero: reshard() needs every unit gathered";
+    COHORT_CHECK(bucket.holds == Bucket::Holds::parameters) << "zero: reshard() needs every unit gathered";
     if (options_.stage == 3) bucket.shard.copy_(bucket.parameters.narrow(0, bucket.block.offset, bucket.block.rows));
     if (bucket.master.defined()) bucket.master.copy_(bucket.shard);
   }
@@ -332,15 +270,15 @@ void ZeroOptimizer::on_accumulated(size_t parameter) {
 void ZeroOptimizer::launch(size_t index) {
   Bucket& bucket = buckets_[index];
   torch::NoGradGuard no_grad;
-  // Stage 3: the unit backward needs next starts gathering before this
-  // reduce-scatter (the same order on every rank, whatever order autograd
-  // finished the two in).
-  if (options_.stage == 3 && index + 1 < buckets_.size()) prefetch(units() - 2 - int(index));
   // Stage 1 keeps the full gradient in one flat buffer per bucket, which the
   // members' .grad() are views of from zero_grad() on (backward accumulates
-  // straight into it); stages 2 and 3 pack into a reused buffer and keep no
-  // full gradient once the bucket is on its way.
-  at::Tensor flat = options_.stage == 1 ? bucket.gradients : pack_buffer(index);
+  // straight into it); stage 2 packs into a reused buffer, stage 3 into the
+  // unit's own storage (every node of backward that reads the unit's
+  // parameters ran before the last of their gradients was accumulated), and
+  // neither keeps a full gradient once the bucket is on its way.
+  at::Tensor flat = options_.stage == 1   ? bucket.gradients
+                    : options_.stage == 2 ? pack_buffer(index)
+                                          : reuse_storage(index);
   for (size_t i = 0; i < bucket.members.size(); ++i) {
     at::Tensor& p = parameters_[bucket.members[i]];
     at::Tensor slot = flat.narrow(0, bucket.offsets[i], p.numel());
@@ -351,29 +289,53 @@ void ZeroOptimizer::launch(size_t index) {
     }
     p.mutable_grad() = options_.stage == 1 ? slot.view(p.sizes()) : at::Tensor();
   }
-  bucket.reduction = reduce_scatter_async(flat, {.op = ReduceOp::avg, .engine = engine_.get()});
+  // Stage 3: the unit backward needs next starts gathering before this
+  // reduce-scatter (the same order on every rank, whatever order autograd
+  // finished the two in), once this unit's gradients are packed and freed.
+  if (options_.stage == 3 && index + 1 < buckets_.size()) prefetch(units() - 2 - int(index));
+  // Stage 3 reduce-scatters the unit's storage itself (freed once the
+  // reduction has read it): `flat` is an unowned view of it, with a version
+  // counter of its own, so that writing the gradient did not bump the
+  // parameters'.
+  const at::Tensor& send = options_.stage == 3 ? bucket.parameters : flat;
+  bucket.reduction = reduce_scatter_async(send, {.op = ReduceOp::avg, .engine = engine_.get()});
   communicated_ += flat.numel();
-  // Every node of backward that reads the unit's parameters ran before the
-  // last of their gradients was accumulated.
-  if (options_.stage == 3) release(units() - 1 - int(index));
+}
+
+// Stage 3 packs a unit's gradient into the unit's storage, which then holds
+// it until the reduce-scatter has read it (freed at the next unit's launch,
+// or in step()): at most two unit-sized buffers exist at a time in backward
+// (this one being reduced, the next being gathered), and none is kept
+// between steps. The previous unit's storage is freed first.
+at::Tensor ZeroOptimizer::reuse_storage(size_t index) {
+  if (index > 0) free_storage(buckets_[index - 1]);
+  Bucket& bucket = buckets_[index];
+  using Holds = Bucket::Holds;
+  // Backward never reached a unit it did not gather (a rank without rows,
+  // an unused unit): its gradient is zeros, packed into storage of its own.
+  if (bucket.holds == Holds::arriving) bucket.gathering.wait();
+  bucket.gathering = TensorHandle();
+  if (bucket.holds == Holds::nothing) allocate_storage(bucket);
+  bucket.holds = Holds::gradient;  // the parameters are overwritten now
+  c10::StorageImpl* storage = bucket.parameters.storage().unsafeGetStorageImpl();
+  at::Tensor flat = at::from_blob(storage->data(), {bucket.parameters.numel()}, bucket.parameters.options());
+  flat.narrow(0, bucket.numel, flat.numel() - bucket.numel).zero_();
+  return flat;
 }
 
 // Stage 2 packs each bucket into one of two buffers of the largest bucket's
 // size, in turn: bucket b reuses the buffer of bucket b - 2 once that one's
 // reduce-scatter is done, so at most two full bucket gradients exist at a
-// time and no step allocates (and page-faults) fresh ones. Stage 3, whose
-// peak is what it is for, keeps one: a unit's gradient is packed once the
-// previous unit's reduce-scatter has read its own.
+// time and no step allocates (and page-faults) fresh ones.
 at::Tensor ZeroOptimizer::pack_buffer(size_t index) {
-  const size_t slots = options_.stage == 3 ? 1 : pack_.size();
-  const size_t slot = index % slots;
+  const size_t slot = index % pack_.size();
   if (!pack_[slot].defined()) {
     int64_t largest = 0;
     for (const Bucket& bucket : buckets_) largest = std::max(largest, bucket.parameters.numel());
     pack_[slot] = torch::empty({largest}, buckets_.front().parameters.options());
   }
-  if (index >= slots) {
-    Bucket& previous = buckets_[index - slots];
+  if (index >= pack_.size()) {
+    Bucket& previous = buckets_[index - pack_.size()];
     if (!previous.averaged.defined()) previous.averaged = previous.reduction.wait();
   }
   // launch() writes every member's slot (zeros for a missing gradient):
@@ -408,7 +370,7 @@ void ZeroOptimizer::zero_grad() {
       p.mutable_grad() = bucket.gradients.narrow(0, bucket.offsets[i], p.numel()).view(p.sizes());
     }
   }
-  peak_gathered_ = gathered_;
+  peak_storages_ = storages_;
   communicated_ = 0;
 }
 
@@ -445,19 +407,20 @@ void ZeroOptimizer::step() {
       if (bucket.master.defined()) bucket.shard.copy_(bucket.master);
   }
   if (options_.stage == 3) {
-    // The next forward gathers the updated blocks; a prefetch a rank
-    // started but never used (a rank without rows) is finished and dropped.
-    for (Bucket& bucket : buckets_) {
-      if (bucket.gathering.valid()) {
-        bucket.gathering.wait();
-        note_gathered(-1);
-      }
-      bucket.gathering = TensorHandle();
-    }
+    // The next forward gathers the updated blocks (a prefetch a rank
+    // started but never used, on a rank without rows, is finished and
+    // dropped); nothing stays between steps.
     release_all();
+    spares_.clear();
     rearm();
     return;
   }
+  allgather_blocks();
+  rearm();
+}
+
+// Stages 1 and 2: every rank's blocks into the full parameters.
+void ZeroOptimizer::allgather_blocks() {
   std::vector<TensorHandle> gathers;
   for (Bucket& bucket : buckets_) {
     gathers.push_back(allgather_async(bucket.shard.detach(), {.engine = engine_.get()}));
@@ -465,7 +428,6 @@ void ZeroOptimizer::step() {
   }
   torch::NoGradGuard no_grad;
   for (size_t b = 0; b < buckets_.size(); ++b) buckets_[b].parameters.copy_(gathers[b].wait());
-  rearm();
 }
 
 std::unique_ptr<optim::Optimizer> ZeroOptimizer::consolidated(const OptimizerFactory& make,
@@ -473,25 +435,26 @@ std::unique_ptr<optim::Optimizer> ZeroOptimizer::consolidated(const OptimizerFac
   std::unique_ptr<optim::Optimizer> full = make(parameters);
   COHORT_CHECK_AS(ConfigError, full != nullptr) << "zero: the optimizer factory returned no optimizer";
   COHORT_CHECK_AS(ConfigError, typeid(*full) == typeid(*optimizer_))
-      << "zero: the factory made a " << type_name_of(*full) << ", the sharded optimizer is a "
-      << type_name_of(*optimizer_);
+      << "zero: the factory made a " << optimizer_type_name(*full) << ", the sharded optimizer is a "
+      << optimizer_type_name(*optimizer_);
   copy_group_options(*optimizer_, *full);
   torch::NoGradGuard no_grad;
   for (Bucket& bucket : buckets_) {
     // Steps are collective, so a bucket has state on every rank or on none.
-    const optim::OptimizerParamState* state = state_of(*optimizer_, bucket.stepped());
-    if (state == nullptr) continue;
-    const StateFields mine = fields_of(*state);
+    const std::optional<ElementState> mine = element_state_of(*optimizer_, bucket.stepped());
+    if (!mine) continue;
     std::vector<at::Tensor> joined;
-    for (const at::Tensor& t : mine.tensors)
-      joined.push_back(t.defined() ? allgather(t.contiguous(), {.engine = engine_.get()}) : at::Tensor());
+    for (const auto& field : mine->fields)
+      joined.push_back(field.second.defined() ? allgather(field.second.contiguous(), {.engine = engine_.get()})
+                                              : at::Tensor());
     for (size_t i = 0; i < bucket.members.size(); ++i) {
       const at::Tensor& p = parameters_[bucket.members[i]];
-      StateFields f{.step = mine.step};
-      for (const at::Tensor& t : joined)
-        f.tensors.push_back(t.defined() ? t.narrow(0, bucket.offsets[i], p.numel()).view(p.sizes()).clone()
-                                        : at::Tensor());
-      set_state(*full, p, make_state(*full, f));
+      ElementState f{.step = mine->step, .fields = mine->fields};
+      for (size_t field = 0; field < joined.size(); ++field)
+        f.fields[field].second = joined[field].defined()
+                                     ? joined[field].narrow(0, bucket.offsets[i], p.numel()).view(p.sizes()).clone()
+                                     : at::Tensor();
+      set_element_state(*full, p, f);
     }
   }
   return full;
@@ -499,34 +462,141 @@ std::unique_ptr<optim::Optimizer> ZeroOptimizer::consolidated(const OptimizerFac
 
 void ZeroOptimizer::load_consolidated(const optim::Optimizer& full) {
   COHORT_CHECK_AS(ConfigError, typeid(full) == typeid(*optimizer_))
-      << "zero: the saved optimizer is a " << type_name_of(full) << ", this job's a " << type_name_of(*optimizer_);
+      << "zero: the saved optimizer is a " << optimizer_type_name(full) << ", this job's a "
+      << optimizer_type_name(*optimizer_);
   copy_group_options(full, *optimizer_);
   torch::NoGradGuard no_grad;
   for (Bucket& bucket : buckets_) {
-    std::vector<StateFields> members;
+    std::vector<ElementState> members;
     for (size_t k : bucket.members)
-      if (const optim::OptimizerParamState* state = state_of(full, parameters_[k]))
-        members.push_back(fields_of(*state));
+      if (std::optional<ElementState> state = element_state_of(full, parameters_[k])) members.push_back(*state);
     if (members.empty()) {
-      optimizer_->state().erase(state_key(optimizer_->state(), bucket.stepped()));
+      erase_element_state(*optimizer_, bucket.stepped());
       continue;
     }
     COHORT_CHECK_AS(ConfigError, members.size() == bucket.members.size())
         << "zero: the saved optimizer has state for some parameters of a bucket and not others";
-    StateFields f{.step = members.front().step};
-    for (size_t field = 0; field < members.front().tensors.size(); ++field) {
-      if (!members.front().tensors[field].defined()) {
-        f.tensors.emplace_back();
-        continue;
-      }
+    ElementState f = members.front();
+    for (size_t field = 0; field < f.fields.size(); ++field) {
+      if (!f.fields[field].second.defined()) continue;
       std::vector<at::Tensor> flat;
-      for (const StateFields& m : members) flat.push_back(m.tensors.at(field).reshape(-1));
+      for (const ElementState& m : members) flat.push_back(m.fields.at(field).second.reshape(-1));
       at::Tensor joined = torch::cat(flat);
       joined = torch::constant_pad_nd(joined, {0, bucket.parameters.numel() - joined.numel()});
-      f.tensors.push_back(joined.narrow(0, bucket.block.offset, bucket.block.rows).clone());
+      f.fields[field].second = joined.narrow(0, bucket.block.offset, bucket.block.rows).clone();
     }
-    set_state(*optimizer_, bucket.stepped(), make_state(*optimizer_, f));
+    set_element_state(*optimizer_, bucket.stepped(), f);
   }
+}
+
+// ---- sharded checkpoints ----
+
+void ZeroOptimizer::write_shard(TensorPieceWriter& out, const std::vector<std::string>& names) const {
+  COHORT_CHECK_EQ(names.size(), parameters_.size()) << "zero: one name per parameter";
+  torch::NoGradGuard no_grad;
+  for (const Bucket& bucket : buckets_) {
+    const std::optional<ElementState> state = element_state_of(*optimizer_, bucket.stepped());
+    const int64_t begin = bucket.block.offset, end = begin + bucket.block.rows;
+    for (size_t i = 0; i < bucket.members.size(); ++i) {
+      // This rank's elements of the member: its range in the bucket, cut
+      // to the block.
+      const at::Tensor& p = parameters_[bucket.members[i]];
+      const int64_t first = std::max(begin, bucket.offsets[i]), last = std::min(end, bucket.offsets[i] + p.numel());
+      if (first >= last) continue;
+      const std::string& name = names[bucket.members[i]];
+      const int64_t offset = first - bucket.offsets[i];
+      auto mine = [&](const at::Tensor& block) { return block.narrow(0, first - begin, last - first); };
+      out.add(parameter_record(name), p.sizes(), offset, mine(bucket.shard));
+      if (bucket.master.defined()) out.add(master_record(name), p.sizes(), offset, mine(bucket.master));
+      if (!state) continue;
+      ElementState piece = *state;
+      for (auto& field : piece.fields)
+        if (field.second.defined()) field.second = mine(field.second);
+      write_state_piece(out, name, p.sizes(), offset, piece);
+    }
+  }
+}
+
+void ZeroOptimizer::read_shard(const TensorPieceReader& in, const std::vector<std::string>& names) {
+  COHORT_CHECK_EQ(names.size(), parameters_.size()) << "zero: one name per parameter";
+  const std::vector<std::string> fields = element_state_fields(*optimizer_);
+  torch::NoGradGuard no_grad;
+  if (options_.stage == 3) release_all();  // gathered parameters would be stale
+  for (Bucket& bucket : buckets_) {
+    const int64_t begin = bucket.block.offset, end = begin + bucket.block.rows;
+    // The block's state, assembled member by member (zeros in the padding);
+    // fields and step as the checkpoint has them for the bucket's first
+    // member (a bucket's members are stepped together).
+    std::optional<ElementState> state;
+    std::vector<at::Tensor> blocks(fields.size());
+    bucket.shard.zero_();
+    for (size_t i = 0; i < bucket.members.size(); ++i) {
+      const at::Tensor& p = parameters_[bucket.members[i]];
+      const std::string& name = names[bucket.members[i]];
+      COHORT_CHECK_AS(ConfigError, in.contains(parameter_record(name)))
+          << "zero: the checkpoint has no parameter '" << name << "'";
+      COHORT_CHECK_AS(ConfigError, in.shape(parameter_record(name)) == p.sizes().vec())
+          << "zero: parameter '" << name << "' is " << c10::IntArrayRef(in.shape(parameter_record(name)))
+          << " in the checkpoint, " << p.sizes() << " in this model";
+      const int64_t first = std::max(begin, bucket.offsets[i]), last = std::min(end, bucket.offsets[i] + p.numel());
+      if (first >= last) continue;
+      const int64_t offset = first - bucket.offsets[i];
+      auto mine = [&](const at::Tensor& block) { return block.narrow(0, first - begin, last - first); };
+      in.read_into(parameter_record(name), offset, mine(bucket.shard));
+      if (bucket.master.defined()) {
+        if (in.contains(master_record(name))) in.read_into(master_record(name), offset, mine(bucket.master));
+        else mine(bucket.master).copy_(mine(bucket.shard));
+      }
+      std::optional<ElementState> piece = read_state_piece(in, name, fields, offset, [&](const std::string& field) {
+        const size_t f = size_t(std::find(fields.begin(), fields.end(), field) - fields.begin());
+        if (!blocks[f].defined()) blocks[f] = torch::zeros_like(bucket.stepped());
+        return mine(blocks[f]);
+      });
+      if (piece && !state) state = piece;
+    }
+    if (!state) {
+      erase_element_state(*optimizer_, bucket.stepped());
+      continue;
+    }
+    for (size_t f = 0; f < fields.size(); ++f) state->fields[f].second = blocks[f];
+    set_element_state(*optimizer_, bucket.stepped(), *state);
+  }
+  if (options_.stage != 3) allgather_blocks();
+}
+
+int64_t ZeroOptimizer::write_consolidated(TensorPieceWriter* out, const std::vector<std::string>& names) {
+  COHORT_CHECK_EQ(names.size(), parameters_.size()) << "zero: one name per parameter";
+  torch::NoGradGuard no_grad;
+  int64_t most = 0;
+  for (Bucket& bucket : buckets_) {
+    auto whole = [&](const at::Tensor& block) { return allgather(block.contiguous(), {.engine = engine_.get()}); };
+    const std::optional<ElementState> mine = element_state_of(*optimizer_, bucket.stepped());
+    std::vector<at::Tensor> joined{whole(bucket.shard)};
+    if (bucket.master.defined()) joined.push_back(whole(bucket.master));
+    ElementState state;
+    if (mine) {
+      state = *mine;
+      for (auto& field : state.fields)
+        if (field.second.defined()) joined.push_back(field.second = whole(field.second));
+    }
+    int64_t bytes = 0;
+    for (const at::Tensor& t : joined) bytes += bytes_of(t);
+    most = std::max(most, bytes);
+    if (out == nullptr) continue;
+    for (size_t i = 0; i < bucket.members.size(); ++i) {
+      const at::Tensor& p = parameters_[bucket.members[i]];
+      const std::string& name = names[bucket.members[i]];
+      auto member = [&](const at::Tensor& flat) { return flat.narrow(0, bucket.offsets[i], p.numel()); };
+      out->add(parameter_record(name), p.sizes(), 0, member(joined[0]));
+      if (bucket.master.defined()) out->add(master_record(name), p.sizes(), 0, member(joined[1]));
+      if (!mine) continue;
+      ElementState piece = state;
+      for (auto& field : piece.fields)
+        if (field.second.defined()) field.second = member(field.second);
+      write_state_piece(*out, name, p.sizes(), 0, piece);
+    }
+  }
+  return most;
 }
 
 ZeroMemory ZeroOptimizer::memory() const {
@@ -535,7 +605,9 @@ ZeroMemory ZeroOptimizer::memory() const {
     // Stage 3: this rank's block, and the full unit only while gathered.
     if (options_.stage == 3) m.parameters += bytes_of(bucket.shard);
     m.parameters += bytes_of(bucket.master);
-    if (bucket.gathered) m.parameters += bytes_of(bucket.parameters);
+    if (bucket.holds == Bucket::Holds::parameters || bucket.holds == Bucket::Holds::arriving)
+      m.parameters += bytes_of(bucket.parameters);
+    if (bucket.holds == Bucket::Holds::gradient) m.buffers += bytes_of(bucket.parameters);
     // Stage 1: the kept flat gradient (the .grad() and the shard's are views
     // of it); stage 2: this rank's averaged block alone.
     m.gradients += options_.stage == 1 ? bytes_of(bucket.gradients) : bytes_of(bucket.stepped().grad());
@@ -543,26 +615,6 @@ ZeroMemory ZeroOptimizer::memory() const {
   m.optimizer = optimizer_state_bytes(*optimizer_);
   for (const at::Tensor& buffer : pack_) m.buffers += bytes_of(buffer);
   return m;
-}
-
-int64_t optimizer_state_bytes(const optim::Optimizer& optimizer) {
-  check_per_element(optimizer);
-  int64_t bytes = 0;
-  for (const auto& entry : optimizer.state()) {
-    const optim::OptimizerParamState* state = entry.second.get();
-    if (const auto* s = dynamic_cast<const optim::SGDParamState*>(state)) {
-      bytes += bytes_of(s->momentum_buffer());
-    } else if (const auto* s = dynamic_cast<const optim::AdamParamState*>(state)) {
-      bytes += bytes_of(s->exp_avg()) + bytes_of(s->exp_avg_sq()) + bytes_of(s->max_exp_avg_sq());
-    } else if (const auto* s = dynamic_cast<const optim::AdamWParamState*>(state)) {
-      bytes += bytes_of(s->exp_avg()) + bytes_of(s->exp_avg_sq()) + bytes_of(s->max_exp_avg_sq());
-    } else if (const auto* s = dynamic_cast<const optim::AdagradParamState*>(state)) {
-      bytes += bytes_of(s->sum());
-    } else if (const auto* s = dynamic_cast<const optim::RMSpropParamState*>(state)) {
-      bytes += bytes_of(s->square_avg()) + bytes_of(s->momentum_buffer()) + bytes_of(s->grad_avg());
-    }
-  }
-  return bytes;
 }
 
 double zero_bytes_per_rank(double psi, double b, double k, int stage, int world) {

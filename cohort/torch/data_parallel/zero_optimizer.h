@@ -30,9 +30,12 @@
 // that run together), each rank keeps only its block of each (the shard is
 // the parameter's only lasting copy), and the caller brackets each unit's
 // use with gather() and release() (strategy/zero.h does, for a Sequential).
-// In backward, a unit is released once its gradients are on their way, and
-// the gather of the unit backward needs next is started just before (the
-// order of collectives is then the same on every rank). step() steps the
+// In backward, once a unit's gradients are all accumulated, they are packed
+// into the unit's own storage (its parameters are no longer needed), the
+// gather of the unit backward needs next is started, then the unit's
+// reduce-scatter; its storage is freed when the next unit launches. So at
+// most two unit-sized buffers exist at any time (the order of collectives
+// is the same on every rank). step() steps the
 // blocks and gathers nothing: the next forward does. 3 Psi per step (a
 // gather in forward, one in backward, the reduce-scatter).
 //
@@ -49,17 +52,21 @@
 #pragma once
 
 #include <ATen/Tensor.h>
+#include <c10/core/Allocator.h>
 #include <torch/optim/optimizer.h>
 
 #include <array>
+#include <utility>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "cohort/engine/engine.h"
+#include "cohort/torch/core/element_state.h"  // optimizer_state_bytes
 #include "cohort/torch/core/runtime.h"
 #include "cohort/torch/core/strategy.h"
+#include "cohort/torch/core/tensor_pieces.h"
 
 namespace cohort {
 
@@ -96,7 +103,7 @@ struct ZeroMemory {
   int64_t parameters = 0;  // the full parameters (stages 1 and 2 keep them all)
   int64_t gradients = 0;   // the full gradient (stage 1) or this rank's averaged blocks (stage 2)
   int64_t optimizer = 0;   // the optimizer's state (of this rank's blocks)
-  int64_t buffers = 0;     // the packing buffers (stage 2: two, stage 3: one; not model state)
+  int64_t buffers = 0;     // packed gradients (stage 2: two buffers; stage 3: units being reduced; not model state)
 };
 
 class ZeroOptimizer {
@@ -121,8 +128,8 @@ class ZeroOptimizer {
   // starts) the allgather of unit u's blocks into its storage; prefetch(u)
   // starts it without waiting; release(u) frees the storage. Collective in
   // their order: every rank calls them in the same sequence. Backward
-  // releases each unit once its gradients are on their way, after starting
-  // the gather of the unit backward needs next. gather_all() / release_all()
+  // reuses each unit's storage for its gradient once they are all
+  // accumulated (see the file comment). gather_all() / release_all()
   // hold the whole model (evaluation, checkpoints).
   int units() const;
   void gather(int unit);
@@ -139,9 +146,10 @@ class ZeroOptimizer {
   // the bucket's (padded) elements, an allreduce (hybrid) twice its own.
   // Plain data parallelism's allreduce of the gradients is 2 Psi.
   int64_t communicated() const { return communicated_; }
-  // The most units whose full parameters existed at once since zero_grad()
-  // (gathered, or arriving by a prefetch).
-  int peak_gathered_units() const { return peak_gathered_; }
+  // Stage 3: the most unit-sized buffers that existed at once since
+  // zero_grad(): a unit's full parameters (gathered, or arriving by a
+  // prefetch) or its packed gradient (until its reduce-scatter has read it).
+  int peak_unit_buffers() const { return peak_storages_; }
 
   // Collective. The optimizer one process would have over `parameters` (a
   // superset of this optimizer's, in the model's order; made by `make`),
@@ -155,6 +163,22 @@ class ZeroOptimizer {
   // as consolidated() returns, over the same parameters, of the same type)
   // and its group options.
   void load_consolidated(const torch::optim::Optimizer& full);
+  // Sharded checkpoints (core/tensor_pieces.h's records; the format is
+  // checkpoint/sharded_checkpoint.h's). `names`: the parameters' names, in
+  // the constructor's order.
+  // Not collective: this rank's elements of each parameter, of their master
+  // copies and of their optimizer state.
+  void write_shard(TensorPieceWriter& out, const std::vector<std::string>& names) const;
+  // Collective: this rank's blocks, master copies and optimizer state from
+  // `in`, whichever world size, stage or strategy wrote it; then stages 1
+  // and 2 allgather the parameters (stage 3's next forward gathers them).
+  // The group options are the caller's to restore.
+  void read_shard(const TensorPieceReader& in, const std::vector<std::string>& names);
+  // Collective: every parameter's whole value and state, written by the
+  // ranks whose `out` is not null, one bucket at a time (allgathered, written,
+  // dropped): no rank holds more than one bucket's full state. Returns the
+  // most bytes of gathered state held at once.
+  int64_t write_consolidated(TensorPieceWriter* out, const std::vector<std::string>& names);
   ZeroMemory memory() const;
   int64_t numel() const { return numel_; }          // Psi: the trainable elements
   int64_t owned_numel() const { return owned_; }    // this rank's blocks, summed (with their padding)
@@ -166,8 +190,12 @@ class ZeroOptimizer {
   void launch(size_t bucket);
   void rearm();
   size_t bucket_of_unit(int unit) const;
-  void note_gathered(int change);
+  void note_storage(int change);
+  void allocate_storage(Bucket& bucket);
+  void free_storage(Bucket& bucket);
   at::Tensor pack_buffer(size_t bucket);
+  at::Tensor reuse_storage(size_t bucket);
+  void allgather_blocks();
 
   ZeroOptions options_;
   EngineRef engine_;
@@ -176,17 +204,13 @@ class ZeroOptimizer {
   std::vector<Bucket> buckets_;
   size_t next_launch_ = 0;
   int64_t numel_ = 0, owned_ = 0;
-  std::array<at::Tensor, 2> pack_;  // stages 2 (both) and 3 (the first): the packing buffers, in turn
-  int gathered_ = 0, peak_gathered_ = 0;  // stage 3: units with their full parameters
+  std::array<at::Tensor, 2> pack_;  // stage 2: the packing buffers, in turn
+  int storages_ = 0, peak_storages_ = 0;  // stage 3: units whose storage exists (parameters or gradient)
+  std::vector<std::pair<at::DataPtr, size_t>> spares_;  // stage 3: freed unit storage for the next (bytes)
   int64_t communicated_ = 0;              // elements, since zero_grad()
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   std::unique_ptr<AccumulatedGradHooks> hooks_;
 };
-
-// The bytes of `optimizer`'s state tensors (SGD momentum, Adam's moments,
-// Adagrad's sums, RMSprop's averages). ConfigError for another optimizer
-// type, naming it: ZeRO can only split state it knows to be per element.
-int64_t optimizer_state_bytes(const torch::optim::Optimizer& optimizer);
 
 // Per-rank bytes under ZeRO (the paper's section 3 accounting): Psi
 // parameters of `bytes_per_element` (4 for fp32), K bytes of optimizer state

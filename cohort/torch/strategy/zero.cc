@@ -5,16 +5,13 @@
 #include <typeinfo>
 
 #include "cohort/common/check.h"
+#include "cohort/torch/checkpoint/sharded_checkpoint.h"
 #include "cohort/torch/core/broadcast_state.h"
 #include "cohort/torch/core/module_state.h"
 #include "cohort/torch/strategy/prepared_model.h"
 #include "cohort/torch/strategy/single_process.h"
 
 namespace cohort {
-namespace {
-
-
-}  // namespace
 
 ZeroStrategy::ZeroStrategy(ZeroStrategyOptions options)
     : RankStrategy(options.engine, "zero strategy"), options_(options) {
@@ -184,6 +181,58 @@ void ZeroStrategy::load(torch::serialize::InputArchive& archive) {
   detail::load_replicated(module(), *full, archive);
   zero_->load_consolidated(*full);
   zero_->reshard();
+}
+
+// The names of the parameters ZeroOptimizer holds, in its order (the
+// module's, trainable ones only).
+std::vector<std::string> ZeroStrategy::trainable_names() {
+  std::vector<std::string> names;
+  for (const auto& item : module().named_parameters(/*recurse=*/true))
+    if (item.value().requires_grad()) names.push_back(item.key());
+  return names;
+}
+
+bool ZeroStrategy::is_trainable(const std::string& name) {
+  const at::Tensor* p = module().named_parameters(true).find(name);
+  return p != nullptr && p->requires_grad();
+}
+
+void ZeroStrategy::save_sharded(const std::string& dir, const TrainingState& state) {
+  detail::prepared(model_, prepared_);
+  const std::vector<std::string> names = trainable_names();
+  const int rank = process_index(), size = process_count();
+  // Buffers and frozen parameters are replicated: each rank writes 1/size.
+  cohort::save_sharded(dir, [&](ShardWriter& out) {
+    zero_->write_shard(out, names);
+    write_model_records(out, module(), zero_->shard_optimizer(), state, rank, size,
+                        [this](const std::string& name) { return is_trainable(name); });
+  }, {.engine = engine_.get()});
+}
+
+TrainingState ZeroStrategy::load_sharded(const std::string& dir) {
+  detail::prepared(model_, prepared_);
+  const ShardedCheckpoint in(dir);
+  // The model's own records first (they check the optimizer type and the
+  // shapes before anything changes), then this rank's blocks.
+  const TrainingState state = read_model_records(in, module(), zero_->shard_optimizer(),
+                                                 [this](const std::string& name) { return is_trainable(name); });
+  evaluating_ = false;
+  zero_->read_shard(in, trainable_names());
+  return state;
+}
+
+int64_t ZeroStrategy::export_consolidated(const std::string& dir, const TrainingState& state) {
+  detail::prepared(model_, prepared_);
+  const std::vector<std::string> names = trainable_names();
+  int64_t most = 0;
+  cohort::save_sharded(dir, [&](ShardWriter& out) {
+    const bool writes = process_index() == 0;
+    most = zero_->write_consolidated(writes ? &out : nullptr, names);
+    if (writes)
+      write_model_records(out, module(), zero_->shard_optimizer(), state, 0, 1,
+                          [this](const std::string& name) { return is_trainable(name); });
+  }, {.single_writer = true, .engine = engine_.get()});
+  return most;
 }
 
 }  // namespace cohort

@@ -16,10 +16,17 @@
 // no storage: predict(), save() and gather_parameters() gather the whole
 // model (collective), which stays until the next step.
 //
-// Checkpoints: save() (collective) writes the full model and the optimizer
-// state joined back per parameter, the form multi_worker and one_device
-// save: the checkpoint loads into them, and into zero at any world size;
-// load() takes this rank's blocks of it (from any of them).
+// Checkpoints, two forms:
+// - save() / load() (fit()'s callbacks): the full model and the optimizer
+//   state joined back per parameter in one archive, the form multi_worker
+//   and one_device save (every rank holds the whole state while it exists);
+//   load() takes this rank's blocks of any of them.
+// - save_sharded() / load_sharded() (checkpoint/sharded_checkpoint.h): every
+//   rank writes only its own blocks and their state, streamed to its own
+//   file; the checkpoint loads into zero at any world size and stage, and
+//   into a replicated model (load_sharded_checkpoint(): DDP, one device).
+//   export_consolidated() writes the whole state as one shard, rank 0
+//   writing it one bucket at a time, so no rank ever holds all of it.
 #pragma once
 
 #include <torch/nn/modules/container/any.h>
@@ -29,6 +36,7 @@
 #include <utility>
 #include <vector>
 
+#include "cohort/torch/checkpoint/checkpoint.h"
 #include "cohort/torch/core/runtime.h"
 #include "cohort/torch/core/strategy.h"
 #include "cohort/torch/data_parallel/zero_optimizer.h"
@@ -62,6 +70,16 @@ class ZeroStrategy : public RankStrategy {
   void save(torch::serialize::OutputArchive& archive) override;
   void load(torch::serialize::InputArchive& archive) override;
 
+  // Collective: a sharded checkpoint in `dir`, one shard per rank.
+  void save_sharded(const std::string& dir, const TrainingState& state = {});
+  // Collective: the state of any sharded checkpoint (any world size, any
+  // zero stage, or a replicated model's) into this rank's blocks.
+  TrainingState load_sharded(const std::string& dir);
+  // Collective: a sharded checkpoint of one shard holding the whole state,
+  // written by rank 0 a bucket at a time. Returns the most bytes of
+  // gathered state any rank held at once (one bucket's).
+  int64_t export_consolidated(const std::string& dir, const TrainingState& state = {});
+
   // Stage 3 frees each unit's full parameters when it is done with them, so
   // between steps module()'s parameters have no storage behind them (reading
   // them is undefined, as FSDP's resharded ones). Collective: gathers the
@@ -74,6 +92,8 @@ class ZeroStrategy : public RankStrategy {
 
  private:
   std::vector<std::vector<size_t>> plan_units(torch::nn::Module& module);
+  std::vector<std::string> trainable_names();
+  bool is_trainable(const std::string& name);
   at::Tensor forward_by_units(const at::Tensor* input);
 
   ZeroStrategyOptions options_;

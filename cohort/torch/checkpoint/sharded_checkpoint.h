@@ -1,0 +1,125 @@
+// Sharded checkpoints: every rank writes its own part of the training state,
+// and any world size reads it back (resharding), into ZeRO's blocks or into
+// a whole replicated model.
+//
+// Layout of a checkpoint directory:
+//   <dir>/manifest                  the save in force: its id and its shards
+//   <dir>/manifest.prev             the save before it (kept, loadable)
+//   <dir>/shard-<r>-of-<n>.<id>     rank r's records, one file per rank
+// Each file is framed as checkpoint_frame.h says (magic, version, kind,
+// payload size and CRC-32s). A shard's payload is a stream of records, each
+// a piece of a named tensor (core/tensor_pieces.h): the name, the dtype, the
+// whole tensor's shape, the piece's first element and element count, then
+// its elements (raw, little-endian). Files are written and read as streams:
+// neither side ever holds more than the piece in hand.
+//
+// Saving (collective): every rank writes its shard under a fresh id, all
+// ranks agree that every shard was written, then rank 0 writes the manifest
+// (the previous one kept as manifest.prev) and removes shards of older
+// saves. A crash or error at any point leaves the last complete save in
+// force. Loading verifies every shard's checksums and that the pieces
+// cover what is asked; anything wrong is a ConfigError naming the file and
+// what is wrong (missing, truncated, corrupt, from another save, does not
+// fit the model).
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/optim/optimizer.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cohort/engine/engine.h"
+#include "cohort/torch/checkpoint/checkpoint.h"
+#include "cohort/torch/core/tensor_pieces.h"
+
+namespace cohort {
+
+class CheckpointFileWriter;
+class CheckpointFileReader;
+
+// One shard file, written as a stream. A writer made without a path keeps
+// nothing (the ranks that take part in a save without writing).
+class ShardWriter : public TensorPieceWriter {
+ public:
+  ShardWriter();
+  explicit ShardWriter(const std::string& path);
+  ~ShardWriter() override;
+  void add(const std::string& name, c10::IntArrayRef shape, int64_t offset, const at::Tensor& piece) override;
+  void add_bytes(const std::string& name, const std::vector<char>& bytes);
+  void commit();
+
+ private:
+  std::unique_ptr<CheckpointFileWriter> file_;
+};
+
+// A complete save, opened and verified: every shard's records indexed.
+class ShardedCheckpoint : public TensorPieceReader {
+ public:
+  // ConfigError when `dir` holds no complete save or a shard is damaged.
+  explicit ShardedCheckpoint(const std::string& dir);
+  ~ShardedCheckpoint() override;
+
+  const std::string& dir() const { return dir_; }
+  int shards() const { return int(files_.size()); }  // the world size that saved it
+  bool contains(const std::string& name) const override;
+  std::vector<int64_t> shape(const std::string& name) const override;
+  void read_into(const std::string& name, int64_t offset, const at::Tensor& out) const override;
+  at::Tensor read(const std::string& name) const;  // the whole tensor, shaped, in its saved dtype
+  std::vector<char> read_bytes(const std::string& name) const;
+
+ private:
+  struct Piece;
+  struct Record;
+  void index(size_t shard);
+  const Record& record(const std::string& name) const;
+
+  std::string dir_;
+  std::vector<std::unique_ptr<CheckpointFileReader>> files_;
+  std::map<std::string, Record> records_;
+};
+
+struct ShardedSaveOptions {
+  // Only rank 0 writes, one shard holding everything (the consolidated
+  // form); the other ranks take part in the collectives.
+  bool single_writer = false;
+  engine::Engine* engine = nullptr;  // null: the thread's current engine
+};
+
+// Collective: a save of `dir` (created if needed) whose shards `fill`
+// writes, one per rank (one in all with single_writer).
+void save_sharded(const std::string& dir, const std::function<void(ShardWriter&)>& fill,
+                  const ShardedSaveOptions& options = {});
+
+// The records of a whole model that are not ZeRO's to write: buffers, the
+// parameters `skip` does not name (frozen ones; with no skip, all of them,
+// and the optimizer state of each), the optimizer's type and group
+// options, and the TrainingState. `rank` of `size` writes its 1/size of
+// every tensor (rank 0 the rest).
+void write_model_records(ShardWriter& out, const torch::nn::Module& module, const torch::optim::Optimizer& optimizer,
+                         const TrainingState& state, int rank, int size,
+                         const std::function<bool(const std::string& parameter)>& skip = {});
+// Their counterpart: loads into `module` and `optimizer` in place what
+// write_model_records() wrote (and, without skip, every parameter and its
+// optimizer state from whatever wrote them). ConfigError when the
+// checkpoint does not fit (another optimizer type, a missing parameter or
+// buffer, another shape); nothing is changed then.
+TrainingState read_model_records(const ShardedCheckpoint& in, torch::nn::Module& module,
+                                 torch::optim::Optimizer& optimizer,
+                                 const std::function<bool(const std::string& parameter)>& skip = {});
+
+// Collective: the sharded save of a replicated model (DDP, one device per
+// rank: every rank holds the whole state): each rank writes 1/size of it.
+void save_sharded_checkpoint(const std::string& dir, const torch::nn::Module& module,
+                             const torch::optim::Optimizer& optimizer, const TrainingState& state = {},
+                             const ShardedSaveOptions& options = {});
+// Not collective: the whole state from any sharded checkpoint (any world
+// size; ZeRO's at any stage, or a replicated model's) into `module` and
+// `optimizer` in place.
+TrainingState load_sharded_checkpoint(const std::string& dir, torch::nn::Module& module,
+                                      torch::optim::Optimizer& optimizer);
+
+}  // namespace cohort

@@ -1,0 +1,40 @@
+#include "cohort/torch/core/tensor_pieces.h"
+
+#include <torch/torch.h>
+
+#include <functional>
+
+namespace cohort {
+
+std::string parameter_record(const std::string& name) { return "param/" + name; }
+std::string buffer_record(const std::string& name) { return "buffer/" + name; }
+std::string master_record(const std::string& name) { return "master/" + name; }
+std::string state_record(const std::string& name, const std::string& field) { return "state/" + name + "/" + field; }
+std::string step_record(const std::string& name) { return "step/" + name; }
+
+void write_state_piece(TensorPieceWriter& out, const std::string& name, c10::IntArrayRef shape, int64_t offset,
+                       const ElementState& state) {
+  for (const auto& [field, values] : state.fields)
+    if (values.defined()) out.add(state_record(name, field), shape, offset, values);
+  if (offset == 0) out.add(step_record(name), {1}, 0, at::tensor({state.step}, at::kLong));
+}
+
+std::optional<ElementState> read_state_piece(const TensorPieceReader& in, const std::string& name,
+                                             const std::vector<std::string>& fields, int64_t offset,
+                                             const std::function<at::Tensor(const std::string& field)>& make) {
+  if (!in.contains(step_record(name))) return std::nullopt;
+  at::Tensor step = at::empty({1}, at::kLong);
+  in.read_into(step_record(name), 0, step);
+  ElementState state{.step = step.item<int64_t>()};
+  for (const std::string& field : fields) {
+    at::Tensor values;
+    if (in.contains(state_record(name, field))) {
+      values = make(field);
+      in.read_into(state_record(name, field), offset, values);
+    }
+    state.fields.emplace_back(field, values);
+  }
+  return state;
+}
+
+}  // namespace cohort
