@@ -30,6 +30,7 @@
 #include "cohort/torch/checkpoint/sharded_checkpoint.h"
 #include "cohort/torch/core/collectives.h"
 #include "cohort/torch/core/runtime.h"
+#include "cohort/torch/data_parallel/sharded_unit.h"
 #include "cohort/torch/model_parallel/mesh.h"
 #include "cohort/torch/strategy/make_strategy.h"
 #include "cohort/torch/strategy/multi_worker.h"
@@ -243,6 +244,91 @@ TEST(Zero, Stage3HoldsAUnitsFullParametersOnlyWhileItIsUsed) {
     zero.train_step(rows_of(batch(1), rank, size), kGlobalRows);
     COHORT_CHECK_EQ(zero.memory().parameters, blocks_bytes) << "the next step frees it again";
   });
+}
+
+// A model of the program's own, its blocks marked as stage 3's units: an
+// embedding and a head outside them (the root unit), three blocks wrapped
+// in ShardedUnit.
+struct WrappedNetImpl : nn::Module {
+  explicit WrappedNetImpl(int calls_of_block1 = 1) : calls(calls_of_block1) {
+    embed = register_module("embed", nn::Linear(5, 8));
+    for (int i = 0; i < 3; ++i)
+      blocks.push_back(register_module("block" + std::to_string(i), ShardedUnit(nn::Sequential(nn::Linear(8, 8),
+                                                                                               nn::Tanh()))));
+    head = register_module("head", nn::Linear(8, 3));
+    to(torch::kFloat64);
+  }
+  at::Tensor forward(at::Tensor x) {
+    x = embed(x);
+    for (size_t i = 0; i < blocks.size(); ++i)
+      for (int k = 0; k < (i == 1 ? calls : 1); ++k) x = blocks[i](x);
+    return head(x);
+  }
+  int calls;
+  nn::Linear embed{nullptr}, head{nullptr};
+  std::vector<ShardedUnit> blocks;
+};
+TORCH_MODULE(WrappedNet);
+
+std::vector<at::Tensor> wrapped_initial() {
+  return seeded(13, [] {
+    std::vector<at::Tensor> out;
+    for (const auto& p : WrappedNet()->parameters()) out.push_back(p.detach().clone());
+    return out;
+  });
+}
+
+WrappedNet wrapped_with(const std::vector<at::Tensor>& init, int calls_of_block1 = 1) {
+  WrappedNet net(calls_of_block1);
+  torch::NoGradGuard no_grad;
+  const auto params = net->parameters();
+  for (size_t i = 0; i < params.size(); ++i) params[i].copy_(init[i]);
+  return net;
+}
+
+// Stage 3 over ShardedUnits trains as one process on the global batch (the
+// units inactive there), at 2 and 3 ranks, including a step in which one
+// rank has no rows (it walks the units' collectives alone); at most the
+// root, the unit computing and the next one's buffers exist at once.
+TEST(Zero, Stage3OverShardedUnitsOfAModelOfOnesOwnEqualsOneProcess) {
+  const auto init = wrapped_initial();
+  // Step 1's rows: all on the first two ranks (a third rank has none).
+  auto split = [](int step, int rank, int size) -> Batch {
+    const auto global = batch(step);
+    if (step == 0) return rows_of(global, rank, size);
+    const int64_t first = rank == 0 ? 0 : 5, rows = rank < 2 ? 5 : 0;
+    return {global.first.narrow(0, first, rows), global.second.narrow(0, first, rows)};
+  };
+  OneDeviceStrategy one;
+  one.prepare(training_model(wrapped_with(init), loss_of, optimizer_named("adam")));
+  std::vector<at::Tensor> expected;
+  for (int s = 0; s < 2; ++s) {
+    one.train_step({batch(s).first, batch(s).second}, kGlobalRows);
+    expected.push_back(flat(one.module()));
+  }
+  for (int ranks : {2, 3})
+    run_torch_ranks(ranks, [&](int rank, int size) {
+      ZeroStrategy zero({.stage = 3, .engine = &current_engine()});
+      zero.prepare(training_model(wrapped_with(init), loss_of, optimizer_named("adam")));
+      COHORT_CHECK_EQ(zero.sharded().units(), 4) << "the root and three blocks";
+      for (int s = 0; s < 2; ++s) {
+        zero.train_step(split(s, rank, size), kGlobalRows);
+        COHORT_CHECK_EQ(zero.sharded().peak_unit_buffers(), 3) << "the root, the unit computing, the next one";
+        zero.gather_parameters();
+        const at::Tensor got = flat(zero.module());
+        COHORT_CHECK(torch::allclose(got, expected[size_t(s)], 1e-10, 1e-12))
+            << "rank " << rank << "/" << size << " step " << s << ": max difference "
+            << (got - expected[size_t(s)]).abs().max().item<double>();
+      }
+    });
+  // A unit called twice in one forward is refused, naming it.
+  const auto twice = run_torch_ranks_errors<ConfigError>(2, [&](int rank) {
+    ZeroStrategy zero({.stage = 3, .engine = &current_engine()});
+    zero.prepare(training_model(wrapped_with(init, 2), loss_of, optimizer_named("adam")));
+    zero.train_step(rows_of(batch(0), rank, 2), kGlobalRows);
+  });
+  for (const std::string& e : twice)
+    EXPECT_NE(e.find("ShardedUnit 2 was called when unit 3's turn had come"), std::string::npos) << e;
 }
 
 // Hybrid sharding at 4 ranks as a 2 x 2 mesh: blocks split over the tp
@@ -476,7 +562,19 @@ TEST(Zero, RefusesOptimizersWhoseStateIsNotPerElementAndBadSpecs) {
     ZeroStrategy zero({.stage = 3, .engine = &current_engine()});
     zero.prepare(training_model(nn::ModuleHolder<NotSequentialImpl>(), loss_of, optimizer_named("sgd")));
   });
-  for (const std::string& e : not_sequential) EXPECT_NE(e.find("torch::nn::Sequential"), std::string::npos) << e;
+  for (const std::string& e : not_sequential) {
+    EXPECT_NE(e.find("torch::nn::Sequential"), std::string::npos) << e;
+    EXPECT_NE(e.find("has no ShardedUnit"), std::string::npos) << e;
+  }
+  // Units cannot nest.
+  const auto nested = run_torch_ranks_errors<ConfigError>(2, [](int) {
+    ZeroStrategy zero({.stage = 3, .engine = &current_engine()});
+    auto inner = ShardedUnit(nn::Linear(5, 3));
+    auto outer = nn::ModuleHolder<NotSequentialImpl>();
+    outer->register_module("unit", ShardedUnit(nn::Sequential(inner)));
+    zero.prepare(training_model(outer, loss_of, optimizer_named("sgd")));
+  });
+  for (const std::string& e : nested) EXPECT_NE(e.find("units cannot nest"), std::string::npos) << e;
 }
 
 // Sharded checkpoints (checkpoint/sharded_checkpoint.h): saved by zero at 4
@@ -521,17 +619,18 @@ TEST(Zero, ShardedCheckpointsReshardAndLoadIntoDdp) {
                         path + from + ") -> one_device");
     }
   }
-  // DDP's sharded save (each of 3 ranks writes a third of every tensor)
-  // resumes under zero stage 3 at 2 ranks.
+  // DDP's sharded save (each of 4 ranks writes a quarter of every tensor;
+  // the last bias's 3 elements leave one rank none) resumes under zero stage
+  // 3 at 2 ranks.
   const std::string from_ddp = dir / "ddp";
-  run_torch_ranks(3, [&](int rank, int size) {
+  run_torch_ranks(4, [&](int rank, int size) {
     std::unique_ptr<Strategy> multi = ddp();
     multi->prepare(training_model(model_with(init), loss_of, optimizer_named("adam")));
     multi->train_step(rows_of(batch(0), rank, size), kGlobalRows);
     save_sharded_checkpoint(from_ddp, multi->module(), multi->optimizer(), state, {.engine = &current_engine()});
   });
   expect_resumes_by([&](Strategy& s) { dynamic_cast<ZeroStrategy&>(s).load_sharded(from_ddp); }, 2, zero_at(3),
-                    expected, "sharded (DDP at 3) -> zero stage 3 at 2");
+                    expected, "sharded (DDP at 4) -> zero stage 3 at 2");
 }
 
 // A save replaces the one in force only once every shard is written, and

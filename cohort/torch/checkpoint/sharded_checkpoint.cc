@@ -163,8 +163,8 @@ void save_sharded(const std::string& dir, const std::function<void(ShardWriter&)
       const std::string current = id_text(save_id);
       for (const auto& entry : fs::directory_iterator(dir)) {
         const std::string file_id = id_of_shard_file(entry.path().filename().string());
-        if (!file_id.empty() && file_id != current && file_id != previous && file_id.find("tmp") == std::string::npos)
-          fs::remove(entry.path());
+        // (A crashed save's temporary files end in ".tmp.<pid>": they go too.)
+        if (!file_id.empty() && file_id != current && file_id != previous) fs::remove(entry.path());
       }
     } catch (const std::exception& e) {
       failure = e.what();

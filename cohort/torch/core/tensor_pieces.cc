@@ -14,9 +14,15 @@ std::string step_record(const std::string& name) { return "step/" + name; }
 
 void write_state_piece(TensorPieceWriter& out, const std::string& name, c10::IntArrayRef shape, int64_t offset,
                        const ElementState& state) {
-  for (const auto& [field, values] : state.fields)
-    if (values.defined()) out.add(state_record(name, field), shape, offset, values);
-  if (offset == 0) out.add(step_record(name), {1}, 0, at::tensor({state.step}, at::kLong));
+  int64_t elements = -1;  // the piece's, when a field says
+  for (const auto& [field, values] : state.fields) {
+    if (!values.defined()) continue;
+    out.add(state_record(name, field), shape, offset, values);
+    elements = values.numel();
+  }
+  // One writer of the step: the piece that holds element 0 (writers of
+  // empty pieces at offset 0 leave it to that one).
+  if (offset == 0 && elements != 0) out.add(step_record(name), {1}, 0, at::tensor({state.step}, at::kLong));
 }
 
 std::optional<ElementState> read_state_piece(const TensorPieceReader& in, const std::string& name,

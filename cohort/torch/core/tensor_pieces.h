@@ -55,7 +55,7 @@ std::string step_record(const std::string& name);
 
 // Elements [offset, offset + n) of parameter `name`'s optimizer state:
 // `state`'s fields hold exactly those elements (any shape); the step count
-// goes with the piece that starts at element 0.
+// goes with the (non-empty) piece that starts at element 0.
 void write_state_piece(TensorPieceWriter& out, const std::string& name, c10::IntArrayRef shape, int64_t offset,
                        const ElementState& state);
 

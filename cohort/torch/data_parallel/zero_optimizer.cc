@@ -252,7 +252,20 @@ void ZeroOptimizer::reshard() {
   }
 }
 
-ZeroOptimizer::~ZeroOptimizer() = default;
+// Collectives still in flight write into (or read) the buckets: they are
+// finished first, whatever their outcome (the error, if any, was or will be
+// reported where the step failed).
+ZeroOptimizer::~ZeroOptimizer() {
+  for (Bucket& bucket : buckets_) {
+    for (TensorHandle* handle : {&bucket.gathering, &bucket.reduction}) {
+      if (!handle->valid()) continue;
+      try {
+        handle->wait();
+      } catch (...) {
+      }
+    }
+  }
+}
 
 int ZeroOptimizer::buckets() const { return int(buckets_.size()); }
 int ZeroOptimizer::units() const { return options_.stage == 3 ? int(buckets_.size()) : 0; }

@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include <typeinfo>
+#include <unordered_map>
 
 #include "cohort/common/check.h"
 #include "cohort/torch/checkpoint/sharded_checkpoint.h"
@@ -32,17 +33,14 @@ std::string ZeroStrategy::spec() const {
          ",unit_mb=" + std::to_string(options_.unit_bytes >> 20);
 }
 
-// Stage 3's units: consecutive layers of the Sequential, a unit closed once
+// Stage 3's units. A Sequential's: consecutive layers, a unit closed once
 // it holds unit_bytes of trainable parameters (the auto-wrap policy by
 // size); layers without parameters run with the unit before them (or the
-// first unit).
+// first unit). Another model's: its ShardedUnits.
 std::vector<std::vector<size_t>> ZeroStrategy::plan_units(torch::nn::Module& module) {
-  COHORT_CHECK_AS(ConfigError, typeid(module) == typeid(torch::nn::SequentialImpl))
-      << "zero: stage 3 gathers each unit's parameters just before its forward, which needs a model it can step "
-         "through (a torch::nn::Sequential; LibTorch C++ modules have no forward hooks); this model is "
-      << module.name() << ": use stage 1 or 2";
-  auto& sequential = dynamic_cast<torch::nn::SequentialImpl&>(module);
   layers_.clear();
+  if (typeid(module) != typeid(torch::nn::SequentialImpl)) return plan_wrapped_units(module);
+  auto& sequential = dynamic_cast<torch::nn::SequentialImpl&>(module);
   for (torch::nn::AnyModule& layer : sequential) layers_.push_back(&layer);
   std::vector<std::vector<size_t>> units(1);
   unit_layers_.assign(1, {0, 0});
@@ -65,6 +63,44 @@ std::vector<std::vector<size_t>> ZeroStrategy::plan_units(torch::nn::Module& mod
   return units;
 }
 
+// The ShardedUnits of a model of the program's own, in registration order
+// (the order they are called in), after the root: the trainable parameters
+// outside every unit, when there are any.
+std::vector<std::vector<size_t>> ZeroStrategy::plan_wrapped_units(torch::nn::Module& module) {
+  std::unordered_map<const c10::TensorImpl*, size_t> index;
+  for (const at::Tensor& p : trainable(module.parameters())) index.emplace(p.unsafeGetTensorImpl(), index.size());
+  COHORT_CHECK_AS(ConfigError, !index.empty()) << "zero: the model has no trainable parameters";
+  std::vector<std::vector<size_t>> units;
+  std::vector<bool> taken(index.size());
+  wrapped_.clear();
+  for (const auto& item : module.named_modules("", /*include_self=*/false)) {
+    auto* unit = dynamic_cast<ShardedUnitImpl*>(item.value().get());
+    if (unit == nullptr) continue;
+    wrapped_.push_back(unit);
+    units.emplace_back();
+    for (const at::Tensor& p : trainable(unit->parameters())) {
+      const size_t k = index.at(p.unsafeGetTensorImpl());
+      COHORT_CHECK_AS(ConfigError, !taken[k])
+          << "zero: ShardedUnit '" << item.key() << "' is inside another ShardedUnit; units cannot nest";
+      taken[k] = true;
+      units.back().push_back(k);
+    }
+    COHORT_CHECK_AS(ConfigError, !units.back().empty())
+        << "zero: ShardedUnit '" << item.key() << "' has no trainable parameters";
+  }
+  COHORT_CHECK_AS(ConfigError, !wrapped_.empty())
+      << "zero: stage 3 gathers each unit's parameters just before its forward, so it needs to know the units: a "
+         "torch::nn::Sequential's layers, or blocks of a model of one's own wrapped in cohort::ShardedUnit "
+         "(data_parallel/sharded_unit.h; LibTorch C++ modules have no forward hooks); this model is "
+      << module.name() << " and has no ShardedUnit: wrap its blocks, or use stage 1 or 2";
+  std::vector<size_t> root;
+  for (size_t k = 0; k < taken.size(); ++k)
+    if (!taken[k]) root.push_back(k);
+  root_unit_ = !root.empty();
+  if (root_unit_) units.insert(units.begin(), std::move(root));
+  return units;
+}
+
 void ZeroStrategy::prepare(TrainingModel model) {
   detail::check_training_model(model, prepared_);
   model_ = std::move(model);
@@ -84,6 +120,10 @@ void ZeroStrategy::prepare(TrainingModel model) {
   }
   if (options_.stage == 3) options.units = plan_units(module);
   zero_ = std::make_unique<ZeroOptimizer>(trainable(module.parameters()), model_.optimizer, options);
+  if (!wrapped_.empty()) {
+    schedule_ = std::make_shared<ShardedUnitImpl::Schedule>(ShardedUnitImpl::Schedule{.zero = zero_.get()});
+    for (size_t i = 0; i < wrapped_.size(); ++i) wrapped_[i]->bind(schedule_, int(i) + (root_unit_ ? 1 : 0));
+  }
   // What a step runs: the program's model, at stage 3 with the forward
   // that brackets each unit's layers with their gathers.
   training_ = model_;
@@ -92,28 +132,43 @@ void ZeroStrategy::prepare(TrainingModel model) {
   prepared_ = true;
 }
 
-// Stage 3's forward, unit by unit: gather (the next unit's gather starts
-// before this one computes), run its layers, free it, and hook its output
-// so that backward gathers it again just before it is needed. The last unit
-// stays gathered: backward starts with it. Without `input` (a rank without
-// rows), the same collectives without the layers.
+// Stage 3's forward, unit by unit (run_sharded_unit: gathered, the next
+// one's gather started, run, freed, gathered again by backward; the last
+// stays gathered, backward starts with it). A Sequential's units are its
+// layers in groups; a model of the program's own runs its own forward, its
+// ShardedUnits doing the same while the schedule says a step is training,
+// with the root unit gathered first and kept for the step. Without `input`
+// (a rank without rows), the same collectives without the model.
 at::Tensor ZeroStrategy::forward_by_units(const at::Tensor* input) {
-  const int units = zero_->units();
-  at::Tensor x = input ? *input : at::Tensor();
-  for (int u = 0; u < units; ++u) {
-    zero_->gather(u);
-    if (u + 1 < units) zero_->prefetch(u + 1);
-    if (input)
-      for (size_t layer = unit_layers_[size_t(u)].first; layer < unit_layers_[size_t(u)].second; ++layer)
-        x = layers_[layer]->forward(x);
-    if (u + 1 == units) break;
-    zero_->release(u);
-    if (input && x.requires_grad())
-      x.register_hook([zero = zero_.get(), u](const at::Tensor& grad) {
-        zero->gather(u);
-        return grad;
-      });
+  ZeroOptimizer& zero = *zero_;
+  if (!wrapped_.empty()) {
+    if (root_unit_) {
+      zero.gather(0);
+      zero.prefetch(1);
+    }
+    if (input == nullptr) {
+      for (int u = root_unit_ ? 1 : 0; u < zero.units(); ++u) run_sharded_unit(zero, u, nullptr, {});
+      return {};
+    }
+    schedule_->training = true;
+    schedule_->next = root_unit_ ? 1 : 0;
+    struct Done {  // also when the forward throws
+      ShardedUnitImpl::Schedule& schedule;
+      ~Done() { schedule.training = false; }
+    } done{*schedule_};
+    at::Tensor output = model_.forward(*model_.module, *input);
+    COHORT_CHECK_AS(ConfigError, schedule_->next == zero.units())
+        << "zero: the model's forward ran " << schedule_->next - (root_unit_ ? 1 : 0) << " of its "
+        << wrapped_.size() << " ShardedUnits: while a step trains, each unit runs once";
+    return output;
   }
+  at::Tensor x = input ? *input : at::Tensor();
+  for (int u = 0; u < zero.units(); ++u)
+    x = run_sharded_unit(zero, u, input ? &x : nullptr, [&](at::Tensor y) {
+      for (size_t layer = unit_layers_[size_t(u)].first; layer < unit_layers_[size_t(u)].second; ++layer)
+        y = layers_[layer]->forward(y);
+      return y;
+    });
   return x;
 }
 

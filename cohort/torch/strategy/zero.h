@@ -9,10 +9,14 @@
 // communicates in its precision and is stepped through float32 master
 // copies of this rank's blocks.
 //
-// Stage 3 (FSDP's FULL_SHARD) needs a torch::nn::Sequential, whose layers
-// it groups into units of about unit_bytes; each unit's full parameters exist
-// only while it computes (forward, and again in backward), with the next
-// unit's gather started meanwhile. Between steps module()'s parameters have
+// Stage 3 (FSDP's FULL_SHARD) needs to know the model's units: a
+// torch::nn::Sequential's layers it groups into units of about unit_bytes
+// (the auto-wrap policy by size); any other model marks its units by
+// wrapping them in cohort::ShardedUnit (data_parallel/sharded_unit.h), the
+// parameters outside every unit being one more (the root, gathered for the
+// whole step). Each unit's full parameters exist only while it computes
+// (forward, and again in backward), with the next unit's gather started
+// meanwhile. Between steps module()'s parameters have
 // no storage: predict(), save() and gather_parameters() gather the whole
 // model (collective), which stays until the next step.
 //
@@ -39,6 +43,7 @@
 #include "cohort/torch/checkpoint/checkpoint.h"
 #include "cohort/torch/core/runtime.h"
 #include "cohort/torch/core/strategy.h"
+#include "cohort/torch/data_parallel/sharded_unit.h"
 #include "cohort/torch/data_parallel/zero_optimizer.h"
 #include "cohort/torch/model_parallel/mesh.h"
 #include "cohort/torch/strategy/rank_strategy.h"
@@ -92,6 +97,7 @@ class ZeroStrategy : public RankStrategy {
 
  private:
   std::vector<std::vector<size_t>> plan_units(torch::nn::Module& module);
+  std::vector<std::vector<size_t>> plan_wrapped_units(torch::nn::Module& module);
   std::vector<std::string> trainable_names();
   bool is_trainable(const std::string& name);
   at::Tensor forward_by_units(const at::Tensor* input);
@@ -103,6 +109,12 @@ class ZeroStrategy : public RankStrategy {
   std::unique_ptr<Mesh> groups_;
   std::vector<torch::nn::AnyModule*> layers_;            // stage 3: the Sequential's layers
   std::vector<std::pair<size_t, size_t>> unit_layers_;  // stage 3: each unit's layers [first, end)
+  // Stage 3 over a model of the program's own: its ShardedUnits (bound to
+  // zero_ through the schedule), and whether unit 0 is the root (the
+  // parameters outside them).
+  std::vector<ShardedUnitImpl*> wrapped_;
+  std::shared_ptr<ShardedUnitImpl::Schedule> schedule_;
+  bool root_unit_ = false;
   bool evaluating_ = false;                             // stage 3: gathered for predict() until the next step
   std::unique_ptr<ZeroOptimizer> zero_;
 };

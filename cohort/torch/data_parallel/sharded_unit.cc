@@ -1,0 +1,47 @@
+#include "cohort/torch/data_parallel/sharded_unit.h"
+
+#include <torch/torch.h>
+
+#include "cohort/common/check.h"
+#include "cohort/torch/data_parallel/zero_optimizer.h"
+
+namespace cohort {
+
+ShardedUnitImpl::ShardedUnitImpl(std::shared_ptr<torch::nn::Module> module, Run run)
+    : module_(std::move(module)), run_(std::move(run)) {
+  COHORT_CHECK_AS(ConfigError, module_ != nullptr && run_) << "ShardedUnit: no module to wrap";
+  register_module("module", module_);
+}
+
+void ShardedUnitImpl::bind(std::shared_ptr<Schedule> schedule, int unit) {
+  schedule_ = std::move(schedule);
+  unit_ = unit;
+}
+
+at::Tensor ShardedUnitImpl::forward(const at::Tensor& input) {
+  if (!schedule_ || !schedule_->training) return run_(input);
+  COHORT_CHECK_AS(ConfigError, unit_ == schedule_->next)
+      << "zero: ShardedUnit " << unit_ << " was called when unit " << schedule_->next
+      << "'s turn had come: while a step trains, each unit runs once, in the order the units were registered";
+  ++schedule_->next;
+  return run_sharded_unit(*schedule_->zero, unit_, &input, run_);
+}
+
+at::Tensor run_sharded_unit(ZeroOptimizer& zero, int unit, const at::Tensor* input,
+                            const std::function<at::Tensor(const at::Tensor&)>& run) {
+  const bool last = unit + 1 == zero.units();
+  zero.gather(unit);
+  if (!last) zero.prefetch(unit + 1);
+  at::Tensor output = input ? run(*input) : at::Tensor();
+  if (last) return output;  // backward starts with it
+  zero.release(unit);
+  // Backward gathers the unit again just before its own backward runs.
+  if (output.defined() && output.requires_grad())
+    output.register_hook([&zero, unit](const at::Tensor& grad) {
+      zero.gather(unit);
+      return grad;
+    });
+  return output;
+}
+
+}  // namespace cohort
