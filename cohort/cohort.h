@@ -51,6 +51,7 @@
 #include "cohort/torch/data_parallel/distributed_optimizer.h"
 #include "cohort/torch/data_parallel/powersgd_hook.h"
 #include "cohort/torch/data_parallel/sync_batch_norm.h"
+#include "cohort/torch/data_parallel/sharded_unit.h"
 #include "cohort/torch/data_parallel/zero_optimizer.h"
 // torch/model_parallel: mesh, pipeline, tensor parallelism.
 #include "cohort/torch/model_parallel/mesh.h"
@@ -61,6 +62,7 @@
 #include "cohort/torch/model_parallel/vocab_parallel_embedding.h"
 // torch/checkpoint and torch/data.
 #include "cohort/torch/checkpoint/checkpoint.h"
+#include "cohort/torch/checkpoint/sharded_checkpoint.h"
 #include "cohort/torch/data/distributed_sampler.h"
 #include "cohort/torch/data/pipeline_input.h"
 // torch/strategy: one training program from one device to many machines.
