@@ -244,6 +244,7 @@ void ZeroOptimizer::release_all() {
 }
 
 void ZeroOptimizer::reshard() {
+  finish_gathers();
   torch::NoGradGuard no_grad;
   for (Bucket& bucket : buckets_) {
     COHORT_CHECK(bucket.holds == Bucket::Holds::parameters) << "zero: reshard() needs every unit gathered";
@@ -388,6 +389,7 @@ void ZeroOptimizer::zero_grad() {
 }
 
 void ZeroOptimizer::step() {
+  finish_gathers();  // the optimizer writes this rank's blocks of the parameters
   // Buckets with a parameter backward never reached.
   while (next_launch_ < buckets_.size()) launch(next_launch_++);
   // Hybrid: the group's averages, averaged over the replicas (all buckets
@@ -432,19 +434,36 @@ void ZeroOptimizer::step() {
   rearm();
 }
 
-// Stages 1 and 2: every rank's blocks into the full parameters.
+// Stages 1 and 2: every rank's blocks into the full parameters, gathered
+// straight into the buckets (no bucket-sized result allocated, faulted in
+// and copied every step) from a copy of this rank's block, which the
+// output holds. The last bucket (the first layers') goes first: the next
+// forward needs it first.
 void ZeroOptimizer::allgather_blocks() {
-  std::vector<TensorHandle> gathers;
-  for (Bucket& bucket : buckets_) {
-    gathers.push_back(allgather_async(bucket.shard.detach(), {.engine = engine_.get()}));
+  for (size_t b = buckets_.size(); b-- > 0;) {
+    Bucket& bucket = buckets_[b];
+    bucket.gathering =
+        allgather_async(bucket.shard.detach().clone(), {.engine = engine_.get(), .out = bucket.parameters});
     communicated_ += bucket.parameters.numel();
   }
-  torch::NoGradGuard no_grad;
-  for (size_t b = 0; b < buckets_.size(); ++b) buckets_[b].parameters.copy_(gathers[b].wait());
+  if (!options_.defer_gather) finish_gathers();
+}
+
+void ZeroOptimizer::finish_gather(size_t b) {
+  if (options_.stage == 3) return;  // stage 3's gathers are its units'
+  TensorHandle& gathering = buckets_.at(b).gathering;
+  if (!gathering.valid()) return;
+  gathering.wait();
+  gathering = TensorHandle();
+}
+
+void ZeroOptimizer::finish_gathers() {
+  for (size_t b = buckets_.size(); b-- > 0;) finish_gather(b);
 }
 
 std::unique_ptr<optim::Optimizer> ZeroOptimizer::consolidated(const OptimizerFactory& make,
                                                               const std::vector<at::Tensor>& parameters) {
+  finish_gathers();
   std::unique_ptr<optim::Optimizer> full = make(parameters);
   COHORT_CHECK_AS(ConfigError, full != nullptr) << "zero: the optimizer factory returned no optimizer";
   COHORT_CHECK_AS(ConfigError, typeid(*full) == typeid(*optimizer_))
@@ -474,6 +493,7 @@ std::unique_ptr<optim::Optimizer> ZeroOptimizer::consolidated(const OptimizerFac
 }
 
 void ZeroOptimizer::load_consolidated(const optim::Optimizer& full) {
+  finish_gathers();
   COHORT_CHECK_AS(ConfigError, typeid(full) == typeid(*optimizer_))
       << "zero: the saved optimizer is a " << optimizer_type_name(full) << ", this job's a "
       << optimizer_type_name(*optimizer_);
@@ -504,7 +524,8 @@ void ZeroOptimizer::load_consolidated(const optim::Optimizer& full) {
 
 // ---- sharded checkpoints ----
 
-void ZeroOptimizer::write_shard(TensorPieceWriter& out, const std::vector<std::string>& names) const {
+void ZeroOptimizer::write_shard(TensorPieceWriter& out, const std::vector<std::string>& names) {
+  finish_gathers();
   COHORT_CHECK_EQ(names.size(), parameters_.size()) << "zero: one name per parameter";
   torch::NoGradGuard no_grad;
   for (const Bucket& bucket : buckets_) {
@@ -531,6 +552,7 @@ void ZeroOptimizer::write_shard(TensorPieceWriter& out, const std::vector<std::s
 }
 
 void ZeroOptimizer::read_shard(const TensorPieceReader& in, const std::vector<std::string>& names) {
+  finish_gathers();
   COHORT_CHECK_EQ(names.size(), parameters_.size()) << "zero: one name per parameter";
   const std::vector<std::string> fields = element_state_fields(*optimizer_);
   torch::NoGradGuard no_grad;
@@ -578,6 +600,7 @@ void ZeroOptimizer::read_shard(const TensorPieceReader& in, const std::vector<st
 }
 
 int64_t ZeroOptimizer::write_consolidated(TensorPieceWriter* out, const std::vector<std::string>& names) {
+  finish_gathers();
   COHORT_CHECK_EQ(names.size(), parameters_.size()) << "zero: one name per parameter";
   torch::NoGradGuard no_grad;
   int64_t most = 0;

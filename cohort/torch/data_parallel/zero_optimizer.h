@@ -85,6 +85,12 @@ struct ZeroOptions {
   // accumulated the step's gradients (pipeline micro-batches, gradient
   // accumulation).
   bool overlap = true;
+  // Stages 1 and 2: step() starts the parameters' allgather (the bucket of
+  // the first layers first) and returns; the caller finishes each bucket
+  // just before the next forward needs it (finish_gather()), so the gather
+  // overlaps that forward. Until then the parameters are stale: every other
+  // member (and gather_parameters() in the strategy) finishes them first.
+  bool defer_gather = false;
   engine::Engine* engine = nullptr;  // null: the thread's current engine
   // Hybrid sharding (FSDP's HYBRID_SHARD): `engine` is one shard group and
   // `replica_engine` joins this rank with the ranks holding the same blocks
@@ -131,6 +137,12 @@ class ZeroOptimizer {
   // reuses each unit's storage for its gradient once they are all
   // accumulated (see the file comment). gather_all() / release_all()
   // hold the whole model (evaluation, checkpoints).
+  // Stages 1 and 2 with defer_gather: waits for bucket `bucket`'s
+  // parameters (finish_gathers(): all of them). Not collective.
+  void finish_gather(size_t bucket);
+  void finish_gathers();
+  size_t bucket_of(size_t parameter) const { return bucket_of_.at(parameter); }
+
   int units() const;
   void gather(int unit);
   void prefetch(int unit);
@@ -168,7 +180,7 @@ class ZeroOptimizer {
   // the constructor's order.
   // Not collective: this rank's elements of each parameter, of their master
   // copies and of their optimizer state.
-  void write_shard(TensorPieceWriter& out, const std::vector<std::string>& names) const;
+  void write_shard(TensorPieceWriter& out, const std::vector<std::string>& names);
   // Collective: this rank's blocks, master copies and optimizer state from
   // `in`, whichever world size, stage or strategy wrote it; then stages 1
   // and 2 allgather the parameters (stage 3's next forward gathers them).

@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <typeinfo>
 #include <unordered_map>
 
@@ -118,18 +119,55 @@ void ZeroStrategy::prepare(TrainingModel model) {
     options.engine = &groups_->engine(MeshAxis::tp);
     options.replica_engine = &groups_->engine(MeshAxis::dp);
   }
-  if (options_.stage == 3) options.units = plan_units(module);
+  const bool sequential = typeid(module) == typeid(torch::nn::SequentialImpl);
+  if (options_.stage == 3) {
+    options.units = plan_units(module);
+  } else if (sequential) {
+    // Stages 1 and 2 step through a Sequential's layers too, to finish each
+    // bucket's allgather just before its first layer runs.
+    options.defer_gather = true;
+    layers_.clear();
+    for (torch::nn::AnyModule& layer : dynamic_cast<torch::nn::SequentialImpl&>(module)) layers_.push_back(&layer);
+  }
   zero_ = std::make_unique<ZeroOptimizer>(trainable(module.parameters()), model_.optimizer, options);
+  if (options.defer_gather) {
+    // The buckets each layer's parameters are in (a Sequential's parameters
+    // are its layers', in order).
+    size_t k = 0;
+    layer_buckets_.clear();
+    for (torch::nn::AnyModule* layer : layers_) {
+      std::vector<size_t> buckets;
+      for (const at::Tensor& p : trainable(layer->ptr()->parameters())) buckets.push_back(zero_->bucket_of(k++));
+      std::sort(buckets.begin(), buckets.end());
+      buckets.erase(std::unique(buckets.begin(), buckets.end()), buckets.end());
+      layer_buckets_.push_back(std::move(buckets));
+    }
+  }
   if (!wrapped_.empty()) {
     schedule_ = std::make_shared<ShardedUnitImpl::Schedule>(ShardedUnitImpl::Schedule{.zero = zero_.get()});
     for (size_t i = 0; i < wrapped_.size(); ++i) wrapped_[i]->bind(schedule_, int(i) + (root_unit_ ? 1 : 0));
   }
   // What a step runs: the program's model, at stage 3 with the forward
-  // that brackets each unit's layers with their gathers.
+  // that brackets each unit's layers with their gathers, at stages 1 and 2
+  // (a Sequential) with the one that finishes them as the layers need them.
   training_ = model_;
   if (options_.stage == 3)
     training_.forward = [this](torch::nn::Module&, const at::Tensor& input) { return forward_by_units(&input); };
+  else if (options.defer_gather)
+    training_.forward = [this](torch::nn::Module&, const at::Tensor& input) { return forward_by_layers(input); };
   prepared_ = true;
+}
+
+// Stages 1 and 2 over a Sequential: the previous step's allgathers finish
+// bucket by bucket as the layers reach them, overlapping the forward.
+at::Tensor ZeroStrategy::forward_by_layers(const at::Tensor& input) {
+  at::Tensor x = input;
+  for (size_t layer = 0; layer < layers_.size(); ++layer) {
+    for (size_t bucket : layer_buckets_[layer]) zero_->finish_gather(bucket);
+    x = layers_[layer]->forward(x);
+  }
+  zero_->finish_gathers();  // buckets no layer reached
+  return x;
 }
 
 // Stage 3's forward, unit by unit (run_sharded_unit: gathered, the next
@@ -193,6 +231,7 @@ StepResult ZeroStrategy::train_step(const Batch& mine, int64_t global_rows) {
   if (options_.stage == 3 && result.rows == 0) {
     forward_by_units(nullptr);  // the forward's gathers; step() runs backward's collectives
   } else {
+    if (result.rows == 0) zero_->finish_gathers();  // the zero loss reads every parameter
     const at::Tensor loss = detail::data_parallel_loss(training_, mine, global_rows, process_count(), result);
     loss.backward();  // launches the buckets' reduce-scatters as their gradients complete
   }
@@ -210,7 +249,11 @@ at::Tensor ZeroStrategy::predict(const at::Tensor& input) {
 
 void ZeroStrategy::gather_parameters() {
   detail::prepared(model_, prepared_);
-  if (options_.stage != 3 || evaluating_) return;
+  if (options_.stage != 3) {
+    zero_->finish_gathers();  // stages 1 and 2: the last step's allgathers
+    return;
+  }
+  if (evaluating_) return;
   zero_->gather_all();
   evaluating_ = true;
 }

@@ -88,8 +88,10 @@ class ZeroStrategy : public RankStrategy {
   // Stage 3 frees each unit's full parameters when it is done with them, so
   // between steps module()'s parameters have no storage behind them (reading
   // them is undefined, as FSDP's resharded ones). Collective: gathers the
-  // whole model, which then stays until the next step (as for predict());
-  // nothing to do at stages 1 and 2.
+  // whole model, which then stays until the next step (as for predict()).
+  // Stages 1 and 2 over a Sequential finish a step's allgather during the
+  // next forward: this waits for it (not collective). predict(), save(),
+  // load() and the sharded checkpoints call it themselves.
   void gather_parameters();
   const ZeroOptimizer& sharded() const;
   const ZeroStrategyOptions& options() const { return options_; }
@@ -101,13 +103,15 @@ class ZeroStrategy : public RankStrategy {
   std::vector<std::string> trainable_names();
   bool is_trainable(const std::string& name);
   at::Tensor forward_by_units(const at::Tensor* input);
+  at::Tensor forward_by_layers(const at::Tensor& input);
 
   ZeroStrategyOptions options_;
   TrainingModel training_;  // model_, with stage 3's forward by units
   // Hybrid: the mesh whose tp axis is the shard groups and dp the replicas
   // (declared before zero_, so that it outlives it).
   std::unique_ptr<Mesh> groups_;
-  std::vector<torch::nn::AnyModule*> layers_;            // stage 3: the Sequential's layers
+  std::vector<torch::nn::AnyModule*> layers_;            // a Sequential's layers
+  std::vector<std::vector<size_t>> layer_buckets_;       // stages 1, 2: the buckets each layer's parameters are in
   std::vector<std::pair<size_t, size_t>> unit_layers_;  // stage 3: each unit's layers [first, end)
   // Stage 3 over a model of the program's own: its ShardedUnits (bound to
   // zero_ through the schedule), and whether unit 0 is the root (the
