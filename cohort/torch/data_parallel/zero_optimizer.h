@@ -22,7 +22,9 @@
 //               stage 2 drops the full gradient and keeps only this rank's
 //               averaged block;
 //   step()      waits for the reductions, steps the shard optimizer, and
-//               allgathers every bucket's blocks back into the parameters.
+//               allgathers every bucket's blocks back into the parameters
+//               (with defer_gather it only starts that, and the caller
+//               finishes each bucket as the next forward needs it).
 // Communication per step: Psi elements reduce-scattered and Psi allgathered
 // (the paper's 2 Psi, as much as an allreduce).
 //
