@@ -37,7 +37,8 @@ is distributed, with no change to the program:
   --transform FILE      tfrecord: save the transform artifact (decode, the analyzer's
                         mean and deviation, reshape) for fashion_mnist_serve
   --predictions FILE    write the test set's predicted classes, one per line
-  --checkpoint FILE     save the model after every epoch (the chief, atomically)
+  --checkpoint FILE     save the model after every epoch (the chief, atomically; under zero a
+                        directory of shards, every process writing its own)
   --checkpoint-every N  also every N steps
   --backup DIR          back up the whole run to DIR at every epoch end and on
                         SIGTERM/SIGINT, and resume from it when it is there

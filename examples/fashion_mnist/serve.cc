@@ -13,12 +13,14 @@
 #include <torch/torch.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 #include "cohort/common/flags.h"
 #include "cohort/data/transform.h"
 #include "cohort/models/image_classifiers.h"
 #include "cohort/torch/checkpoint/checkpoint.h"
+#include "cohort/torch/checkpoint/sharded_checkpoint.h"
 #include "examples/fashion_mnist/dataset.h"
 #include "examples/fashion_mnist/records.h"
 
@@ -42,7 +44,7 @@ const char* kUsage = R"(usage: fashion_mnist_serve --checkpoint FILE --transform
 Classifies raw Fashion-MNIST tf.train.Example records with a trained model:
 the records go through the transform artifact the training job saved.
 
-  --checkpoint FILE     the model (fashion_mnist --checkpoint)
+  --checkpoint FILE     the model (fashion_mnist --checkpoint; a directory: a sharded one, from zero)
   --transform FILE      the transform artifact (fashion_mnist --transform)
   --data DIR            TFRecord shards (DIR/<split>*.tfrecord)
   --split NAME          which shards (test)
@@ -84,7 +86,11 @@ int serve(const ServeOptions& o) {
     optimizer = std::make_unique<torch::optim::Adam>(net->parameters(), torch::optim::AdamOptions(1e-3));
   else
     optimizer = std::make_unique<torch::optim::SGD>(net->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
-  cohort::load_checkpoint(o.checkpoint, *net, *optimizer);
+  // A directory is a sharded checkpoint (the zero strategy's), read whole.
+  if (std::filesystem::is_directory(o.checkpoint))
+    cohort::load_sharded_checkpoint(o.checkpoint, *net, *optimizer);
+  else
+    cohort::load_checkpoint(o.checkpoint, *net, *optimizer);
   net->eval();
 
   const cohort::data::Transform transform = cohort::data::Transform::load(o.transform);

@@ -235,7 +235,12 @@ TEST_F(FashionMnistE2E, TrainsUnderZeroAsMultiWorkerDoes) {
   EXPECT_NE(zero.out.find("on zero:bucket_mb=25,shard_group=2,stage=3"), std::string::npos) << zero.out;
   EXPECT_GE(final_accuracy(zero.out), 90.0) << zero.out;
   EXPECT_NEAR(final_accuracy(zero.out), final_accuracy(ddp.out), 0.5) << zero.out << ddp.out;
-  EXPECT_TRUE(std::filesystem::exists(ck)) << zero.out;
+  // ModelCheckpoint under zero: a sharded checkpoint, every rank its shard.
+  EXPECT_TRUE(std::filesystem::exists(ck + "/manifest")) << zero.out;
+  int shards = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(ck))
+    shards += entry.path().filename().string().starts_with("shard-");
+  EXPECT_EQ(shards, 2 * 4) << "this save's and the one before's, 4 ranks each";
 }
 
 TEST_F(FashionMnistE2E, MalformedDataFailsWithAClearMessage) {

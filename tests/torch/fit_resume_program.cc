@@ -7,8 +7,10 @@
 // backup (the test then kills the job there), --step-delay-ms D slows each
 // step (so that a signal arrives mid-run).
 //
-//   fit_resume_program --backup DIR --out FILE [--style ddp|horovod] [--epochs N]
+//   fit_resume_program --backup DIR --out FILE [--style ddp|horovod] [--strategy SPEC] [--epochs N]
 //                      [--hang-at K] [--step-delay-ms D]
+// --strategy replaces multi_worker:style=... (zero:stage=3: the backup's
+// model and optimizer state are sharded).
 #include <cohort/cohort.h>
 #include <torch/torch.h>
 
@@ -41,7 +43,7 @@ struct Announcer : cohort::Callback {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string backup, out, style = "ddp";
+  std::string backup, out, style = "ddp", spec;
   int64_t epochs = 4;
   auto announcer = std::make_shared<Announcer>();
   try {
@@ -49,6 +51,7 @@ int main(int argc, char** argv) {
                                {{"--backup", [&](auto&, auto& v) { backup = v; }},
                                 {"--out", [&](auto&, auto& v) { out = v; }},
                                 {"--style", [&](auto&, auto& v) { style = v; }},
+                                {"--strategy", [&](auto&, auto& v) { spec = v; }},
                                 {"--epochs", [&](auto& f, auto& v) { epochs = cohort::flags::parse_number<int64_t>(f, v, 1); }},
                                 {"--hang-at", [&](auto& f, auto& v) { announcer->hang_at = cohort::flags::parse_number<int64_t>(f, v, 1); }},
                                 {"--step-delay-ms", [&](auto& f, auto& v) { announcer->delay_ms = cohort::flags::parse_number<int64_t>(f, v, 0); }}},
@@ -58,7 +61,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   cohort::set_intra_op_threads(1);
-  auto strategy = cohort::make_strategy("multi_worker:style=" + style);
+  auto strategy = cohort::make_strategy(spec.empty() ? "multi_worker:style=" + style : spec);
 
   auto g = at::detail::createCPUGenerator(5);
   const at::Tensor x = at::randn({45, 6}, g, torch::kFloat64);
@@ -81,6 +84,8 @@ int main(int argc, char** argv) {
                      cohort::early_stopping({.monitor = "loss", .patience = 100}),
                      cohort::backup_and_restore(backup, {.every_steps = 1}), announcer}});
   if (h.preempted()) return cohort::kPreemptedExitCode;
+  // Stage 3 holds only its blocks between steps (collective).
+  if (auto* zero = dynamic_cast<cohort::ZeroStrategy*>(strategy.get())) zero->gather_parameters();
   if (model.is_chief()) {
     std::ofstream f(out, std::ios::binary);
     for (const auto& p : model.module().parameters())

@@ -611,11 +611,14 @@ TEST(Zero, ShardedCheckpointsReshardAndLoadIntoDdp) {
                           ranks, zero_at(to), expected,
                           "sharded" + from + ") -> zero stage " + std::to_string(to) + " at " + std::to_string(ranks));
     for (const std::string& path : {saved, whole}) {
-      auto into_replicas = [&](Strategy& s) {
+      // DDP through Strategy::load_sharded (as fit() resumes), one device
+      // through the free function.
+      auto into_ddp = [&](Strategy& s) { EXPECT_EQ(s.load_sharded(path), state); };
+      auto into_one = [&](Strategy& s) {
         EXPECT_EQ(load_sharded_checkpoint(path, s.module(), s.optimizer()), state);
       };
-      expect_resumes_by(into_replicas, 2, &ddp, expected, path + from + ") -> multi_worker (DDP) at 2");
-      expect_resumes_by(into_replicas, 1, [] { return std::make_unique<OneDeviceStrategy>(); }, expected,
+      expect_resumes_by(into_ddp, 2, &ddp, expected, path + from + ") -> multi_worker (DDP) at 2");
+      expect_resumes_by(into_one, 1, [] { return std::make_unique<OneDeviceStrategy>(); }, expected,
                         path + from + ") -> one_device");
     }
   }

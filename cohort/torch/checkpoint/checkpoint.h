@@ -32,19 +32,9 @@
 #include <vector>
 
 #include "cohort/engine/engine.h"
+#include "cohort/torch/core/training_state.h"  // TrainingState
 
 namespace cohort {
-
-// Where a run stands. Resuming at (epoch, batch) continues the run as if it
-// had never stopped: the sampler is re-seeded with `seed` for `epoch` and the
-// first `batch` batches of that epoch are skipped.
-struct TrainingState {
-  int64_t epoch = 0;   // the epoch in progress (0-based)
-  int64_t batch = 0;   // batches of that epoch already trained
-  int64_t step = 0;    // optimizer steps since the start of the run
-  uint64_t seed = 0;   // the sampler's seed
-  bool operator==(const TrainingState&) const = default;
-};
 
 struct CheckpointOptions {
   bool keep_previous = true;  // keep the replaced checkpoint as "<path>.prev"

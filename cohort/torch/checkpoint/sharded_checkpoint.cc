@@ -117,8 +117,8 @@ void ShardWriter::commit() {
   if (file_) file_->commit({.keep_previous = false});
 }
 
-void save_sharded(const std::string& dir, const std::function<void(ShardWriter&)>& fill,
-                  const ShardedSaveOptions& options) {
+std::string save_sharded(const std::string& dir, const std::function<void(ShardWriter&)>& fill,
+                         const ShardedSaveOptions& options) {
   engine::Engine& eng = resolve_engine(options.engine);
   const int rank = eng.rank(), shards = options.single_writer ? 1 : eng.size();
   // A fresh id per save: its shards never overwrite the save in force.
@@ -173,6 +173,7 @@ void save_sharded(const std::string& dir, const std::function<void(ShardWriter&)
   const bool done = broadcast(at::tensor({failure.empty() ? 1L : 0L}), {.root = 0, .engine = &eng}).item<int64_t>();
   COHORT_CHECK_AS(Error, done) << "sharded checkpoint " << dir << ": rank 0 could not write the manifest"
                                << (failure.empty() ? "" : ": " + failure);
+  return id_text(save_id);
 }
 
 // ---- reading ----
@@ -190,11 +191,24 @@ struct ShardedCheckpoint::Record {
   std::vector<Piece> pieces;
 };
 
-ShardedCheckpoint::ShardedCheckpoint(const std::string& dir) : dir_(dir) {
-  const fs::path manifest = fs::path(dir) / "manifest";
+ShardedCheckpoint::ShardedCheckpoint(const std::string& dir, const std::string& id) : dir_(dir) {
+  fs::path manifest = fs::path(dir) / "manifest";
   COHORT_CHECK_AS(ConfigError, fs::exists(manifest))
       << "no sharded checkpoint in " << dir << " (it has no manifest)";
-  const Manifest m = read_manifest(manifest.string());
+  Manifest m = read_manifest(manifest.string());
+  if (!id.empty() && m.id != id) {
+    // The save asked for was replaced since (a crash between a sharded save
+    // and the file that names it): the one before is kept for that.
+    manifest = previous_checkpoint_path(manifest.string());
+    bool found = false;
+    try {
+      m = read_manifest(manifest.string());
+      found = m.id == id;
+    } catch (const ConfigError&) {
+    }
+    COHORT_CHECK_AS(ConfigError, found)
+        << "sharded checkpoint " << dir << " no longer holds save " << id << " (it holds the last two saves)";
+  }
   for (const std::string& shard : m.shards) {
     COHORT_CHECK_AS(ConfigError, id_of_shard_file(shard) == m.id && shard.find('/') == std::string::npos)
         << "sharded checkpoint manifest " << manifest.string() << " is unusable: unexpected shard name " << shard;
@@ -414,18 +428,18 @@ TrainingState read_model_records(const ShardedCheckpoint& in, torch::nn::Module&
   return result;
 }
 
-void save_sharded_checkpoint(const std::string& dir, const torch::nn::Module& module,
-                             const torch::optim::Optimizer& optimizer, const TrainingState& state,
-                             const ShardedSaveOptions& options) {
+std::string save_sharded_checkpoint(const std::string& dir, const torch::nn::Module& module,
+                                    const torch::optim::Optimizer& optimizer, const TrainingState& state,
+                                    const ShardedSaveOptions& options) {
   engine::Engine& eng = resolve_engine(options.engine);
   const int size = options.single_writer ? 1 : eng.size(), rank = options.single_writer ? 0 : eng.rank();
-  save_sharded(dir, [&](ShardWriter& out) { write_model_records(out, module, optimizer, state, rank, size); },
-               options);
+  return save_sharded(
+      dir, [&](ShardWriter& out) { write_model_records(out, module, optimizer, state, rank, size); }, options);
 }
 
 TrainingState load_sharded_checkpoint(const std::string& dir, torch::nn::Module& module,
-                                      torch::optim::Optimizer& optimizer) {
-  return read_model_records(ShardedCheckpoint(dir), module, optimizer);
+                                      torch::optim::Optimizer& optimizer, const std::string& id) {
+  return read_model_records(ShardedCheckpoint(dir, id), module, optimizer);
 }
 
 }  // namespace cohort

@@ -59,8 +59,10 @@ class ShardWriter : public TensorPieceWriter {
 // A complete save, opened and verified: every shard's records indexed.
 class ShardedCheckpoint : public TensorPieceReader {
  public:
-  // ConfigError when `dir` holds no complete save or a shard is damaged.
-  explicit ShardedCheckpoint(const std::string& dir);
+  // The save in force in `dir`, or with `id` the save of that id (the one
+  // in force or the one before it). ConfigError when there is no such
+  // complete save or a shard is damaged.
+  explicit ShardedCheckpoint(const std::string& dir, const std::string& id = "");
   ~ShardedCheckpoint() override;
 
   const std::string& dir() const { return dir_; }
@@ -90,9 +92,9 @@ struct ShardedSaveOptions {
 };
 
 // Collective: a save of `dir` (created if needed) whose shards `fill`
-// writes, one per rank (one in all with single_writer).
-void save_sharded(const std::string& dir, const std::function<void(ShardWriter&)>& fill,
-                  const ShardedSaveOptions& options = {});
+// writes, one per rank (one in all with single_writer). Returns its id.
+std::string save_sharded(const std::string& dir, const std::function<void(ShardWriter&)>& fill,
+                         const ShardedSaveOptions& options = {});
 
 // The records of a whole model that are not ZeRO's to write: buffers, the
 // parameters `skip` does not name (frozen ones; with no skip, all of them,
@@ -113,13 +115,13 @@ TrainingState read_model_records(const ShardedCheckpoint& in, torch::nn::Module&
 
 // Collective: the sharded save of a replicated model (DDP, one device per
 // rank: every rank holds the whole state): each rank writes 1/size of it.
-void save_sharded_checkpoint(const std::string& dir, const torch::nn::Module& module,
-                             const torch::optim::Optimizer& optimizer, const TrainingState& state = {},
-                             const ShardedSaveOptions& options = {});
+std::string save_sharded_checkpoint(const std::string& dir, const torch::nn::Module& module,
+                                    const torch::optim::Optimizer& optimizer, const TrainingState& state = {},
+                                    const ShardedSaveOptions& options = {});
 // Not collective: the whole state from any sharded checkpoint (any world
 // size; ZeRO's at any stage, or a replicated model's) into `module` and
 // `optimizer` in place.
 TrainingState load_sharded_checkpoint(const std::string& dir, torch::nn::Module& module,
-                                      torch::optim::Optimizer& optimizer);
+                                      torch::optim::Optimizer& optimizer, const std::string& id = "");
 
 }  // namespace cohort

@@ -50,7 +50,9 @@
 #include <torch/optim/optimizer.h>
 #include <torch/serialize/archive.h>
 
+#include "cohort/common/check.h"
 #include "cohort/torch/core/tensor_handle.h"
+#include "cohort/torch/core/training_state.h"
 
 #include <cstdint>
 #include <functional>
@@ -185,6 +187,18 @@ class Strategy {
   virtual void save(torch::serialize::OutputArchive& archive) = 0;
   virtual void load(torch::serialize::InputArchive& archive) = 0;
 
+  // Strategies whose state is split over the processes (zero) save it
+  // sharded instead (checkpoint/sharded_checkpoint.h): every process writes
+  // its own part into `dir`, so that none holds the whole; fit()'s
+  // checkpoint callbacks use these when sharded_checkpoints() says so.
+  virtual bool sharded_checkpoints() const { return false; }
+  // Collective: a sharded save into `dir` (with `state` recorded); returns
+  // the save's id. Default: ConfigError.
+  virtual std::string save_sharded(const std::string& dir, const TrainingState& state = {});
+  // Collective: the state of save `id` in `dir` (empty: the save in force,
+  // else it or the one before it); returns the recorded TrainingState.
+  virtual TrainingState load_sharded(const std::string& dir, const std::string& id = "");
+
   // The sampler that chooses each training step's rows, or null for fit()'s
   // fixed-size global batches (every strategy but a private one).
   virtual const BatchSampler* batch_sampler() const { return nullptr; }
@@ -195,6 +209,14 @@ class Strategy {
  protected:
   bool prepared_ = false;
 };
+
+inline std::string Strategy::save_sharded(const std::string&, const TrainingState&) {
+  COHORT_THROW(ConfigError) << "the " << spec() << " strategy does not save sharded checkpoints";
+}
+
+inline TrainingState Strategy::load_sharded(const std::string&, const std::string&) {
+  COHORT_THROW(ConfigError) << "the " << spec() << " strategy does not load sharded checkpoints";
+}
 
 inline TensorHandle Strategy::all_sum_async(const at::Tensor& values) {
   at::Tensor sum = all_sum(values);

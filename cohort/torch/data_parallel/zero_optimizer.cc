@@ -435,15 +435,14 @@ void ZeroOptimizer::step() {
 }
 
 // Stages 1 and 2: every rank's blocks into the full parameters, gathered
-// straight into the buckets (no bucket-sized result allocated, faulted in
-// and copied every step) from a copy of this rank's block, which the
-// output holds. The last bucket (the first layers') goes first: the next
-// forward needs it first.
+// in place (this rank's block is already where the output holds it; every
+// backend takes such an allgather in place): no bucket-sized result
+// allocated, faulted in and copied every step. The last bucket (the first
+// layers') goes first: the next forward needs it first.
 void ZeroOptimizer::allgather_blocks() {
   for (size_t b = buckets_.size(); b-- > 0;) {
     Bucket& bucket = buckets_[b];
-    bucket.gathering =
-        allgather_async(bucket.shard.detach().clone(), {.engine = engine_.get(), .out = bucket.parameters});
+    bucket.gathering = allgather_async(bucket.shard.detach(), {.engine = engine_.get(), .out = bucket.parameters});
     communicated_ += bucket.parameters.numel();
   }
   if (!options_.defer_gather) finish_gathers();

@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <cstdio>
+#include <filesystem>
 
 #include "cohort/common/check.h"
 #include "cohort/common/logging.h"
@@ -22,7 +23,7 @@ bool exists(const std::string& path) {
 class BackupAndRestore : public Callback {
  public:
   BackupAndRestore(std::string directory, BackupAndRestoreOptions options)
-      : path_(backup_path(directory)), options_(options) {
+      : path_(backup_path(directory)), shards_(directory + "/backup.shards"), options_(options) {
     COHORT_CHECK_AS(ConfigError, !directory.empty()) << "BackupAndRestore: a directory is required";
     COHORT_CHECK_AS(ConfigError, options_.every_steps >= 0) << "BackupAndRestore: every_steps must be >= 0";
   }
@@ -40,7 +41,7 @@ class BackupAndRestore : public Callback {
     if (shared.numel() == 0) return;
     torch::serialize::InputArchive archive;
     archive.load_from(static_cast<const char*>(shared.data_ptr()), size_t(shared.numel()));
-    model.load_fit_state(archive);
+    model.load_fit_state(archive, shards_);
     if (model.is_chief())
       COHORT_LOG(warn) << "BackupAndRestore: resuming from " << path_ << " at epoch " << model.position().epoch + 1
                        << ", batch " << model.position().batch << " (step " << model.position().step << ")";
@@ -56,6 +57,8 @@ class BackupAndRestore : public Callback {
     if (options_.keep_after_success || !model.is_chief()) return;
     std::remove(path_.c_str());
     std::remove(previous_checkpoint_path(path_).c_str());
+    std::error_code ignored;
+    std::filesystem::remove_all(shards_, ignored);
   }
 
  private:
@@ -72,10 +75,13 @@ class BackupAndRestore : public Callback {
   }
 
   void save(Model& model) {
-    write_chief_checkpoint(model, path_, [&](torch::serialize::OutputArchive& a) { model.save_fit_state(a); });
+    // A sharded strategy's state goes to shards_ (every process its part),
+    // the rest to the chief's file.
+    write_chief_checkpoint(model, path_,
+                           [&](torch::serialize::OutputArchive& a) { model.save_fit_state(a, shards_); });
   }
 
-  std::string path_;
+  std::string path_, shards_;
   BackupAndRestoreOptions options_;
 };
 

@@ -7,7 +7,12 @@
 // starts and a backup exists, every rank resumes from it: the same batch
 // with the same data order, so an interrupted and resumed run ends with the
 // same parameters as one that never stopped. A successful fit() deletes the
-// backup (unless keep_after_success).
+// backup (unless keep_after_success). Under a strategy that saves sharded
+// (zero), the strategy's state goes to <directory>/backup.shards, every
+// process writing its own part (checkpoint/sharded_checkpoint.h), and the
+// file names that save: the shards are written first, so the file never
+// names an incomplete save, and the save before stays readable for the
+// file before.
 #pragma once
 
 #include <cstdint>

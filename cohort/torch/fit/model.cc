@@ -431,9 +431,16 @@ at::Tensor Model::predict(const Dataset& data, int64_t batch_size) {
   return strategy_.all_gather(mine);
 }
 
-void Model::save_fit_state(torch::serialize::OutputArchive& archive) {
+void Model::save_fit_state(torch::serialize::OutputArchive& archive, const std::string& shards) {
   torch::serialize::OutputArchive strategy;
-  strategy_.save(strategy);
+  if (strategy_.sharded_checkpoints() && !shards.empty()) {
+    // The small archive names the sharded save it goes with: written after
+    // it, it never names a save that is not complete.
+    const std::string id = strategy_.save_sharded(shards);
+    strategy.write("sharded_save", torch::tensor(std::vector<uint8_t>(id.begin(), id.end()), torch::kUInt8));
+  } else {
+    strategy_.save(strategy);
+  }
   archive.write("strategy", strategy);
   archive.write("position", torch::tensor({position_.epoch, position_.batch, position_.step}, torch::kInt64));
   // The epoch's metric states so far, merged over the processes (each holds
@@ -466,7 +473,7 @@ void Model::save_fit_state(torch::serialize::OutputArchive& archive) {
   archive.write("rng", strategy_.all_gather(mine.unsqueeze(0)));
 }
 
-void Model::load_fit_state(torch::serialize::InputArchive& archive) {
+void Model::load_fit_state(torch::serialize::InputArchive& archive, const std::string& shards) {
   at::Tensor position, metrics, rng;
   torch::serialize::InputArchive strategy, callbacks;
   try {
@@ -483,7 +490,15 @@ void Model::load_fit_state(torch::serialize::InputArchive& archive) {
   COHORT_CHECK_AS(ConfigError, metrics.sizes() == new_metric_state().sizes())
       << "saved fit state: its metric states (" << metrics.numel() << " values) do not fit this model's metrics ("
       << new_metric_state().numel() << " values): were the metrics changed?";
-  strategy_.load(strategy);
+  at::Tensor sharded_save;
+  if (strategy.try_read("sharded_save", sharded_save)) {
+    COHORT_CHECK_AS(ConfigError, !shards.empty())
+        << "saved fit state: the strategy's state is in a sharded checkpoint, and no directory was given";
+    const auto* id = static_cast<const char*>(sharded_save.data_ptr());
+    strategy_.load_sharded(shards, std::string(id, id + sharded_save.numel()));
+  } else {
+    strategy_.load(strategy);
+  }
   const int64_t* p = position.data_ptr<int64_t>();
   position_.epoch = p[0];
   position_.batch = p[1];

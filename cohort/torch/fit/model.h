@@ -152,9 +152,11 @@ class Model {
   // LibTorch random generator. save_fit_state() is collective (the chief's
   // archive is the one written); load_fit_state() on every process with the
   // same archive, from a callback's restore() (fit() then continues from
-  // it) or before fit().
-  void save_fit_state(torch::serialize::OutputArchive& archive);
-  void load_fit_state(torch::serialize::InputArchive& archive);
+  // it) or before fit(). A strategy that saves sharded
+  // (Strategy::sharded_checkpoints(): zero) writes its state into `shards`,
+  // a directory, each process its own part, and the archive names the save.
+  void save_fit_state(torch::serialize::OutputArchive& archive, const std::string& shards = "");
+  void load_fit_state(torch::serialize::InputArchive& archive, const std::string& shards = "");
 
  private:
   Logs run_evaluation(const Dataset& data, int64_t batch_size, const std::vector<std::shared_ptr<Callback>>& callbacks,

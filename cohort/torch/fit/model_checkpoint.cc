@@ -34,10 +34,14 @@ class ModelCheckpoint : public Callback {
  private:
   void save(Model& model) {
     const FitPosition& p = model.position();
+    const TrainingState state{.epoch = p.epoch, .batch = p.batch, .step = p.step, .seed = model.fit_options().seed};
+    if (model.strategy().sharded_checkpoints()) {
+      model.strategy().save_sharded(path_, state);  // a directory, every process its part
+      return;
+    }
     write_chief_checkpoint(model, path_, [&](torch::serialize::OutputArchive& archive) {
       model.strategy().save(archive);
-      save_training_state(archive, {.epoch = p.epoch, .batch = p.batch, .step = p.step,
-                                    .seed = model.fit_options().seed});
+      save_training_state(archive, state);
     });
   }
 

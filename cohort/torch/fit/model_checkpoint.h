@@ -2,7 +2,10 @@
 // by the chief only, every epoch, every `every_steps` steps, or only when a
 // monitored metric improves (save_best_only). The file is a cohort
 // checkpoint (checkpoint/checkpoint.h): load_checkpoint() and
-// resume_from_checkpoint() read it.
+// resume_from_checkpoint() read it. Under a strategy that saves sharded
+// (zero), `path` is a sharded checkpoint's directory instead, every process
+// writing its part (checkpoint/sharded_checkpoint.h: the strategy's
+// load_sharded(), or load_sharded_checkpoint() for DDP, read it).
 #pragma once
 
 #include <cstdint>

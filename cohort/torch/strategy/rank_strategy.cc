@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 
+#include "cohort/common/check.h"
+#include "cohort/torch/checkpoint/sharded_checkpoint.h"
 #include "cohort/torch/core/collectives.h"
 #include "cohort/torch/strategy/prepared_model.h"
 
@@ -34,5 +36,10 @@ TensorHandle RankStrategy::all_sum_async(const at::Tensor& values) {
 }
 
 at::Tensor RankStrategy::all_gather(const at::Tensor& rows) { return allgather(rows, {.engine = engine_.get()}); }
+
+TrainingState RankStrategy::load_sharded(const std::string& dir, const std::string& id) {
+  COHORT_CHECK_AS(ConfigError, prepared_) << spec() << ": call prepare() before load_sharded()";
+  return load_sharded_checkpoint(dir, module(), optimizer(), id);
+}
 
 }  // namespace cohort

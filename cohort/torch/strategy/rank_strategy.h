@@ -24,6 +24,10 @@ class RankStrategy : public Strategy {
   at::Tensor all_sum(const at::Tensor& values) override;
   TensorHandle all_sum_async(const at::Tensor& values) override;
   at::Tensor all_gather(const at::Tensor& rows) override;
+  // Any sharded checkpoint (zero's at any world size and stage, a
+  // replicated model's) into the whole module and optimizer of this rank:
+  // a job can resume under DDP from zero's sharded backup.
+  TrainingState load_sharded(const std::string& dir, const std::string& id = "") override;
 
   // Until shutdown() for init()'s engine (ConfigError after).
   engine::Engine& engine() { return *engine_.lock(); }

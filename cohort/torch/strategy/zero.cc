@@ -295,21 +295,21 @@ bool ZeroStrategy::is_trainable(const std::string& name) {
   return p != nullptr && p->requires_grad();
 }
 
-void ZeroStrategy::save_sharded(const std::string& dir, const TrainingState& state) {
+std::string ZeroStrategy::save_sharded(const std::string& dir, const TrainingState& state) {
   detail::prepared(model_, prepared_);
   const std::vector<std::string> names = trainable_names();
   const int rank = process_index(), size = process_count();
   // Buffers and frozen parameters are replicated: each rank writes 1/size.
-  cohort::save_sharded(dir, [&](ShardWriter& out) {
+  return cohort::save_sharded(dir, [&](ShardWriter& out) {
     zero_->write_shard(out, names);
     write_model_records(out, module(), zero_->shard_optimizer(), state, rank, size,
                         [this](const std::string& name) { return is_trainable(name); });
   }, {.engine = engine_.get()});
 }
 
-TrainingState ZeroStrategy::load_sharded(const std::string& dir) {
+TrainingState ZeroStrategy::load_sharded(const std::string& dir, const std::string& id) {
   detail::prepared(model_, prepared_);
-  const ShardedCheckpoint in(dir);
+  const ShardedCheckpoint in(dir, id);
   // The model's own records first (they check the optimizer type and the
   // shapes before anything changes), then this rank's blocks.
   const TrainingState state = read_model_records(in, module(), zero_->shard_optimizer(),

@@ -75,11 +75,13 @@ class ZeroStrategy : public RankStrategy {
   void save(torch::serialize::OutputArchive& archive) override;
   void load(torch::serialize::InputArchive& archive) override;
 
-  // Collective: a sharded checkpoint in `dir`, one shard per rank.
-  void save_sharded(const std::string& dir, const TrainingState& state = {});
+  // Collective: a sharded checkpoint in `dir`, one shard per rank; returns
+  // the save's id.
+  bool sharded_checkpoints() const override { return true; }
+  std::string save_sharded(const std::string& dir, const TrainingState& state = {}) override;
   // Collective: the state of any sharded checkpoint (any world size, any
   // zero stage, or a replicated model's) into this rank's blocks.
-  TrainingState load_sharded(const std::string& dir);
+  TrainingState load_sharded(const std::string& dir, const std::string& id = "") override;
   // Collective: a sharded checkpoint of one shard holding the whole state,
   // written by rank 0 a bucket at a time. Returns the most bytes of
   // gathered state any rank held at once (one bucket's).
