@@ -689,6 +689,21 @@ TEST(Zero, ShardedCheckpointsRefuseDamageAndMismatch) {
   const std::string shape = error_loading(one, optimizer_named("adam"), wider());
   EXPECT_NE(shape.find("parameter '0.weight' is [7, 5] there, [8, 5] in this model"), std::string::npos) << shape;
 
+  // A save that fails on one rank (its fill throws before its shard is
+  // written) fails on every rank, and the save in force stays the last
+  // complete one.
+  const at::Tensor before = ShardedCheckpoint(path).read("@training_state");
+  const auto failed = run_torch_ranks_errors<Error>(2, [&](int rank) {
+    save_sharded(path, [&](ShardWriter& out) {
+      out.add("x", {2}, rank, at::ones({1}));
+      if (rank == 1) COHORT_THROW(Error) << "disk full on rank 1";
+    }, {.engine = &current_engine()});
+  });
+  EXPECT_NE(failed[1].find("disk full on rank 1"), std::string::npos) << failed[1];
+  EXPECT_NE(failed[0].find("another rank could not write its shard"), std::string::npos) << failed[0];
+  EXPECT_TRUE(torch::equal(ShardedCheckpoint(path).read("@training_state"), before));
+  EXPECT_EQ(before[2].item<int64_t>(), 3) << "the third save's step";
+
   // A flipped byte in rank 1's shard of the save in force: its checksum
   // names it.
   std::ifstream manifest(dir / "ck/manifest", std::ios::binary);
