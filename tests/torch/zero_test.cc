@@ -27,6 +27,7 @@
 
 #include "cohort/common/check.h"
 #include "cohort/common/error.h"
+#include "cohort/rendezvous/prefix_store.h"
 #include "cohort/torch/checkpoint/sharded_checkpoint.h"
 #include "cohort/torch/core/collectives.h"
 #include "cohort/torch/core/runtime.h"
@@ -249,12 +250,26 @@ TEST(Zero, Stage3HoldsAUnitsFullParametersOnlyWhileItIsUsed) {
 // A model of the program's own, its blocks marked as stage 3's units: an
 // embedding and a head outside them (the root unit), three blocks wrapped
 // in ShardedUnit.
+// A block with a parameter its forward never uses (no gradient reaches it).
+struct WithUnusedImpl : nn::Module {
+  WithUnusedImpl() : fc(register_module("fc", nn::Linear(8, 8))) { unused = register_parameter("unused", torch::ones({5})); }
+  at::Tensor forward(const at::Tensor& x) { return torch::tanh(fc(x)); }
+  nn::Linear fc;
+  at::Tensor unused;
+};
+TORCH_MODULE(WithUnused);
+
 struct WrappedNetImpl : nn::Module {
-  explicit WrappedNetImpl(int calls_of_block1 = 1) : calls(calls_of_block1) {
+  // `calls_of_block1`: how often forward calls the second block; `unused`:
+  // the last block has a parameter forward never uses.
+  explicit WrappedNetImpl(int calls_of_block1 = 1, bool unused = false) : calls(calls_of_block1) {
     embed = register_module("embed", nn::Linear(5, 8));
-    for (int i = 0; i < 3; ++i)
-      blocks.push_back(register_module("block" + std::to_string(i), ShardedUnit(nn::Sequential(nn::Linear(8, 8),
-                                                                                               nn::Tanh()))));
+    for (int i = 0; i < 3; ++i) {
+      const std::string name = "block" + std::to_string(i);
+      blocks.push_back(i == 2 && unused ? register_module(name, ShardedUnit(WithUnused()))
+                                        : register_module(name, ShardedUnit(nn::Sequential(nn::Linear(8, 8),
+                                                                                           nn::Tanh()))));
+    }
     head = register_module("head", nn::Linear(8, 3));
     to(torch::kFloat64);
   }
@@ -270,16 +285,16 @@ struct WrappedNetImpl : nn::Module {
 };
 TORCH_MODULE(WrappedNet);
 
-std::vector<at::Tensor> wrapped_initial() {
-  return seeded(13, [] {
+std::vector<at::Tensor> wrapped_initial(bool unused = false) {
+  return seeded(13, [unused] {
     std::vector<at::Tensor> out;
-    for (const auto& p : WrappedNet()->parameters()) out.push_back(p.detach().clone());
+    for (const auto& p : WrappedNet(1, unused)->parameters()) out.push_back(p.detach().clone());
     return out;
   });
 }
 
-WrappedNet wrapped_with(const std::vector<at::Tensor>& init, int calls_of_block1 = 1) {
-  WrappedNet net(calls_of_block1);
+WrappedNet wrapped_with(const std::vector<at::Tensor>& init, int calls_of_block1 = 1, bool unused = false) {
+  WrappedNet net(calls_of_block1, unused);
   torch::NoGradGuard no_grad;
   const auto params = net->parameters();
   for (size_t i = 0; i < params.size(); ++i) params[i].copy_(init[i]);
@@ -291,7 +306,8 @@ WrappedNet wrapped_with(const std::vector<at::Tensor>& init, int calls_of_block1
 // rank has no rows (it walks the units' collectives alone); at most the
 // root, the unit computing and the next one's buffers exist at once.
 TEST(Zero, Stage3OverShardedUnitsOfAModelOfOnesOwnEqualsOneProcess) {
-  const auto init = wrapped_initial();
+  for (bool unused : {false, true}) {
+  const auto init = wrapped_initial(unused);
   // Step 1's rows: all on the first two ranks (a third rank has none).
   auto split = [](int step, int rank, int size) -> Batch {
     const auto global = batch(step);
@@ -300,7 +316,7 @@ TEST(Zero, Stage3OverShardedUnitsOfAModelOfOnesOwnEqualsOneProcess) {
     return {global.first.narrow(0, first, rows), global.second.narrow(0, first, rows)};
   };
   OneDeviceStrategy one;
-  one.prepare(training_model(wrapped_with(init), loss_of, optimizer_named("adam")));
+  one.prepare(training_model(wrapped_with(init, 1, unused), loss_of, optimizer_named("adam")));
   std::vector<at::Tensor> expected;
   for (int s = 0; s < 2; ++s) {
     one.train_step({batch(s).first, batch(s).second}, kGlobalRows);
@@ -309,7 +325,7 @@ TEST(Zero, Stage3OverShardedUnitsOfAModelOfOnesOwnEqualsOneProcess) {
   for (int ranks : {2, 3})
     run_torch_ranks(ranks, [&](int rank, int size) {
       ZeroStrategy zero({.stage = 3, .engine = &current_engine()});
-      zero.prepare(training_model(wrapped_with(init), loss_of, optimizer_named("adam")));
+      zero.prepare(training_model(wrapped_with(init, 1, unused), loss_of, optimizer_named("adam")));
       COHORT_CHECK_EQ(zero.sharded().units(), 4) << "the root and three blocks";
       for (int s = 0; s < 2; ++s) {
         zero.train_step(split(s, rank, size), kGlobalRows);
@@ -317,10 +333,12 @@ TEST(Zero, Stage3OverShardedUnitsOfAModelOfOnesOwnEqualsOneProcess) {
         zero.gather_parameters();
         const at::Tensor got = flat(zero.module());
         COHORT_CHECK(torch::allclose(got, expected[size_t(s)], 1e-10, 1e-12))
-            << "rank " << rank << "/" << size << " step " << s << ": max difference "
-            << (got - expected[size_t(s)]).abs().max().item<double>();
+            << (unused ? "(a block with an unused parameter) " : "") << "rank " << rank << "/" << size << " step "
+            << s << ": max difference " << (got - expected[size_t(s)]).abs().max().item<double>();
       }
     });
+  }
+  const auto init = wrapped_initial();
   // A unit called twice in one forward is refused, naming it.
   const auto twice = run_torch_ranks_errors<ConfigError>(2, [&](int rank) {
     ZeroStrategy zero({.stage = 3, .engine = &current_engine()});
@@ -337,6 +355,7 @@ TEST(Zero, Stage3OverShardedUnitsOfAModelOfOnesOwnEqualsOneProcess) {
 // at each stage.
 TEST(Zero, HybridShardingEqualsOneProcess) {
   const auto init = initial(7);
+  const TempDir hybrid_dir("cohort_zero_hybrid");
   const auto expected = reference_run(init, "adam");
   for (int stage : {1, 2, 3}) {
     run_world_ranks(4, [&](WorldRank& w) {
@@ -371,6 +390,25 @@ TEST(Zero, HybridShardingEqualsOneProcess) {
             << (got - expected[size_t(s)]).abs().max().item<double>();
         if (stage == 3) zero.release_all();
       }
+      // Sharded checkpoint of the hybrid job: the replica groups hold the
+      // same blocks, so the first (dp coordinate 0) writes them; every
+      // parameter then reads back whole, its pieces neither missing nor
+      // written twice.
+      if (stage == 1) return;
+      engine::Engine world(w.world, std::make_shared<rendezvous::PrefixStore>("checkpoint/", w.store),
+                           engine_test_options());
+      std::vector<std::string> names;
+      for (const auto& item : net->named_parameters()) names.push_back(item.key());
+      const std::string dir = hybrid_dir / ("stage" + std::to_string(stage));
+      save_sharded(dir, [&](ShardWriter& out) {
+        if (mesh.rank(MeshAxis::dp) == 0) zero.write_shard(out, names);
+      }, {.engine = &world});
+      if (stage == 3) zero.gather_all();
+      const ShardedCheckpoint saved(dir);
+      for (size_t i = 0; i < names.size(); ++i)
+        COHORT_CHECK(torch::equal(saved.read(parameter_record(names[i])), params[i].detach()))
+            << "hybrid stage " << stage << ": " << names[i] << " saved differs";
+      if (stage == 3) zero.release_all();
     });
   }
 }
@@ -703,6 +741,20 @@ TEST(Zero, ShardedCheckpointsRefuseDamageAndMismatch) {
   EXPECT_NE(failed[0].find("another rank could not write its shard"), std::string::npos) << failed[0];
   EXPECT_TRUE(torch::equal(ShardedCheckpoint(path).read("@training_state"), before));
   EXPECT_EQ(before[2].item<int64_t>(), 3) << "the third save's step";
+  // A writer that cannot start (its directory is under a regular file)
+  // still runs the fill's collectives, so a single-writer save with
+  // collectives inside (the consolidated export's) fails cleanly on every
+  // rank instead of leaving the other ranks in a collective alone.
+  dir.write("a_file", "x");
+  const auto unwritable = run_torch_ranks_errors<Error>(2, [&](int rank) {
+    save_sharded(dir / "a_file/ck", [&](ShardWriter& out) {
+      const at::Tensor sum = allreduce(at::ones({1}), {.op = ReduceOp::sum});
+      out.add("sum", {1}, 0, sum);
+    }, {.single_writer = true, .engine = &current_engine()});
+    (void)rank;
+  });
+  EXPECT_NE(unwritable[0].find("a_file"), std::string::npos) << unwritable[0];
+  EXPECT_NE(unwritable[1].find("another rank could not write its shard"), std::string::npos) << unwritable[1];
 
   // A flipped byte in rank 1's shard of the save in force: its checksum
   // names it.

@@ -2,12 +2,15 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cstring>
+#include <optional>
 #include <filesystem>
 #include <random>
 #include <sstream>
 
 #include "cohort/common/check.h"
+#include "cohort/common/logging.h"
 #include "cohort/torch/checkpoint/checkpoint_file.h"
 #include "cohort/torch/core/collectives.h"
 #include "cohort/torch/core/element_state.h"
@@ -17,6 +20,12 @@ namespace cohort {
 namespace {
 
 namespace fs = std::filesystem;
+
+// The element types a record may have (what index() accepts back).
+bool known_dtype(at::ScalarType t) {
+  return t == at::kFloat || t == at::kDouble || t == at::kBFloat16 || t == at::kHalf || t == at::kLong ||
+         t == at::kInt || t == at::kByte || t == at::kChar || t == at::kBool;
+}
 
 constexpr char kManifestHeader[] = "cohort sharded checkpoint 1";
 constexpr uint32_t kMaxName = 4096;
@@ -92,8 +101,18 @@ void ShardWriter::add(const std::string& name, c10::IntArrayRef shape, int64_t o
   COHORT_CHECK(offset >= 0 && offset + piece.numel() <= numel)
       << "sharded checkpoint: a piece of '" << name << "' at " << offset << " with " << piece.numel()
       << " elements does not fit its shape " << shape;
+  COHORT_CHECK_AS(ConfigError, known_dtype(piece.scalar_type()))
+      << "sharded checkpoint: '" << name << "' is of dtype " << piece.scalar_type() << ", which it cannot store";
   if (!file_) return;
-  const at::Tensor data = piece.contiguous();
+  try {
+    append(name, shape, offset, piece.contiguous());
+  } catch (...) {
+    failed_ = std::current_exception();
+    file_.reset();  // removes the temporary file; later adds do nothing
+  }
+}
+
+void ShardWriter::append(const std::string& name, c10::IntArrayRef shape, int64_t offset, const at::Tensor& data) {
   const auto name_bytes = uint32_t(name.size());
   const auto dtype = int8_t(data.scalar_type());
   const auto dims = uint8_t(shape.size());
@@ -114,6 +133,7 @@ void ShardWriter::add_bytes(const std::string& name, const std::vector<char>& by
 }
 
 void ShardWriter::commit() {
+  if (failed_) std::rethrow_exception(failed_);
   if (file_) file_->commit({.keep_previous = false});
 }
 
@@ -127,15 +147,25 @@ std::string save_sharded(const std::string& dir, const std::function<void(ShardW
   const auto save_id = uint64_t(broadcast(id, {.root = 0, .engine = &eng}).item<int64_t>());
   const bool writes = !options.single_writer || rank == 0;
   std::exception_ptr error;
+  // A writer that cannot even start (no directory, no space) keeps nothing
+  // but `fill` still runs: its collectives must go on with the other ranks.
+  std::unique_ptr<ShardWriter> writer;
   try {
-    if (writes) fs::create_directories(dir);
-    ShardWriter writer = writes ? ShardWriter((fs::path(dir) / shard_file(rank, shards, save_id)).string())
-                                : ShardWriter();
-    fill(writer);
-    writer.commit();
+    if (writes) {
+      fs::create_directories(dir);
+      writer = std::make_unique<ShardWriter>((fs::path(dir) / shard_file(rank, shards, save_id)).string());
+    }
   } catch (...) {
     error = std::current_exception();
   }
+  if (!writer) writer = std::make_unique<ShardWriter>();
+  try {
+    fill(*writer);
+    if (!error) writer->commit();
+  } catch (...) {
+    if (!error) error = std::current_exception();
+  }
+  writer.reset();
   // Every shard written, or no manifest: the save in force stays.
   const bool all = allreduce(at::tensor({error ? 0L : 1L}), {.op = ReduceOp::min, .engine = &eng}).item<int64_t>();
   if (error) std::rethrow_exception(error);
@@ -192,26 +222,33 @@ struct ShardedCheckpoint::Record {
 };
 
 ShardedCheckpoint::ShardedCheckpoint(const std::string& dir, const std::string& id) : dir_(dir) {
-  fs::path manifest = fs::path(dir) / "manifest";
-  COHORT_CHECK_AS(ConfigError, fs::exists(manifest))
+  const std::string current = (fs::path(dir) / "manifest").string(), previous = previous_checkpoint_path(current);
+  COHORT_CHECK_AS(ConfigError, fs::exists(current) || fs::exists(previous))
       << "no sharded checkpoint in " << dir << " (it has no manifest)";
-  Manifest m = read_manifest(manifest.string());
-  if (!id.empty() && m.id != id) {
-    // The save asked for was replaced since (a crash between a sharded save
-    // and the file that names it): the one before is kept for that.
-    manifest = previous_checkpoint_path(manifest.string());
-    bool found = false;
+  std::optional<Manifest> m;
+  std::string why;
+  for (const std::string& path : {current, previous}) {
+    if (!fs::exists(path)) continue;
     try {
-      m = read_manifest(manifest.string());
-      found = m.id == id;
-    } catch (const ConfigError&) {
+      Manifest candidate = read_manifest(path);
+      // With an id, the save of that id (a crash between a sharded save and
+      // the file that names it leaves it the one before).
+      if (id.empty() || candidate.id == id) {
+        if (path == previous) COHORT_LOG(warn) << "sharded checkpoint " << dir << ": using " << path << " (" << why << ")";
+        m = std::move(candidate);
+        break;
+      }
+      why = "its manifest names save " + candidate.id;
+    } catch (const ConfigError& e) {
+      if (!id.empty() || !fs::exists(previous) || path == previous) throw;
+      why = e.what();
     }
-    COHORT_CHECK_AS(ConfigError, found)
-        << "sharded checkpoint " << dir << " no longer holds save " << id << " (it holds the last two saves)";
   }
-  for (const std::string& shard : m.shards) {
-    COHORT_CHECK_AS(ConfigError, id_of_shard_file(shard) == m.id && shard.find('/') == std::string::npos)
-        << "sharded checkpoint manifest " << manifest.string() << " is unusable: unexpected shard name " << shard;
+  COHORT_CHECK_AS(ConfigError, m.has_value())
+      << "sharded checkpoint " << dir << " no longer holds save " << id << " (it keeps the last two saves)";
+  for (const std::string& shard : m->shards) {
+    COHORT_CHECK_AS(ConfigError, id_of_shard_file(shard) == m->id && shard.find('/') == std::string::npos)
+        << "sharded checkpoint " << dir << " is unusable: its manifest names an unexpected shard " << shard;
     const fs::path path = fs::path(dir) / shard;
     COHORT_CHECK_AS(ConfigError, fs::exists(path))
         << "sharded checkpoint " << dir << " is incomplete: shard " << shard << " is missing";
@@ -254,10 +291,8 @@ void ShardedCheckpoint::index(size_t shard) {
       numel *= d;
     }
     const auto type = static_cast<at::ScalarType>(dtype);
-    const bool known = type == at::kFloat || type == at::kDouble || type == at::kBFloat16 || type == at::kHalf ||
-                       type == at::kLong || type == at::kInt || type == at::kByte || type == at::kChar ||
-                       type == at::kBool;
-    COHORT_CHECK_AS(ConfigError, known) << unusable << ": record '" << name << "' has an unknown dtype " << int(dtype);
+    COHORT_CHECK_AS(ConfigError, known_dtype(type))
+        << unusable << ": record '" << name << "' has an unknown dtype " << int(dtype);
     COHORT_CHECK_AS(ConfigError, offset >= 0 && count >= 0 && count <= numel && offset <= numel - count)
         << unusable << ": record '" << name << "' holds elements [" << offset << ", " << offset + count
         << ") of a tensor of " << numel;
@@ -286,6 +321,37 @@ const ShardedCheckpoint::Record& ShardedCheckpoint::record(const std::string& na
 
 std::vector<int64_t> ShardedCheckpoint::shape(const std::string& name) const { return record(name).shape; }
 
+std::vector<const ShardedCheckpoint::Piece*> ShardedCheckpoint::pieces_of(const Record& r, int64_t offset,
+                                                                           int64_t count, std::string& problem) const {
+  std::vector<const Piece*> in;
+  for (const Piece& p : r.pieces)
+    if (std::max(offset, p.offset) < std::min(offset + count, p.offset + p.count)) in.push_back(&p);
+  std::sort(in.begin(), in.end(), [](const Piece* a, const Piece* b) { return a->offset < b->offset; });
+  // They must tile the range: each starts where the previous one ended.
+  int64_t at = offset;
+  for (const Piece* p : in) {
+    const int64_t start = std::max(p->offset, offset);
+    if (start > at) break;
+    if (start < at) {
+      problem = "two pieces overlap at element " + std::to_string(start);
+      return in;
+    }
+    at = p->offset + p->count;
+  }
+  if (at < offset + count)
+    problem = "no shard holds elements from " + std::to_string(at) + " (of [" + std::to_string(offset) + ", " +
+              std::to_string(offset + count) + "))";
+  return in;
+}
+
+bool ShardedCheckpoint::covers(const std::string& name, int64_t offset, int64_t count) const {
+  const auto it = records_.find(name);
+  if (it == records_.end() || offset < 0 || count < 0 || offset + count > it->second.numel) return false;
+  std::string problem;
+  pieces_of(it->second, offset, count, problem);
+  return problem.empty();
+}
+
 void ShardedCheckpoint::read_into(const std::string& name, int64_t offset, const at::Tensor& out) const {
   const Record& r = record(name);
   COHORT_CHECK(out.is_contiguous() && out.device().is_cpu()) << "sharded checkpoint: read into a contiguous CPU tensor";
@@ -293,27 +359,24 @@ void ShardedCheckpoint::read_into(const std::string& name, int64_t offset, const
   COHORT_CHECK_AS(ConfigError, offset >= 0 && offset + n <= r.numel)
       << "sharded checkpoint " << dir_ << ": elements [" << offset << ", " << offset + n << ") of '" << name
       << "' asked for, it has " << r.numel;
+  std::string problem;
+  const std::vector<const Piece*> pieces = pieces_of(r, offset, n, problem);
+  COHORT_CHECK_AS(ConfigError, problem.empty())
+      << "sharded checkpoint " << dir_ << " is unusable: its pieces of '" << name << "': " << problem;
   const at::Tensor flat = out.view({n});
   const size_t size = c10::elementSize(r.dtype);
-  int64_t covered = 0;
-  for (const Piece& p : r.pieces) {
-    const int64_t lo = std::max(offset, p.offset), hi = std::min(offset + n, p.offset + p.count);
-    if (lo >= hi) continue;
-    const uint64_t from = p.position + uint64_t(lo - p.offset) * size;
+  for (const Piece* p : pieces) {
+    const int64_t lo = std::max(offset, p->offset), hi = std::min(offset + n, p->offset + p->count);
+    const uint64_t from = p->position + uint64_t(lo - p->offset) * size;
     at::Tensor into = flat.narrow(0, lo - offset, hi - lo);
     if (out.scalar_type() == r.dtype) {
-      files_[p.shard]->read(from, into.data_ptr(), size_t(hi - lo) * size);
+      files_[p->shard]->read(from, into.data_ptr(), size_t(hi - lo) * size);
     } else {
       at::Tensor saved = at::empty({hi - lo}, r.dtype);
-      files_[p.shard]->read(from, saved.data_ptr(), size_t(hi - lo) * size);
+      files_[p->shard]->read(from, saved.data_ptr(), size_t(hi - lo) * size);
       into.copy_(saved);
     }
-    covered += hi - lo;
   }
-  COHORT_CHECK_AS(ConfigError, covered == n)
-      << "sharded checkpoint " << dir_ << " is unusable: its pieces of '" << name << "' cover " << covered
-      << " of the " << n << " elements [" << offset << ", " << offset + n << ")"
-      << (covered < n ? " (a shard lacks them)" : " (pieces overlap)");
 }
 
 at::Tensor ShardedCheckpoint::read(const std::string& name) const {
@@ -378,9 +441,17 @@ TrainingState read_model_records(const ShardedCheckpoint& in, torch::nn::Module&
     COHORT_CHECK_AS(ConfigError, in.shape(record) == t.sizes().vec())
         << where << ": " << what << " is " << c10::IntArrayRef(in.shape(record)) << " there, " << t.sizes()
         << " in this model";
+    COHORT_CHECK_AS(ConfigError, in.covers(record, 0, t.numel()))
+        << where << " is unusable: its shards do not hold all of " << what;
   };
-  for (const auto& item : module.named_parameters(true))
-    if (!skip || !skip(item.key())) check("parameter '" + item.key() + "'", parameter_record(item.key()), item.value());
+  const std::vector<std::string> fields = element_state_fields(optimizer);
+  for (const auto& item : module.named_parameters(true)) {
+    if (skip && skip(item.key())) continue;
+    check("parameter '" + item.key() + "'", parameter_record(item.key()), item.value());
+    for (const std::string& field : fields)
+      if (in.contains(state_record(item.key(), field)))
+        check("the optimizer's " + field + " of '" + item.key() + "'", state_record(item.key(), field), item.value());
+  }
   for (const auto& item : module.named_buffers(true))
     check("buffer '" + item.key() + "'", buffer_record(item.key()), item.value());
   const at::Tensor state = in.read("@training_state");
@@ -395,7 +466,6 @@ TrainingState read_model_records(const ShardedCheckpoint& in, torch::nn::Module&
   }
 
   torch::NoGradGuard no_grad;
-  const std::vector<std::string> fields = element_state_fields(optimizer);
   auto load = [&](const std::string& record, at::Tensor& t) {
     if (t.is_contiguous()) {
       in.read_into(record, 0, t);

@@ -26,6 +26,7 @@
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 
+#include <exception>
 #include <functional>
 #include <map>
 #include <memory>
@@ -42,7 +43,10 @@ class CheckpointFileWriter;
 class CheckpointFileReader;
 
 // One shard file, written as a stream. A writer made without a path keeps
-// nothing (the ranks that take part in a save without writing).
+// nothing (the ranks that take part in a save without writing). A failed
+// write (a full disk) is kept, not thrown, and every later add() does
+// nothing: the caller's collectives between adds go on in step with the
+// other ranks; commit() throws it.
 class ShardWriter : public TensorPieceWriter {
  public:
   ShardWriter();
@@ -53,15 +57,19 @@ class ShardWriter : public TensorPieceWriter {
   void commit();
 
  private:
+  void append(const std::string& name, c10::IntArrayRef shape, int64_t offset, const at::Tensor& data);
+
   std::unique_ptr<CheckpointFileWriter> file_;
+  std::exception_ptr failed_;
 };
 
 // A complete save, opened and verified: every shard's records indexed.
 class ShardedCheckpoint : public TensorPieceReader {
  public:
-  // The save in force in `dir`, or with `id` the save of that id (the one
-  // in force or the one before it). ConfigError when there is no such
-  // complete save or a shard is damaged.
+  // The save in force in `dir` (the manifest, or the one before it when the
+  // manifest is missing or damaged: a crash while it was replaced), or with
+  // `id` the save of that id (the one in force or the one before it).
+  // ConfigError when there is no such complete save or a shard is damaged.
   explicit ShardedCheckpoint(const std::string& dir, const std::string& id = "");
   ~ShardedCheckpoint() override;
 
@@ -69,6 +77,7 @@ class ShardedCheckpoint : public TensorPieceReader {
   int shards() const { return int(files_.size()); }  // the world size that saved it
   bool contains(const std::string& name) const override;
   std::vector<int64_t> shape(const std::string& name) const override;
+  bool covers(const std::string& name, int64_t offset, int64_t count) const override;
   void read_into(const std::string& name, int64_t offset, const at::Tensor& out) const override;
   at::Tensor read(const std::string& name) const;  // the whole tensor, shaped, in its saved dtype
   std::vector<char> read_bytes(const std::string& name) const;
@@ -78,6 +87,9 @@ class ShardedCheckpoint : public TensorPieceReader {
   struct Record;
   void index(size_t shard);
   const Record& record(const std::string& name) const;
+  // The pieces of `r` within [offset, offset + count), in order; empty
+  // `problem` when they hold every element exactly once.
+  std::vector<const Piece*> pieces_of(const Record& r, int64_t offset, int64_t count, std::string& problem) const;
 
   std::string dir_;
   std::vector<std::unique_ptr<CheckpointFileReader>> files_;

@@ -95,6 +95,9 @@ struct TrainingModel {
   ForwardFn forward;
   LossFn loss;
   OptimizerFactory optimizer;
+  // `forward` is the module's own forward (training_model() says so): a
+  // strategy may then run a torch::nn::Sequential layer by layer instead.
+  bool module_forward = false;
 };
 
 // Makes a TrainingModel from a module holder (torch::nn::Sequential, or a
@@ -105,7 +108,7 @@ TrainingModel training_model(ModuleHolder module, LossFn loss, OptimizerFactory 
   return {module.ptr(),
           // dynamic_cast: Module is a virtual base of the module types.
           [](torch::nn::Module& m, const at::Tensor& x) -> at::Tensor { return dynamic_cast<Impl&>(m).forward(x); },
-          std::move(loss), std::move(optimizer)};
+          std::move(loss), std::move(optimizer), /*module_forward=*/true};
 }
 
 // What one train_step did on this process.

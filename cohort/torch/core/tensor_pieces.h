@@ -42,6 +42,9 @@ class TensorPieceReader {
   virtual bool contains(const std::string& name) const = 0;
   // The whole tensor's shape; ConfigError when there is no such record.
   virtual std::vector<int64_t> shape(const std::string& name) const = 0;
+  // Whether the pieces of `name` hold elements [offset, offset + count)
+  // exactly once (a check before anything is read).
+  virtual bool covers(const std::string& name, int64_t offset, int64_t count) const = 0;
   // Fills `out` (contiguous) with elements [offset, offset + out.numel()) of
   // `name`, converted to out's dtype; ConfigError naming what is missing.
   virtual void read_into(const std::string& name, int64_t offset, const at::Tensor& out) const = 0;

@@ -38,6 +38,7 @@ at::Tensor run_sharded_unit(ZeroOptimizer& zero, int unit, const at::Tensor* inp
   // Backward gathers the unit again just before its own backward runs.
   if (output.defined() && output.requires_grad())
     output.register_hook([&zero, unit](const at::Tensor& grad) {
+      zero.backward_reached(unit);
       zero.gather(unit);
       return grad;
     });

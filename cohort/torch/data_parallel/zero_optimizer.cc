@@ -40,6 +40,7 @@ struct ZeroOptimizer::Bucket {
   // under way), the parameters, or the packed gradient being
   // reduce-scattered.
   enum class Holds { nothing, arriving, parameters, gradient } holds = Holds::parameters;
+  size_t capacity = 0;               // stage 3: the bytes of the buffer behind the storage (a spare may be larger)
   TensorHandle gathering;            // stage 3: the allgather under way
   at::Tensor shard;                  // parameters.narrow(block) (stage 3: its own copy)
   at::Tensor master;                 // half-precision parameters: the fp32 copy of the block
@@ -197,9 +198,11 @@ void ZeroOptimizer::allocate_storage(Bucket& bucket) {
   c10::StorageImpl* storage = bucket.parameters.storage().unsafeGetStorageImpl();
   const size_t bytes = size_t(bucket.parameters.numel()) * bucket.parameters.element_size();
   at::DataPtr data;
+  bucket.capacity = bytes;
   for (auto it = spares_.begin(); it != spares_.end(); ++it) {
     if (it->second < bytes) continue;
     data = std::move(it->first);
+    bucket.capacity = it->second;  // the buffer's own size, kept for when it is a spare again
     spares_.erase(it);
     break;
   }
@@ -220,11 +223,10 @@ void ZeroOptimizer::free_storage(Bucket& bucket) {
   bucket.gathering = TensorHandle();
   if (bucket.holds == Holds::gradient && !bucket.averaged.defined()) bucket.averaged = bucket.reduction.wait();
   c10::StorageImpl* storage = bucket.parameters.storage().unsafeGetStorageImpl();
-  const size_t bytes = storage->nbytes();
   at::DataPtr data = storage->set_data_ptr(at::DataPtr(nullptr, storage->device()));
   storage->set_nbytes(0);
   constexpr size_t kSpares = 1;  // what backward's turnover needs: a freed unit, then a gathered one
-  if (spares_.size() < kSpares) spares_.emplace_back(std::move(data), bytes);
+  if (spares_.size() < kSpares) spares_.emplace_back(std::move(data), bucket.capacity);
   bucket.holds = Holds::nothing;
   note_storage(-1);
 }
@@ -271,10 +273,22 @@ ZeroOptimizer::~ZeroOptimizer() {
 int ZeroOptimizer::buckets() const { return int(buckets_.size()); }
 int ZeroOptimizer::units() const { return options_.stage == 3 ? int(buckets_.size()) : 0; }
 
+// Stage 3: once backward reaches unit `unit`, every later unit's backward
+// has run, so what has not arrived of their gradients never will (a
+// parameter the forward did not use): they go out now, with zeros, in
+// bucket order. Otherwise their reduce-scatters would wait for step() while
+// the gathers of the units before them went ahead, an order a rank without
+// rows (which launches everything in step()) would not follow.
+void ZeroOptimizer::backward_reached(int unit) {
+  const size_t last = bucket_of_unit(unit);  // the buckets before it are the later units'
+  while (next_launch_ < last) launch(next_launch_++);
+}
+
 void ZeroOptimizer::on_accumulated(size_t parameter) {
   Bucket& bucket = buckets_[bucket_of_[parameter]];
-  COHORT_CHECK(bucket.pending > 0) << "zero: a parameter's gradient arrived twice in one step (one backward per "
-                                      "step; call step() before the next backward)";
+  COHORT_CHECK(bucket.pending > 0 && bucket_of_[parameter] >= next_launch_)
+      << "zero: a parameter's gradient arrived after its bucket was sent (one backward per step, and at stage 3 "
+         "a unit's parameters used only inside the unit)";
   --bucket.pending;
   // Buckets go out in order on every rank (ordered collectives), whatever
   // order their gradients complete in.
@@ -534,9 +548,13 @@ void ZeroOptimizer::write_shard(TensorPieceWriter& out, const std::vector<std::s
       // This rank's elements of the member: its range in the bucket, cut
       // to the block.
       const at::Tensor& p = parameters_[bucket.members[i]];
+      const std::string& name = names[bucket.members[i]];
+      if (p.numel() == 0) {  // no elements to own: rank 0 records its shape
+        if (engine_.rank() == 0) out.add(parameter_record(name), p.sizes(), 0, p.detach().reshape(-1));
+        continue;
+      }
       const int64_t first = std::max(begin, bucket.offsets[i]), last = std::min(end, bucket.offsets[i] + p.numel());
       if (first >= last) continue;
-      const std::string& name = names[bucket.members[i]];
       const int64_t offset = first - bucket.offsets[i];
       auto mine = [&](const at::Tensor& block) { return block.narrow(0, first - begin, last - first); };
       out.add(parameter_record(name), p.sizes(), offset, mine(bucket.shard));
@@ -554,16 +572,21 @@ void ZeroOptimizer::read_shard(const TensorPieceReader& in, const std::vector<st
   finish_gathers();
   COHORT_CHECK_EQ(names.size(), parameters_.size()) << "zero: one name per parameter";
   const std::vector<std::string> fields = element_state_fields(*optimizer_);
-  torch::NoGradGuard no_grad;
-  if (options_.stage == 3) release_all();  // gathered parameters would be stale
-  for (Bucket& bucket : buckets_) {
+  // This rank's part of a member: elements [offset, offset + count) of the
+  // parameter, at `at` in the block.
+  struct Part {
+    size_t bucket, member;
+    int64_t offset, count, at;
+  };
+  std::vector<Part> parts;
+  // Per bucket, from all its members' records (so the same on every rank:
+  // the buckets are stepped together): its optimizer step, if it has
+  // state, and the fields the checkpoint holds.
+  std::vector<std::optional<int64_t>> steps(buckets_.size());
+  std::vector<std::vector<bool>> present(buckets_.size(), std::vector<bool>(fields.size()));
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    const Bucket& bucket = buckets_[b];
     const int64_t begin = bucket.block.offset, end = begin + bucket.block.rows;
-    // The block's state, assembled member by member (zeros in the padding);
-    // fields and step as the checkpoint has them for the bucket's first
-    // member (a bucket's members are stepped together).
-    std::optional<ElementState> state;
-    std::vector<at::Tensor> blocks(fields.size());
-    bucket.shard.zero_();
     for (size_t i = 0; i < bucket.members.size(); ++i) {
       const at::Tensor& p = parameters_[bucket.members[i]];
       const std::string& name = names[bucket.members[i]];
@@ -572,28 +595,63 @@ void ZeroOptimizer::read_shard(const TensorPieceReader& in, const std::vector<st
       COHORT_CHECK_AS(ConfigError, in.shape(parameter_record(name)) == p.sizes().vec())
           << "zero: parameter '" << name << "' is " << c10::IntArrayRef(in.shape(parameter_record(name)))
           << " in the checkpoint, " << p.sizes() << " in this model";
-      const int64_t first = std::max(begin, bucket.offsets[i]), last = std::min(end, bucket.offsets[i] + p.numel());
-      if (first >= last) continue;
-      const int64_t offset = first - bucket.offsets[i];
-      auto mine = [&](const at::Tensor& block) { return block.narrow(0, first - begin, last - first); };
-      in.read_into(parameter_record(name), offset, mine(bucket.shard));
-      if (bucket.master.defined()) {
-        if (in.contains(master_record(name))) in.read_into(master_record(name), offset, mine(bucket.master));
-        else mine(bucket.master).copy_(mine(bucket.shard));
+      if (in.contains(step_record(name))) {
+        if (!steps[b]) {
+          at::Tensor step = at::empty({1}, at::kLong);
+          in.read_into(step_record(name), 0, step);
+          steps[b] = step.item<int64_t>();
+        }
+        for (size_t f = 0; f < fields.size(); ++f)
+          if (in.contains(state_record(name, fields[f]))) present[b][f] = true;
       }
-      std::optional<ElementState> piece = read_state_piece(in, name, fields, offset, [&](const std::string& field) {
-        const size_t f = size_t(std::find(fields.begin(), fields.end(), field) - fields.begin());
-        if (!blocks[f].defined()) blocks[f] = torch::zeros_like(bucket.stepped());
-        return mine(blocks[f]);
-      });
-      if (piece && !state) state = piece;
+      const int64_t first = std::max(begin, bucket.offsets[i]), last = std::min(end, bucket.offsets[i] + p.numel());
+      if (first < last) parts.push_back({b, i, first - bucket.offsets[i], last - first, first - begin});
     }
-    if (!state) {
-      erase_element_state(*optimizer_, bucket.stepped());
+  }
+  // Everything this rank reads is there before anything changes.
+  for (const Part& part : parts) {
+    const std::string& name = names[buckets_[part.bucket].members[part.member]];
+    std::vector<std::string> records{parameter_record(name)};
+    if (buckets_[part.bucket].master.defined() && in.contains(master_record(name)))
+      records.push_back(master_record(name));
+    for (const std::string& field : fields)
+      if (in.contains(state_record(name, field))) records.push_back(state_record(name, field));
+    for (const std::string& record : records)
+      COHORT_CHECK_AS(ConfigError, in.covers(record, part.offset, part.count))
+          << "zero: the checkpoint's pieces of '" << record << "' do not hold its elements [" << part.offset << ", "
+          << part.offset + part.count << ")";
+  }
+
+  torch::NoGradGuard no_grad;
+  if (options_.stage == 3) release_all();  // gathered parameters would be stale
+  std::vector<std::vector<at::Tensor>> blocks(buckets_.size(), std::vector<at::Tensor>(fields.size()));
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    buckets_[b].shard.zero_();  // and the padding stays zero
+    if (!steps[b]) continue;
+    for (size_t f = 0; f < fields.size(); ++f)
+      if (present[b][f]) blocks[b][f] = torch::zeros_like(buckets_[b].stepped());  // zeros: members without it
+  }
+  for (const Part& part : parts) {
+    Bucket& bucket = buckets_[part.bucket];
+    const std::string& name = names[bucket.members[part.member]];
+    auto mine = [&](const at::Tensor& block) { return block.narrow(0, part.at, part.count); };
+    in.read_into(parameter_record(name), part.offset, mine(bucket.shard));
+    if (bucket.master.defined()) {
+      if (in.contains(master_record(name))) in.read_into(master_record(name), part.offset, mine(bucket.master));
+      else mine(bucket.master).copy_(mine(bucket.shard));
+    }
+    for (size_t f = 0; f < fields.size(); ++f)
+      if (blocks[part.bucket][f].defined() && in.contains(state_record(name, fields[f])))
+        in.read_into(state_record(name, fields[f]), part.offset, mine(blocks[part.bucket][f]));
+  }
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    if (!steps[b]) {
+      erase_element_state(*optimizer_, buckets_[b].stepped());
       continue;
     }
-    for (size_t f = 0; f < fields.size(); ++f) state->fields[f].second = blocks[f];
-    set_element_state(*optimizer_, bucket.stepped(), *state);
+    ElementState state{.step = *steps[b]};
+    for (size_t f = 0; f < fields.size(); ++f) state.fields.emplace_back(fields[f], blocks[b][f]);
+    set_element_state(*optimizer_, buckets_[b].stepped(), state);
   }
   if (options_.stage != 3) allgather_blocks();
 }

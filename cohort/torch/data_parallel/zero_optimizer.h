@@ -151,6 +151,9 @@ class ZeroOptimizer {
   void release(int unit);
   void gather_all();
   void release_all();
+  // Backward has reached unit `unit` (its gather hook runs): the later
+  // units' buckets are sent now if a gradient of theirs never came.
+  void backward_reached(int unit);
   // With every unit gathered (stage 3): this rank's blocks, and their
   // master copies, taken from the full parameters (after the program wrote
   // them: a checkpoint loaded).
@@ -181,7 +184,8 @@ class ZeroOptimizer {
   // checkpoint/sharded_checkpoint.h's). `names`: the parameters' names, in
   // the constructor's order.
   // Not collective: this rank's elements of each parameter, of their master
-  // copies and of their optimizer state.
+  // copies and of their optimizer state. Hybrid sharding: the groups hold
+  // the same blocks, so one group writes (the caller chooses).
   void write_shard(TensorPieceWriter& out, const std::vector<std::string>& names);
   // Collective: this rank's blocks, master copies and optimizer state from
   // `in`, whichever world size, stage or strategy wrote it; then stages 1

@@ -119,10 +119,16 @@ void ZeroStrategy::prepare(TrainingModel model) {
     options.engine = &groups_->engine(MeshAxis::tp);
     options.replica_engine = &groups_->engine(MeshAxis::dp);
   }
+  // Stepping through a Sequential's layers replaces its forward: only when
+  // that is the forward the program gave (training_model()'s).
   const bool sequential = typeid(module) == typeid(torch::nn::SequentialImpl);
+  COHORT_CHECK_AS(ConfigError, options_.stage != 3 || !sequential || model_.module_forward)
+      << "zero: stage 3 runs a torch::nn::Sequential layer by layer, which would bypass this model's own forward "
+         "function; give the module's forward (training_model()), or wrap the blocks in ShardedUnit inside a "
+         "module of your own";
   if (options_.stage == 3) {
     options.units = plan_units(module);
-  } else if (sequential) {
+  } else if (sequential && model_.module_forward) {
     // Stages 1 and 2 step through a Sequential's layers too, to finish each
     // bucket's allgather just before its first layer runs.
     options.defer_gather = true;
@@ -208,6 +214,11 @@ at::Tensor ZeroStrategy::forward_by_units(const at::Tensor* input) {
       return y;
     });
   return x;
+}
+
+torch::nn::Module& ZeroStrategy::module() {
+  if (zero_) zero_->finish_gathers();
+  return RankStrategy::module();
 }
 
 torch::optim::Optimizer& ZeroStrategy::optimizer() {
@@ -300,8 +311,12 @@ std::string ZeroStrategy::save_sharded(const std::string& dir, const TrainingSta
   const std::vector<std::string> names = trainable_names();
   const int rank = process_index(), size = process_count();
   // Buffers and frozen parameters are replicated: each rank writes 1/size.
+  // Hybrid sharding: every shard group holds the same blocks; the first
+  // (dp coordinate 0) writes them.
+  const bool writes_blocks = groups_ == nullptr || groups_->rank(MeshAxis::dp) == 0;
   return cohort::save_sharded(dir, [&](ShardWriter& out) {
-    zero_->write_shard(out, names);
+    if (writes_blocks) zero_->write_shard(out, names);
+    else zero_->finish_gathers();
     write_model_records(out, module(), zero_->shard_optimizer(), state, rank, size,
                         [this](const std::string& name) { return is_trainable(name); });
   }, {.engine = engine_.get()});

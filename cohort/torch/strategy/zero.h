@@ -70,6 +70,9 @@ class ZeroStrategy : public RankStrategy {
   void prepare(TrainingModel model) override;  // collective
   // The optimizer over this rank's blocks (its param groups carry the lr).
   torch::optim::Optimizer& optimizer() override;
+  // The program's module, its parameters current (stages 1 and 2 finish a
+  // step's allgather first; stage 3: see gather_parameters()).
+  torch::nn::Module& module() override;
   StepResult train_step(const Batch& mine, int64_t global_rows) override;
   at::Tensor predict(const at::Tensor& input) override;
   void save(torch::serialize::OutputArchive& archive) override;
