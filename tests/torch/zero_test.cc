@@ -252,7 +252,9 @@ TEST(Zero, Stage3HoldsAUnitsFullParametersOnlyWhileItIsUsed) {
 // in ShardedUnit.
 // A block with a parameter its forward never uses (no gradient reaches it).
 struct WithUnusedImpl : nn::Module {
-  WithUnusedImpl() : fc(register_module("fc", nn::Linear(8, 8))) { unused = register_parameter("unused", torch::ones({5})); }
+  WithUnusedImpl() : fc(register_module("fc", nn::Linear(8, 8))) {
+    unused = register_parameter("unused", torch::ones({5}));
+  }
   at::Tensor forward(const at::Tensor& x) { return torch::tanh(fc(x)); }
   nn::Linear fc;
   at::Tensor unused;

@@ -234,7 +234,8 @@ ShardedCheckpoint::ShardedCheckpoint(const std::string& dir, const std::string& 
       // With an id, the save of that id (a crash between a sharded save and
       // the file that names it leaves it the one before).
       if (id.empty() || candidate.id == id) {
-        if (path == previous) COHORT_LOG(warn) << "sharded checkpoint " << dir << ": using " << path << " (" << why << ")";
+        if (path == previous)
+          COHORT_LOG(warn) << "sharded checkpoint " << dir << ": using " << path << " (" << why << ")";
         m = std::move(candidate);
         break;
       }
