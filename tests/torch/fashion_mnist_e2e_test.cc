@@ -161,6 +161,25 @@ TEST_F(FashionMnistE2E, TrainsFromTfRecordShardsAndServingPredictsAsTraining) {
   ASSERT_EQ(want.size(), 200u);
   EXPECT_EQ(split_lines(launcher::testing::read_text(served)), want);
 
+  // Under zero stage 3 with hybrid sharding (4 ranks, blocks split within
+  // pairs): --checkpoint is a sharded checkpoint, each block written once
+  // (by the first pair), which the serving program reads whole.
+  const std::string zck = dir_ + "/zero.ck", ztransform = dir_ + "/zero.transform";
+  const std::string ztrained = dir_ + "/zero_trained.txt", zserved = dir_ + "/zero_served.txt";
+  const RunResult z = run({"--strategy", "zero:stage=3,shard_group=2", "--epochs", "1", "--data-format", "tfrecord",
+                           "--data", records, "--checkpoint", zck, "--transform", ztransform, "--predictions",
+                           ztrained},
+                          /*ranks=*/4);
+  ASSERT_TRUE(z.finished && z.exit_code == 0) << "exit " << z.exit_code << "\n" << z.out << z.err;
+  CohortrunProcess zserve(kServe, {"--checkpoint", zck, "--transform", ztransform, "--data", records, "--model",
+                                   "mlp", "--quiet", "--predictions", zserved},
+                          dir_);
+  const RunResult zs = zserve.wait(std::chrono::seconds(60));
+  ASSERT_TRUE(zs.finished && zs.exit_code == 0) << zs.out << zs.err;
+  const std::vector<std::string> zwant = split_lines(launcher::testing::read_text(ztrained));
+  ASSERT_EQ(zwant.size(), 200u);
+  EXPECT_EQ(split_lines(launcher::testing::read_text(zserved)), zwant);
+
   const RunResult a = run({"--strategy", "mirrored:replicas=2", "--epochs", "1", "--data-format", "tfrecord", "--data",
                            records, "--augment", "--limit-train", "128"},
                           /*ranks=*/0);
