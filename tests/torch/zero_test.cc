@@ -30,6 +30,7 @@
 #include "cohort/rendezvous/prefix_store.h"
 #include "cohort/torch/checkpoint/sharded_checkpoint.h"
 #include "cohort/torch/core/collectives.h"
+#include "cohort/torch/core/element_state.h"
 #include "cohort/torch/core/runtime.h"
 #include "cohort/torch/data_parallel/sharded_unit.h"
 #include "cohort/torch/model_parallel/mesh.h"
@@ -674,6 +675,40 @@ TEST(Zero, ShardedCheckpointsReshardAndLoadIntoDdp) {
   });
   expect_resumes_by([&](Strategy& s) { dynamic_cast<ZeroStrategy&>(s).load_sharded(from_ddp); }, 2, zero_at(3),
                     expected, "sharded (DDP at 4) -> zero stage 3 at 2");
+}
+
+// A checkpoint whose parameters do not all have optimizer state (one never
+// stepped where it was saved): every rank decides a bucket's state from all
+// its members' records, so the ranks whose blocks hold only the stateless
+// member agree with the others (the consolidated save's collectives, which
+// run per bucket with state, stay in step, and the step counts agree).
+TEST(Zero, ShardedStateOfPartlySteppedBucketsIsTheSameOnEveryRank) {
+  const auto init = initial(7);
+  const TempDir dir("cohort_zero_partial");
+  const std::string path = dir / "ck";
+  run_torch_ranks(1, [&](int, int) {
+    OneDeviceStrategy one;
+    one.prepare(training_model(model_with(init), loss_of, optimizer_named("adam")));
+    one.train_step({batch(0).first, batch(0).second}, kGlobalRows);
+    // "2.weight" (21 elements) as if never stepped; "2.bias" keeps its state.
+    erase_element_state(one.optimizer(), one.module().named_parameters()["2.weight"]);
+    save_sharded_checkpoint(path, one.module(), one.optimizer(), {}, {.engine = &current_engine()});
+  });
+  PerRank<int64_t> steps(3);
+  run_torch_ranks(3, [&](int rank, int size) {
+    // Bucket 0 holds 2.bias then 2.weight, 24 elements: ranks 1 and 2 own
+    // only elements of 2.weight.
+    ZeroStrategy zero({.stage = 2, .bucket_bytes = 200, .engine = &current_engine()});
+    zero.prepare(training_model(model_with(initial(99)), loss_of, optimizer_named("adam")));
+    zero.load_sharded(path);
+    const at::Tensor& block = zero.optimizer().param_groups().front().params().front();
+    const std::optional<ElementState> state = element_state_of(zero.optimizer(), block);
+    steps.add(rank, state ? state->step : -1);
+    torch::serialize::OutputArchive archive;
+    zero.save(archive);  // collective per bucket with state: hangs if the ranks disagree
+    zero.train_step(rows_of(batch(1), rank, size), kGlobalRows);
+  });
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(steps.of(r)[0], 1) << "rank " << r << "'s step count of bucket 0";
 }
 
 // A save replaces the one in force only once every shard is written, and
