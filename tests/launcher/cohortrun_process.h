@@ -44,15 +44,21 @@ inline std::vector<std::string> split_lines(const std::string& text) {
 // A fresh directory, removed with everything in it when destroyed.
 class TempDir {
  public:
-  TempDir() {
-    char pattern[] = "/tmp/cohortrun_test.XXXXXX";
-    path_ = ::mkdtemp(pattern);
+  explicit TempDir(const std::string& label = "cohortrun_test") {
+    std::string pattern = "/tmp/" + label + ".XXXXXX";
+    path_ = ::mkdtemp(pattern.data());
   }
   ~TempDir() {
     std::error_code ignored;
     std::filesystem::remove_all(path_, ignored);
   }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
   const std::string& path() const { return path_; }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+  void write(const std::string& name, const std::string& text) const {
+    std::ofstream(path_ + "/" + name, std::ios::binary) << text;
+  }
 
  private:
   std::string path_;

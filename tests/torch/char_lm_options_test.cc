@@ -15,10 +15,12 @@
 #include "examples/char_lm/corpus.h"
 #include "examples/char_lm/options.h"
 #include "examples/char_lm/vocabulary.h"
-#include "tests/torch/temp_dir.h"
+#include "tests/launcher/cohortrun_process.h"  // TempDir
 
 namespace cohort::testing {
 namespace {
+
+using launcher::testing::TempDir;
 
 namespace lm = cohort::examples::char_lm;
 

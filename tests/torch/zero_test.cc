@@ -38,11 +38,13 @@
 #include "cohort/torch/strategy/multi_worker.h"
 #include "cohort/torch/strategy/one_device.h"
 #include "cohort/torch/strategy/zero.h"
-#include "tests/torch/temp_dir.h"
+#include "tests/launcher/cohortrun_process.h"  // TempDir
 #include "tests/torch/torch_ranks.h"
 
 namespace cohort::testing {
 namespace {
+
+using launcher::testing::TempDir;
 
 namespace nn = torch::nn;
 

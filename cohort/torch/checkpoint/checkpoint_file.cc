@@ -15,13 +15,11 @@
 namespace cohort {
 namespace {
 
-std::string os_error() { return std::strerror(errno); }
-
 void write_all(int fd, const char* data, size_t n, const std::string& path) {
   while (n > 0) {
     const ssize_t w = ::write(fd, data, n);
     if (w < 0 && errno == EINTR) continue;
-    COHORT_CHECK(w > 0) << "writing checkpoint " << path << ": " << os_error();
+    COHORT_CHECK(w > 0) << "writing checkpoint " << path << ": " << std::strerror(errno);
     data += w;
     n -= size_t(w);
   }
@@ -53,7 +51,7 @@ CheckpointFileWriter::CheckpointFileWriter(std::string path, CheckpointKind kind
     : path_(std::move(path)), tmp_(path_ + ".tmp." + std::to_string(::getpid())) {
   header_.kind = kind;
   fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  COHORT_CHECK(fd_ >= 0) << "cannot create " << tmp_ << ": " << os_error();
+  COHORT_CHECK(fd_ >= 0) << "cannot create " << tmp_ << ": " << std::strerror(errno);
   const std::array<char, kCheckpointHeaderBytes> placeholder{};
   try {
     write_all(fd_, placeholder.data(), placeholder.size(), tmp_);
@@ -84,16 +82,16 @@ void CheckpointFileWriter::commit(const CheckpointOptions& options) {
   fd_ = -1;  // from here on, this function cleans up
   try {
     COHORT_CHECK(::pwrite(fd, header.data(), header.size(), 0) == ssize_t(header.size()))
-        << "writing checkpoint " << tmp_ << ": " << os_error();
+        << "writing checkpoint " << tmp_ << ": " << std::strerror(errno);
     // The data must be on disk before the rename makes it the checkpoint.
-    COHORT_CHECK(::fsync(fd) == 0) << "fsync " << tmp_ << ": " << os_error();
+    COHORT_CHECK(::fsync(fd) == 0) << "fsync " << tmp_ << ": " << std::strerror(errno);
   } catch (...) {
     ::close(fd);
     ::unlink(tmp_.c_str());
     throw;
   }
   if (::close(fd) != 0) {
-    const std::string why = os_error();
+    const std::string why = std::strerror(errno);
     ::unlink(tmp_.c_str());
     COHORT_THROW(Error) << "closing " << tmp_ << ": " << why;
   }
@@ -105,15 +103,15 @@ void CheckpointFileWriter::commit(const CheckpointOptions& options) {
     // A hard link keeps "<path>" in place until the new file replaces it.
     if (::link(path_.c_str(), prev_tmp.c_str()) == 0) {
       COHORT_CHECK(::rename(prev_tmp.c_str(), prev.c_str()) == 0)
-          << "rename " << prev_tmp << " to " << prev << ": " << os_error();
+          << "rename " << prev_tmp << " to " << prev << ": " << std::strerror(errno);
     } else {
       // No hard links on this filesystem: fall back to moving it.
       COHORT_CHECK(::rename(path_.c_str(), prev.c_str()) == 0)
-          << "rename " << path_ << " to " << prev << ": " << os_error();
+          << "rename " << path_ << " to " << prev << ": " << std::strerror(errno);
     }
   }
   if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
-    const std::string why = os_error();
+    const std::string why = std::strerror(errno);
     ::unlink(tmp_.c_str());
     COHORT_THROW(Error) << "rename " << tmp_ << " to " << path_ << ": " << why;
   }
@@ -123,15 +121,15 @@ void CheckpointFileWriter::commit(const CheckpointOptions& options) {
 CheckpointFileReader::CheckpointFileReader(std::string path, CheckpointKind kind) : path_(std::move(path)) {
   const std::string unusable = "checkpoint file " + path_ + " is unusable";
   fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-  COHORT_CHECK_AS(ConfigError, fd_ >= 0) << "cannot open checkpoint file " << path_ << ": " << os_error();
+  COHORT_CHECK_AS(ConfigError, fd_ >= 0) << "cannot open checkpoint file " << path_ << ": " << std::strerror(errno);
   try {
     struct stat st;
-    COHORT_CHECK_AS(ConfigError, ::fstat(fd_, &st) == 0) << "cannot stat " << path_ << ": " << os_error();
+    COHORT_CHECK_AS(ConfigError, ::fstat(fd_, &st) == 0) << "cannot stat " << path_ << ": " << std::strerror(errno);
     std::array<char, kCheckpointHeaderBytes> header{};
     const uint64_t size = uint64_t(st.st_size);
     if (size >= header.size()) {
       COHORT_CHECK_AS(ConfigError, pread_all(fd_, header.data(), header.size(), 0))
-          << "reading " << path_ << ": " << os_error();
+          << "reading " << path_ << ": " << std::strerror(errno);
     }
     header_ = parse_checkpoint_header(header.data(), size, unusable);
     COHORT_CHECK_AS(ConfigError, header_.kind == kind)
@@ -160,7 +158,7 @@ void CheckpointFileReader::read(uint64_t offset, void* out, size_t n) const {
       << "checkpoint file " << path_ << " is unusable: a record runs past the payload's end (" << offset + n
       << " > " << header_.payload_bytes << " bytes)";
   COHORT_CHECK_AS(ConfigError, pread_all(fd_, static_cast<char*>(out), n, kCheckpointHeaderBytes + offset))
-      << "reading " << path_ << ": " << os_error();
+      << "reading " << path_ << ": " << std::strerror(errno);
 }
 
 }  // namespace cohort

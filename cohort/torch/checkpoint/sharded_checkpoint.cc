@@ -80,6 +80,11 @@ std::pair<int64_t, int64_t> slice_of(int64_t n, int rank, int size) {
   return {n * rank / size, n * (rank + 1) / size};
 }
 
+// A trainable parameter, when ZeRO writes those itself.
+bool zeros_own(ModelParameters which, const at::Tensor& p) {
+  return which == ModelParameters::frozen && p.requires_grad();
+}
+
 at::Tensor flat_slice(const at::Tensor& t, std::pair<int64_t, int64_t> s) {
   return t.reshape(-1).narrow(0, s.first, s.second - s.first);
 }
@@ -128,8 +133,9 @@ void ShardWriter::append(const std::string& name, c10::IntArrayRef shape, int64_
 }
 
 void ShardWriter::add_bytes(const std::string& name, const std::vector<char>& bytes) {
-  std::vector<char> copy = bytes;
-  add(name, {int64_t(copy.size())}, 0, at::from_blob(copy.data(), {int64_t(copy.size())}, at::kByte));
+  // from_blob wants a mutable pointer; add() only reads it.
+  add(name, {int64_t(bytes.size())}, 0,
+      at::from_blob(const_cast<char*>(bytes.data()), {int64_t(bytes.size())}, at::kByte));
 }
 
 void ShardWriter::commit() {
@@ -398,8 +404,7 @@ std::vector<char> ShardedCheckpoint::read_bytes(const std::string& name) const {
 // ---- a model's records ----
 
 void write_model_records(ShardWriter& out, const torch::nn::Module& module, const torch::optim::Optimizer& optimizer,
-                         const TrainingState& state, int rank, int size,
-                         const std::function<bool(const std::string&)>& skip) {
+                         const TrainingState& state, int rank, int size, ModelParameters which) {
   if (rank == 0) {
     out.add_bytes("@optimizer", bytes_of(optimizer_type_name(optimizer)));
     COHORT_CHECK(!optimizer.param_groups().empty()) << "sharded checkpoint: an optimizer without param groups";
@@ -412,7 +417,7 @@ void write_model_records(ShardWriter& out, const torch::nn::Module& module, cons
   }
   torch::NoGradGuard no_grad;
   for (const auto& item : module.named_parameters(/*recurse=*/true)) {
-    if (skip && skip(item.key())) continue;
+    if (zeros_own(which, item.value())) continue;
     const at::Tensor& p = item.value();
     const auto slice = slice_of(p.numel(), rank, size);
     out.add(parameter_record(item.key()), p.sizes(), slice.first, flat_slice(p, slice));
@@ -429,8 +434,7 @@ void write_model_records(ShardWriter& out, const torch::nn::Module& module, cons
 }
 
 TrainingState read_model_records(const ShardedCheckpoint& in, torch::nn::Module& module,
-                                 torch::optim::Optimizer& optimizer,
-                                 const std::function<bool(const std::string&)>& skip) {
+                                 torch::optim::Optimizer& optimizer, ModelParameters which) {
   const std::string where = "sharded checkpoint " + in.dir();
   const std::vector<char> type = in.read_bytes("@optimizer");
   COHORT_CHECK_AS(ConfigError, std::string(type.begin(), type.end()) == optimizer_type_name(optimizer))
@@ -447,7 +451,7 @@ TrainingState read_model_records(const ShardedCheckpoint& in, torch::nn::Module&
   };
   const std::vector<std::string> fields = element_state_fields(optimizer);
   for (const auto& item : module.named_parameters(true)) {
-    if (skip && skip(item.key())) continue;
+    if (zeros_own(which, item.value())) continue;
     check("parameter '" + item.key() + "'", parameter_record(item.key()), item.value());
     for (const std::string& field : fields)
       if (in.contains(state_record(item.key(), field)))
@@ -477,19 +481,13 @@ TrainingState read_model_records(const ShardedCheckpoint& in, torch::nn::Module&
     }
   };
   for (auto& item : module.named_parameters(true)) {
-    if (skip && skip(item.key())) continue;
+    if (zeros_own(which, item.value())) continue;
     at::Tensor& p = item.value();
     load(parameter_record(item.key()), p);
-    std::optional<ElementState> s = read_state_piece(in, item.key(), fields, 0, [&](const std::string&) {
-      return at::empty({p.numel()}, p.options().requires_grad(false));
-    });
-    if (!s) {
+    if (const std::optional<ElementState> s = read_state(in, item.key(), fields, p))
+      set_element_state(optimizer, p, *s);
+    else
       erase_element_state(optimizer, p);
-      continue;
-    }
-    for (auto& field : s->fields)
-      if (field.second.defined()) field.second = field.second.view(p.sizes());
-    set_element_state(optimizer, p, *s);
   }
   for (auto& item : module.named_buffers(true)) load(buffer_record(item.key()), item.value());
   for (auto& group : optimizer.param_groups()) group.options().serialize(options);

@@ -108,22 +108,25 @@ struct ShardedSaveOptions {
 std::string save_sharded(const std::string& dir, const std::function<void(ShardWriter&)>& fill,
                          const ShardedSaveOptions& options = {});
 
-// The records of a whole model that are not ZeRO's to write: buffers, the
-// parameters `skip` does not name (frozen ones; with no skip, all of them,
-// and the optimizer state of each), the optimizer's type and group
-// options, and the TrainingState. `rank` of `size` writes its 1/size of
-// every tensor (rank 0 the rest).
+// Which parameters a model's records include: all of them, or only those
+// that do not require grad (ZeRO writes the trainable ones as its blocks).
+enum class ModelParameters { all, frozen };
+
+// The records of a whole model: buffers, the parameters `which` says (and
+// the optimizer state of each), the optimizer's type and group options, and
+// the TrainingState. `rank` of `size` writes its 1/size of every tensor
+// (rank 0 the rest).
 void write_model_records(ShardWriter& out, const torch::nn::Module& module, const torch::optim::Optimizer& optimizer,
                          const TrainingState& state, int rank, int size,
-                         const std::function<bool(const std::string& parameter)>& skip = {});
+                         ModelParameters which = ModelParameters::all);
 // Their counterpart: loads into `module` and `optimizer` in place what
-// write_model_records() wrote (and, without skip, every parameter and its
-// optimizer state from whatever wrote them). ConfigError when the
-// checkpoint does not fit (another optimizer type, a missing parameter or
-// buffer, another shape); nothing is changed then.
+// write_model_records() wrote (with `all`, every parameter and its
+// optimizer state, from whatever wrote them, ZeRO's blocks included).
+// ConfigError when the checkpoint does not fit (another optimizer type, a
+// missing parameter or buffer, another shape, pieces missing); nothing is
+// changed then.
 TrainingState read_model_records(const ShardedCheckpoint& in, torch::nn::Module& module,
-                                 torch::optim::Optimizer& optimizer,
-                                 const std::function<bool(const std::string& parameter)>& skip = {});
+                                 torch::optim::Optimizer& optimizer, ModelParameters which = ModelParameters::all);
 
 // Collective: the sharded save of a replicated model (DDP, one device per
 // rank: every rank holds the whole state): each rank writes 1/size of it.

@@ -2,7 +2,6 @@
 
 #include <torch/torch.h>
 
-#include <functional>
 
 namespace cohort {
 
@@ -25,9 +24,8 @@ void write_state_piece(TensorPieceWriter& out, const std::string& name, c10::Int
   if (offset == 0 && elements != 0) out.add(step_record(name), {1}, 0, at::tensor({state.step}, at::kLong));
 }
 
-std::optional<ElementState> read_state_piece(const TensorPieceReader& in, const std::string& name,
-                                             const std::vector<std::string>& fields, int64_t offset,
-                                             const std::function<at::Tensor(const std::string& field)>& make) {
+std::optional<ElementState> read_state(const TensorPieceReader& in, const std::string& name,
+                                       const std::vector<std::string>& fields, const at::Tensor& parameter) {
   if (!in.contains(step_record(name))) return std::nullopt;
   at::Tensor step = at::empty({1}, at::kLong);
   in.read_into(step_record(name), 0, step);
@@ -35,8 +33,8 @@ std::optional<ElementState> read_state_piece(const TensorPieceReader& in, const 
   for (const std::string& field : fields) {
     at::Tensor values;
     if (in.contains(state_record(name, field))) {
-      values = make(field);
-      in.read_into(state_record(name, field), offset, values);
+      values = at::empty(parameter.sizes(), parameter.options().requires_grad(false));
+      in.read_into(state_record(name, field), 0, values);
     }
     state.fields.emplace_back(field, values);
   }

@@ -19,7 +19,6 @@
 #include <c10/util/ArrayRef.h>
 
 #include <cstdint>
-#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -62,13 +61,11 @@ std::string step_record(const std::string& name);
 void write_state_piece(TensorPieceWriter& out, const std::string& name, c10::IntArrayRef shape, int64_t offset,
                        const ElementState& state);
 
-// Whether `in` holds optimizer state for parameter `name`, and if so a
-// state of `fields` (element_state_fields()) with the step count and, for
-// each field the checkpoint has, `make(field)` filled with elements
-// [offset, offset + n) (make returns the flat destination: a fresh tensor
-// or a view to fill in place); fields it lacks stay undefined.
-std::optional<ElementState> read_state_piece(const TensorPieceReader& in, const std::string& name,
-                                             const std::vector<std::string>& fields, int64_t offset,
-                                             const std::function<at::Tensor(const std::string& field)>& make);
+// Parameter `name`'s whole optimizer state in `in`, shaped and typed like
+// `parameter`: the step count and the fields of `fields`
+// (element_state_fields()) the checkpoint has, the others undefined; or
+// nothing when it has no state for the parameter.
+std::optional<ElementState> read_state(const TensorPieceReader& in, const std::string& name,
+                                       const std::vector<std::string>& fields, const at::Tensor& parameter);
 
 }  // namespace cohort

@@ -27,6 +27,25 @@ void copy_group_options(const optim::Optimizer& from, optim::Optimizer& to) {
   for (auto& group : to.param_groups()) group.set_options(from.param_groups().front().options().clone());
 }
 
+// Elements [offset, offset + count) of each of the state's (flat) fields.
+ElementState state_slice(ElementState state, int64_t offset, int64_t count) {
+  for (auto& field : state.fields)
+    if (field.second.defined()) field.second = field.second.narrow(0, offset, count);
+  return state;
+}
+
+// Collective: the state of a bucket's block (`stepped`), each field joined
+// over the ranks into the whole bucket's. Steps are collective, so a bucket
+// has state on every rank or on none.
+std::optional<ElementState> joined_state(const optim::Optimizer& optimizer, const at::Tensor& stepped,
+                                         engine::Engine* engine) {
+  std::optional<ElementState> state = element_state_of(optimizer, stepped);
+  if (state)
+    for (auto& field : state->fields)
+      if (field.second.defined()) field.second = allgather(field.second.contiguous(), {.engine = engine});
+  return state;
+}
+
 }  // namespace
 
 struct ZeroOptimizer::Bucket {
@@ -485,21 +504,14 @@ std::unique_ptr<optim::Optimizer> ZeroOptimizer::consolidated(const OptimizerFac
   copy_group_options(*optimizer_, *full);
   torch::NoGradGuard no_grad;
   for (Bucket& bucket : buckets_) {
-    // Steps are collective, so a bucket has state on every rank or on none.
-    const std::optional<ElementState> mine = element_state_of(*optimizer_, bucket.stepped());
-    if (!mine) continue;
-    std::vector<at::Tensor> joined;
-    for (const auto& field : mine->fields)
-      joined.push_back(field.second.defined() ? allgather(field.second.contiguous(), {.engine = engine_.get()})
-                                              : at::Tensor());
+    const std::optional<ElementState> joined = joined_state(*optimizer_, bucket.stepped(), engine_.get());
+    if (!joined) continue;
     for (size_t i = 0; i < bucket.members.size(); ++i) {
       const at::Tensor& p = parameters_[bucket.members[i]];
-      ElementState f{.step = mine->step, .fields = mine->fields};
-      for (size_t field = 0; field < joined.size(); ++field)
-        f.fields[field].second = joined[field].defined()
-                                     ? joined[field].narrow(0, bucket.offsets[i], p.numel()).view(p.sizes()).clone()
-                                     : at::Tensor();
-      set_element_state(*full, p, f);
+      ElementState member = state_slice(*joined, bucket.offsets[i], p.numel());
+      for (auto& field : member.fields)
+        if (field.second.defined()) field.second = field.second.view(p.sizes()).clone();
+      set_element_state(*full, p, member);
     }
   }
   return full;
@@ -559,11 +571,7 @@ void ZeroOptimizer::write_shard(TensorPieceWriter& out, const std::vector<std::s
       auto mine = [&](const at::Tensor& block) { return block.narrow(0, first - begin, last - first); };
       out.add(parameter_record(name), p.sizes(), offset, mine(bucket.shard));
       if (bucket.master.defined()) out.add(master_record(name), p.sizes(), offset, mine(bucket.master));
-      if (!state) continue;
-      ElementState piece = *state;
-      for (auto& field : piece.fields)
-        if (field.second.defined()) field.second = mine(field.second);
-      write_state_piece(out, name, p.sizes(), offset, piece);
+      if (state) write_state_piece(out, name, p.sizes(), offset, state_slice(*state, first - begin, last - first));
     }
   }
 }
@@ -663,30 +671,20 @@ int64_t ZeroOptimizer::write_consolidated(TensorPieceWriter* out, const std::vec
   int64_t most = 0;
   for (Bucket& bucket : buckets_) {
     auto whole = [&](const at::Tensor& block) { return allgather(block.contiguous(), {.engine = engine_.get()}); };
-    const std::optional<ElementState> mine = element_state_of(*optimizer_, bucket.stepped());
-    std::vector<at::Tensor> joined{whole(bucket.shard)};
-    if (bucket.master.defined()) joined.push_back(whole(bucket.master));
-    ElementState state;
-    if (mine) {
-      state = *mine;
-      for (auto& field : state.fields)
-        if (field.second.defined()) joined.push_back(field.second = whole(field.second));
-    }
-    int64_t bytes = 0;
-    for (const at::Tensor& t : joined) bytes += bytes_of(t);
+    const at::Tensor values = whole(bucket.shard);
+    const at::Tensor master = bucket.master.defined() ? whole(bucket.master) : at::Tensor();
+    const std::optional<ElementState> state = joined_state(*optimizer_, bucket.stepped(), engine_.get());
+    int64_t bytes = bytes_of(values) + bytes_of(master);
+    if (state)
+      for (const auto& field : state->fields) bytes += bytes_of(field.second);
     most = std::max(most, bytes);
     if (out == nullptr) continue;
     for (size_t i = 0; i < bucket.members.size(); ++i) {
       const at::Tensor& p = parameters_[bucket.members[i]];
       const std::string& name = names[bucket.members[i]];
-      auto member = [&](const at::Tensor& flat) { return flat.narrow(0, bucket.offsets[i], p.numel()); };
-      out->add(parameter_record(name), p.sizes(), 0, member(joined[0]));
-      if (bucket.master.defined()) out->add(master_record(name), p.sizes(), 0, member(joined[1]));
-      if (!mine) continue;
-      ElementState piece = state;
-      for (auto& field : piece.fields)
-        if (field.second.defined()) field.second = member(field.second);
-      write_state_piece(*out, name, p.sizes(), 0, piece);
+      out->add(parameter_record(name), p.sizes(), 0, values.narrow(0, bucket.offsets[i], p.numel()));
+      if (master.defined()) out->add(master_record(name), p.sizes(), 0, master.narrow(0, bucket.offsets[i], p.numel()));
+      if (state) write_state_piece(*out, name, p.sizes(), 0, state_slice(*state, bucket.offsets[i], p.numel()));
     }
   }
   return most;

@@ -136,6 +136,9 @@ void ZeroStrategy::prepare(TrainingModel model) {
     for (torch::nn::AnyModule& layer : dynamic_cast<torch::nn::SequentialImpl&>(module)) layers_.push_back(&layer);
   }
   zero_ = std::make_unique<ZeroOptimizer>(trainable(module.parameters()), model_.optimizer, options);
+  names_.clear();
+  for (const auto& item : module.named_parameters(/*recurse=*/true))
+    if (item.value().requires_grad()) names_.push_back(item.key());
   if (options.defer_gather) {
     // The buckets each layer's parameters are in (a Sequential's parameters
     // are its layers', in order).
@@ -292,33 +295,16 @@ void ZeroStrategy::load(torch::serialize::InputArchive& archive) {
   zero_->reshard();
 }
 
-// The names of the parameters ZeroOptimizer holds, in its order (the
-// module's, trainable ones only).
-std::vector<std::string> ZeroStrategy::trainable_names() {
-  std::vector<std::string> names;
-  for (const auto& item : module().named_parameters(/*recurse=*/true))
-    if (item.value().requires_grad()) names.push_back(item.key());
-  return names;
-}
-
-bool ZeroStrategy::is_trainable(const std::string& name) {
-  const at::Tensor* p = module().named_parameters(true).find(name);
-  return p != nullptr && p->requires_grad();
-}
-
 std::string ZeroStrategy::save_sharded(const std::string& dir, const TrainingState& state) {
   detail::prepared(model_, prepared_);
-  const std::vector<std::string> names = trainable_names();
   const int rank = process_index(), size = process_count();
   // Buffers and frozen parameters are replicated: each rank writes 1/size.
   // Hybrid sharding: every shard group holds the same blocks; the first
   // (dp coordinate 0) writes them.
   const bool writes_blocks = groups_ == nullptr || groups_->rank(MeshAxis::dp) == 0;
   return cohort::save_sharded(dir, [&](ShardWriter& out) {
-    if (writes_blocks) zero_->write_shard(out, names);
-    else zero_->finish_gathers();
-    write_model_records(out, module(), zero_->shard_optimizer(), state, rank, size,
-                        [this](const std::string& name) { return is_trainable(name); });
+    if (writes_blocks) zero_->write_shard(out, names_);
+    write_model_records(out, module(), zero_->shard_optimizer(), state, rank, size, ModelParameters::frozen);
   }, {.engine = engine_.get()});
 }
 
@@ -327,23 +313,19 @@ TrainingState ZeroStrategy::load_sharded(const std::string& dir, const std::stri
   const ShardedCheckpoint in(dir, id);
   // The model's own records first (they check the optimizer type and the
   // shapes before anything changes), then this rank's blocks.
-  const TrainingState state = read_model_records(in, module(), zero_->shard_optimizer(),
-                                                 [this](const std::string& name) { return is_trainable(name); });
+  const TrainingState state = read_model_records(in, module(), zero_->shard_optimizer(), ModelParameters::frozen);
   evaluating_ = false;
-  zero_->read_shard(in, trainable_names());
+  zero_->read_shard(in, names_);
   return state;
 }
 
 int64_t ZeroStrategy::export_consolidated(const std::string& dir, const TrainingState& state) {
   detail::prepared(model_, prepared_);
-  const std::vector<std::string> names = trainable_names();
   int64_t most = 0;
   cohort::save_sharded(dir, [&](ShardWriter& out) {
     const bool writes = process_index() == 0;
-    most = zero_->write_consolidated(writes ? &out : nullptr, names);
-    if (writes)
-      write_model_records(out, module(), zero_->shard_optimizer(), state, 0, 1,
-                          [this](const std::string& name) { return is_trainable(name); });
+    most = zero_->write_consolidated(writes ? &out : nullptr, names_);
+    if (writes) write_model_records(out, module(), zero_->shard_optimizer(), state, 0, 1, ModelParameters::frozen);
   }, {.single_writer = true, .engine = engine_.get()});
   return most;
 }

@@ -105,13 +105,13 @@ class ZeroStrategy : public RankStrategy {
  private:
   std::vector<std::vector<size_t>> plan_units(torch::nn::Module& module);
   std::vector<std::vector<size_t>> plan_wrapped_units(torch::nn::Module& module);
-  std::vector<std::string> trainable_names();
-  bool is_trainable(const std::string& name);
+
   at::Tensor forward_by_units(const at::Tensor* input);
   at::Tensor forward_by_layers(const at::Tensor& input);
 
   ZeroStrategyOptions options_;
   TrainingModel training_;  // model_, with stage 3's forward by units
+  std::vector<std::string> names_;  // zero_'s parameters' names (the module's trainable ones), in its order
   // Hybrid: the mesh whose tp axis is the shard groups and dp the replicas
   // (declared before zero_, so that it outlives it).
   std::unique_ptr<Mesh> groups_;
