@@ -4,18 +4,26 @@
 #
 # Usage: sudo bench/sim_validation.sh [--build-dir DIR] [--reps N] [--steps N]
 #          [--out DIR] [--links "1gbit 250mbit"] [--no-cluster] [--quick] [--no-build]
-#          [--predict-only] [--background N]
+#          [--predict-only] [--background N] [--cases REGEX]
 #
 # --no-build uses the programs already in DIR as they are (say, built before
 # a merge that would rebuild every LibTorch target); --predict-only redoes
 # step 4 from the logs a run with the same flags left in --out;
-# --background N sets the other programs' load instead of the measured one.
+# --background N sets the other programs' load instead of the measured one;
+# --cases REGEX measures and predicts only the cases whose names match
+# (say 'zero|ps'; the names are in the table's first column).
 #
 # 1. Fit (cohort's own micro-benchmarks, nothing else):
 #    - links.shm at 2, 4 and 8 ranks: cohort-bench allreduce on shm;
 #    - links.network at each --links rate: cohort-bench allreduce over gloo
 #      between 2 emulated hosts (scripts/cluster.sh: network namespaces,
 #      tbf-shaped veth links; needs root);
+#    - links.shm for ZeRO's reduce-scatter and allgather at 2 and 4 ranks
+#      (cohort-bench reduce_scatter and allgather on shm: separate code
+#      paths from the allreduce's, with costs of their own);
+#    - links.ps (the parameter servers' ZeroMQ ipc transport): the
+#      request/reply round trips of ps_transport_bench, half of each one a
+#      one-way transfer, alpha + bytes / B fitted by least squares;
 #    - copy and reduction rates: bench_reduce_kernels (memcpy, sum f32).
 #    Each rep runs the benchmarks again, interleaved with the training
 #    runs, and the fit uses each size's median over reps.
@@ -30,7 +38,11 @@
 #      8 ranks of this machine (shm);
 #    - synthetic_benchmark mlp and cnn (horovod) on 2 and 4 emulated hosts
 #      of one rank each, at each --links rate (gloo);
-#    - char_lm on dp 2 and dp 4 meshes (shm).
+#    - char_lm on dp 2 and dp 4 meshes (shm);
+#    - synthetic_benchmark mlp under zero stages 1, 2 and 3 on 2 and 4
+#      ranks (shm), predicted from the horovod workload (the same model);
+#    - synthetic_benchmark mlp under parameter_server:servers=1 on 3 and 5
+#      ranks (2 and 4 workers, shm for nothing: ZeroMQ ipc).
 #    While they run, bench/sim/other_load.py samples the runnable threads of
 #    other programs (the shared machine's load) into background.txt.
 # 4. Predict each run with `cohort-sim predict` on a topology built from the
@@ -58,6 +70,7 @@ quick=0
 build=1
 predict_only=0
 background=
+case_filter=
 
 die() { echo "sim_validation.sh: $*" >&2; exit 1; }
 usage_error() { echo "sim_validation.sh: $* (see --help)" >&2; exit 2; }
@@ -74,7 +87,8 @@ while [[ $# -gt 0 ]]; do
     --no-build) build=0; shift ;;
     --predict-only) predict_only=1; build=0; shift ;;
     --background) background=${2:?--background needs a value}; shift 2 ;;
-    -h|--help) sed -n '2,46p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --cases) case_filter=${2:?--cases needs a value}; shift 2 ;;
+    -h|--help) sed -n '2,55p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) usage_error "unknown argument '$1'" ;;
   esac
 done
@@ -94,7 +108,7 @@ if (( build )); then
       die "cmake configure of $build_dir failed"
   fi
   cmake --build "$build_dir" -j 2 --target cohort-sim cohort-bench cohortrun synthetic_benchmark char_lm \
-    bench_reduce_kernels >/dev/null || die "build failed in $build_dir (LibTorch and Google Benchmark needed)"
+    bench_reduce_kernels ps_transport_bench >/dev/null || die "build failed in $build_dir (LibTorch and Google Benchmark needed)"
 fi
 sim=$build_dir/tools/sim/cohort-sim
 bench=$build_dir/tools/cohort-bench
@@ -102,10 +116,12 @@ run=$build_dir/cohort/launcher/cohortrun
 synthetic=$build_dir/examples/synthetic_benchmark
 char_lm=$build_dir/examples/char_lm
 kernels=$build_dir/bench/bench_reduce_kernels
-for p in "$sim" "$bench" "$run" "$synthetic" "$char_lm" "$kernels"; do
+ps_bench=$build_dir/bench/ps_transport_bench
+for p in "$sim" "$bench" "$run" "$synthetic" "$char_lm" "$kernels" "$ps_bench"; do
   [[ -x $p ]] || die "$p is missing (build it, or drop --no-build)"
 done
-cores=$(nproc)
+# nproc would count OMP_NUM_THREADS (1, exported above), not the cores.
+cores=$(getconf _NPROCESSORS_ONLN)
 
 prefixes=()
 cleanup() { for p in "${prefixes[@]}"; do "$repo/scripts/cluster.sh" down --prefix "$p" >/dev/null 2>&1 || true; done; }
@@ -167,6 +183,18 @@ for m in "${models[@]}"; do
   fi
 done
 for d in "${char_dp[@]}"; do cases+=("charlm:$d"); done
+zero_stages=(1 2 3)
+zero_ranks=(2 4)
+ps_ranks=(3 5)
+if (( quick )); then zero_ranks=(2); ps_ranks=(3); fi
+for z in "${zero_stages[@]}"; do for n in "${zero_ranks[@]}"; do cases+=("zero:mlp:$z:$n"); done; done
+for n in "${ps_ranks[@]}"; do cases+=("ps:mlp:$n"); done
+if [[ -n $case_filter ]]; then
+  kept=()
+  for c in "${cases[@]}"; do [[ $c =~ $case_filter ]] && kept+=("$c"); done
+  (( ${#kept[@]} )) || usage_error "--cases '$case_filter' matches none of: ${cases[*]}"
+  cases=("${kept[@]}")
+fi
 
 if (( !predict_only )); then
 # --- 1 and 2: workloads (one rank, timelines) -----------------------------------
@@ -202,6 +230,14 @@ for (( rep = 1; rep <= reps; rep++ )); do
     logrun "bench.shm.$n" "$run" -np "$n" "$bench" allreduce --min-bytes 1K --max-bytes 64M --step-factor 4 \
       --seconds 0.05 --csv || true
   done
+  if [[ " ${cases[*]}" == *" zero:"* ]]; then
+    for c in reduce_scatter allgather; do
+      for n in "${zero_ranks[@]}"; do
+        logrun "bench.shm_$c.$n" "$run" -np "$n" "$bench" "$c" --min-bytes 1K --max-bytes 64M --step-factor 4 \
+          --seconds 0.05 --csv || true
+      done
+    done
+  fi
   if (( cluster )); then
     for l in $links; do
       max=64M
@@ -211,6 +247,7 @@ for (( rep = 1; rep <= reps; rep++ )); do
         --seconds 0.1 --csv || true
     done
   fi
+  logrun "bench.ps" "$run" -np 2 "$ps_bench" --sizes 256K,4M,64M --iters 5 --reps 3 || true
   logrun "bench.kernels" "$kernels" --benchmark_filter='BM_memcpy/67108864|BM_reduce_sum/f32_2src_inplace/67108864' \
     --benchmark_format=csv || true
   # The training runs, rotated so that each case runs early in some rep.
@@ -223,6 +260,10 @@ for (( rep = 1; rep <= reps; rep++ )); do
       net) on_cluster "$y" "$x"
            logrun "run.$c" "${on[@]}" "$synthetic" --model "$a" --mode "$b" "${sb_flags[@]}" || true ;;
       charlm) logrun "run.$c" "$run" -np "$a" "$char_lm" --dp "$a" "${cl_flags[@]}" || true ;;
+      zero) logrun "run.$c" "$run" -np "$x" "$synthetic" --model "$a" --strategy "zero:stage=$b" "${sb_flags[@]}" ||
+              true ;;
+      ps) logrun "run.$c" "$run" -np "$b" "$synthetic" --model "$a" --strategy parameter_server:servers=1 \
+            "${sb_flags[@]}" || true ;;
     esac
   done
 done
@@ -238,33 +279,33 @@ cores, reps, cluster = int(cores), int(reps), int(cluster)
 cases = sys.argv[8:]
 logs = os.path.join(out, "logs")
 
-def rows(name):
+def rows(name, collective):
     """cohort-bench CSV rows of every rep: {size: [seconds...]}"""
     got = {}
     for path in glob.glob(f"{logs}/{name}.*.log"):
         for line in open(path):
             line = re.sub(r"^\[\d+\] ", "", line.strip())
             cells = line.split(",")
-            if len(cells) >= 7 and cells[0] == "allreduce":
+            if len(cells) >= 7 and cells[0] == collective:
                 got.setdefault(int(cells[2]), []).append(float(cells[6]) * 1e-6)
     return got
 
-def median_csv(name, ranks):
-    got = rows(name)
+def median_csv(name, ranks, collective="allreduce"):
+    got = rows(name, collective)
     if not got:
         return None
     path = os.path.join(out, f"fit.{name}.csv")
     with open(path, "w") as f:
         f.write("collective,ranks,size_bytes,count,type,op,time_us\n")
         for size in sorted(got):
-            f.write(f"allreduce,{ranks},{size},0,f32,sum,{statistics.median(got[size]) * 1e6}\n")
+            f.write(f"{collective},{ranks},{size},0,f32,sum,{statistics.median(got[size]) * 1e6}\n")
     return path
 
-def fit(csv, topo, algorithm, link):
+def fit(csv, topo, algorithm, link, collective="allreduce"):
     tpath = os.path.join(out, "fit.topology.json")
     json.dump(topo, open(tpath, "w"))
-    r = subprocess.run([sim, "fit", "--csv", csv, "--topology", tpath, "--algorithm", algorithm, "--link", link],
-                       capture_output=True, text=True)
+    r = subprocess.run([sim, "fit", "--csv", csv, "--topology", tpath, "--algorithm", algorithm, "--link", link,
+                        "--collective", collective], capture_output=True, text=True)
     if r.returncode != 0:
         sys.exit(f"sim_validation.sh: fit of {csv} failed: {r.stderr.strip()}")
     print(f"# fit {os.path.basename(csv)}: {r.stdout.strip()}  ({r.stderr.strip().replace('cohort-sim: ', '')})")
@@ -290,6 +331,12 @@ for n in (2, 4, 8):
     csv = median_csv(f"bench.shm.{n}", n)
     if csv:
         shm[n] = fit(csv, {"hosts": 1, "ranks_per_host": n}, "shm", "shm")
+shm_halves = []  # by_ranks entries of ZeRO's collectives
+for c in ("reduce_scatter", "allgather"):
+    for n in (2, 4):
+        csv = median_csv(f"bench.shm_{c}.{n}", n, c)
+        if csv:
+            shm_halves.append(dict(fit(csv, {"hosts": 1, "ranks_per_host": n}, "shm", "shm", c), ranks=n, collective=c))
 net = {}
 if cluster:
     for l in links.split():
@@ -299,6 +346,35 @@ if cluster:
             if reduce_rate:
                 topo["reduce_bytes_per_s"] = reduce_rate
             net[l] = fit(csv, topo, "ring", "network")
+
+# The ps link: ps_transport_bench's zmq-ipc round trips (B bytes each way),
+# one way = half a round trip = alpha + B / bandwidth, least squares weighted
+# by 1/time (relative errors), as the allreduce fits.
+def fit_ps():
+    got = {}
+    for path in glob.glob(f"{logs}/bench.ps.*.log"):
+        for line in open(path):
+            m = re.search(r"\| (\d+) KiB \| zmq-ipc \| ([0-9.]+) \|", line)
+            if m:
+                got.setdefault(int(m.group(1)) * 1024, []).append(float(m.group(2)) * 1e-6 / 2)
+    if len(got) < 2:
+        return None
+    pts = [(b, statistics.median(v)) for b, v in sorted(got.items())]
+    # minimise sum ((alpha + b x - t) / t)^2 over alpha, x
+    s11 = sum(1 / t**2 for b, t in pts); s12 = sum(b / t**2 for b, t in pts); s22 = sum(b * b / t**2 for b, t in pts)
+    r1 = sum(1 / t for b, t in pts); r2 = sum(b / t for b, t in pts)
+    det = s11 * s22 - s12 * s12
+    alpha, x = (r1 * s22 - r2 * s12) / det, (s11 * r2 - s12 * r1) / det
+    alpha = max(alpha, 0.0)
+    if alpha == 0.0:
+        x = r2 / s22
+    errs = [abs(alpha + b * x - t) / t for b, t in pts]
+    link = {"alpha_s": alpha, "bytes_per_s": 1 / x}
+    print(f"# fit bench.ps (zmq-ipc one way): {json.dumps(link)}  ({len(pts)} sizes, relative error max"
+          f" {100 * max(errs):.1f}%)")
+    return link
+
+ps_link = fit_ps()
 
 wake = []
 for path in glob.glob(f"{out}/workloads/*.json"):
@@ -327,9 +403,11 @@ def topology(hosts, per_host, link=None):
          "cpu": {"cores_per_host": cores, "one_machine": hosts > 1}, "engine": {"wake_s": wake_s}}
     if shm:
         base = shm.get(2) or next(iter(shm.values()))
-        t["links"]["shm"] = dict(base, by_ranks=[dict(v, ranks=k) for k, v in shm.items()])
+        t["links"]["shm"] = dict(base, by_ranks=[dict(v, ranks=k) for k, v in shm.items()] + shm_halves)
     if link:
         t["links"]["network"] = net[link]
+    if ps_link:
+        t["links"]["ps"] = ps_link
     if copy_rate:
         t["copy_bytes_per_s"] = copy_rate
     if reduce_rate:
@@ -371,6 +449,14 @@ for case in cases:
         elif parts[0] == "net":
             _, m, mode, h, l = parts
             topo, wl, flags, ranks = topology(int(h), 1, l), f"{out}/workloads/{m}.{mode}.json", ["--mode", mode, "--backend", "ring"], int(h)
+        elif parts[0] == "zero":
+            _, m, stage, n = parts
+            topo, wl, ranks = topology(1, int(n)), f"{out}/workloads/{m}.horovod.json", int(n)
+            flags = ["--mode", "zero", "--zero-stage", stage]
+        elif parts[0] == "ps":
+            _, m, n = parts
+            topo, wl, ranks = topology(1, int(n)), f"{out}/workloads/{m}.horovod.json", int(n)
+            flags = ["--mode", "parameter_server", "--ps-servers", "1"]
         else:
             d = int(parts[1])
             topo, wl, flags, ranks = topology(1, d), charlm_workload(d), [], d

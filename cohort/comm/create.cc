@@ -65,8 +65,37 @@ void connect_store(World& world) {
   world.store = std::make_shared<rendezvous::TcpStore>(rendezvous::TcpStoreOptions{
       .host = info.store_host, .port = info.store_port, .secret = info.secret});
   // Before anything else: a process of another job must not take a seat.
-  rendezvous::register_rank(*world.store, info,
-                            "store at " + info.store_host + ":" + std::to_string(info.store_port));
+  // An elastic job's seats pass from process to process; its membership
+  // (published by its launcher) says who is in the world.
+  if (info.elastic_slot < 0)
+    rendezvous::register_rank(*world.store, info,
+                              "store at " + info.store_host + ":" + std::to_string(info.store_port));
+}
+
+// How long a member waits for the launcher's next epoch: the launcher ends
+// the job itself (--elastic-timeout) and says so through the store.
+constexpr std::chrono::hours kMembershipWait{24};
+
+rendezvous::Member me(const World& world) {
+  return {world.info.elastic_slot, world.info.elastic_incarnation};
+}
+
+// The world of `world.membership`: this process's rank in it, and a
+// communicator under the epoch's own namespace (shm and gloo need a fresh
+// one per group).
+void join_epoch(World& world) {
+  const int rank = world.membership.rank_of(me(world));
+  COHORT_CHECK(rank >= 0) << "not a member of epoch " << world.membership.epoch;
+  world.info.rank = rank;
+  world.info.size = world.membership.size();
+  // One host: every member is local (cohortrun --min-np refuses hosts).
+  world.info.local_rank = rank;
+  world.info.local_size = world.info.size;
+  world.options.all_local = true;
+  logging::set_rank(rank);
+  auto store = std::make_shared<rendezvous::PrefixStore>("world/e" + std::to_string(world.membership.epoch),
+                                                         world.store);
+  world.comm = create_communicator(std::move(store), rank, world.info.size, world.options);
 }
 
 // The number of hosts the ranks run on. Collective, and made by every rank
@@ -290,10 +319,33 @@ World init_world() {
   options.all_local = info.local_size == info.size;
   options.store_host = info.store_host;
   connect_store(world);
-  auto store = std::make_shared<rendezvous::PrefixStore>("world", world.store);
-  world.comm = create_communicator(std::move(store), info.rank, info.size, options);
+  world.options = options;
+  if (info.elastic_slot >= 0) {
+    // A replacement says it can join; the first processes are epoch 0.
+    if (info.elastic_incarnation > 0) rendezvous::announce_ready(*world.store, me(world));
+    world.membership = rendezvous::wait_for_membership(*world.store, me(world), -1, kMembershipWait);
+    join_epoch(world);
+    // The banner's collectives are made by the first world's members only:
+    // a replacement joins members that are in reform_world(), which makes
+    // none.
+    if (world.membership.epoch != 0) return world;
+  } else {
+    auto store = std::make_shared<rendezvous::PrefixStore>("world", world.store);
+    world.comm = create_communicator(std::move(store), info.rank, info.size, options);
+  }
   announce(world);
   return world;
+}
+
+void reform_world(World& world) {
+  COHORT_CHECK_AS(ConfigError, world.info.elastic_slot >= 0)
+      << "reform_world() is for elastic jobs (cohortrun --min-np); this one is of fixed size";
+  world.comm.reset();
+  world.membership = rendezvous::wait_for_membership(*world.store, me(world), world.membership.epoch, kMembershipWait);
+  if (world.membership.rank_of(me(world)) < 0)
+    throw ElasticLeave("member " + rendezvous::member_text(me(world)) + " is not in epoch " +
+                       std::to_string(world.membership.epoch) + ": it leaves the job");
+  join_epoch(world);
 }
 
 }  // namespace cohort::comm

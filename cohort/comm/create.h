@@ -20,6 +20,7 @@
 
 #include "cohort/comm/communicator.h"
 #include "cohort/rendezvous/discovery.h"
+#include "cohort/rendezvous/membership.h"
 #include "cohort/rendezvous/store.h"
 
 namespace cohort::comm {
@@ -65,11 +66,26 @@ std::unique_ptr<Communicator> create_communicator(std::shared_ptr<rendezvous::St
 // Members are destroyed bottom up: the communicator (which may report a
 // failure through the store) before the store, the store before its server.
 struct World {
-  rendezvous::LaunchInfo info;
+  rendezvous::LaunchInfo info;  // rank and size: this world's (an elastic epoch's)
   std::shared_ptr<void> store_server;  // held when this rank hosts the store
   std::shared_ptr<rendezvous::Store> store;
   std::unique_ptr<Communicator> comm;
+  CommunicatorOptions options;         // what comm was made with
+  rendezvous::Membership membership;  // elastic jobs: the epoch comm spans (epoch -1 otherwise)
 };
 World init_world();
+
+// Elastic jobs (cohortrun --min-np): destroys `world.comm` and forms the
+// world of the next membership epoch that includes this process, waiting
+// for the launcher to publish it (its rank and size in world.info). A
+// replacement process announces itself ready in init_world() first. Throws
+// rendezvous::MembershipEnded when the launcher ended the job, and
+// ElasticLeave when the new epoch leaves this process out.
+void reform_world(World& world);
+
+class ElasticLeave : public Error {
+ public:
+  using Error::Error;
+};
 
 }  // namespace cohort::comm

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "cohort/common/check.h"
+#include "cohort/launcher/elastic_controller.h"
 #include "cohort/launcher/job_id.h"
 #include "cohort/launcher/launch_plan.h"
 #include "cohort/launcher/placement.h"
@@ -91,6 +92,29 @@ void send_payload(int fd, const RemotePayload& payload) {
   }
 }
 
+// The supervisor's elastic policy: the controller, keyed by the ranks'
+// records.
+class ElasticAdapter final : public ElasticPolicy {
+ public:
+  explicit ElasticAdapter(ElasticController& controller) : controller_(controller) {}
+  bool rank_ended(const RankRecord& r, std::string& note) override {
+    return controller_.member_ended({r.rank, r.incarnation}, !r.status.success(), note);
+  }
+  std::string tick() override { return controller_.tick(ElasticController::Clock::now()); }
+  std::chrono::milliseconds period() const override { return ElasticController::kTickPeriod; }
+
+ private:
+  ElasticController& controller_;
+};
+
+// A slot's launch with its elastic identity.
+SpawnRequest elastic_request(const RankLaunch& launch, rendezvous::Member m) {
+  SpawnRequest request{.path = launch.path, .argv = launch.argv, .envp = launch.envp, .output = launch.output};
+  request.envp.push_back("COHORT_ELASTIC_SLOT=" + std::to_string(m.slot));
+  request.envp.push_back("COHORT_ELASTIC_INCARNATION=" + std::to_string(m.incarnation));
+  return request;
+}
+
 }  // namespace
 
 int run_job(const LaunchOptions& options) {
@@ -165,15 +189,40 @@ int run_job(const LaunchOptions& options) {
       signals);
   std::string launch_error;
   int launch_error_code = 0;
+  std::optional<ElasticController> elastic;
+  std::optional<ElasticAdapter> elastic_policy;
+  if (options.elastic()) {
+    try {
+      auto client = std::make_shared<rendezvous::TcpStore>(rendezvous::TcpStoreOptions{
+          .host = store_address.bind, .port = job.store_port, .secret = job.secret,
+          .connect_timeout = std::chrono::seconds(10)});
+      elastic.emplace(ElasticOptions{.min_np = options.min_np, .max_restarts = options.max_restarts,
+                                     .timeout_s = options.elastic_timeout_s},
+                      std::move(client), options.num_ranks, [&](rendezvous::Member m) {
+                        const SpawnedProcess process = spawn_process(elastic_request(plan.ranks.at(size_t(m.slot)), m));
+                        supervisor.add(m.slot, process, {}, m.incarnation);
+                        if (options.verbose)
+                          print("cohortrun: rank " + rendezvous::member_text(m) + ": pid " +
+                                std::to_string(process.pid) + "\n");
+                      });
+      elastic->publish_initial();
+      elastic_policy.emplace(*elastic);
+      supervisor.set_elastic(*elastic_policy);
+    } catch (const Error& e) {
+      print_error(std::string("cannot start the elastic membership: ") + e.what());
+      return 1;
+    }
+  }
   std::map<int, std::string> remote_ranks;
   bool output_noted = false;  // a missing pseudo-terminal is said once, not per rank
   for (const RankLaunch& launch : plan.ranks) {
     const int rank = launch.where.rank;
-    SpawnRequest request{.path = launch.path,
-                         .argv = launch.argv,
-                         .envp = launch.envp,
-                         .output = launch.output,
-                         .stdin_pipe = launch.payload.has_value()};
+    SpawnRequest request = elastic ? elastic_request(launch, {rank, 0})
+                                   : SpawnRequest{.path = launch.path,
+                                                  .argv = launch.argv,
+                                                  .envp = launch.envp,
+                                                  .output = launch.output,
+                                                  .stdin_pipe = launch.payload.has_value()};
     try {
       const SpawnedProcess process = spawn_process(request);
       if (!process.output_note.empty() && !output_noted) {
@@ -220,7 +269,8 @@ int run_job(const LaunchOptions& options) {
     return launch_error_code;
   }
   if (result.reason == StopReason::rank_failed) print(failure_report(result));
-  else if (result.reason == StopReason::start_timeout) print_error(result.start_error);
+  else if (result.reason == StopReason::start_timeout || result.reason == StopReason::elastic_ended)
+    print_error(result.start_error);
   else print(stop_summary(result));
   return exit_code(result);
 }

@@ -19,7 +19,7 @@ constexpr const char* kLauncherVariables[] = {
     "COHORT_RANK",  "COHORT_SIZE", "COHORT_LOCAL_RANK", "COHORT_LOCAL_SIZE",
     "COHORT_STORE_ADDR", "COHORT_JOB_ID", "COHORT_SECRET", "RANK",
     "WORLD_SIZE",   "LOCAL_RANK",  "LOCAL_WORLD_SIZE",  "MASTER_ADDR",
-    "MASTER_PORT",  "COHORT_HOST",
+    "MASTER_PORT",  "COHORT_HOST", "COHORT_ELASTIC_SLOT", "COHORT_ELASTIC_INCARNATION",
 };
 
 constexpr const char* kBackends[] = {"auto", "shm", "gloo", "mpi", "hierarchical"};
@@ -98,6 +98,7 @@ namespace {
 LaunchOptions parse_arguments(std::span<const std::string> args) {
   LaunchOptions options;
   bool np_given = false;
+  bool max_restarts_given = false, elastic_timeout_given = false;
   std::string hosts_flag;  // the flag that gave the hosts, for conflicts
   size_t i = 0;
   for (; i < args.size(); ++i) {
@@ -222,6 +223,19 @@ LaunchOptions parse_arguments(std::span<const std::string> args) {
       if (std::string problem = job_id_problem(text); !problem.empty())
         throw UsageError("--job-id: " + problem);
       options.job_id = text;
+    } else if (name == "--min-np" || name == "--max-restarts") {
+      const std::string text = value();
+      long long n = 0;
+      if (!parse_decimal(text, n) || n < (name == "--min-np" ? 1 : 0) || n > kMaxRanks)
+        throw UsageError(name + " needs " + (name == "--min-np" ? "a positive" : "a non-negative") +
+                         " number up to " + std::to_string(kMaxRanks) + ", got " + quoted(text));
+      (name == "--min-np" ? options.min_np : options.max_restarts) = static_cast<int>(n);
+      if (name == "--max-restarts") max_restarts_given = true;
+    } else if (name == "--elastic-timeout") {
+      const std::string text = value();
+      if (!parse_seconds(text, 86400, options.elastic_timeout_s))
+        throw UsageError(name + " needs seconds in (0, 86400], got " + quoted(text));
+      elastic_timeout_given = true;
     } else if (name == "--grace-s") {
       options.grace_s = grace_seconds(name, value());
     } else if (name == "--signal-grace-s") {
@@ -244,6 +258,15 @@ LaunchOptions parse_arguments(std::span<const std::string> args) {
   }
   if (options.command.empty())
     throw UsageError("no program to run (usage: cohortrun -np N [flags] prog args...)");
+  if (options.elastic()) {
+    if (options.min_np > options.num_ranks)
+      throw UsageError("--min-np " + std::to_string(options.min_np) + " is more than the " +
+                       std::to_string(options.num_ranks) + " rank(s) started (-np)");
+    if (!options.hosts.empty())
+      throw UsageError("--min-np (elastic) runs on this machine only for now; drop -H/--hostfile");
+  } else if (max_restarts_given || elastic_timeout_given) {
+    throw UsageError("--max-restarts and --elastic-timeout need --min-np (an elastic job)");
+  }
   if (!options.backend.empty())
     for (const auto& [key, v] : options.env)
       if (key == "COHORT_BACKEND")
@@ -289,6 +312,12 @@ std::string usage_text() {
         "  --signal-grace-s S    seconds ranks get to exit after cohortrun forwards\n"
         "                        SIGINT, SIGTERM or SIGHUP to them, before SIGKILL\n"
         "                        (default 30)\n"
+        "  --min-np N            elastic: a rank that fails does not stop the job while N\n"
+        "                        ranks live; its slot is started again (--max-restarts) and\n"
+        "                        the ranks go on in a new world (cohort's elastic state)\n"
+        "  --max-restarts K      elastic: replacements per slot (default 3)\n"
+        "  --elastic-timeout S   elastic: fewer than --min-np ranks for S seconds ends the\n"
+        "                        job (default 600)\n"
         "  -v, --verbose         report the store, the ranks' pids and how each ended\n"
         "  -h, --help            print this help\n"
         "\n"

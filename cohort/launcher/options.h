@@ -56,6 +56,15 @@ struct LaunchOptions {
   std::string network_interface;  // --network-interface: COHORT_IFACE for every rank
   std::string remote_cohortrun;   // --remote-cohortrun; empty: this cohortrun's path
   bool dry_run = false;           // --dry-run: print what would run where, start nothing
+
+  // Elastic (min_np > 0): a rank that fails does not stop the job while at
+  // least min_np ranks live; its slot is started again up to max_restarts
+  // times, and the ranks form a new world at each change (elastic_controller.h).
+  int min_np = 0;                 // --min-np; 0: not elastic (fail fast)
+  int max_restarts = 3;           // --max-restarts: replacements per slot
+  double elastic_timeout_s = 600; // --elastic-timeout: below --min-np this long ends the job
+
+  bool elastic() const { return min_np > 0; }
 };
 
 // Most ranks cohortrun starts on one machine.

@@ -106,6 +106,7 @@ int exit_code(const SupervisionResult& result) {
     }
     case StopReason::launch_failed:
     case StopReason::start_timeout:
+    case StopReason::elastic_ended:
       return 1;
     case StopReason::rank_failed:
       for (const RankRecord& r : result.ranks)

@@ -53,9 +53,10 @@ Supervisor::~Supervisor() {
     if (rank->stdin_fd >= 0) ::close(rank->stdin_fd);
 }
 
-void Supervisor::add(int rank_id, const SpawnedProcess& process, std::string host) {
+void Supervisor::add(int rank_id, const SpawnedProcess& process, std::string host, int incarnation) {
   auto rank = std::make_unique<Rank>();
   rank->record.rank = rank_id;
+  rank->record.incarnation = incarnation;
   rank->record.host = std::move(host);
   rank->record.pid = process.pid;
   rank->stdin_fd = process.stdin_fd;
@@ -67,6 +68,11 @@ void Supervisor::add(int rank_id, const SpawnedProcess& process, std::string hos
         r, from,
         OutputForwarder({.rank = rank_id, .out_fd = to, .live = ::isatty(to) ? &live_line_ : nullptr},
                         &r->record.tail)}));
+}
+
+void Supervisor::set_elastic(ElasticPolicy& policy) {
+  elastic_ = &policy;
+  next_elastic_tick_ = Clock::now();
 }
 
 void Supervisor::watch_start(StartCheck& check, double timeout_s) {
@@ -135,11 +141,13 @@ void Supervisor::stop_all(int signo, double grace_s) {
 }
 
 void Supervisor::reap() {
-  for (auto& rank : ranks_) {
-    if (rank->record.ended) continue;
+  // By index: an elastic policy adds replacements from on_rank_end().
+  for (size_t i = 0; i < ranks_.size(); ++i) {
+    Rank& rank = *ranks_[i];
+    if (rank.record.ended) continue;
     int status = 0;
-    const pid_t pid = ::waitpid(rank->record.pid, &status, WNOHANG);
-    if (pid == rank->record.pid) on_rank_end(*rank, status);
+    const pid_t pid = ::waitpid(rank.record.pid, &status, WNOHANG);
+    if (pid == rank.record.pid) on_rank_end(rank, status);
   }
 }
 
@@ -153,6 +161,17 @@ void Supervisor::on_rank_end(Rank& rank, int wait_status) {
   if (options_.verbose)
     message("rank " + std::to_string(rank.record.rank) + " (pid " + std::to_string(rank.record.pid) +
             ") " + describe(rank.record.status));
+  if (elastic_ && reason_ == StopReason::none) {
+    std::string note;
+    const bool goes_on = elastic_->rank_ended(rank.record, note);
+    if (!rank.record.status.success() && goes_on) {
+      rank.record.absorbed = true;
+      message("rank " + std::to_string(rank.record.rank) + "." + std::to_string(rank.record.incarnation) + " (pid " +
+              std::to_string(rank.record.pid) + ") " + describe(rank.record.status) +
+              (note.empty() ? "" : "; " + note));
+      return;
+    }
+  }
   if (rank.record.status.success() || reason_ != StopReason::none) return;
   reason_ = StopReason::rank_failed;
   failed_rank_ = rank.record.rank;
@@ -228,6 +247,15 @@ SupervisionResult Supervisor::run() {
       }
     }
     if (live > 0) check_start(now);
+    if (live > 0 && elastic_ && reason_ == StopReason::none && now >= next_elastic_tick_) {
+      next_elastic_tick_ = now + elastic_->period();
+      if (std::string why = elastic_->tick(); !why.empty()) {
+        reason_ = StopReason::elastic_ended;
+        start_error_ = why;
+        message("error: " + why + "; stopping the job");
+        stop_all(SIGTERM, options_.grace_s);
+      }
+    }
     if (kill_deadline_ && now >= *kill_deadline_) {
       if (live > 0) {
         // Said even without --verbose after a forwarded signal: the user
@@ -246,6 +274,8 @@ SupervisionResult Supervisor::run() {
     if (live > 0) wake = kill_deadline_;
     else wake = drain_deadline;
     if (live > 0 && start_check_ && (!wake || next_start_check_ < *wake)) wake = next_start_check_;
+    if (live > 0 && elastic_ && reason_ == StopReason::none && (!wake || next_elastic_tick_ < *wake))
+      wake = next_elastic_tick_;
     int timeout_ms = -1;
     if (wake) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*wake - now).count();

@@ -12,6 +12,10 @@
 //    once on the next such signal.
 //  - With watch_start(), ranks that have not reported that they started by
 //    the deadline stop the job like a failure (StopReason::start_timeout).
+//  - With set_elastic(), a rank that fails is the elastic policy's to judge:
+//    when it says the job goes on, the others keep running (see
+//    elastic_controller.h); the policy may also end the job
+//    (StopReason::elastic_ended).
 //  - Once every rank has ended, output still buffered in the pipes is
 //    forwarded; when a rank's descendants hold its pipes open after a failure
 //    or a signal, its process group gets SIGKILL, and after `drain_s` the
@@ -48,11 +52,14 @@ enum class StopReason {
   rank_failed,   // a rank exited non-zero or died by a signal
   signal,        // the launcher received SIGINT, SIGTERM or SIGHUP
   launch_failed,  // stop() was called, e.g. a later rank could not be started
-  start_timeout   // ranks did not report that they started in time
+  start_timeout,  // ranks did not report that they started in time
+  elastic_ended   // the elastic policy ended the job (below --min-np too long)
 };
 
 struct RankRecord {
   int rank = 0;
+  int incarnation = 0;  // elastic: 0 for a slot's first process, then one more per replacement
+  bool absorbed = false;  // elastic: it failed and the job went on without it
   std::string host;  // where it runs when not this machine (reports name it)
   pid_t pid = -1;
   bool ended = false;
@@ -68,7 +75,20 @@ struct SupervisionResult {
   int failed_rank = -1;  // with rank_failed: the first rank that failed
   int signal = 0;        // with signal: the first signal the launcher received
   double grace_s = 0;    // the grace period that applied to the stop, if any
-  std::string start_error;  // with start_timeout: which ranks were missing
+  std::string start_error;  // with start_timeout: which ranks were missing; with elastic_ended: why
+};
+
+// An elastic job's policy (ElasticController through the launcher).
+class ElasticPolicy {
+ public:
+  virtual ~ElasticPolicy() = default;
+  // Rank `record` ended; for a failure, true when the job goes on without
+  // it (the others keep running). `note` is said on stderr.
+  virtual bool rank_ended(const RankRecord& record, std::string& note) = 0;
+  // Called about every period() while ranks run; a non-empty result ends
+  // the job with that message.
+  virtual std::string tick() = 0;
+  virtual std::chrono::milliseconds period() const = 0;
 };
 
 // Tells the supervisor whether every rank has started (remote ranks report
@@ -93,7 +113,11 @@ class Supervisor {
 
   // Takes ownership of a spawned rank's pid and pipes (its stdin pipe, if
   // any, is closed once the rank has ended). `host` names a remote host.
-  void add(int rank, const SpawnedProcess& process, std::string host = {});
+  // May be called from an ElasticPolicy's rank_ended() while run() runs.
+  void add(int rank, const SpawnedProcess& process, std::string host = {}, int incarnation = 0);
+
+  // Failures go to `policy` first; it must outlive run().
+  void set_elastic(ElasticPolicy& policy);
 
   // From now on, run() asks `check` whether every rank started until it says
   // so; still missing `timeout_s` after this call, the job is stopped with
@@ -136,6 +160,8 @@ class Supervisor {
   std::optional<Clock::time_point> kill_deadline_;
   double kill_grace_s_ = 0;  // the grace period kill_deadline_ ends
   StartCheck* start_check_ = nullptr;
+  ElasticPolicy* elastic_ = nullptr;
+  Clock::time_point next_elastic_tick_;
   Clock::time_point start_deadline_;
   Clock::time_point next_start_check_;
   std::string start_error_;

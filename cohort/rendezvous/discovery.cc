@@ -214,6 +214,12 @@ void discover_cohortrun(const Env& env, LaunchInfo& info) {
         << "' is set but COHORT_STORE_ADDR is not";
   }
   info.store_in_rank0 = false;  // cohortrun serves it
+  if (auto slot = env.count("COHORT_ELASTIC_SLOT")) {
+    COHORT_CHECK_AS(ConfigError, *slot == info.rank)
+        << "COHORT_ELASTIC_SLOT='" << *slot << "' disagrees with COHORT_RANK='" << info.rank << "'";
+    info.elastic_slot = *slot;
+    info.elastic_incarnation = env.count("COHORT_ELASTIC_INCARNATION").value_or(0);
+  }
 }
 
 void discover_torchrun(const Env& env, LaunchInfo& info) {

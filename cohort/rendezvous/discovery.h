@@ -3,7 +3,9 @@
 //
 // Sources, in order of precedence (the first whose rank variable is set wins):
 //   cohortrun  COHORT_RANK, COHORT_SIZE, COHORT_LOCAL_RANK, COHORT_LOCAL_SIZE,
-//              COHORT_STORE_ADDR (host:port), COHORT_JOB_ID, COHORT_SECRET
+//              COHORT_STORE_ADDR (host:port), COHORT_JOB_ID, COHORT_SECRET;
+//              an elastic job's (--min-np) also COHORT_ELASTIC_SLOT (its
+//              COHORT_RANK) and COHORT_ELASTIC_INCARNATION
 //   torchrun   RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,
 //              MASTER_PORT (TORCHELASTIC_RUN_ID as job id)
 //   OpenMPI    OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE,
@@ -56,6 +58,10 @@ struct LaunchInfo {
   std::string store_bind;       // with store_in_rank0: the address it binds
   std::string job_id = "local";
   std::string secret;
+  // An elastic job's process (membership.h): its slot (-1: not elastic) and
+  // incarnation. Its rank and size are then the membership's, not these.
+  int elastic_slot = -1;
+  int elastic_incarnation = 0;
 };
 
 using Environment = std::map<std::string, std::string>;

@@ -91,6 +91,24 @@ TEST(Options, RejectsBadRankCounts) {
   EXPECT_NE(error_of({"-np", "5000", "p"}).find("4096"), std::string::npos);
 }
 
+TEST(Options, ElasticFlags) {
+  const LaunchOptions o = parse({"-np", "4", "--min-np", "2", "--max-restarts", "5", "--elastic-timeout", "30", "p"});
+  EXPECT_TRUE(o.elastic());
+  EXPECT_EQ(o.min_np, 2);
+  EXPECT_EQ(o.max_restarts, 5);
+  EXPECT_EQ(o.elastic_timeout_s, 30);
+  EXPECT_FALSE(parse({"-np", "4", "p"}).elastic());
+  EXPECT_EQ(parse({"-np", "4", "--min-np", "4", "p"}).max_restarts, 3);
+  EXPECT_EQ(error_of({"-np", "2", "--min-np", "3", "p"}), "--min-np 3 is more than the 2 rank(s) started (-np)");
+  EXPECT_EQ(error_of({"-np", "2", "--min-np", "0", "p"}), "--min-np needs a positive number up to 4096, got '0'");
+  EXPECT_EQ(error_of({"-np", "2", "--max-restarts", "1", "p"}),
+            "--max-restarts and --elastic-timeout need --min-np (an elastic job)");
+  EXPECT_EQ(error_of({"-np", "2", "--min-np", "1", "--elastic-timeout", "0", "p"}),
+            "--elastic-timeout needs seconds in (0, 86400], got '0'");
+  EXPECT_EQ(error_of({"-H", "a:2", "--min-np", "1", "p"}),
+            "--min-np (elastic) runs on this machine only for now; drop -H/--hostfile");
+}
+
 TEST(Options, RejectsMissingProgramAndUnknownFlags) {
   EXPECT_NE(error_of({"-np", "2"}).find("no program to run"), std::string::npos);
   EXPECT_NE(error_of({"-np", "2", "--"}).find("no program to run"), std::string::npos);

@@ -34,6 +34,54 @@ TEST(Collectives, RingMatchesTheClosedForm) {
     }
 }
 
+TEST(Collectives, ReduceScatterAndAllgatherMakeTheAllreduce) {
+  // ZeRO's two halves: the ring reduce-scatter of n and the allgather of
+  // its n/p blocks cost what the ring allreduce costs; shm's halves too.
+  for (int p : {2, 4, 16}) {
+    const double n = 64e6;
+    Topology t = ring_topology(p, 7e-6, 3.125e9);
+    t.reduce_bytes_per_s = 5e9;
+    const Cost rs = reduce_scatter_cost(t, Algorithm::ring, n), ag = allgather_cost(t, Algorithm::ring, n / p);
+    const Cost all = allreduce_cost(t, Algorithm::ring, n);
+    EXPECT_NEAR(rs.seconds + ag.seconds, all.seconds, 1e-12 * all.seconds) << p;
+    EXPECT_NEAR(rs.nic_bytes + ag.nic_bytes, all.nic_bytes, 1e-6 * n);
+    EXPECT_NEAR(rs.seconds, (p - 1) * (7e-6 + n / p / 3.125e9) + (p - 1.0) / p * n / 5e9, 1e-12 * rs.seconds);
+    Topology one;
+    one.ranks_per_host = p;
+    one.shm = {2e-6, 4e9};
+    const Cost shm = allreduce_cost(one, Algorithm::shm, n);
+    EXPECT_NEAR(reduce_scatter_cost(one, Algorithm::shm, n).seconds + allgather_cost(one, Algorithm::shm, n / p).seconds,
+                shm.seconds, 1e-12 * shm.seconds);
+  }
+}
+
+TEST(Collectives, ParameterServerExchangeIsPacedByTheBusiestLink) {
+  // W workers and one server on one host: the server's ps link carries W
+  // parts; across hosts (one process each) the server's NIC does.
+  const double n = 8e6;
+  for (int workers : {1, 2, 4}) {
+    Topology one;
+    one.ranks_per_host = workers + 1;
+    one.ps = {3e-5, 1e9};
+    one.copy_bytes_per_s = 5e9;
+    const Cost c = parameter_server_exchange_cost(one, 1, n);
+    EXPECT_NEAR(c.seconds, 3e-5 + workers * n / 1e9 + workers * n / 5e9, 1e-12) << workers;
+    Topology hosts = ring_topology(workers + 1, 5e-5, 1.25e8);
+    const Cost h = parameter_server_exchange_cost(hosts, 1, n);
+    EXPECT_NEAR(h.seconds, 5e-5 + workers * n / 1.25e8, 1e-12) << workers;
+    EXPECT_NEAR(h.nic_bytes, workers * n, 1e-6);
+  }
+  // Two servers on two hosts of four workers each... the workers' NICs: each
+  // host sends its 4 workers' halves meant for the other host's server.
+  Topology two = ring_topology(2, 0, 1e8);
+  two.ranks_per_host = 5;  // ranks 0-7 work, 8 and 9 serve, both on host 1
+  const Cost c = parameter_server_exchange_cost(two, 2, n);
+  // Host 1 takes the 5 workers of host 0's whole pushes: 5 n.
+  EXPECT_NEAR(c.nic_bytes, 5 * n, 1e-6);
+  EXPECT_THROW(parameter_server_exchange_cost(two, 10, n), ConfigError);
+  EXPECT_THROW(parameter_server_exchange_cost(two, 0, n), ConfigError);
+}
+
 TEST(Collectives, RingSegmentsAndReductionAddTheirTerms) {
   Topology t = ring_topology(4, 1e-5, 1e9);
   t.ring_segment_bytes = 1 << 20;
@@ -71,8 +119,12 @@ TEST(Collectives, ShmByRanksOverridesTheBaseLink) {
   Topology t;
   t.ranks_per_host = 4;
   t.shm = {1e-6, 4e9};
-  t.shm_by_ranks = {{4, {3e-5, 1e9}}};
+  t.shm_by_ranks = {{4, Collective::allreduce, {3e-5, 1e9}}, {4, Collective::reduce_scatter, {5e-5, 5e8}}};
   EXPECT_NEAR(allreduce_cost(t, Algorithm::shm, 100).seconds, 3e-5 + 1.5 * 100 / 1e9, 1e-15);
+  // A collective measured on its own uses its own link; another falls back
+  // to the allreduce's at those ranks.
+  EXPECT_NEAR(reduce_scatter_cost(t, Algorithm::shm, 100).seconds, 5e-5 + 0.75 * 100 / 5e8, 1e-15);
+  EXPECT_NEAR(allgather_cost(t, Algorithm::shm, 25).seconds, 3e-5 + 0.75 * 100 / 1e9, 1e-15);
   t.ranks_per_host = 2;
   EXPECT_NEAR(allreduce_cost(t, Algorithm::shm, 100).seconds, 1e-6 + 1.0 * 100 / 4e9, 1e-15);
 }

@@ -36,7 +36,7 @@ TEST(TopologyFile, ReadsEveryField) {
   const Topology t = read_topology(json::parse(R"({
     "hosts": 4, "ranks_per_host": 2,
     "links": {"shm": {"alpha_s": 2e-6, "bytes_per_s": 3.4e9, "by_ranks": [{"ranks": 4, "alpha_s": 1e-5, "bytes_per_s": 2e9}]},
-              "intra": {"alpha_s": 1e-5, "bytes_per_s": 2e9},
+              "intra": {"alpha_s": 1e-5, "bytes_per_s": 2e9}, "ps": {"alpha_s": 4e-5, "bytes_per_s": 1.1e9},
               "network": {"alpha_s": 5e-5, "bytes_per_s": 1.25e8}},
     "reduce_bytes_per_s": 6e9, "copy_bytes_per_s": 7e9,
     "algorithms": {"shm_slot_bytes": 65536, "ring_small_bytes": 0},
@@ -48,6 +48,7 @@ TEST(TopologyFile, ReadsEveryField) {
   EXPECT_EQ(t.shm_for(4).alpha_s, 1e-5);
   EXPECT_EQ(t.shm_for(2).alpha_s, 2e-6);
   EXPECT_EQ(t.network.alpha_s, 5e-5);
+  EXPECT_EQ(t.ps.bytes_per_s, 1.1e9);
   EXPECT_EQ(t.shm_slot_bytes, 65536);
   EXPECT_EQ(t.ring_small_bytes, 0);
   EXPECT_EQ(t.shm_small_bytes, 16 << 10);  // default kept
@@ -100,6 +101,29 @@ TEST(WorkloadFile, LayersBecomeTensorsReadyAsBackwardReachesThem) {
   EXPECT_DOUBLE_EQ(w.compute_end_s, 0.050);
   EXPECT_DOUBLE_EQ(w.update_s, 0.002);
   EXPECT_EQ(w.total_bytes(), 2440);
+  // ZeRO stage 3's units are the layers; the forward pass is as given.
+  EXPECT_EQ(w.tensors[2].unit, "l0");
+  EXPECT_EQ(w.tensors[3].unit, "l0");
+  EXPECT_DOUBLE_EQ(w.forward_or_estimate(), 0.010);
+}
+
+TEST(WorkloadFile, TensorsBelongToTheirLayersAndTheForwardIsEstimatedWhenNotRecorded) {
+  const Workload w = read_workload(json::parse(R"({"tensors": [
+      {"name": "grad/4.weight", "bytes": 8, "ready_s": 0.05}, {"name": "grad/4.bias", "bytes": 4, "ready_s": 0.05},
+      {"name": "table", "bytes": 4, "ready_s": 0.07, "unit": "embedding"}, {"name": "x", "bytes": 4, "ready_s": 0.09}],
+      "compute_end_s": 0.09})"));
+  EXPECT_EQ(w.tensors[0].unit, "grad/4");
+  EXPECT_EQ(w.tensors[1].unit, "grad/4");
+  EXPECT_EQ(w.tensors[2].unit, "embedding");
+  EXPECT_EQ(w.tensors[3].unit, "x");
+  EXPECT_EQ(w.forward_s, -1);
+  EXPECT_DOUBLE_EQ(w.forward_or_estimate(), 0.03);  // a third of the compute, before the first gradient
+  Workload recorded = w;
+  recorded.forward_s = 0.02;
+  const Workload back = read_workload(json::parse(workload_json(recorded)));
+  EXPECT_DOUBLE_EQ(back.forward_or_estimate(), 0.02);
+  EXPECT_EQ(back.tensors[2].unit, "embedding");
+  EXPECT_EQ(workload_json(back), workload_json(recorded));
 }
 
 TEST(WorkloadFile, TensorsRoundTrip) {
@@ -130,6 +154,8 @@ TEST(WorkloadFile, ErrorsNameTheField) {
   EXPECT_MENTIONS(workload_error(R"({"backward_s": 1, "layers": [{"name": "l", "params": 1}]})"), "missing field 'forward_s'");
   EXPECT_MENTIONS(workload_error(R"({"tensors": [{"name": "a", "bytes": 1, "ready_s": 0}], "treads": 2})"),
                   "treads: unknown field");
+  EXPECT_MENTIONS(workload_error(R"({"tensors": [{"name": "a", "bytes": 1, "ready_s": 0.1}], "forward_s": 0.2})"),
+                  "forward_s: must be between 0 and the first tensor's ready_s");
 }
 
 }  // namespace

@@ -256,12 +256,115 @@ TEST(Simulator, EfficiencyFallsAsTheRingGrows) {
   }
 }
 
+// ---- ZeRO and parameter servers -------------------------------------------
+
+double ring_half(int p, double n) { return (p - 1) * (kA + n / p / kB); }
+
+Strategy zero(int stage) {
+  Strategy s = eager();
+  s.mode = Mode::zero;
+  s.zero_stage = stage;
+  return s;
+}
+
+TEST(Simulator, ZeroStageOneExposesItsGatherWhenTheForwardStartsWithIt) {
+  // One bucket, ready when backward ends, needed as the forward starts:
+  // the gather (at the step's start), the compute, the reduce-scatter and
+  // this rank's 1/p of the update, one after the other. The two halves
+  // move what one allreduce does.
+  for (int p : {2, 4, 16}) {
+    const double compute = 0.050, n = 4e6, update = 0.008;
+    Workload w = workload({{"g", n, compute}}, compute);
+    w.forward_s = 0;
+    w.update_s = update;
+    const Prediction pr = simulate(net(p), w, zero(1));
+    const double expected = compute + 2 * record_allgather(p, 0) + ring(p, n) + update / p;
+    EXPECT_NEAR(pr.step_s, expected, 1e-9) << p;
+    EXPECT_EQ(pr.collectives, 2);
+    EXPECT_NEAR(simulate(net(p), w, zero(2)).step_s, expected, 1e-9);  // the same collectives
+  }
+}
+
+TEST(Simulator, ZeroGathersTheFirstLayersFirstAndTheRestUnderTheForward) {
+  // Two buckets: "late" (the first layer: backward's last gradient) and
+  // "early". Both gathers start the step, the first layers' first; the
+  // forward waits for that one only, since it reaches the other's layer a
+  // third of the way in, after its gather is done. The early bucket's
+  // reduce-scatter hides under the rest of backward; the late one's shows.
+  const int p = 4;
+  const double n_early = 2e5, n_late = 4e5, compute = 0.090;
+  Workload w = workload({{"early.w", n_early, 0.040}, {"late.w", n_late, compute}}, compute);
+  w.forward_s = 0.030;
+  Strategy s = zero(2);
+  s.bucket_bytes = int64_t(n_late);  // one tensor per bucket
+  const Prediction pr = simulate(net(p), w, s);
+  const double neg = record_allgather(p, 0);
+  ASSERT_LT(neg + ring_half(p, n_late) + ring_half(p, n_early), 0.030 * n_late / (n_late + n_early));
+  EXPECT_NEAR(pr.step_s, neg + ring_half(p, n_late) + compute + neg + ring_half(p, n_late), 1e-9);
+  EXPECT_EQ(pr.collectives, 4);
+  // Without room in the forward (forward_s 0), the second gather shows too.
+  w.forward_s = 0;
+  EXPECT_NEAR(simulate(net(p), w, s).step_s, pr.step_s + ring_half(p, n_early), 1e-9);
+}
+
+TEST(Simulator, ZeroStageThreeGathersEachUnitTwiceAndBackwardWaitsForIt) {
+  // Two units of one layer each. Forward: the first unit's gather starts
+  // the step, the second's is prefetched under the first's compute. The
+  // second (last) unit stays gathered into backward; once its gradient is
+  // ready, the first unit's gather goes out again, and backward waits for
+  // it, then its reduce-scatter hides under the first unit's backward; the
+  // first unit's own reduce-scatter ends the step. 3 x 2 - 1 collectives.
+  const int p = 4;
+  const double n = 4e5, compute = 0.090;
+  Workload w = workload({{"last.weight", n, 0.040}, {"first.weight", n, compute}}, compute);
+  w.forward_s = 0.030;
+  Strategy s = zero(3);
+  s.unit_bytes = 1;  // every layer its own unit
+  const Prediction pr = simulate(net(p), w, s);
+  const double neg = record_allgather(p, 0), half = ring_half(p, n);
+  EXPECT_NEAR(pr.step_s, compute + 2 * (neg + half) + neg + half, 1e-9);
+  EXPECT_EQ(pr.collectives, 5);
+  // Joined into one unit (as unit_bytes joins small layers): one gather,
+  // kept from forward to backward, and one reduce-scatter.
+  s.unit_bytes = int64_t(1) << 30;
+  const Prediction joined = simulate(net(p), w, s);
+  EXPECT_EQ(joined.collectives, 2);
+  EXPECT_NEAR(joined.step_s, compute + 2 * neg + ring_half(p, 2 * n) * 2, 1e-9);
+}
+
+TEST(Simulator, ParameterServerStepIsComputePushSumPullUpdate) {
+  const double n = 8e6, compute = 0.060, update = 0.010;
+  Workload w = workload({{"a", n / 2, 0.030}, {"b", n / 2, compute}}, compute);
+  w.update_s = update;
+  for (int workers : {1, 3}) {
+    Topology t;
+    t.ranks_per_host = workers + 1;
+    t.ps = {3e-5, 1e9};
+    t.reduce_bytes_per_s = 4e9;
+    Strategy s{.mode = Mode::parameter_server};
+    const Prediction program = simulate(t, w, s);
+    const double exchange = 3e-5 + workers * n / 1e9;
+    EXPECT_NEAR(program.step_s, compute + 2 * exchange + workers * n / 4e9 + update, 1e-9) << workers;
+    // The servers' optimizer: the update moves to the (one) server.
+    s.ps_servers_update = true;
+    EXPECT_NEAR(simulate(t, w, s).step_s, program.step_s, 1e-9);
+    EXPECT_NEAR(program.efficiency, (compute + update) / program.step_s, 1e-12);
+  }
+  Topology t;
+  t.ranks_per_host = 2;
+  EXPECT_THROW(simulate(t, w, Strategy{.mode = Mode::parameter_server, .ps_servers = 2}), ConfigError);
+}
+
 TEST(Simulator, BadStrategiesAreConfigErrors) {
   const Workload w = workload({{"g", 1, 0.01}}, 0.01);
   EXPECT_THROW(simulate(net(2), w, Strategy{.fusion_threshold_bytes = -1}), ConfigError);
   EXPECT_THROW(simulate(net(2), w, Strategy{.backend = "bogus"}), ConfigError);
   EXPECT_THROW(simulate(net(2), w, Strategy{}, SimOptions{.steps = 1, .warmup = 1}), ConfigError);
   EXPECT_THROW(simulate(net(2), Workload{}, Strategy{}), ConfigError);
+  EXPECT_THROW(simulate(net(2), w, Strategy{.mode = Mode::zero, .zero_stage = 4}), ConfigError);
+  EXPECT_THROW(simulate(net(2), w, Strategy{.mode = Mode::zero, .compress_fp16 = true}), ConfigError);
+  EXPECT_THROW(mode_from_name("allreduce"), ConfigError);
+  EXPECT_EQ(mode_from_name(mode_name(Mode::parameter_server)), Mode::parameter_server);
 }
 
 }  // namespace

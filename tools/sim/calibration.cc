@@ -26,17 +26,22 @@ Link& link_of(Topology& t, LinkClass c) {
   return t.shm;
 }
 
-double model_time(Topology t, Algorithm a, LinkClass c, double alpha, double inv_bw, double n) {
+double model_time(Topology t, Algorithm a, LinkClass which, Collective c, double alpha, double inv_bw, double n) {
   t.shm_by_ranks.clear();  // the fit is of the base link at this topology's ranks per host
-  Link& l = link_of(t, c);
+  Link& l = link_of(t, which);
   l.alpha_s = alpha;
   l.bytes_per_s = inv_bw > 0 ? 1 / inv_bw : kInfinity;
+  switch (c) {
+    case Collective::reduce_scatter: return reduce_scatter_cost(t, a, n).seconds;
+    case Collective::allgather: return allgather_cost(t, a, n / t.ranks()).seconds;
+    case Collective::allreduce: break;
+  }
   return allreduce_cost(t, a, n).seconds;
 }
 
 }  // namespace
 
-LinkFit fit_link(const Topology& t, Algorithm a, LinkClass which, const std::vector<Sample>& samples) {
+LinkFit fit_link(const Topology& t, Algorithm a, LinkClass which, const std::vector<Sample>& samples, Collective k) {
   COHORT_CHECK_AS(ConfigError, samples.size() >= 2) << "calibration needs at least two sizes, got " << samples.size();
   // Regressors from the model itself.
   struct Row {
@@ -45,8 +50,9 @@ LinkFit fit_link(const Topology& t, Algorithm a, LinkClass which, const std::vec
   std::vector<Row> rows;
   for (const Sample& s : samples) {
     COHORT_CHECK_AS(ConfigError, s.seconds > 0 && s.bytes > 0) << "calibration samples need positive sizes and times";
-    const double c = model_time(t, a, which, 0, 0, s.bytes);
-    rows.push_back({model_time(t, a, which, 1, 0, s.bytes) - c, model_time(t, a, which, 0, 1, s.bytes) - c, c, s.seconds});
+    const double c = model_time(t, a, which, k, 0, 0, s.bytes);
+    rows.push_back({model_time(t, a, which, k, 1, 0, s.bytes) - c, model_time(t, a, which, k, 0, 1, s.bytes) - c, c,
+                    s.seconds});
   }
   // Weighted least squares on (t - c) / t = alpha * a / t + x * b / t.
   auto solve = [&](bool use_alpha, bool use_x, double& alpha, double& x) {

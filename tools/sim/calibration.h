@@ -33,10 +33,12 @@ struct LinkFit {
   size_t points = 0;
 };
 
-// Fits `which` link of `t` (its other parameters as given) to allreduce
-// samples. ConfigError with fewer than two samples, or when the samples do
-// not depend on that link (e.g. the network with one host).
-LinkFit fit_link(const Topology& t, Algorithm a, LinkClass which, const std::vector<Sample>& samples);
+// Fits `which` link of `t` (its other parameters as given) to samples of
+// collective `c` (sizes as cohort-bench gives them: an allgather's is its
+// whole output). ConfigError with fewer than two samples, or when the
+// samples do not depend on that link (e.g. the network with one host).
+LinkFit fit_link(const Topology& t, Algorithm a, LinkClass which, const std::vector<Sample>& samples,
+                 Collective c = Collective::allreduce);
 
 // cohort-bench --csv rows of `collective` (the header names the columns);
 // `ranks` gets the ranks column (every row must agree). Rows with size 0

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "cohort/common/check.h"
 
@@ -20,12 +21,14 @@ Cost shm_allreduce(const Topology& t, int p, double n) {
   return {s, s, 0, bus};
 }
 
-// Reduce-scatter or allgather half of the shm allreduce (n: the whole buffer).
-Cost shm_half(const Topology& t, int p, double n) {
+// A reduce-scatter or allgather of n bytes (the whole buffer): the
+// allreduce's half by default, at the link measured for `c`.
+Cost shm_half(const Topology& t, int p, double n, Collective c = Collective::allreduce) {
   if (p <= 1 || n <= 0) return {};
+  const Link& l = t.shm_for(p, c);
   const double steps = std::ceil(n / double(t.shm_slot_bytes));
   const double bus = double(p - 1) / p * n;
-  const double s = steps * t.shm_for(p).alpha_s + bus / t.shm_for(p).bytes_per_s;
+  const double s = steps * l.alpha_s + bus / l.bytes_per_s;
   return {s, s, 0, bus};
 }
 
@@ -78,6 +81,21 @@ Cost ring_allreduce(const Topology& t, int hosts, int per_host, double n, double
   return c;
 }
 
+// gloo's ring reduce-scatter: the first half of the ring allreduce.
+Cost ring_reduce_scatter(const Topology& t, int hosts, int per_host, double n) {
+  const int p = hosts * per_host;
+  if (p <= 1 || n <= 0) return {};
+  const Edge e = slowest_edge(t, hosts, per_host, 1);
+  const double chunk = n / p;
+  const double segments = std::max(1.0, std::ceil(chunk / double(t.ring_segment_bytes)));
+  const double reduce = double(p - 1) / p * n / t.reduce_bytes_per_s;
+  Cost c;
+  c.seconds = (p - 1) * (segments * e.alpha + chunk * e.seconds_per_byte) + reduce;
+  c.cpu_s = reduce;
+  if (e.crosses) c.nic_bytes = (p - 1) * chunk;
+  return c;
+}
+
 Cost ring_allgather(const Topology& t, int hosts, int per_host, double bytes_per_rank) {
   const int p = hosts * per_host;
   if (p <= 1) return {};
@@ -90,10 +108,11 @@ Cost ring_allgather(const Topology& t, int hosts, int per_host, double bytes_per
 
 Cost shm_allgather(const Topology& t, int p, double bytes_per_rank) {
   if (p <= 1) return {};
+  const Link& l = t.shm_for(p, Collective::allgather);
   const double whole = bytes_per_rank * p;
   const double steps = std::max(1.0, std::ceil(whole / double(t.shm_slot_bytes)));
   const double bus = double(p - 1) / p * whole;
-  const double s = steps * t.shm_for(p).alpha_s + bus / t.shm_for(p).bytes_per_s;
+  const double s = steps * l.alpha_s + bus / l.bytes_per_s;
   return {s, s, 0, bus};
 }
 
@@ -162,12 +181,57 @@ Cost allgather_cost(const Topology& t, Algorithm a, double b) {
   return c;
 }
 
+Cost reduce_scatter_cost(const Topology& t, Algorithm a, double n) {
+  const int H = t.hosts, M = t.ranks_per_host;
+  if (a == Algorithm::shm || (a == Algorithm::hierarchical && H == 1)) return shm_half(t, M, n, Collective::reduce_scatter);
+  // The hierarchical communicator hands reduce-scatter to its flat ring.
+  return ring_reduce_scatter(t, H, M, n);
+}
+
 Cost tree_gather_broadcast_cost(const Topology& t, double bytes) {
   const int p = t.ranks();
   if (p <= 1) return {};
   const Edge e = slowest_edge(t, t.hosts, t.ranks_per_host, 1);
   Cost c;
   c.seconds = 2 * ceil_log2(p) * (e.alpha + bytes * e.seconds_per_byte);
+  return c;
+}
+
+Cost parameter_server_exchange_cost(const Topology& t, int servers, double bytes) {
+  const int p = t.ranks(), W = p - servers;
+  COHORT_CHECK_AS(ConfigError, servers >= 1 && W >= 1)
+      << "a parameter-server job of " << p << " ranks needs at least one worker and one server, not " << servers
+      << " servers";
+  if (bytes <= 0) return {};
+  const double part = bytes / servers;  // what one worker sends one server
+  auto host_of = [&](int rank) { return rank / t.ranks_per_host; };
+  // Per host: bytes through its NIC (the busier direction); per process:
+  // bytes it exchanges with processes of its own host.
+  std::vector<double> nic_out(size_t(t.hosts), 0), nic_in(size_t(t.hosts), 0);
+  std::vector<double> local(size_t(p), 0);
+  for (int w = 0; w < W; ++w)
+    for (int s = W; s < p; ++s) {
+      if (host_of(w) == host_of(s)) {
+        local[size_t(w)] += part;
+        local[size_t(s)] += part;
+      } else {
+        nic_out[size_t(host_of(w))] += part;
+        nic_in[size_t(host_of(s))] += part;
+      }
+    }
+  double nic = 0, intra = 0;
+  for (int h = 0; h < t.hosts; ++h) nic = std::max({nic, nic_out[size_t(h)], nic_in[size_t(h)]});
+  for (double b : local) intra = std::max(intra, b);
+  Cost c;
+  const double alpha = nic > 0 ? std::max(t.network.alpha_s, intra > 0 ? t.ps.alpha_s : 0.0) : t.ps.alpha_s;
+  // Every worker's requests go out at once, one per server, and a server
+  // answers them as they come: the busiest link sets the pace.
+  c.seconds = alpha + std::max(nic / t.network.bytes_per_s, intra / t.ps.bytes_per_s);
+  // The servers copy what arrives (and what leaves) once.
+  const double copy = double(W) * part / t.copy_bytes_per_s;
+  c.seconds += copy;
+  c.cpu_s = copy;
+  c.nic_bytes = nic;
   return c;
 }
 

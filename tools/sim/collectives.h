@@ -60,6 +60,21 @@ struct Cost {
 Cost allreduce_cost(const Topology& t, Algorithm a, double bytes);
 // Every rank contributes `bytes_per_rank`; every rank gets all of them.
 Cost allgather_cost(const Topology& t, Algorithm a, double bytes_per_rank);
+// Every rank contributes n bytes and gets its 1/p block of the reduction
+// (ZeRO's gradients). shm: half of the shm allreduce, at the shm link
+// measured for reduce_scatter where there is one (as allgather_cost's
+// shm part at allgather's); ring and
+// hierarchical: gloo's ring reduce-scatter over every rank (the
+// hierarchical communicator hands reduce-scatter to its flat one).
+Cost reduce_scatter_cost(const Topology& t, Algorithm a, double n);
+// Parameter servers (cohort/parameter_server): the last `servers` ranks
+// serve, the others work; every worker sends (push) or receives (pull)
+// `bytes`, split evenly over the servers, all at once. The busiest link
+// sets the pace: a host's NIC in its busier direction for traffic between
+// hosts (workers' pushes leave their hosts, servers' hosts take W/S of the
+// model each), the ps link for a process's traffic inside its host;
+// plus one alpha and the servers' copy of what they receive.
+Cost parameter_server_exchange_cost(const Topology& t, int servers, double bytes);
 // Horovod-style coordination: a gather to rank 0 and a broadcast back, each
 // a binomial tree (2 ceil(log2 p) messages of `bytes`), over the slowest link.
 Cost tree_gather_broadcast_cost(const Topology& t, double bytes);

@@ -39,13 +39,19 @@ constexpr const char* kUsage = R"(usage:
       --ranks LIST          rank counts to predict, e.g. 1,2,4,8 or 8,16,32,64,128,256,512: up to the
                             topology's ranks_per_host on one host, beyond it whole hosts (default: the
                             topology's hosts x ranks_per_host)
-      --mode M              horovod (named per-tensor allreduces, fused) or ddp (buckets) (horovod)
+      --mode M              horovod (named per-tensor allreduces, fused), ddp (buckets), zero (ZeRO's
+                            reduce-scatters and allgathers) or parameter_server (synchronous push and pull)
+                            (horovod)
+      --zero-stage N        1, 2 or 3 (1)
+      --unit-bytes B        zero stage 3: layers (tensors' units) joined into units of this much (1M)
+      --ps-servers N        parameter_server: how many of the ranks serve (the last ones) (1)
+      --ps-optimizer O      parameter_server: program (servers sum, workers update) or servers (program)
       --backend B           auto, shm, ring, hierarchical (auto: shm on one host, else hierarchical)
       --fusion-threshold B  engine fusion threshold in bytes, K/M/G suffixes (256K)
       --cycle-time-us N     minimum period of the engine's cycles (0: back to back)
       --linger-us N         idle cycling before the engine sleeps (1000)
       --cache-capacity N    response cache slots (1024)
-      --first-bucket-bytes B, --bucket-bytes B   DDP bucket caps (1M, 25M)
+      --first-bucket-bytes B, --bucket-bytes B   DDP bucket caps (1M, 25M); zero's buckets: --bucket-bytes
       --compression C       none or fp16 (gradients travel as 2-byte floats)
       --negotiation N       cohort (allgather of cycle records) or tree (Horovod's gather + broadcast)
       --steps N             simulated steps, the first left out (6)
@@ -55,9 +61,10 @@ constexpr const char* kUsage = R"(usage:
   cohort-sim workload --timeline TRACE.json [--out W.json] [--first OP]
       the steady-state step of a real run's timeline (COHORT_TIMELINE) as a workload file; OP: the
       step's first gradient (default: the op after the longest wait, usually the forward pass)
-  cohort-sim fit --csv BENCH.csv --topology T.json --algorithm A --link L
-      fits link L (shm, intra, network) of the topology to cohort-bench --csv allreduce rows
-      under algorithm A; the topology's ranks_per_host and hosts must match the run
+  cohort-sim fit --csv BENCH.csv --topology T.json --algorithm A --link L [--collective C]
+      fits link L (shm, intra, network) of the topology to cohort-bench --csv rows of collective C
+      (allreduce, reduce_scatter, allgather; default allreduce) under algorithm A; the topology's
+      ranks_per_host and hosts must match the run
   cohort-sim plot --out F.png --series LABEL=PRED.json [--series ...] [--points LABEL=x:y,x:y]
       [--metric efficiency|step_ms] [--title T] [--x-label L] [--y-label L] [--log-x]
   cohort-sim autotune --topology T.json --workload W.json [--mode M] [--backend B] [--noise F] [--seeds N]
@@ -133,7 +140,15 @@ int predict(const std::vector<std::string>& args) {
       {{"--topology", [&](auto&, auto& v) { topology_path = v; }},
        {"--workload", [&](auto&, auto& v) { workload_path = v; }},
        {"--ranks", [&](auto&, auto& v) { ranks_list = v; }},
-       {"--mode", [&](auto& f, auto& v) { st.mode = flags::one_of(f, v, {"horovod", "ddp"}) == "ddp" ? Mode::ddp : Mode::horovod; }},
+       {"--mode", [&](auto& f, auto& v) {
+          st.mode = mode_from_name(flags::one_of(f, v, {"horovod", "ddp", "zero", "parameter_server"}));
+        }},
+       {"--zero-stage", [&](auto& f, auto& v) { st.zero_stage = flags::parse_number<int>(f, v, 1); }},
+       {"--unit-bytes", [&](auto& f, auto& v) { st.unit_bytes = std::max<int64_t>(1, parse_size(f, v)); }},
+       {"--ps-servers", [&](auto& f, auto& v) { st.ps_servers = flags::parse_number<int>(f, v, 1); }},
+       {"--ps-optimizer", [&](auto& f, auto& v) {
+          st.ps_servers_update = flags::one_of(f, v, {"program", "servers"}) == "servers";
+        }},
        {"--backend", [&](auto& f, auto& v) { st.backend = flags::one_of(f, v, {"auto", "shm", "ring", "hierarchical"}); }},
        {"--fusion-threshold", [&](auto& f, auto& v) { st.fusion_threshold_bytes = parse_size(f, v); }},
        {"--cycle-time-us", [&](auto& f, auto& v) { st.cycle_time_s = flags::parse_number<double>(f, v, 0.0) * 1e-6; }},
@@ -177,8 +192,12 @@ int predict(const std::vector<std::string>& args) {
   std::printf("# cohort-sim: workload '%s', %zu tensors, %s per step; compute %.2f ms per step on one rank\n",
               w.name.c_str(), w.tensors.size(), bytes_text(w.total_bytes()).c_str(),
               1e3 * (w.compute_end_s + w.update_s));
-  std::printf("# strategy: %s, backend %s, fusion %s, cycle time %.0f us, linger %.0f us%s%s\n",
-              st.mode == Mode::ddp ? "ddp" : "horovod", st.backend.c_str(),
+  const std::string mode = st.mode == Mode::zero               ? "zero stage " + std::to_string(st.zero_stage)
+                           : st.mode == Mode::parameter_server ? "parameter_server, " + std::to_string(st.ps_servers) +
+                                                                     " servers"
+                                                               : mode_name(st.mode);
+  std::printf("# strategy: %s, backend %s, fusion %s, cycle time %.0f us, linger %.0f us%s%s\n", mode.c_str(),
+              st.backend.c_str(),
               bytes_text(double(st.fusion_threshold_bytes)).c_str(), st.cycle_time_s * 1e6, st.linger_s * 1e6,
               st.compress_fp16 ? ", fp16 compression" : "", st.negotiation == Negotiation::tree ? ", tree negotiation" : "");
   std::printf("%6s %6s %-12s %10s %10s %10s %10s %10s %8s %8s %9s %7s\n", "ranks", "hosts", "algorithm", "step_ms",
@@ -245,21 +264,25 @@ int workload(const std::vector<std::string>& args) {
 // ---- fit ------------------------------------------------------------------------
 
 int fit(const std::vector<std::string>& args) {
-  std::string csv, topology, algorithm, link;
+  std::string csv, topology, algorithm, link, collective = "allreduce";
   flags::parse_flags(args,
                         {{"--csv", [&](auto&, auto& v) { csv = v; }},
                          {"--topology", [&](auto&, auto& v) { topology = v; }},
                          {"--algorithm", [&](auto& f, auto& v) { algorithm = flags::one_of(f, v, {"shm", "ring", "hierarchical"}); }},
-                         {"--link", [&](auto& f, auto& v) { link = flags::one_of(f, v, {"shm", "intra", "network"}); }}},
+                         {"--link", [&](auto& f, auto& v) { link = flags::one_of(f, v, {"shm", "intra", "network"}); }},
+                         {"--collective", [&](auto& f, auto& v) {
+                            collective = flags::one_of(f, v, {"allreduce", "reduce_scatter", "allgather"});
+                          }}},
                         {});
   COHORT_CHECK_AS(ConfigError, !csv.empty() && !topology.empty() && !algorithm.empty() && !link.empty())
       << "fit needs --csv, --topology, --algorithm and --link";
   const Topology t = read_topology_file(topology);
   int ranks = 0;
-  const std::vector<Sample> samples = read_bench_csv(csv, "allreduce", ranks);
+  const std::vector<Sample> samples = read_bench_csv(csv, collective, ranks);
   COHORT_CHECK_AS(ConfigError, ranks == t.ranks())
       << csv << " was measured with " << ranks << " ranks, the topology has " << t.ranks();
-  const LinkFit f = fit_link(t, resolve_algorithm(algorithm, t), parse_link_class(link), samples);
+  const LinkFit f = fit_link(t, resolve_algorithm(algorithm, t), parse_link_class(link), samples,
+                             parse_collective(collective));
   std::printf("{\"%s\": {\"alpha_s\": %.6g, \"bytes_per_s\": %.6g}}\n", link.c_str(), f.link.alpha_s, f.link.bytes_per_s);
   std::fprintf(stderr, "cohort-sim: %zu sizes, relative error rms %.1f%%, max %.1f%%\n", f.points,
                100 * f.rms_relative_error, 100 * f.max_relative_error);

@@ -44,12 +44,19 @@ constexpr double kPayloadBytesPerOp = 64;
 // Ordered ops a cycle can agree on (cohort/engine/cycle_state.h).
 constexpr size_t kOrderedPerCycle = engine::kOrderedWindow;
 
+enum class Kind { allreduce, reduce_scatter, allgather };
+
 struct Op {
-  double wire_bytes = 0;  // what the collective moves
+  Kind kind = Kind::allreduce;
+  double wire_bytes = 0;  // what the collective moves (allgather: each rank's block)
   double raw_bytes = 0;   // before compression
   double ready_work = 0;  // compute work (seconds at full speed) done when it is submitted
+  double needed_work = kNever;  // the compute cannot pass this point before the op is done
   bool ordered = false;
 };
+
+// A submission just after a gate: the compute has passed it (its op done).
+constexpr double kJustAfter = 1e-12;
 
 struct Task {
   double work = 0;  // seconds at full speed
@@ -75,9 +82,17 @@ class Simulation {
     COHORT_CHECK_AS(ConfigError, s.fusion_threshold_bytes >= 0) << "fusion threshold must not be negative";
     COHORT_CHECK_AS(ConfigError, s.cycle_time_s >= 0 && s.linger_s >= 0) << "cycle time and linger must not be negative";
     COHORT_CHECK_AS(ConfigError, s.first_bucket_bytes > 0 && s.bucket_bytes > 0) << "bucket caps must be positive";
+    if (s.mode == Mode::zero) {
+      COHORT_CHECK_AS(ConfigError, s.zero_stage >= 1 && s.zero_stage <= 3) << "zero stage must be 1, 2 or 3, not "
+                                                                           << s.zero_stage;
+      COHORT_CHECK_AS(ConfigError, !s.compress_fp16 && !w.ordered)
+          << "zero runs its own reduce-scatters and allgathers: no compression, and a workload of tensors, not of "
+             "recorded DDP buckets";
+    }
     build_ops();
     compute_end_work_ = w.compute_end_s;
-    update_work_ = w.update_s;
+    // ZeRO: every rank updates its 1/p of the model.
+    update_work_ = s.mode == Mode::zero ? w.update_s / t.ranks() : w.update_s;
     R_ = topo_.ranks_per_machine();
     T_ = w.threads;
     C_ = topo_.cores_per_host;
@@ -122,6 +137,8 @@ class Simulation {
     };
     if (wl_.ordered) {
       for (const Tensor& t : wl_.tensors) op(t.bytes, t.ready_s, true);
+    } else if (st_.mode == Mode::zero) {
+      build_zero_ops();
     } else if (st_.mode == Mode::ddp) {
       // Buckets in arrival order (as after DDP's one rebuild), each submitted
       // when its last gradient is ready and after the buckets before it.
@@ -140,15 +157,123 @@ class Simulation {
     } else {
       for (const Tensor& t : wl_.tensors) op(t.bytes, t.ready_s, false);
     }
+    for (size_t i = 0; i < ops_.size(); ++i)
+      if (ops_[i].needed_work < kNever) gates_.push_back(i);
+    std::stable_sort(gates_.begin(), gates_.end(),
+                     [&](size_t a, size_t b) { return ops_[a].needed_work < ops_[b].needed_work; });
     slot_.assign(ops_.size(), -1);
     submitted_at_.assign(ops_.size(), kNever);
     taken_.assign(ops_.size(), false);
     done_.assign(ops_.size(), false);
   }
 
+  // ZeRO's ops, in submission order (see simulator.h). Groups are in
+  // backward order: the workload's tensors, in ready order, cut into
+  // ZeroOptimizer's flat buckets (stages 1-2) or grouped by unit (stage 3).
+  void build_zero_ops() {
+    const double p = topo_.ranks(), e = wl_.element_bytes;
+    struct Group {
+      double bytes = 0;  // padded to a multiple of the ranks, as ZeroOptimizer's buckets are
+      double ready = 0;  // its last gradient
+      double forward_at = 0;
+    };
+    std::vector<Group> groups;
+    auto add_to = [&](size_t g, double bytes, double ready) {
+      if (g == groups.size()) groups.emplace_back();
+      groups[g].bytes += bytes;
+      groups[g].ready = std::max(groups[g].ready, ready);
+    };
+    if (st_.zero_stage == 3) {
+      // The layers (tensor units), in backward order...
+      std::vector<std::string> names;
+      std::vector<Group> layers;
+      for (const Tensor& t : wl_.tensors) {
+        const std::string unit = t.unit.empty() ? unit_of(t.name) : t.unit;
+        const size_t k = size_t(std::find(names.begin(), names.end(), unit) - names.begin());
+        if (k == names.size()) {
+          names.push_back(unit);
+          layers.emplace_back();
+        }
+        layers[k].bytes += t.bytes;
+        layers[k].ready = std::max(layers[k].ready, t.ready_s);
+      }
+      // ...joined in forward order as the zero strategy does: a unit is
+      // closed once it holds unit_bytes.
+      std::vector<Group> forward;
+      for (size_t k = layers.size(); k-- > 0;) {
+        if (forward.empty() || forward.back().bytes >= double(st_.unit_bytes)) forward.emplace_back();
+        forward.back().bytes += layers[k].bytes;
+        forward.back().ready = std::max(forward.back().ready, layers[k].ready);
+      }
+      groups.assign(forward.rbegin(), forward.rend());
+    } else {
+      // ZeroOptimizer's buckets: in backward order, a new one when the next
+      // tensor would take the open one past bucket_bytes.
+      double filled = 0;
+      for (const Tensor& t : wl_.tensors) {
+        const bool open = !groups.empty() && filled + t.bytes <= double(st_.bucket_bytes);
+        if (!open) filled = 0;
+        add_to(open ? groups.size() - 1 : groups.size(), t.bytes, t.ready_s);
+        filled += t.bytes;
+      }
+    }
+    // The forward pass reaches group g once it has run the groups after it
+    // (in backward order), a share of forward_s by bytes.
+    const double forward = wl_.forward_or_estimate(), total = wl_.total_bytes();
+    double before = 0;
+    for (size_t g = groups.size(); g-- > 0;) {
+      groups[g].forward_at = total > 0 ? forward * before / total : 0;
+      before += groups[g].bytes;
+      groups[g].bytes = std::ceil(groups[g].bytes / e / p) * p * e;
+    }
+    auto add = [&](Kind kind, const Group& g, double submit, double needed) {
+      Op x;
+      x.kind = kind;
+      x.raw_bytes = x.wire_bytes = kind == Kind::allgather ? g.bytes / p : g.bytes;
+      x.ready_work = submit;
+      x.needed_work = needed;
+      x.ordered = true;
+      ops_.push_back(x);
+    };
+    const size_t G = groups.size();
+    if (st_.zero_stage < 3) {
+      // step() allgathers every bucket, first layers first; then backward
+      // reduce-scatters them in bucket order.
+      for (size_t g = G; g-- > 0;) add(Kind::allgather, groups[g], 0, groups[g].forward_at);
+      double previous = 0;
+      for (size_t g = 0; g < G; ++g) {
+        previous = std::max(previous, groups[g].ready);
+        add(Kind::reduce_scatter, groups[g], previous, kNever);
+      }
+      return;
+    }
+    // Stage 3, g = G-1 the first unit of the forward pass: each unit's gather
+    // is waited for where the forward reaches it and prefetched once the
+    // unit before it has its parameters.
+    for (size_t g = G; g-- > 0;)
+      add(Kind::allgather, groups[g], g + 1 == G ? 0 : groups[g + 1].forward_at + kJustAfter, groups[g].forward_at);
+    // Backward: the last unit stays gathered; as unit g's gradients are
+    // ready, the gather of the unit before it (which backward needs now)
+    // goes first, then g's reduce-scatter.
+    double previous = 0;
+    for (size_t g = 0; g < G; ++g) {
+      previous = std::max(previous, groups[g].ready);
+      if (g + 1 < G) add(Kind::allgather, groups[g + 1], previous, previous);
+      add(Kind::reduce_scatter, groups[g], previous, kNever);
+    }
+  }
+
   // ---- rates (processor sharing of the machine's cores) -------------------
 
-  bool computing() const { return phase_ == Phase::compute || phase_ == Phase::update; }
+  // The first point the compute may not pass: the first gate whose op is
+  // not done.
+  double gate() const {
+    for (size_t i : gates_)
+      if (!done_[i]) return ops_[i].needed_work;
+    return kNever;
+  }
+  bool blocked() const { return phase_ == Phase::compute && work_ >= gate(); }
+  bool computing() const { return (phase_ == Phase::compute && !blocked()) || phase_ == Phase::update; }
   double running_cpu() const { return es_ == EngineState::busy && !tasks_.empty() ? tasks_.front().cpu : 0; }
 
   // One runnable thread's share of a core among `runnable` of the job's and
@@ -174,7 +299,7 @@ class Simulation {
 
   double compute_target() const {
     if (phase_ == Phase::update) return update_work_;
-    double target = compute_end_work_;
+    double target = std::min(compute_end_work_, gate());
     if (next_submit_ < ops_.size()) target = std::min(target, ops_[next_submit_].ready_work);
     return target;
   }
@@ -321,7 +446,9 @@ class Simulation {
     ready_.clear();
     for (size_t i : cycle_ops_) {
       engine::ReadyOp r;
-      r.meta.kind = engine::OpKind::allreduce;
+      r.meta.kind = ops_[i].kind == Kind::allreduce        ? engine::OpKind::allreduce
+                    : ops_[i].kind == Kind::reduce_scatter ? engine::OpKind::reduce_scatter
+                                                           : engine::OpKind::allgather;
       r.meta.dtype = st_.compress_fp16 ? DType::f16 : DType::f32;
       r.meta.op = ReduceOp::sum;
       r.meta.count = uint64_t(std::ceil(ops_[i].wire_bytes / elem_bytes_));
@@ -339,6 +466,16 @@ class Simulation {
   }
 
   Cost group_cost(const std::vector<size_t>& members) {
+    const Op& first = ops_[members.front()];
+    if (first.kind == Kind::allgather) return allgather_cost(topo_, alg_, first.wire_bytes);
+    if (first.kind == Kind::reduce_scatter) {
+      // Packing the gradient into the bucket, and averaging this rank's block.
+      Cost c = reduce_scatter_cost(topo_, alg_, first.wire_bytes);
+      const double local = first.wire_bytes * (1 + 1.0 / topo_.ranks()) / topo_.copy_bytes_per_s;
+      c.seconds += local;
+      c.cpu_s += local;
+      return c;
+    }
     double wire = 0, raw = 0;
     for (size_t i : members) {
       wire += ops_[i].wire_bytes;
@@ -451,6 +588,7 @@ class Simulation {
   const Strategy& st_;
   Algorithm alg_;
   std::vector<Op> ops_;
+  std::vector<size_t> gates_;  // ops with a needed_work, by it
   std::vector<int> slot_;
   size_t next_slot_ = 0;
   double compute_end_work_ = 0, update_work_ = 0;
@@ -478,10 +616,70 @@ class Simulation {
   std::vector<std::vector<size_t>> groups_;
 };
 
+// Synchronous parameter servers: no engine, no overlap (see simulator.h),
+// so a step is the sum of its parts and every step is the same.
+Prediction simulate_parameter_server(const Topology& t, const Workload& w, const Strategy& s, const SimOptions& o) {
+  COHORT_CHECK_AS(ConfigError, o.steps > o.warmup && o.warmup >= 0) << "need more simulated steps than warm-up steps";
+  COHORT_CHECK_AS(ConfigError, !s.compress_fp16) << "parameter servers exchange gradients uncompressed";
+  const int servers = s.ps_servers, workers = t.ranks() - servers;
+  const Cost exchange = parameter_server_exchange_cost(t, servers, w.total_bytes());
+  // The workers' compute threads share the cores of their machine (the
+  // busiest host holds min(ranks_per_host, workers) of them: hosts fill
+  // from rank 0); servers wait for them meanwhile.
+  const int on_machine = t.one_machine ? workers : std::min(t.ranks_per_host, workers);
+  auto share = [&](double runnable) {
+    return t.cores_per_host > 0 ? std::min(1.0, t.cores_per_host / (runnable + t.background_threads)) : 1.0;
+  };
+  double straggle = 1;
+  for (const Straggler& x : t.stragglers)
+    if (x.rank < workers) straggle = std::max(straggle, x.compute_factor);
+  const double slowdown = share(w.threads) / share(double(on_machine) * w.threads) * straggle;
+  // A server sums its part of every worker's push, and updates that part
+  // with its own optimizer, or (the program's optimizer) leaves the update
+  // to every worker after the pull.
+  const double part = w.total_bytes() / servers;
+  const double serve = double(workers) * part / t.reduce_bytes_per_s + (s.ps_servers_update ? w.update_s / servers : 0);
+  const double update = s.ps_servers_update ? 0 : w.update_s;
+  Prediction p;
+  p.hosts = t.hosts;
+  p.ranks = t.ranks();
+  p.algorithm = "parameter_server";
+  p.compute_s = w.compute_end_s * slowdown;
+  p.single_rank_s = w.compute_end_s + w.update_s;
+  p.comm_s = 2 * exchange.seconds + serve;
+  p.step_s = p.compute_s + p.comm_s + update * slowdown;
+  p.compute_s += update * slowdown;
+  p.exposed_s = p.step_s - p.compute_s;
+  p.efficiency = p.single_rank_s / p.step_s;
+  p.nic_utilisation = 2 * exchange.nic_bytes / t.network.bytes_per_s / p.step_s;
+  p.collectives = 2.0 * servers;  // a push and a pull per server
+  p.step_times.assign(size_t(o.steps), p.step_s);
+  return p;
+}
+
 }  // namespace
+
+Mode mode_from_name(const std::string& name) {
+  if (name == "horovod") return Mode::horovod;
+  if (name == "ddp") return Mode::ddp;
+  if (name == "zero") return Mode::zero;
+  if (name == "parameter_server") return Mode::parameter_server;
+  COHORT_THROW(ConfigError) << "unknown mode '" << name << "' (horovod, ddp, zero, parameter_server)";
+}
+
+const char* mode_name(Mode mode) {
+  switch (mode) {
+    case Mode::horovod: return "horovod";
+    case Mode::ddp: return "ddp";
+    case Mode::zero: return "zero";
+    case Mode::parameter_server: return "parameter_server";
+  }
+  return "?";
+}
 
 Prediction simulate(const Topology& topology, const Workload& workload, const Strategy& strategy,
                     const SimOptions& options) {
+  if (strategy.mode == Mode::parameter_server) return simulate_parameter_server(topology, workload, strategy, options);
   return Simulation(topology, workload, strategy).run(options);
 }
 

@@ -25,9 +25,29 @@
 //     first_bucket_bytes, then bucket_bytes, a tensor that fills a bucket
 //     alone gets its own; submitted in index order); compression to 2-byte
 //     floats (half the bytes, plus the casts);
+//   - ZeRO (data_parallel/zero_optimizer.h), ordered ops on the engine:
+//     stages 1 and 2 reduce-scatter flat buckets (ZeroOptimizer's packing
+//     rule) as backward fills them, update 1/p of the model, and allgather
+//     the buckets, first layers first, each waited for by the next forward
+//     just before the first layer that needs it; stage 3 gathers each unit
+//     (workload tensors' `unit`s, joined in forward order into units of
+//     unit_bytes as the zero strategy joins a Sequential's layers) before
+//     its forward, prefetching the
+//     next, and again when backward reaches it (started as the unit after
+//     it is done: exposed), the last unit kept from forward to backward,
+//     and reduce-scatters each unit's gradient when it is ready. Where the
+//     forward pass's layers fall is the workload's forward_s, cut in
+//     proportion to the parameters' bytes;
+//   - parameter servers (cohort/parameter_server, synchronous): the last
+//     ps_servers ranks serve; a worker pushes every gradient after
+//     backward, the servers sum their part (and update it, with their own
+//     optimizer), the workers pull the sums or the model and (with the
+//     program's optimizer) update, one after the other (cohort's
+//     ShardedTraining does not overlap them);
 //   - collectives: collectives.h, per algorithm.
-// Not modelled: pipeline and tensor parallelism, parameter servers and ZeRO
-// (cohort has none yet), network contention between jobs, jitter.
+// Not modelled: pipeline and tensor parallelism, asynchronous or stale
+// parameter servers and sparse tables, the servers' CPU use on a shared
+// machine, network contention between jobs, jitter.
 //
 // Deterministic: the same inputs give the same outputs, bit for bit.
 #pragma once
@@ -42,7 +62,7 @@
 
 namespace cohort::sim {
 
-enum class Mode { horovod, ddp };
+enum class Mode { horovod, ddp, zero, parameter_server };
 enum class Negotiation { cohort, tree };
 
 struct Strategy {
@@ -53,7 +73,11 @@ struct Strategy {
   double linger_s = 1e-3;                      // COHORT_CYCLE_LINGER_US
   int64_t cache_capacity = 1024;               // COHORT_CACHE_CAPACITY
   int64_t first_bucket_bytes = 1 << 20;        // DDP
-  int64_t bucket_bytes = 25 << 20;             // DDP
+  int64_t bucket_bytes = 25 << 20;             // DDP; ZeRO stages 1-2 (ZeroOptions::bucket_bytes)
+  int zero_stage = 1;                          // Mode::zero: 1, 2 or 3
+  int64_t unit_bytes = 1 << 20;                // zero stage 3: layers joined into units of this much (unit_mb)
+  int ps_servers = 1;                          // Mode::parameter_server: the last ranks that serve
+  bool ps_servers_update = false;              // the servers' optimizer; else they sum and workers update
   bool compress_fp16 = false;                  // gradients travel as 2-byte floats
   Negotiation negotiation = Negotiation::cohort;
 };
@@ -79,6 +103,10 @@ struct Prediction {
   double collectives = 0;      // collectives per step (fusion groups)
   std::vector<double> step_times;  // every simulated step, warm-up included
 };
+
+// "horovod", "ddp", "zero", "parameter_server"; ConfigError otherwise.
+Mode mode_from_name(const std::string& name);
+const char* mode_name(Mode mode);
 
 Prediction simulate(const Topology& topology, const Workload& workload, const Strategy& strategy,
                     const SimOptions& options = {});

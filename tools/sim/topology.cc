@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "cohort/common/check.h"
 #include "tools/sim/fields.h"
 
 namespace cohort::sim {
@@ -15,7 +16,7 @@ Link read_link_fields(Fields& f) {
   return l;
 }
 
-Link read_link(Fields& parent, std::string_view key, std::vector<std::pair<int, Link>>* by_ranks = nullptr) {
+Link read_link(Fields& parent, std::string_view key, std::vector<ShmLink>* by_ranks = nullptr) {
   const json::Value* v = parent.optional(key);
   if (!v) return {};
   Fields f(*v, parent.path(key));
@@ -23,13 +24,23 @@ Link read_link(Fields& parent, std::string_view key, std::vector<std::pair<int, 
   if (by_ranks)
     if (const json::Value* list = f.optional("by_ranks")) {
       const std::string path = f.path("by_ranks");
-      if (!list->is_array()) field_error(*list, path, "expected an array of {ranks, alpha_s, bytes_per_s}");
+      if (!list->is_array()) field_error(*list, path, "expected an array of {ranks, [collective,] alpha_s, bytes_per_s}");
       for (size_t i = 0; i < list->items().size(); ++i) {
         Fields e(list->items()[i], path + "[" + std::to_string(i) + "]");
-        const int ranks = static_cast<int>(e.integer("ranks", std::nullopt, 1, 1 << 12));
-        for (const auto& [r, _] : *by_ranks)
-          if (r == ranks) field_error(list->items()[i], e.path("ranks"), "ranks " + std::to_string(ranks) + " given twice");
-        by_ranks->emplace_back(ranks, read_link_fields(e));
+        ShmLink x;
+        x.ranks = static_cast<int>(e.integer("ranks", std::nullopt, 1, 1 << 12));
+        const std::string c = e.text("collective", "allreduce");
+        try {
+          x.collective = parse_collective(c);
+        } catch (const ConfigError& err) {
+          field_error(*e.optional("collective"), e.path("collective"), err.what());
+        }
+        for (const ShmLink& y : *by_ranks)
+          if (y.ranks == x.ranks && y.collective == x.collective)
+            field_error(list->items()[i], e.path("ranks"),
+                        "ranks " + std::to_string(x.ranks) + " given twice for " + c);
+        x.link = read_link_fields(e);
+        by_ranks->push_back(x);
         e.finish();
       }
     }
@@ -49,6 +60,7 @@ Topology read_topology(const json::Value& doc) {
     t.shm = read_link(l, "shm", &t.shm_by_ranks);
     t.intra = read_link(l, "intra");
     t.network = read_link(l, "network");
+    t.ps = read_link(l, "ps");
     l.finish();
   }
   t.reduce_bytes_per_s = f.number("reduce_bytes_per_s", kInfinity, Range::positive);
@@ -92,9 +104,25 @@ Topology read_topology(const json::Value& doc) {
   return t;
 }
 
-const Link& Topology::shm_for(int ranks) const {
-  for (const auto& [r, l] : shm_by_ranks)
-    if (r == ranks) return l;
+const char* collective_name(Collective c) {
+  switch (c) {
+    case Collective::allreduce: return "allreduce";
+    case Collective::reduce_scatter: return "reduce_scatter";
+    case Collective::allgather: return "allgather";
+  }
+  return "?";
+}
+
+Collective parse_collective(const std::string& name) {
+  for (Collective c : {Collective::allreduce, Collective::reduce_scatter, Collective::allgather})
+    if (name == collective_name(c)) return c;
+  COHORT_THROW(ConfigError) << "unknown collective '" << name << "' (allreduce, reduce_scatter, allgather)";
+}
+
+const Link& Topology::shm_for(int ranks, Collective c) const {
+  for (const ShmLink& x : shm_by_ranks)
+    if (x.ranks == ranks && x.collective == c) return x.link;
+  if (c != Collective::allreduce) return shm_for(ranks);
   return shm;
 }
 
@@ -113,14 +141,16 @@ std::string topology_json(const Topology& t) {
     os << "\"alpha_s\": " << l.alpha_s;
     if (l.bytes_per_s < kInfinity) os << ", \"bytes_per_s\": " << l.bytes_per_s;
   };
-  auto link = [&](const char* name, const Link& l, bool last, const std::vector<std::pair<int, Link>>& by_ranks = {}) {
+  auto link = [&](const char* name, const Link& l, bool last, const std::vector<ShmLink>& by_ranks = {}) {
     os << "    \"" << name << "\": {";
     fields(l);
     if (!by_ranks.empty()) {
       os << ", \"by_ranks\": [";
       for (size_t i = 0; i < by_ranks.size(); ++i) {
-        os << (i ? ", " : "") << "{\"ranks\": " << by_ranks[i].first << ", ";
-        fields(by_ranks[i].second);
+        os << (i ? ", " : "") << "{\"ranks\": " << by_ranks[i].ranks << ", ";
+        if (by_ranks[i].collective != Collective::allreduce)
+          os << "\"collective\": \"" << collective_name(by_ranks[i].collective) << "\", ";
+        fields(by_ranks[i].link);
         os << "}";
       }
       os << "]";
@@ -130,6 +160,7 @@ std::string topology_json(const Topology& t) {
   os << "{\n  \"hosts\": " << t.hosts << ",\n  \"ranks_per_host\": " << t.ranks_per_host << ",\n  \"links\": {\n";
   link("shm", t.shm, false, t.shm_by_ranks);
   link("intra", t.intra, false);
+  link("ps", t.ps, false);
   link("network", t.network, true);
   os << "  },\n";
   if (t.reduce_bytes_per_s < kInfinity) os << "  \"reduce_bytes_per_s\": " << t.reduce_bytes_per_s << ",\n";

@@ -9,7 +9,9 @@
 //   intra    point to point between two ranks of one host, for ring
 //            algorithms (gloo over TCP loopback; NVLink/PCIe for GPUs);
 //   network  one host's NIC, per direction, shared by every flow leaving
-//            (or entering) the host.
+//            (or entering) the host;
+//   ps       the parameter servers' transport between two processes of one
+//            host (ZeroMQ over ipc://; across hosts they use `network`).
 // Plus per-rank kernel rates (reduction, memcpy), the CPU cores that
 // compute competes for, the engine's fixed costs, and stragglers.
 #pragma once
@@ -31,6 +33,19 @@ struct Link {
   double time(double bytes) const { return alpha_s + bytes / bytes_per_s; }
 };
 
+// The collectives cohort's shm communicator runs with a cost of their own
+// (ZeRO's halves are separate code paths, not the allreduce's phases).
+enum class Collective { allreduce, reduce_scatter, allgather };
+const char* collective_name(Collective c);
+Collective parse_collective(const std::string& name);  // ConfigError on others
+
+// The shm link measured at a number of ranks per host, for one collective.
+struct ShmLink {
+  int ranks = 0;
+  Collective collective = Collective::allreduce;
+  Link link;
+};
+
 struct Straggler {
   int rank = 0;
   double compute_factor = 1;  // its compute takes this many times as long
@@ -42,10 +57,12 @@ struct Topology {
   Link shm;
   // shm measured at particular numbers of ranks per host, where it does not
   // follow from `shm` (a host whose ranks outnumber its cores: scheduling,
-  // not the memory system, sets the pace). Used when ranks_per_host matches.
-  std::vector<std::pair<int, Link>> shm_by_ranks;
+  // not the memory system, sets the pace), for the allreduce or for another
+  // collective. Used when ranks_per_host matches.
+  std::vector<ShmLink> shm_by_ranks;
   Link intra;
   Link network;
+  Link ps;
   double reduce_bytes_per_s = kInfinity;  // reduction kernel, input bytes per second per rank
   double copy_bytes_per_s = kInfinity;    // memcpy per rank (fusion copies, compression casts)
 
@@ -72,8 +89,9 @@ struct Topology {
   std::vector<Straggler> stragglers;
 
   int ranks() const { return hosts * ranks_per_host; }
-  // The shm link for `ranks` ranks on a host.
-  const Link& shm_for(int ranks) const;
+  // The shm link for `ranks` ranks on a host running collective `c`: its own
+  // measurement, else the allreduce's at those ranks, else `shm`.
+  const Link& shm_for(int ranks, Collective c = Collective::allreduce) const;
   // Ranks whose compute shares one set of cores.
   int ranks_per_machine() const { return one_machine ? ranks() : ranks_per_host; }
 };

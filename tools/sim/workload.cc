@@ -15,6 +15,18 @@ double Workload::total_bytes() const {
   return b;
 }
 
+double Workload::forward_or_estimate() const {
+  if (forward_s >= 0) return forward_s;
+  double first = compute_end_s;
+  for (const Tensor& t : tensors) first = std::min(first, t.ready_s);
+  return std::min(first, compute_end_s / 3);
+}
+
+std::string unit_of(const std::string& name) {
+  const size_t dot = name.rfind('.');
+  return dot == std::string::npos || dot == 0 ? name : name.substr(0, dot);
+}
+
 namespace {
 
 void read_tensors(Fields& f, Workload& w) {
@@ -27,6 +39,7 @@ void read_tensors(Fields& f, Workload& w) {
     x.name = t.text("name", std::nullopt);
     x.bytes = t.number("bytes", std::nullopt, Range::non_negative);
     x.ready_s = t.number("ready_s", std::nullopt, Range::non_negative);
+    x.unit = t.text("unit", unit_of(x.name));
     t.finish();
     w.tensors.push_back(std::move(x));
   }
@@ -37,6 +50,13 @@ void read_tensors(Fields& f, Workload& w) {
   if (w.compute_end_s < last)
     field_error(*f.optional("compute_end_s"), "compute_end_s",
                 "must not be before the last tensor's ready_s (" + number_text(last) + ")");
+  const double first = std::min_element(w.tensors.begin(), w.tensors.end(), [](auto& a, auto& b) {
+                         return a.ready_s < b.ready_s;
+                       })->ready_s;
+  w.forward_s = f.number("forward_s", -1.0, Range::any);
+  if (w.forward_s > first || (w.forward_s < 0 && w.forward_s != -1))
+    field_error(*f.optional("forward_s"), "forward_s",
+                "must be between 0 and the first tensor's ready_s (" + number_text(first) + "), or -1 (not recorded)");
 }
 
 // Layers in forward order; backward runs them last to first.
@@ -85,10 +105,11 @@ void read_layers(Fields& f, Workload& w) {
     const double ready = forward + backward * done / total_weight;
     for (size_t j = 0; j < layers[i].params.size(); ++j) {
       const std::string name = layers[i].params.size() == 1 ? layers[i].name : layers[i].name + "." + std::to_string(j);
-      w.tensors.push_back({name, layers[i].params[j] * bytes_per_param, ready});
+      w.tensors.push_back({name, layers[i].params[j] * bytes_per_param, ready, layers[i].name});
     }
   }
   w.compute_end_s = forward + backward;
+  w.forward_s = forward;
   w.element_bytes = bytes_per_param;
 }
 
@@ -136,10 +157,13 @@ std::string workload_json(const Workload& w) {
      << ",\n  \"compute_end_s\": " << w.compute_end_s << ",\n";
   if (w.measured_step_s > 0) os << "  \"measured_step_s\": " << w.measured_step_s << ",\n";
   if (w.measured_wake_s > 0) os << "  \"measured_wake_s\": " << w.measured_wake_s << ",\n";
+  if (w.forward_s >= 0) os << "  \"forward_s\": " << w.forward_s << ",\n";
   os << "  \"tensors\": [\n";
   for (size_t i = 0; i < w.tensors.size(); ++i)
     os << "    {\"name\": \"" << json::escape(w.tensors[i].name) << "\", \"bytes\": " << w.tensors[i].bytes
-       << ", \"ready_s\": " << w.tensors[i].ready_s << "}" << (i + 1 < w.tensors.size() ? "," : "") << "\n";
+       << ", \"ready_s\": " << w.tensors[i].ready_s
+       << (w.tensors[i].unit == unit_of(w.tensors[i].name) ? "" : ", \"unit\": \"" + json::escape(w.tensors[i].unit) + "\"")
+       << "}" << (i + 1 < w.tensors.size() ? "," : "") << "\n";
   os << "  ]\n}\n";
   return os.str();
 }
@@ -148,6 +172,7 @@ Workload scaled_compute(Workload w, double factor) {
   for (Tensor& t : w.tensors) t.ready_s *= factor;
   w.compute_end_s *= factor;
   w.update_s *= factor;
+  if (w.forward_s > 0) w.forward_s *= factor;
   return w;
 }
 

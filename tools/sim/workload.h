@@ -28,12 +28,23 @@ struct Tensor {
   std::string name;
   double bytes = 0;
   double ready_s = 0;
+  // The layer it belongs to: what ZeRO stage 3 gathers and frees as one
+  // (a layer of a description; by default the name up to its last '.',
+  // "grad/4.weight" -> "grad/4", as a Sequential's layers are named; empty:
+  // that default).
+  std::string unit;
 };
+
+// The default unit of a tensor named `name`.
+std::string unit_of(const std::string& name);
 
 struct Workload {
   std::string name;
   std::vector<Tensor> tensors;  // in ready order
   double compute_end_s = 0;     // >= every ready_s
+  // The forward pass's share of the step's start (< 0: not recorded). Only
+  // ZeRO's gathers, which the forward waits for layer by layer, need it.
+  double forward_s = -1;
   double update_s = 0;
   int threads = 1;              // compute threads per rank (for CPU contention)
   // The tensors are DDP buckets recorded from a DDP run (ordered engine
@@ -50,6 +61,9 @@ struct Workload {
   std::string source;
 
   double total_bytes() const;
+  // forward_s, or where it was not recorded the usual 1:2 split of forward
+  // and backward (a third of the compute), at most the first ready_s.
+  double forward_or_estimate() const;
 };
 
 // Reads a workload document ("tensors" or "layers"); ConfigError naming the

@@ -12,11 +12,14 @@ namespace {
 
 struct WorldRuntime {
   comm::World world;  // store, store server and (moved out) communicator
+  engine::EngineOptions engine_options;
   std::shared_ptr<comm::Communicator> comm;
   // Shared with EngineRef's weak holds: a use in progress pins the object
   // (not the running engine: shutdown() stops that first).
   std::shared_ptr<engine::Engine> engine;
 };
+
+constexpr std::chrono::milliseconds kElasticLivenessProbe{100};
 
 std::mutex g_mutex;
 std::unique_ptr<WorldRuntime> g_runtime;
@@ -33,6 +36,15 @@ WorldRuntime& world_or_throw() {
   return *g_runtime;
 }
 
+// The engine over the world's communicator (collective). Engines number
+// their generations in the store, so every world's can share the namespace.
+void start_world_engine(WorldRuntime& runtime) {
+  runtime.comm = std::shared_ptr<comm::Communicator>(std::move(runtime.world.comm));
+  runtime.engine = std::make_shared<engine::Engine>(
+      runtime.comm, std::make_shared<rendezvous::PrefixStore>("engine/world", runtime.world.store),
+      runtime.engine_options);
+}
+
 }  // namespace
 
 void init(InitOptions options) {
@@ -40,11 +52,15 @@ void init(InitOptions options) {
   COHORT_CHECK_AS(ConfigError, g_runtime == nullptr) << "cohort::init() called twice";
   auto runtime = std::make_unique<WorldRuntime>();
   runtime->world = comm::init_world();
-  runtime->comm = std::shared_ptr<comm::Communicator>(std::move(runtime->world.comm));
   if (options.engine.label == "engine") options.engine.label = "world";
-  runtime->engine = std::make_shared<engine::Engine>(
-      runtime->comm, std::make_shared<rendezvous::PrefixStore>("engine/world", runtime->world.store),
-      options.engine);
+  // An elastic job recovers from a lost member as soon as it notices: a
+  // rank whose ops wait on a member that died before submitting them wakes
+  // the group this often (not 5 s), so the communicator's liveness check
+  // runs. It costs one negotiation per period only while ops wait.
+  if (runtime->world.info.elastic_slot >= 0 && options.engine.liveness_probe == engine::EngineOptions{}.liveness_probe)
+    options.engine.liveness_probe = kElasticLivenessProbe;
+  runtime->engine_options = options.engine;
+  start_world_engine(*runtime);
   g_runtime = std::move(runtime);
   // A program that returns from main() without shutdown() still stops its
   // engine collectively instead of leaving the other ranks waiting for it.
@@ -67,6 +83,48 @@ void shutdown() {
   runtime->engine.reset();
   runtime->comm.reset();
   runtime.reset();
+}
+
+bool elastic() {
+  std::lock_guard lock(g_mutex);
+  return world_or_throw().world.info.elastic_slot >= 0;
+}
+
+int64_t membership_epoch() {
+  std::lock_guard lock(g_mutex);
+  return world_or_throw().world.membership.epoch;
+}
+
+bool membership_changed() {
+  std::shared_ptr<rendezvous::Store> store;
+  int64_t epoch = -1;
+  {
+    std::lock_guard lock(g_mutex);
+    const WorldRuntime& w = world_or_throw();
+    if (w.world.info.elastic_slot < 0) return false;
+    store = w.world.store;
+    epoch = w.world.membership.epoch;
+  }
+  return rendezvous::latest_epoch(*store) > epoch;
+}
+
+void reform() {
+  std::lock_guard lock(g_mutex);
+  WorldRuntime& w = world_or_throw();
+  COHORT_CHECK_AS(ConfigError, w.world.info.elastic_slot >= 0)
+      << "cohort::reform() is for elastic jobs (cohortrun --min-np); this one is of fixed size";
+  // After a failure the engine has stopped itself (its ops failed with the
+  // peer's loss) and shutdown() returns at once; after a graceful change
+  // every member is here and it stops at one cycle. Either way the old
+  // world's holders (EngineRef) now fail cleanly instead of using it.
+  try {
+    w.engine->shutdown();
+  } catch (const Error&) {
+  }
+  w.engine.reset();
+  w.comm.reset();
+  comm::reform_world(w.world);
+  start_world_engine(w);
 }
 
 bool initialized() {

@@ -16,6 +16,7 @@
 // thread's EngineScope, else the engine of init(); none is a ConfigError.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -52,6 +53,26 @@ std::shared_ptr<rendezvous::Store> world_store();
 // passes the same name, used once. For code that splits the world (Mesh):
 // the world engine's communicator belongs to the engine's thread.
 std::unique_ptr<comm::Communicator> create_world_communicator(const std::string& name);
+
+// ---- elastic jobs (cohortrun --min-np) ----------------------------------------
+// The world is one membership epoch of the job (rendezvous/membership.h):
+// rank() and size() are the epoch's, and reform() moves to the next.
+
+// Whether this process belongs to an elastic job.
+bool elastic();
+// The membership epoch of the current world; -1 outside elastic jobs.
+int64_t membership_epoch();
+// Whether the launcher published an epoch after the world's: one store
+// read, not collective (ElasticState::commit() agrees on it).
+bool membership_changed();
+// Replaces the world engine and communicator by those of the next epoch
+// that includes this process, waiting for the launcher to publish it
+// (after a peer was lost, or when membership_changed()). Collective over
+// the new epoch's members. EngineRef holders of the old engine then raise
+// ConfigError: strategies and wrappers built on it must be built again.
+// Throws comm::ElasticLeave when the new epoch leaves this process out,
+// rendezvous::MembershipEnded when the launcher ended the job.
+void reform();
 
 // The engine calls use when their options name none (see the file comment).
 engine::Engine& current_engine();

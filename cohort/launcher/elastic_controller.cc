@@ -1,0 +1,105 @@
+#include "cohort/launcher/elastic_controller.h"
+
+#include <algorithm>
+
+#include "cohort/common/check.h"
+
+namespace cohort::launcher {
+
+using rendezvous::Member;
+
+ElasticController::ElasticController(ElasticOptions options, std::shared_ptr<rendezvous::Store> store, int ranks,
+                                     Respawn respawn)
+    : options_(options), store_(std::move(store)), respawn_(std::move(respawn)) {
+  COHORT_CHECK_AS(ConfigError, options_.min_np >= 1 && options_.min_np <= ranks)
+      << "--min-np " << options_.min_np << " must be in 1.." << ranks;
+  for (int s = 0; s < ranks; ++s) survivors_.push_back({s, 0});
+}
+
+void ElasticController::publish_initial() { publish(survivors_); }
+
+void ElasticController::publish(std::vector<Member> members) {
+  current_.epoch += 1;
+  current_.members = std::move(members);
+  rendezvous::publish_membership(*store_, current_);
+}
+
+bool ElasticController::member_ended(Member m, bool failed, std::string& note) {
+  const bool was_survivor = std::erase(survivors_, m) > 0;
+  const bool was_pending = std::erase(pending_, m) > 0;
+  if (!failed) {
+    // Training is over for the world: nobody joins any more.
+    if (!finished_ && was_survivor) {
+      finished_ = true;
+      rendezvous::end_membership(*store_, "the job's training finished");
+    }
+    return true;
+  }
+  if (finished_) {
+    note = "after the job's training finished";
+    return true;
+  }
+  note = was_pending ? "a replacement that had not joined yet" : "";
+  int& restarts = restarts_[m.slot];
+  bool restarted = false;
+  if (restarts < options_.max_restarts) {
+    const Member next{m.slot, m.incarnation + 1};
+    try {
+      respawn_(next);
+      ++restarts;
+      pending_.push_back(next);
+      restarted = true;
+    } catch (const Error& e) {
+      note += std::string(note.empty() ? "" : "; ") + "slot " + std::to_string(m.slot) +
+              " cannot be started again: " + e.what();
+    }
+  }
+  if (restarted)
+    note += std::string(note.empty() ? "" : "; ") + "starting slot " + std::to_string(m.slot) + " again (restart " +
+            std::to_string(restarts) + " of " + std::to_string(options_.max_restarts) + ")";
+  else if (restarts >= options_.max_restarts)
+    note += std::string(note.empty() ? "" : "; ") + "slot " + std::to_string(m.slot) + " used its " +
+            std::to_string(options_.max_restarts) + " restart(s)";
+  if (survivors_.empty() && pending_.empty()) return false;
+  if (was_survivor) {
+    if (int(survivors_.size()) >= options_.min_np) {
+      publish(survivors_);
+      note += "; the other " + std::to_string(survivors_.size()) + " rank(s) go on in epoch " +
+              std::to_string(current_.epoch);
+    } else {
+      note += "; " + std::to_string(survivors_.size()) + " rank(s) left, below --min-np " +
+              std::to_string(options_.min_np) + ": waiting for replacements";
+    }
+  }
+  return true;
+}
+
+std::string ElasticController::tick(Clock::time_point now) {
+  if (finished_) return {};
+  std::vector<Member> ready;
+  for (const Member& p : pending_)
+    if (rendezvous::member_ready(*store_, p)) ready.push_back(p);
+  if (!ready.empty() && int(survivors_.size() + ready.size()) >= options_.min_np) {
+    for (const Member& r : ready) {
+      std::erase(pending_, r);
+      survivors_.push_back(r);
+    }
+    publish(survivors_);
+  }
+  // Below min_np: the survivors wait for an epoch that only replacements
+  // can bring.
+  if (int(survivors_.size()) >= options_.min_np) {
+    below_since_.reset();
+    return {};
+  }
+  if (!below_since_) below_since_ = now;
+  if (now - *below_since_ < std::chrono::duration<double>(options_.timeout_s)) return {};
+  const std::string why = "the job stayed below --min-np " + std::to_string(options_.min_np) + " (" +
+                          std::to_string(survivors_.size()) + " rank(s) live) for --elastic-timeout " +
+                          std::to_string(static_cast<int>(options_.timeout_s)) + " s";
+  rendezvous::end_membership(*store_, why);
+  finished_ = true;
+  return why;
+}
+
+}  // namespace cohort::launcher

@@ -1,0 +1,81 @@
+// Membership of an elastic job: which processes form the world, epoch by
+// epoch, as the launcher (cohortrun --min-np) publishes it in the job's store.
+//
+// A member is a slot (the rank it was started as) and an incarnation (0 for
+// the first process of the slot, then one more per replacement). An epoch's
+// members are listed in rank order: the oldest members first, so that a
+// membership change keeps rank 0 on a process that has the job's state.
+//
+// Keys, in the store's root namespace:
+//   elastic/epoch          the latest epoch published (decimal)
+//   elastic/members/<e>    epoch e's members, "slot.incarnation" comma-separated
+//   elastic/ready/<s>.<i>  set by a replacement once it can join a world
+//   elastic/end            set when no epoch will follow: why (the job
+//                          finished, or stayed below --min-np)
+//
+// The launcher is the only writer of epochs: it knows which processes live.
+// An epoch is published only after its members list, so a reader that sees
+// `elastic/epoch` = e can read epoch e's members.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cohort/common/error.h"
+#include "cohort/rendezvous/store.h"
+
+namespace cohort::rendezvous {
+
+struct Member {
+  int slot = 0;
+  int incarnation = 0;
+  bool operator==(const Member&) const = default;
+};
+
+// "slot.incarnation"; ConfigError on a malformed text.
+std::string member_text(Member m);
+Member parse_member(const std::string& text);
+
+struct Membership {
+  int64_t epoch = -1;           // -1: none
+  std::vector<Member> members;  // rank order
+  int size() const { return static_cast<int>(members.size()); }
+  // The rank of `m` in this epoch, -1 when it is not a member.
+  int rank_of(Member m) const;
+};
+
+// Thrown by wait_for_membership() when the launcher ended the elastic job
+// (elastic/end): the message says why.
+class MembershipEnded : public Error {
+ public:
+  using Error::Error;
+};
+
+// ---- the launcher's side ----------------------------------------------------
+
+// Writes `m.members` under its epoch, then makes it the latest.
+void publish_membership(Store& store, const Membership& m);
+// No epoch will follow; processes waiting for one get MembershipEnded(why).
+void end_membership(Store& store, const std::string& why);
+// Whether replacement `m` said it is ready to join.
+bool member_ready(Store& store, Member m);
+
+// ---- a member's side --------------------------------------------------------
+
+// The latest epoch published; -1 when none.
+int64_t latest_epoch(Store& store);
+// Epoch `epoch`'s members (it must have been published).
+Membership read_membership(Store& store, int64_t epoch);
+// A replacement's announcement that it can join (member_ready()).
+void announce_ready(Store& store, Member me);
+
+// The latest epoch after `after` that has `me` as a member, waiting up to
+// `timeout` for one. Epochs published meanwhile that leave `me` out are
+// skipped when `me` is joining (after < 0: not yet a member of any);
+// otherwise the first such epoch means `me` was removed: the returned
+// membership has it at rank -1. MembershipEnded when the launcher ends the
+// job; TimeoutError after `timeout`.
+Membership wait_for_membership(Store& store, Member me, int64_t after, Duration timeout);
+
+}  // namespace cohort::rendezvous

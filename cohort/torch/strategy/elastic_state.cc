@@ -1,0 +1,277 @@
+#include "cohort/torch/strategy/elastic_state.h"
+
+#include <torch/serialize/input-archive.h>
+#include <torch/serialize/output-archive.h>
+
+#include <optional>
+#include <sstream>
+
+#include "cohort/comm/create.h"
+#include "cohort/common/check.h"
+#include "cohort/common/logging.h"
+#include "cohort/torch/core/collectives.h"
+#include "cohort/torch/core/element_state.h"
+#include "cohort/torch/core/optimizer_archive.h"
+#include "cohort/torch/core/runtime.h"
+
+namespace cohort {
+namespace {
+
+bool is_per_element(const torch::optim::Optimizer& optimizer) {
+  try {
+    check_per_element(optimizer);
+    return true;
+  } catch (const ConfigError&) {
+    return false;
+  }
+}
+
+std::vector<at::Tensor> model_tensors(torch::nn::Module& model) {
+  std::vector<at::Tensor> all = model.parameters();
+  for (const at::Tensor& b : model.buffers()) all.push_back(b);
+  return all;
+}
+
+std::vector<at::Tensor> optimizer_parameters(const torch::optim::Optimizer& optimizer) {
+  std::vector<at::Tensor> all;
+  for (const auto& group : optimizer.param_groups())
+    for (const at::Tensor& p : group.params()) all.push_back(p);
+  return all;
+}
+
+// `to` becomes a copy of `from`, reusing its storage when the shape allows.
+void copy_into(at::Tensor& to, const at::Tensor& from) {
+  if (!from.defined()) {
+    to = at::Tensor();
+  } else if (to.defined() && to.sizes() == from.sizes() && to.dtype() == from.dtype()) {
+    to.copy_(from);
+  } else {
+    to = from.detach().clone();
+  }
+}
+
+}  // namespace
+
+struct ElasticState::Snapshot {
+  int64_t serial = 0;
+  std::vector<at::Tensor> model;                     // parameters, then buffers
+  std::vector<std::optional<ElementState>> states;   // per optimizer parameter (per-element optimizers)
+  std::string archive;                               // other optimizers' state
+  std::vector<double> lrs;                           // per param group
+  std::map<std::string, int64_t> counters;
+  std::map<std::string, at::Tensor> tracked;
+};
+
+ElasticState::ElasticState(torch::nn::Module& model, torch::optim::Optimizer& optimizer)
+    : model_(model), optimizer_(optimizer), per_element_(is_per_element(optimizer)) {}
+
+ElasticState::~ElasticState() = default;
+
+int64_t& ElasticState::counter(const std::string& name) { return counters_[name]; }
+
+void ElasticState::track(const std::string& name, at::Tensor tensor) {
+  COHORT_CHECK_AS(ConfigError, tensor.defined()) << "ElasticState::track('" << name << "'): an undefined tensor";
+  tracked_[name] = std::move(tensor);
+}
+
+void ElasticState::take(Snapshot& s) const {
+  torch::NoGradGuard no_grad;
+  s.serial = serial_;
+  const std::vector<at::Tensor> tensors = model_tensors(model_);
+  s.model.resize(tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i) copy_into(s.model[i], tensors[i]);
+  if (per_element_) {
+    const std::vector<at::Tensor> params = optimizer_parameters(optimizer_);
+    s.states.resize(params.size());
+    for (size_t i = 0; i < params.size(); ++i) {
+      const std::optional<ElementState> live = element_state_of(optimizer_, params[i]);
+      if (!live) {
+        s.states[i].reset();
+        continue;
+      }
+      if (!s.states[i] || s.states[i]->fields.size() != live->fields.size()) s.states[i] = ElementState{};
+      s.states[i]->step = live->step;
+      s.states[i]->fields.resize(live->fields.size());
+      for (size_t f = 0; f < live->fields.size(); ++f) {
+        s.states[i]->fields[f].first = live->fields[f].first;
+        copy_into(s.states[i]->fields[f].second, live->fields[f].second);
+      }
+    }
+  } else {
+    torch::serialize::OutputArchive archive;
+    save_optimizer(optimizer_, archive);
+    std::ostringstream out;
+    archive.save_to(out);
+    s.archive = out.str();
+  }
+  s.lrs.clear();
+  for (const auto& group : optimizer_.param_groups()) s.lrs.push_back(group.options().get_lr());
+  s.counters = counters_;
+  for (const auto& [name, tensor] : tracked_) copy_into(s.tracked[name], tensor);
+}
+
+void ElasticState::put(const Snapshot& s) {
+  torch::NoGradGuard no_grad;
+  serial_ = s.serial;
+  const std::vector<at::Tensor> tensors = model_tensors(model_);
+  COHORT_CHECK_EQ(tensors.size(), s.model.size()) << "the elastic commit is of another model";
+  for (size_t i = 0; i < tensors.size(); ++i) tensors[i].copy_(s.model[i]);
+  if (per_element_) {
+    const std::vector<at::Tensor> params = optimizer_parameters(optimizer_);
+    COHORT_CHECK_EQ(params.size(), s.states.size()) << "the elastic commit is of another optimizer";
+    for (size_t i = 0; i < params.size(); ++i) {
+      if (!s.states[i]) {
+        erase_element_state(optimizer_, params[i]);
+        continue;
+      }
+      // The optimizer updates its state in place: it gets copies.
+      ElementState state = *s.states[i];
+      for (auto& field : state.fields)
+        if (field.second.defined()) field.second = field.second.clone();
+      set_element_state(optimizer_, params[i], state);
+    }
+  } else {
+    std::istringstream in(s.archive);
+    torch::serialize::InputArchive archive;
+    archive.load_from(in);
+    load_optimizer(optimizer_, archive);
+  }
+  auto& groups = optimizer_.param_groups();
+  COHORT_CHECK_EQ(groups.size(), s.lrs.size()) << "the elastic commit is of another optimizer";
+  for (size_t g = 0; g < groups.size(); ++g) groups[g].options().set_lr(s.lrs[g]);
+  for (auto& [name, value] : counters_) {
+    const auto it = s.counters.find(name);
+    COHORT_CHECK_AS(ConfigError, it != s.counters.end())
+        << "the elastic commit has no counter '" << name << "' (members keep different state)";
+    value = it->second;
+  }
+  for (auto& [name, tensor] : tracked_) {
+    const auto it = s.tracked.find(name);
+    COHORT_CHECK_AS(ConfigError, it != s.tracked.end())
+        << "the elastic commit has no tensor '" << name << "' (members keep different state)";
+    tensor.copy_(it->second);
+  }
+}
+
+void ElasticState::commit() {
+  ++serial_;
+  if (!commit_) commit_ = std::make_unique<Snapshot>();
+  take(*commit_);
+  if (!initialized() || !elastic()) return;
+  // Every member must leave the loop at the same commit, so they agree.
+  const at::Tensor changed = at::tensor(int64_t(membership_changed()), at::kLong);
+  if (allreduce(changed, {.op = ReduceOp::max}).item<int64_t>() != 0)
+    throw MembershipChanged("the job's membership changed after epoch " + std::to_string(membership_epoch()));
+}
+
+void ElasticState::restore() {
+  if (commit_) put(*commit_);
+}
+
+// Root's commit, tensor by tensor into this one's (same model: same
+// shapes), after a header saying which optimizer state exists.
+void ElasticState::receive(int root) {
+  const bool mine = rank() == root;
+  Snapshot& s = *commit_;
+  // Header: serial, then per optimizer parameter its step (-1: no state)
+  // and which of its fields are defined; counters in name order.
+  std::vector<int64_t> header{s.serial, int64_t(s.states.size()), int64_t(s.counters.size())};
+  for (const auto& state : s.states) {
+    header.push_back(state ? state->step : -1);
+    for (size_t f = 0; state && f < state->fields.size(); ++f) header.push_back(state->fields[f].second.defined());
+  }
+  for (const auto& [name, value] : s.counters) header.push_back(value);
+  at::Tensor length = broadcast(at::tensor({int64_t(header.size())}, at::kLong), {.root = root});
+  at::Tensor head = mine ? at::tensor(header, at::kLong) : at::empty({length.item<int64_t>()}, at::kLong);
+  head = broadcast(head, {.root = root});
+  const int64_t* h = head.data_ptr<int64_t>();
+  size_t at_ = 0;
+  s.serial = h[at_++];
+  const size_t states = size_t(h[at_++]), counters = size_t(h[at_++]);
+  COHORT_CHECK_EQ(counters, s.counters.size()) << "members keep different counters";
+  if (per_element_) {
+    const std::vector<at::Tensor> params = optimizer_parameters(optimizer_);
+    const std::vector<std::string> fields = element_state_fields(optimizer_);
+    COHORT_CHECK_EQ(states, params.size()) << "members' optimizers differ";
+    s.states.resize(states);
+    for (size_t i = 0; i < states; ++i) {
+      const int64_t step = h[at_++];
+      if (step < 0) {
+        s.states[i].reset();
+        continue;
+      }
+      if (!s.states[i]) s.states[i] = ElementState{};
+      s.states[i]->step = step;
+      s.states[i]->fields.resize(fields.size());
+      for (size_t f = 0; f < fields.size(); ++f) {
+        auto& [name, tensor] = s.states[i]->fields[f];
+        name = fields[f];
+        if (h[at_++] == 0) tensor = at::Tensor();
+        else if (!tensor.defined()) tensor = at::empty_like(params[i]);
+      }
+    }
+  }
+  for (auto& [name, value] : s.counters) value = h[at_++];
+  for (at::Tensor& t : s.model) broadcast_(t, {.root = root});
+  for (auto& state : s.states)
+    for (size_t f = 0; state && f < state->fields.size(); ++f)
+      if (state->fields[f].second.defined()) broadcast_(state->fields[f].second, {.root = root});
+  if (!per_element_) {
+    at::Tensor size = broadcast(at::tensor({int64_t(s.archive.size())}, at::kLong), {.root = root});
+    at::Tensor bytes = mine ? at::from_blob(s.archive.data(), {int64_t(s.archive.size())}, at::kByte).clone()
+                            : at::empty({size.item<int64_t>()}, at::kByte);
+    bytes = broadcast(bytes, {.root = root});
+    s.archive.assign(static_cast<const char*>(bytes.data_ptr()), size_t(bytes.numel()));
+  }
+  at::Tensor lrs = broadcast(at::tensor(s.lrs, at::kDouble), {.root = root});
+  s.lrs.assign(lrs.data_ptr<double>(), lrs.data_ptr<double>() + lrs.numel());
+  for (auto& [name, tensor] : s.tracked) broadcast_(tensor, {.root = root});
+}
+
+void ElasticState::sync() {
+  if (!commit_) {
+    commit_ = std::make_unique<Snapshot>();
+    take(*commit_);
+  }
+  if (initialized() && size() > 1) {
+    // The newest commit any member holds (the lowest rank's among equals).
+    // Members that all hold the same committed step keep their own (the
+    // state is replicated); before any commit, rank 0's state is everyone's
+    // (processes may have started their models differently).
+    const at::Tensor serials = allgather(at::tensor({commit_->serial}, at::kLong));
+    if ((serials != serials.max()).any().item<bool>() || serials.max().item<int64_t>() == 0)
+      receive(static_cast<int>(serials.argmax().item<int64_t>()));
+  }
+  put(*commit_);
+}
+
+void run_elastic(ElasticState& state, const std::function<void()>& train) {
+  for (;;) {
+    try {
+      state.sync();
+      train();
+      return;
+    } catch (const MembershipChanged& e) {
+      COHORT_LOG(info) << "elastic: " << e.what() << "; forming the new world";
+      try {
+        reform();
+      } catch (const comm::ElasticLeave& leave) {
+        COHORT_LOG(info) << "elastic: " << leave.what();
+        return;
+      }
+    } catch (const PeerLostError& e) {
+      if (!initialized() || !elastic()) throw;
+      COHORT_LOG(warn) << "elastic: " << e.what() << "; forming a new world from the last commit";
+      try {
+        reform();
+      } catch (const comm::ElasticLeave& leave) {
+        COHORT_LOG(info) << "elastic: " << leave.what();
+        return;
+      }
+      state.restore();
+    }
+    COHORT_LOG(info) << "elastic: epoch " << membership_epoch() << ", rank " << rank() << " of " << size();
+  }
+}
+
+}  // namespace cohort

@@ -1,0 +1,110 @@
+// ElasticState: what the processes of an elastic job (cohortrun --min-np)
+// keep in memory to go on after a membership change, as Horovod's
+// hvd.elastic.State, and run_elastic(), the loop that uses it:
+//
+//   cohort::init();
+//   cohort::ElasticState state(model, optimizer);
+//   int64_t& step = state.counter("step");
+//   cohort::run_elastic(state, [&] {
+//     for (; step < steps; ++step) {
+//       ... forward, backward, allreduce gradients, optimizer.step() ...
+//       state.commit();  // cheap: a copy in memory, and one tiny collective
+//     }
+//   });
+//
+// What a commit holds: the model's parameters and buffers, the optimizer's
+// state and every param group's learning rate, the counters (epoch, batch,
+// a data cursor: whatever says where training is) and tracked tensors,
+// copied into this process's memory (into the last commit's tensors: no
+// allocation, no serialization; the state of an optimizer that is not per
+// element, as LBFGS, goes through its archive). The state is replicated
+// (every member holds the same), so no death loses it while one member
+// lives.
+//
+// Membership changes (run_elastic):
+//  - a member is lost (PeerLostError out of any collective): every survivor
+//    abandons the step, forms the next epoch's world (cohort::reform()),
+//    and the members agree on the newest commit any of them holds (a member
+//    may have committed a step whose collectives others did not finish) and
+//    take it: work since that commit is redone, a committed step is never
+//    lost or applied twice;
+//  - the launcher admits a member (a replacement): at the next commit every
+//    member sees it (commit() agrees on it collectively and throws
+//    MembershipChanged), the world is formed again with the newcomer, and
+//    it receives the state before its first step (no rollback).
+// Work that depends on the world's size (the batch each rank takes, the
+// learning rate under linear scaling) must read cohort::size() each step,
+// from the committed counters.
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/optim/optimizer.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "cohort/common/error.h"
+
+namespace cohort {
+
+// Thrown by ElasticState::commit() on every member at once when the
+// launcher published a new membership.
+class MembershipChanged : public Error {
+ public:
+  using Error::Error;
+};
+
+class ElasticState {
+ public:
+  // `model` and `optimizer` are kept by reference and must outlive the state.
+  ElasticState(torch::nn::Module& model, torch::optim::Optimizer& optimizer);
+
+  // A named int64 kept with the state (0 when first used); the reference
+  // stays valid, and restore() and sync() write through it.
+  int64_t& counter(const std::string& name);
+  // A tensor kept with the state: commit() copies its values, restore()
+  // and sync() write them back in place (same shape and dtype).
+  void track(const std::string& name, at::Tensor tensor);
+
+  // Copies the state into memory, then agrees with the other members
+  // whether the membership changed (collective); if so, MembershipChanged.
+  void commit();
+  // Back to the last commit (the state at construction before any).
+  void restore();
+  // Collective over the current world: every member takes the newest
+  // commit of any (ties: the lowest rank's), new members included.
+  void sync();
+  // Commits so far in the state being trained (restored with it).
+  int64_t commits() const { return serial_; }
+
+  ElasticState(const ElasticState&) = delete;
+  ElasticState& operator=(const ElasticState&) = delete;
+  ~ElasticState();
+
+ private:
+  struct Snapshot;
+  void take(Snapshot& s) const;  // the live state into `s`
+  void put(const Snapshot& s);   // `s` into the live state
+  void receive(int root);        // root's commit into this one (collective)
+
+  torch::nn::Module& model_;
+  torch::optim::Optimizer& optimizer_;
+  const bool per_element_;  // the optimizer's state is ElementState (element_state.h)
+  std::map<std::string, int64_t> counters_;
+  std::map<std::string, at::Tensor> tracked_;
+  std::unique_ptr<Snapshot> commit_;  // null before the first commit or sync
+  int64_t serial_ = 0;  // commits made in the state's history
+};
+
+// Runs `train` until it returns, through membership changes (see the file
+// comment): before each attempt, state.sync(); after a lost member,
+// cohort::reform() and state.restore(); after MembershipChanged,
+// cohort::reform(). Outside an elastic job it is state.sync() and train().
+// A process that the new membership leaves out returns (comm::ElasticLeave
+// is caught); rendezvous::MembershipEnded (the launcher ended the job)
+// propagates.
+void run_elastic(ElasticState& state, const std::function<void()>& train);
+
+}  // namespace cohort

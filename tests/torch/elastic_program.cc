@@ -1,0 +1,222 @@
+// A hand-written elastic training loop for the elastic tests
+// (elastic_test.cc), under cohortrun --min-np: float64 linear regression,
+// SGD with momentum (optimizer state), a global batch of --batch rows per
+// member taken in order from a dataset of --rows rows, --epochs passes.
+// Gradients are sums over each member's rows, allreduced with the row
+// counts, so a step's update is the mean over the global batch whatever
+// the world's size. The committed state also counts how often each row was
+// trained on and records the world's size at every step.
+//
+// --kill SLOT:STEP:PHASE (repeatable) makes the first process of SLOT kill
+// itself with SIGKILL at step STEP, PHASE "before" its allreduce, "after"
+// it (before the commit) or after the "commit"; it first prints "kill at
+// T" (T: CLOCK_REALTIME seconds), and rank 0 prints "step K world W at T"
+// as it commits each step (bench/elastic.sh measures recovery from them). At the end rank 0 writes
+// to --out: "steps N", "sizes s0 s1 ...", "counts c0 c1 ...", "params p0
+// p1 ..." and the parameters before training, "initial ..." (%.17g).
+//
+// --model mlp trains cohort's synthetic mlp (20M parameters, float32,
+// cross-entropy) on random rows instead, for bench/elastic.sh.
+//
+//   elastic_program --out FILE [--rows 96] [--batch 4] [--epochs 3] [--kill S:K:P ...]
+//                   [--step-delay-ms D] [--model linear|mlp]
+#include <cohort/cohort.h>
+#include <torch/torch.h>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <time.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+
+#include "cohort/common/flags.h"
+#include "cohort/models/image_classifiers.h"
+#include "cohort/rendezvous/discovery.h"
+#include "cohort/rendezvous/membership.h"
+
+namespace {
+
+constexpr int kFeatures = 3;
+
+struct Kill {
+  int slot = 0;
+  int64_t step = 0;
+  std::string phase;
+};
+
+// Row i of the dataset: features and target, a closed form of i.
+double feature(int64_t i, int j) { return std::sin(0.37 * double(i + 1) * (j + 1)); }
+double target(int64_t i) { return 1.5 * feature(i, 0) - 2.0 * feature(i, 1) + 0.5 * feature(i, 2) + 0.1 * std::cos(double(i)); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string out, kind = "linear";
+  int64_t rows = 96, batch = 4, epochs = 3, delay_ms = 0;
+  std::vector<Kill> kills;
+  try {
+    cohort::flags::parse_flags(
+        std::vector<std::string>(argv + 1, argv + argc),
+        {{"--out", [&](auto&, auto& v) { out = v; }},
+         {"--model", [&](auto& f, auto& v) { kind = cohort::flags::one_of(f, v, {"linear", "mlp"}); }},
+         {"--rows", [&](auto& f, auto& v) { rows = cohort::flags::parse_number<int64_t>(f, v, 1); }},
+         {"--batch", [&](auto& f, auto& v) { batch = cohort::flags::parse_number<int64_t>(f, v, 1); }},
+         {"--epochs", [&](auto& f, auto& v) { epochs = cohort::flags::parse_number<int64_t>(f, v, 1); }},
+         {"--step-delay-ms", [&](auto& f, auto& v) { delay_ms = cohort::flags::parse_number<int64_t>(f, v, 0); }},
+         {"--kill", [&](auto& f, auto& v) {
+            Kill k;
+            char phase[16] = {};
+            long long step = 0;
+            if (std::sscanf(v.c_str(), "%d:%lld:%15s", &k.slot, &step, phase) != 3)
+              throw cohort::ConfigError(f + " expects SLOT:STEP:PHASE, got '" + v + "'");
+            k.step = step;
+            k.phase = phase;
+            kills.push_back(k);
+          }}},
+        {});
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "elastic_program: %s\n", cohort::flags::one_line_message(e).c_str());
+    return 2;
+  }
+  torch::set_num_threads(1);
+  const cohort::rendezvous::LaunchInfo me = cohort::rendezvous::discover();
+  auto now = [] {
+    timespec t{};
+    ::clock_gettime(CLOCK_REALTIME, &t);
+    return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+  };
+  auto maybe_kill = [&](int64_t step, const char* phase) {
+    if (me.elastic_incarnation != 0) return;  // only a slot's first process
+    for (const Kill& k : kills)
+      if (k.slot == me.elastic_slot && k.step == step && k.phase == phase) {
+        std::printf("kill at %.6f\n", now());
+        std::fflush(stdout);
+        ::raise(SIGKILL);
+      }
+  };
+
+  try {
+    cohort::init();
+  } catch (const cohort::rendezvous::MembershipEnded& e) {
+    // A replacement that came too late: the job is over without it.
+    std::fprintf(stderr, "elastic_program: not joining: %s\n", e.what());
+    return 0;
+  }
+  torch::manual_seed(7);
+  const bool mlp = kind == "mlp";
+  torch::nn::Sequential model = mlp ? cohort::models::synthetic_classifier("mlp")
+                                    : torch::nn::Sequential(torch::nn::Linear(kFeatures, 1));
+  if (!mlp) model->to(torch::kDouble);
+  torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+  at::Tensor x, y;
+  if (mlp) {
+    x = torch::randn({rows, 1, 28, 28});
+    y = torch::randint(0, 10, {rows}, torch::kLong);
+  } else {
+    x = torch::empty({rows, kFeatures}, torch::kDouble);
+    y = torch::empty({rows, 1}, torch::kDouble);
+    for (int64_t i = 0; i < rows; ++i) {
+      for (int j = 0; j < kFeatures; ++j) x[i][j] = feature(i, j);
+      y[i][0] = target(i);
+    }
+  }
+  // Sums over the rows: the step divides by the global batch's rows.
+  auto loss_of = [&](const at::Tensor& pred, const at::Tensor& target) {
+    return mlp ? torch::nn::functional::cross_entropy(
+                     pred, target, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
+               : 0.5 * (pred - target).pow(2).sum();
+  };
+  const int64_t max_steps = epochs * rows;  // at least one row a step
+  at::Tensor counts = torch::zeros({rows}, torch::kLong), sizes = torch::zeros({max_steps}, torch::kLong);
+
+  // Every parameter's values in order, as float64.
+  auto flat_parameters = [&] {
+    std::vector<at::Tensor> parts;
+    for (auto& p : model->parameters()) parts.push_back(p.detach().reshape(-1).to(torch::kDouble));
+    const at::Tensor all = torch::cat(parts).contiguous();
+    return std::vector<double>(all.data_ptr<double>(), all.data_ptr<double>() + all.numel());
+  };
+  const std::vector<double> initial = flat_parameters();
+
+  cohort::ElasticState state(*model, optimizer);
+  int64_t& epoch = state.counter("epoch");
+  int64_t& cursor = state.counter("cursor");  // rows of this epoch already trained on
+  int64_t& step = state.counter("step");
+  state.track("counts", counts);
+  state.track("sizes", sizes);
+
+  cohort::run_elastic(state, [&] {
+    while (epoch < epochs) {
+      const int64_t world = cohort::size(), rank = cohort::rank();
+      // This step's global batch, cut evenly over the members.
+      const int64_t take = std::min(world * batch, rows - cursor);
+      const int64_t per = take / world, extra = take % world;
+      const int64_t begin = cursor + rank * per + std::min(rank, extra), n = per + (rank < extra ? 1 : 0);
+      optimizer.zero_grad();
+      at::Tensor delta = torch::zeros({rows}, torch::kLong);
+      if (n > 0) {
+        loss_of(model->forward(x.narrow(0, begin, n)), y.narrow(0, begin, n)).backward();
+        delta.narrow(0, begin, n).fill_(1);
+      } else {
+        for (auto& p : model->parameters()) p.mutable_grad() = torch::zeros_like(p);
+      }
+      // Each gradient summed in place (named, so the engine fuses the small
+      // ones), with the row counts; then divided by the global batch's rows.
+      maybe_kill(step, "before");
+      std::vector<cohort::TensorHandle> handles;
+      const auto named = model->named_parameters();
+      for (const auto& item : named)
+        handles.push_back(cohort::allreduce_async_(item.value().grad(), {.name = "grad/" + item.key(),
+                                                                         .op = cohort::ReduceOp::sum}));
+      const at::Tensor rows_here = torch::full({1}, double(n), torch::kDouble);
+      const double total = cohort::allreduce(rows_here, {.name = "rows", .op = cohort::ReduceOp::sum}).item<double>();
+      const at::Tensor used = cohort::allreduce(delta, {.name = "used", .op = cohort::ReduceOp::sum});
+      for (auto& h : handles) h.wait();
+      maybe_kill(step, "after");
+      for (auto& p : model->parameters()) p.mutable_grad().div_(total);
+      optimizer.step();
+      counts += used;
+      sizes[step] = world;
+      cursor += take;
+      if (cursor == rows) {
+        cursor = 0;
+        ++epoch;
+      }
+      ++step;
+      if (delay_ms > 0) ::usleep(useconds_t(delay_ms * 1000));
+      // Printed before the commit, which may throw MembershipChanged after
+      // committing (a replacement joins).
+      if (cohort::rank() == 0) {
+        std::printf("step %lld world %lld at %.6f\n", (long long)(step - 1), (long long)world, now());
+        std::fflush(stdout);
+      }
+      state.commit();
+      maybe_kill(step - 1, "commit");
+    }
+  });
+
+  if (cohort::rank() == 0 && !out.empty()) {
+    std::ofstream f(out);
+    f << "steps " << step << "\nsizes";
+    for (int64_t k = 0; k < step; ++k) f << " " << sizes[k].item<int64_t>();
+    f << "\ncounts";
+    for (int64_t i = 0; i < rows; ++i) f << " " << counts[i].item<int64_t>();
+    char text[32];
+    f << "\ninitial";
+    for (double v : initial) {
+      std::snprintf(text, sizeof text, " %.17g", v);
+      f << text;
+    }
+    f << "\nparams";
+    for (double v : flat_parameters()) {
+      std::snprintf(text, sizeof text, " %.17g", v);
+      f << text;
+    }
+    f << "\n";
+  }
+  cohort::shutdown();
+  return 0;
+}

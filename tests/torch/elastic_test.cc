@@ -1,0 +1,175 @@
+// Elastic training with real processes (issue 18): cohortrun --min-np runs
+// elastic_program on 3 ranks; a rank killed with SIGKILL at a random point
+// of a step (seeded: any slot, rank 0 included; before its allreduce, after
+// it, or after its commit) leaves the survivors to go on from their newest
+// commit in a world of 2, and its replacement joins at a later commit. The
+// job ends with every row of every epoch trained on exactly once (the
+// committed counts), and with the parameters of a float64 reference that
+// replays the world sizes the job recorded step by step (each step's global
+// batch follows from them) without any failure. Below --min-np for
+// --elastic-timeout, the job ends saying so. No process or shared-memory
+// segment is left behind.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <random>
+#include <sstream>
+
+#include "tests/launcher/cohortrun_process.h"
+
+namespace cohort::testing {
+namespace {
+
+using launcher::testing::CohortrunProcess;
+using launcher::testing::read_text;
+using launcher::testing::RunResult;
+using launcher::testing::TempDir;
+
+const std::string kCohortrun = std::string(COHORT_BINARY_DIR) + "/cohort/launcher/cohortrun";
+const std::string kProgram = std::string(COHORT_BINARY_DIR) + "/tests/torch/elastic_program";
+constexpr int64_t kRows = 96, kBatch = 4, kEpochs = 3;
+
+// The program's output lines "name v0 v1 ..." by name.
+std::map<std::string, std::vector<double>> read_result(const std::string& path) {
+  std::map<std::string, std::vector<double>> result;
+  std::istringstream lines(read_text(path));
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream cells(line);
+    std::string name;
+    cells >> name;
+    for (double v; cells >> v;) result[name].push_back(v);
+  }
+  return result;
+}
+
+double feature(int64_t i, int j) { return std::sin(0.37 * double(i + 1) * (j + 1)); }
+double target(int64_t i) { return 1.5 * feature(i, 0) - 2.0 * feature(i, 1) + 0.5 * feature(i, 2) + 0.1 * std::cos(double(i)); }
+
+// One process training on every step's whole global batch, in float64:
+// SGD (lr 0.05, momentum 0.9, PyTorch's rule) on the mean squared error's
+// half, from `initial` (3 weights, then the bias).
+std::vector<double> reference(std::vector<double> w, const std::vector<double>& sizes) {
+  std::vector<double> momentum(w.size(), 0);
+  int64_t cursor = 0;
+  for (size_t step = 0; step < sizes.size(); ++step) {
+    const int64_t take = std::min(int64_t(sizes[step]) * kBatch, kRows - cursor);
+    std::vector<double> grad(w.size(), 0);
+    for (int64_t i = cursor; i < cursor + take; ++i) {
+      double pred = w[3];
+      for (int j = 0; j < 3; ++j) pred += w[size_t(j)] * feature(i, j);
+      const double e = pred - target(i);
+      for (int j = 0; j < 3; ++j) grad[size_t(j)] += e * feature(i, j) / double(take);
+      grad[3] += e / double(take);
+    }
+    for (size_t k = 0; k < w.size(); ++k) {
+      momentum[k] = step == 0 ? grad[k] : 0.9 * momentum[k] + grad[k];
+      w[k] -= 0.05 * momentum[k];
+    }
+    cursor = (cursor + take) % kRows;
+  }
+  return w;
+}
+
+std::vector<std::string> segments(const std::string& job) {
+  std::vector<std::string> left;
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm"))
+    if (e.path().filename().string().rfind("cohort-" + job + "-", 0) == 0) left.push_back(e.path().string());
+  return left;
+}
+
+// Live processes whose command line mentions `text` (the job's directory).
+int processes_naming(const std::string& text) {
+  int found = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string pid = e.path().filename().string();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string cmdline = read_text(e.path().string() + "/cmdline");
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    if (cmdline.find(text) != std::string::npos) ++found;
+  }
+  return found;
+}
+
+struct JobRun {
+  RunResult result;
+  std::map<std::string, std::vector<double>> out;
+};
+
+JobRun run_job(const TempDir& dir, const std::string& job, std::vector<std::string> flags,
+            const std::vector<std::string>& program_args) {
+  std::vector<std::string> args = {"-np", "3", "--job-id", job};
+  args.insert(args.end(), flags.begin(), flags.end());
+  args.insert(args.end(), {kProgram, "--out", dir / "out.txt", "--rows", std::to_string(kRows), "--batch",
+                           std::to_string(kBatch), "--epochs", std::to_string(kEpochs)});
+  args.insert(args.end(), program_args.begin(), program_args.end());
+  CohortrunProcess p(kCohortrun, args, dir.path());
+  JobRun run;
+  run.result = p.wait(std::chrono::seconds(120));
+  if (std::filesystem::exists(dir / "out.txt")) run.out = read_result(dir / "out.txt");
+  EXPECT_TRUE(segments(job).empty()) << "shared memory left behind by job " << job;
+  EXPECT_EQ(processes_naming(dir.path()), 0) << "processes of job " << job << " left behind";
+  return run;
+}
+
+TEST(Elastic, SurvivorsGoOnFromTheirNewestCommitAndAReplacementJoins) {
+  // 24 steps at 3 ranks; the kill lands in the first epoch so that the
+  // replacement (a LibTorch process starting) has time to join.
+  const char* phases[] = {"before", "after", "commit"};
+  for (unsigned seed : {1u, 2u, 3u}) {
+    std::mt19937 rng(seed);
+    const int slot = int(rng() % 3);
+    const int64_t step = 2 + int64_t(rng() % 6);
+    const std::string phase = phases[rng() % 3];
+    SCOPED_TRACE("seed " + std::to_string(seed) + ": slot " + std::to_string(slot) + " killed at step " +
+                 std::to_string(step) + ", " + phase);
+    TempDir dir("elastic_test");
+    const std::string job = "elastic" + std::to_string(seed);
+    const JobRun run = run_job(dir, job, {"--min-np", "2", "--max-restarts", "1"},
+                            {"--kill", std::to_string(slot) + ":" + std::to_string(step) + ":" + phase,
+                             "--step-delay-ms", "60"});
+    ASSERT_TRUE(run.result.finished);
+    ASSERT_EQ(run.result.exit_code, 0) << run.result.err;
+    EXPECT_NE(run.result.err.find("(SIGKILL); starting slot " + std::to_string(slot) + " again"), std::string::npos)
+        << run.result.err;
+    const auto& sizes = run.out.at("sizes");
+    ASSERT_EQ(run.out.at("steps").at(0), double(sizes.size()));
+    // 3 ranks, then 2 from the failed step on, then 3 again.
+    EXPECT_EQ(sizes.front(), 3);
+    const auto two = std::find(sizes.begin(), sizes.end(), 2.0);
+    ASSERT_NE(two, sizes.end()) << "the survivors never trained as 2";
+    // Killed before its allreduce, step `step` is redone by the survivors;
+    // after its commit, the next one is theirs. Killed between the two, the
+    // survivors may have finished the step's allreduces and committed it
+    // (their newest commit wins) or not (they redo it).
+    const int64_t first_two = two - sizes.begin();
+    if (phase == "before") EXPECT_EQ(first_two, step);
+    if (phase == "commit") EXPECT_EQ(first_two, step + 1);
+    if (phase == "after") EXPECT_TRUE(first_two == step || first_two == step + 1) << first_two;
+    EXPECT_EQ(sizes.back(), 3) << "the replacement never joined";
+    // Every row of every epoch trained on exactly once.
+    const auto& counts = run.out.at("counts");
+    ASSERT_EQ(counts.size(), size_t(kRows));
+    for (size_t i = 0; i < counts.size(); ++i) EXPECT_EQ(counts[i], double(kEpochs)) << "row " << i;
+    const std::vector<double> expected = reference(run.out.at("initial"), sizes);
+    const auto& params = run.out.at("params");
+    ASSERT_EQ(params.size(), expected.size());
+    for (size_t k = 0; k < params.size(); ++k) EXPECT_NEAR(params[k], expected[k], 1e-12) << "parameter " << k;
+  }
+}
+
+TEST(Elastic, BelowMinNpForTheTimeoutEndsTheJobSayingSo) {
+  TempDir dir("elastic_test");
+  const JobRun run = run_job(dir, "elasticmin", {"--min-np", "3", "--max-restarts", "0", "--elastic-timeout", "1"},
+                          {"--kill", "1:3:before", "--step-delay-ms", "20"});
+  ASSERT_TRUE(run.result.finished);
+  EXPECT_EQ(run.result.exit_code, 1);
+  EXPECT_NE(run.result.err.find("below --min-np 3"), std::string::npos) << run.result.err;
+  EXPECT_NE(run.result.err.find("--elastic-timeout 1 s"), std::string::npos) << run.result.err;
+  EXPECT_LT(run.result.seconds, 60);
+}
+
+}  // namespace
+}  // namespace cohort::testing
