@@ -35,6 +35,11 @@
 // Work that depends on the world's size (the batch each rank takes, the
 // learning rate under linear scaling) must read cohort::size() each step,
 // from the committed counters.
+//
+// Known limit: a member that dies while the others form a new world (in the
+// communicator's rendezvous, not in a collective) holds them until the
+// rendezvous times out (COHORT_TIMEOUT_S); they then fail instead of moving
+// to the launcher's next epoch.
 #pragma once
 
 #include <torch/nn/module.h>
