@@ -1,6 +1,7 @@
 #include "cohort/launcher/elastic_controller.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "cohort/common/check.h"
 
@@ -22,6 +23,7 @@ void ElasticController::publish(std::vector<Member> members) {
   current_.epoch += 1;
   current_.members = std::move(members);
   rendezvous::publish_membership(*store_, current_);
+  last_publish_ = Clock::now();
 }
 
 bool ElasticController::member_ended(Member m, bool failed, std::string& note) {
@@ -36,8 +38,10 @@ bool ElasticController::member_ended(Member m, bool failed, std::string& note) {
     return true;
   }
   if (finished_) {
+    // A replacement told that training is over may end as it likes; a
+    // member of the world failing after it is the job's failure.
     note = "after the job's training finished";
-    return true;
+    return was_pending;
   }
   note = was_pending ? "a replacement that had not joined yet" : "";
   int& restarts = restarts_[m.slot];
@@ -60,7 +64,19 @@ bool ElasticController::member_ended(Member m, bool failed, std::string& note) {
   else if (restarts >= options_.max_restarts)
     note += std::string(note.empty() ? "" : "; ") + "slot " + std::to_string(m.slot) + " used its " +
             std::to_string(options_.max_restarts) + " restart(s)";
-  if (survivors_.empty() && pending_.empty()) return false;
+  // The state lives in the members' memory: with none left it is lost, and
+  // replacements would silently start training over.
+  if (survivors_.empty()) {
+    note += std::string(note.empty() ? "" : "; ") + "no member is left to hold the job's state";
+    return false;
+  }
+  // Every slot that can be started again already was: below the floor for
+  // good.
+  if (int(survivors_.size() + pending_.size()) < options_.min_np) {
+    note += std::string(note.empty() ? "" : "; ") + std::to_string(survivors_.size() + pending_.size()) +
+            " rank(s) left or starting, below --min-np " + std::to_string(options_.min_np) + " for good";
+    return false;
+  }
   if (was_survivor) {
     if (int(survivors_.size()) >= options_.min_np) {
       publish(survivors_);
@@ -76,10 +92,14 @@ bool ElasticController::member_ended(Member m, bool failed, std::string& note) {
 
 std::string ElasticController::tick(Clock::time_point now) {
   if (finished_) return {};
+  // Replacements join only once the last epoch had time to form: members
+  // that read a later epoch while others still form the last one would
+  // rendezvous apart.
+  const bool settled = now - last_publish_ >= kSettle;
   std::vector<Member> ready;
   for (const Member& p : pending_)
     if (rendezvous::member_ready(*store_, p)) ready.push_back(p);
-  if (!ready.empty() && int(survivors_.size() + ready.size()) >= options_.min_np) {
+  if (settled && !ready.empty() && int(survivors_.size() + ready.size()) >= options_.min_np) {
     for (const Member& r : ready) {
       std::erase(pending_, r);
       survivors_.push_back(r);
@@ -94,9 +114,10 @@ std::string ElasticController::tick(Clock::time_point now) {
   }
   if (!below_since_) below_since_ = now;
   if (now - *below_since_ < std::chrono::duration<double>(options_.timeout_s)) return {};
+  char seconds[32];
+  std::snprintf(seconds, sizeof seconds, "%g", options_.timeout_s);
   const std::string why = "the job stayed below --min-np " + std::to_string(options_.min_np) + " (" +
-                          std::to_string(survivors_.size()) + " rank(s) live) for --elastic-timeout " +
-                          std::to_string(static_cast<int>(options_.timeout_s)) + " s";
+                          std::to_string(survivors_.size()) + " rank(s) live) for --elastic-timeout " + seconds + " s";
   rendezvous::end_membership(*store_, why);
   finished_ = true;
   return why;

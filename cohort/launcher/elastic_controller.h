@@ -12,8 +12,12 @@
 //  - below min_np, no epoch is published (the survivors wait for one) until
 //    replacements bring the world back to min_np; timeout_s of that ends
 //    the job, and processes still waiting are told why (end_membership);
+//    when members and replacements together cannot reach min_np, or no
+//    member is left (the state lived in their memory), the job fails at once;
+//  - a replacement joins no sooner than kSettle after the last epoch;
 //  - a member that exits 0 means training is done: no replacement joins
-//    after it, and those waiting are told so.
+//    after it, and those waiting are told so; a member that fails after
+//    that fails the job.
 #pragma once
 
 #include <chrono>
@@ -55,6 +59,9 @@ class ElasticController {
   // the world stayed below min_np for timeout_s (said in the result).
   std::string tick(Clock::time_point now);
   static constexpr std::chrono::milliseconds kTickPeriod{20};
+  // A replacement is admitted no sooner than this after the last epoch was
+  // published (the survivors of a failure form it within ~0.2 s).
+  static constexpr std::chrono::milliseconds kSettle{1000};
 
   const rendezvous::Membership& membership() const { return current_; }
 
@@ -69,6 +76,7 @@ class ElasticController {
   std::vector<rendezvous::Member> pending_;    // replacements started, not yet members
   std::map<int, int> restarts_;                // per slot
   std::optional<Clock::time_point> below_since_;
+  Clock::time_point last_publish_{};
   bool finished_ = false;
 };
 

@@ -61,6 +61,11 @@ EnvironmentMap rank_environment(const EnvironmentMap& base, const JobEnvironment
   env["COHORT_SIZE"] = n;
   env["COHORT_LOCAL_RANK"] = local_rank;
   env["COHORT_LOCAL_SIZE"] = local_size;
+  // Set for an elastic job's processes only (launcher.cc); an inherited
+  // copy (a cohortrun started from inside a rank) must not make this job
+  // look elastic.
+  env.erase("COHORT_ELASTIC_SLOT");
+  env.erase("COHORT_ELASTIC_INCARNATION");
   if (job.multi_host) env["COHORT_HOST"] = where.host;
   // An IPv6 address needs brackets before the port.
   const bool v6 = job.store_host.find(':') != std::string::npos;

@@ -99,6 +99,7 @@ int exit_code(const SupervisionResult& result) {
       // backed up, launch again to resume); otherwise 128 + the signal.
       int common = -1;
       for (const RankRecord& r : result.ranks) {
+        if (r.absorbed) continue;  // an elastic job went on without it
         if (!r.status.exited() || (common >= 0 && r.status.code() != common)) return 128 + result.signal;
         common = r.status.code();
       }
@@ -110,7 +111,7 @@ int exit_code(const SupervisionResult& result) {
       return 1;
     case StopReason::rank_failed:
       for (const RankRecord& r : result.ranks)
-        if (r.rank == result.failed_rank) return launcher_exit_code(r.status);
+        if (r.rank == result.failed_rank && !r.absorbed) return launcher_exit_code(r.status);
       return 1;
   }
   return 1;

@@ -164,12 +164,12 @@ void Supervisor::on_rank_end(Rank& rank, int wait_status) {
   if (elastic_ && reason_ == StopReason::none) {
     std::string note;
     const bool goes_on = elastic_->rank_ended(rank.record, note);
-    if (!rank.record.status.success() && goes_on) {
-      rank.record.absorbed = true;
+    if (!rank.record.status.success()) {
+      rank.record.absorbed = goes_on;
       message("rank " + std::to_string(rank.record.rank) + "." + std::to_string(rank.record.incarnation) + " (pid " +
               std::to_string(rank.record.pid) + ") " + describe(rank.record.status) +
-              (note.empty() ? "" : "; " + note));
-      return;
+              (note.empty() ? "" : "; " + note) + (goes_on ? "" : "; the job cannot go on"));
+      if (goes_on) return;
     }
   }
   if (rank.record.status.success() || reason_ != StopReason::none) return;

@@ -89,12 +89,13 @@ Membership wait_for_membership(Store& store, Member me, int64_t after, Duration 
   // The launcher publishes within a poll of its loop after a death, so a
   // short wait per round keeps recovery fast without spinning on the store.
   constexpr Duration kRound(20);
+  const bool joining = after < 0;
   for (;;) {
     if (store.check({&kEndKey, 1})) throw MembershipEnded(store.get(kEndKey, Duration(0)));
     const int64_t latest = latest_epoch(store);
     if (latest > after) {
       Membership m = read_membership(store, latest);
-      if (m.rank_of(me) >= 0 || after >= 0) return m;  // a member, or a member removed
+      if (m.rank_of(me) >= 0 || !joining) return m;  // a member, or a member removed
       after = latest;  // joining: this epoch was made without us; wait for a later one
       continue;
     }

@@ -71,10 +71,10 @@ Membership read_membership(Store& store, int64_t epoch);
 void announce_ready(Store& store, Member me);
 
 // The latest epoch after `after` that has `me` as a member, waiting up to
-// `timeout` for one. Epochs published meanwhile that leave `me` out are
-// skipped when `me` is joining (after < 0: not yet a member of any);
-// otherwise the first such epoch means `me` was removed: the returned
-// membership has it at rank -1. MembershipEnded when the launcher ends the
+// `timeout` for one. Epochs that leave `me` out are skipped when `me` is
+// joining (after < 0: not yet a member of any); otherwise the latest epoch,
+// if it leaves `me` out, means `me` was removed: the returned membership
+// has it at rank -1. MembershipEnded when the launcher ends the
 // job; TimeoutError after `timeout`.
 Membership wait_for_membership(Store& store, Member me, int64_t after, Duration timeout);
 

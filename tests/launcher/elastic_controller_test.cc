@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "cohort/rendezvous/memory_store.h"
 
 namespace cohort::launcher {
@@ -44,10 +46,15 @@ TEST(ElasticController, AFailureMakesAnEpochOfTheOthersAndTheReplacementJoinsWhe
   ASSERT_EQ(f.started, members({{0, 1}}));
   EXPECT_NE(note.find("starting slot 0 again (restart 1 of 1)"), std::string::npos) << note;
   // Not ready yet: nothing changes.
-  EXPECT_EQ(f.controller.tick(Clock::now()), "");
+  const auto later = Clock::now() + std::chrono::seconds(2);
+  EXPECT_EQ(f.controller.tick(later), "");
   EXPECT_EQ(f.latest().epoch, 1);
   rendezvous::announce_ready(*f.store, {0, 1});
+  // Ready, but epoch 1 was published a moment ago: it joins once that one
+  // had time to form.
   EXPECT_EQ(f.controller.tick(Clock::now()), "");
+  EXPECT_EQ(f.latest().epoch, 1);
+  EXPECT_EQ(f.controller.tick(later), "");
   EXPECT_EQ(f.latest().epoch, 2);
   EXPECT_EQ(f.latest().members, members({{1, 0}, {2, 0}, {0, 1}}));
   // Its restart used, slot 0 is not started again.
@@ -57,7 +64,7 @@ TEST(ElasticController, AFailureMakesAnEpochOfTheOthersAndTheReplacementJoinsWhe
   EXPECT_EQ(f.latest().members, members({{1, 0}, {2, 0}}));
 }
 
-TEST(ElasticController, BelowMinNpNoEpochIsPublishedAndTheTimeoutEndsTheJob) {
+TEST(ElasticController, BelowMinNpNoEpochIsPublishedUntilReplacementsComeBack) {
   Fixture f(2, {.min_np = 2, .max_restarts = 1, .timeout_s = 5});
   std::string note;
   EXPECT_TRUE(f.controller.member_ended({1, 0}, true, note));
@@ -70,18 +77,35 @@ TEST(ElasticController, BelowMinNpNoEpochIsPublishedAndTheTimeoutEndsTheJob) {
   rendezvous::announce_ready(*f.store, {1, 1});
   EXPECT_EQ(f.controller.tick(t0 + std::chrono::milliseconds(4500)), "");
   EXPECT_EQ(f.latest().members, members({{0, 0}, {1, 1}}));
-  // It fails too, with no restart left: after the timeout the job ends, and
-  // a process waiting for an epoch is told why.
-  EXPECT_TRUE(f.controller.member_ended({1, 1}, true, note));
-  const auto t1 = Clock::now();
-  EXPECT_EQ(f.controller.tick(t1), "");
-  const std::string why = f.controller.tick(t1 + std::chrono::seconds(6));
+  // It fails too, with no restart left: the floor cannot be reached again,
+  // the job fails at once.
+  EXPECT_FALSE(f.controller.member_ended({1, 1}, true, note));
+  EXPECT_NE(note.find("below --min-np 2 for good"), std::string::npos) << note;
+}
+
+TEST(ElasticController, AReplacementThatNeverComesEndsTheJobAfterTheTimeout) {
+  Fixture f(2, {.min_np = 2, .max_restarts = 1, .timeout_s = 5});
+  std::string note;
+  EXPECT_TRUE(f.controller.member_ended({1, 0}, true, note));
+  const auto t0 = Clock::now();
+  EXPECT_EQ(f.controller.tick(t0), "");
+  const std::string why = f.controller.tick(t0 + std::chrono::seconds(6));
   EXPECT_NE(why.find("below --min-np 2 (1 rank(s) live) for --elastic-timeout 5 s"), std::string::npos) << why;
-  EXPECT_THROW(rendezvous::wait_for_membership(*f.store, {0, 0}, 2, std::chrono::seconds(1)),
+  // A process waiting for an epoch is told why.
+  EXPECT_THROW(rendezvous::wait_for_membership(*f.store, {0, 0}, 0, std::chrono::seconds(1)),
                rendezvous::MembershipEnded);
 }
 
-TEST(ElasticController, TrainingDoneAdmitsNobodyAndLateFailuresAreAbsorbed) {
+TEST(ElasticController, NoMemberLeftMeansTheStateIsLost) {
+  Fixture f(2, {.min_np = 1, .max_restarts = 2, .timeout_s = 60});
+  std::string note;
+  EXPECT_TRUE(f.controller.member_ended({0, 0}, true, note));
+  ASSERT_EQ(f.started.size(), 1u);  // {0, 1} starting
+  EXPECT_FALSE(f.controller.member_ended({1, 0}, true, note));
+  EXPECT_NE(note.find("no member is left to hold the job's state"), std::string::npos) << note;
+}
+
+TEST(ElasticController, TrainingDoneAdmitsNobodyAndAMemberFailingAfterItFailsTheJob) {
   Fixture f(3, {.min_np = 1, .max_restarts = 2, .timeout_s = 60});
   std::string note;
   EXPECT_TRUE(f.controller.member_ended({2, 0}, true, note));
@@ -92,8 +116,10 @@ TEST(ElasticController, TrainingDoneAdmitsNobodyAndLateFailuresAreAbsorbed) {
   EXPECT_EQ(f.latest().members, members({{0, 0}, {1, 0}}));  // not admitted
   EXPECT_THROW(rendezvous::wait_for_membership(*f.store, {2, 1}, -1, std::chrono::seconds(1)),
                rendezvous::MembershipEnded);
-  EXPECT_TRUE(f.controller.member_ended({2, 1}, true, note));
+  EXPECT_TRUE(f.controller.member_ended({2, 1}, true, note));  // the replacement told so
   EXPECT_EQ(f.started.size(), 1u);
+  // A member of the world failing after training ended is the job's failure.
+  EXPECT_FALSE(f.controller.member_ended({1, 0}, true, note));
 }
 
 TEST(ElasticController, NobodyLeftAndNothingToStartStopsTheJob) {
@@ -110,10 +136,17 @@ TEST(Membership, AJoinerSkipsEpochsWithoutItAMemberLeftOutLeaves) {
   EXPECT_EQ(rendezvous::wait_for_membership(store, {1, 0}, 0, std::chrono::seconds(1)).rank_of({1, 0}), -1);
   // A joiner waits past epochs that leave it out.
   EXPECT_THROW(rendezvous::wait_for_membership(store, {1, 1}, -1, std::chrono::milliseconds(100)), TimeoutError);
-  rendezvous::publish_membership(store, {2, members({{0, 0}, {1, 1}})});
-  const rendezvous::Membership m = rendezvous::wait_for_membership(store, {1, 1}, -1, std::chrono::seconds(1));
-  EXPECT_EQ(m.epoch, 2);
-  EXPECT_EQ(m.rank_of({1, 1}), 1);
+  // ... however many are published while it waits.
+  std::thread later([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    rendezvous::publish_membership(store, {2, members({{0, 0}, {2, 0}})});
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    rendezvous::publish_membership(store, {3, members({{0, 0}, {2, 0}, {1, 1}})});
+  });
+  const rendezvous::Membership m = rendezvous::wait_for_membership(store, {1, 1}, -1, std::chrono::seconds(5));
+  later.join();
+  EXPECT_EQ(m.epoch, 3);
+  EXPECT_EQ(m.rank_of({1, 1}), 2);
   EXPECT_EQ(rendezvous::parse_member("12.3"), (Member{12, 3}));
   EXPECT_THROW(rendezvous::parse_member("12"), ConfigError);
   EXPECT_THROW(rendezvous::parse_member("a.1"), ConfigError);

@@ -41,11 +41,15 @@ TEST(RankEnvironment, BackendOnlyWhenGiven) {
 TEST(RankEnvironment, ReplacesStaleLauncherVariables) {
   // A cohortrun started from inside another job must not pass that job's
   // identity on.
-  const EnvironmentMap base{{"COHORT_RANK", "7"}, {"RANK", "7"}, {"COHORT_SECRET", "old"}};
+  const EnvironmentMap base{{"COHORT_RANK", "7"}, {"RANK", "7"}, {"COHORT_SECRET", "old"},
+                            {"COHORT_ELASTIC_SLOT", "7"}, {"COHORT_ELASTIC_INCARNATION", "2"}};
   const EnvironmentMap env = rank_environment(base, job_of(2), 1);
   EXPECT_EQ(env.at("COHORT_RANK"), "1");
   EXPECT_EQ(env.at("RANK"), "1");
   EXPECT_EQ(env.at("COHORT_SECRET"), "s3cr3t");
+  // Nor make this job look elastic (an elastic job's launcher sets them).
+  EXPECT_EQ(env.count("COHORT_ELASTIC_SLOT"), 0u);
+  EXPECT_EQ(env.count("COHORT_ELASTIC_INCARNATION"), 0u);
 }
 
 TEST(RankEnvironment, ThreadCountsTheUserSetAreKept) {

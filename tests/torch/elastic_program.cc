@@ -18,8 +18,12 @@
 // --model mlp trains cohort's synthetic mlp (20M parameters, float32,
 // cross-entropy) on random rows instead, for bench/elastic.sh.
 //
+// --replacement-stalls makes every replacement process (incarnation > 0)
+// sleep instead of joining (the launcher's --elastic-timeout then ends the
+// job).
+//
 //   elastic_program --out FILE [--rows 96] [--batch 4] [--epochs 3] [--kill S:K:P ...]
-//                   [--step-delay-ms D] [--model linear|mlp]
+//                   [--step-delay-ms D] [--model linear|mlp] [--replacement-stalls]
 #include <cohort/cohort.h>
 #include <torch/torch.h>
 
@@ -57,6 +61,7 @@ int main(int argc, char** argv) {
   std::string out, kind = "linear";
   int64_t rows = 96, batch = 4, epochs = 3, delay_ms = 0;
   std::vector<Kill> kills;
+  bool replacement_stalls = false;
   try {
     cohort::flags::parse_flags(
         std::vector<std::string>(argv + 1, argv + argc),
@@ -76,7 +81,7 @@ int main(int argc, char** argv) {
             k.phase = phase;
             kills.push_back(k);
           }}},
-        {});
+        {{"--replacement-stalls", [&] { replacement_stalls = true; }}});
   } catch (const std::exception& e) {
     std::fprintf(stderr, "elastic_program: %s\n", cohort::flags::one_line_message(e).c_str());
     return 2;
@@ -98,6 +103,7 @@ int main(int argc, char** argv) {
       }
   };
 
+  if (replacement_stalls && me.elastic_incarnation > 0) ::sleep(600);
   try {
     cohort::init();
   } catch (const cohort::rendezvous::MembershipEnded& e) {

@@ -10,6 +10,7 @@
 // --elastic-timeout, the job ends saying so. No process or shared-memory
 // segment is left behind.
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <algorithm>
 #include <cmath>
@@ -129,7 +130,7 @@ TEST(Elastic, SurvivorsGoOnFromTheirNewestCommitAndAReplacementJoins) {
     const std::string job = "elastic" + std::to_string(seed);
     const JobRun run = run_job(dir, job, {"--min-np", "2", "--max-restarts", "1"},
                             {"--kill", std::to_string(slot) + ":" + std::to_string(step) + ":" + phase,
-                             "--step-delay-ms", "60"});
+                             "--step-delay-ms", "100"});
     ASSERT_TRUE(run.result.finished);
     ASSERT_EQ(run.result.exit_code, 0) << run.result.err;
     EXPECT_NE(run.result.err.find("(SIGKILL); starting slot " + std::to_string(slot) + " again"), std::string::npos)
@@ -161,14 +162,27 @@ TEST(Elastic, SurvivorsGoOnFromTheirNewestCommitAndAReplacementJoins) {
 }
 
 TEST(Elastic, BelowMinNpForTheTimeoutEndsTheJobSayingSo) {
+  // The replacement never becomes ready: 2 of --min-np 3 for 1 s.
   TempDir dir("elastic_test");
-  const JobRun run = run_job(dir, "elasticmin", {"--min-np", "3", "--max-restarts", "0", "--elastic-timeout", "1"},
-                          {"--kill", "1:3:before", "--step-delay-ms", "20"});
+  const JobRun run = run_job(dir, "elasticmin", {"--min-np", "3", "--max-restarts", "1", "--elastic-timeout", "1"},
+                             {"--kill", "1:3:before", "--step-delay-ms", "20", "--replacement-stalls"});
   ASSERT_TRUE(run.result.finished);
   EXPECT_EQ(run.result.exit_code, 1);
-  EXPECT_NE(run.result.err.find("below --min-np 3"), std::string::npos) << run.result.err;
-  EXPECT_NE(run.result.err.find("--elastic-timeout 1 s"), std::string::npos) << run.result.err;
+  EXPECT_NE(run.result.err.find("the job stayed below --min-np 3 (2 rank(s) live) for --elastic-timeout 1 s"),
+            std::string::npos)
+      << run.result.err;
   EXPECT_LT(run.result.seconds, 60);
+}
+
+TEST(Elastic, AFloorThatCannotBeReachedAgainFailsAtOnce) {
+  // No restart left: 2 ranks can never be 3 again.
+  TempDir dir("elastic_test");
+  const JobRun run = run_job(dir, "elasticfloor", {"--min-np", "3", "--max-restarts", "0"},
+                             {"--kill", "1:3:before", "--step-delay-ms", "20"});
+  ASSERT_TRUE(run.result.finished);
+  EXPECT_EQ(run.result.exit_code, 128 + SIGKILL) << run.result.err;
+  EXPECT_NE(run.result.err.find("below --min-np 3 for good; the job cannot go on"), std::string::npos)
+      << run.result.err;
 }
 
 }  // namespace

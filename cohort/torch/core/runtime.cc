@@ -123,8 +123,17 @@ void reform() {
   }
   w.engine.reset();
   w.comm.reset();
-  comm::reform_world(w.world);
-  start_world_engine(w);
+  try {
+    comm::reform_world(w.world);
+    start_world_engine(w);
+  } catch (...) {
+    // No world to go on in (the launcher ended the job, this process was
+    // left out, the rendezvous failed): as after shutdown(), every later
+    // use says so instead of reaching a missing engine.
+    g_runtime.reset();
+    g_was_shut_down = true;
+    throw;
+  }
 }
 
 bool initialized() {
@@ -209,8 +218,8 @@ std::shared_ptr<engine::Engine> EngineRef::lock() const {
   if (borrowed_) return std::shared_ptr<engine::Engine>(std::shared_ptr<void>(), borrowed_);  // not owned
   std::shared_ptr<engine::Engine> engine = world_.lock();
   COHORT_CHECK_AS(ConfigError, engine != nullptr)
-      << holder_ << " was used after cohort::shutdown() destroyed the engine it runs on; destroy it (or finish "
-      << "using it) before shutdown(), or build a new one after init()";
+      << holder_ << " was used after its engine was destroyed by cohort::shutdown() or, in an elastic job, by "
+      << "cohort::reform() (a new world); destroy it (or finish using it) before, and build a new one after";
   return engine;
 }
 

@@ -71,7 +71,10 @@ bool membership_changed();
 // the new epoch's members. EngineRef holders of the old engine then raise
 // ConfigError: strategies and wrappers built on it must be built again.
 // Throws comm::ElasticLeave when the new epoch leaves this process out,
-// rendezvous::MembershipEnded when the launcher ended the job.
+// rendezvous::MembershipEnded when the launcher ended the job; after any
+// throw the process has no world (as after shutdown()). Holds the runtime's
+// lock while it waits: other threads' rank(), size() and engine look-ups
+// wait for the new world.
 void reform();
 
 // The engine calls use when their options name none (see the file comment).

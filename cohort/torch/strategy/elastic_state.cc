@@ -168,64 +168,66 @@ void ElasticState::restore() {
   if (commit_) put(*commit_);
 }
 
-// Root's commit, tensor by tensor into this one's (same model: same
-// shapes), after a header saying which optimizer state exists.
+// Root's commit, tensor by tensor (same model: same shapes), after a header
+// saying which optimizer state exists. Received into a new snapshot that
+// replaces this member's commit only once complete: a root lost mid-way
+// leaves every member its own commit, intact.
 void ElasticState::receive(int root) {
   const bool mine = rank() == root;
-  Snapshot& s = *commit_;
+  const Snapshot& own = *commit_;
   // Header: serial, then per optimizer parameter its step (-1: no state)
   // and which of its fields are defined; counters in name order.
-  std::vector<int64_t> header{s.serial, int64_t(s.states.size()), int64_t(s.counters.size())};
-  for (const auto& state : s.states) {
+  std::vector<int64_t> header{own.serial, int64_t(own.states.size()), int64_t(own.counters.size())};
+  for (const auto& state : own.states) {
     header.push_back(state ? state->step : -1);
     for (size_t f = 0; state && f < state->fields.size(); ++f) header.push_back(state->fields[f].second.defined());
   }
-  for (const auto& [name, value] : s.counters) header.push_back(value);
+  for (const auto& [name, value] : own.counters) header.push_back(value);
   at::Tensor length = broadcast(at::tensor({int64_t(header.size())}, at::kLong), {.root = root});
   at::Tensor head = mine ? at::tensor(header, at::kLong) : at::empty({length.item<int64_t>()}, at::kLong);
   head = broadcast(head, {.root = root});
   const int64_t* h = head.data_ptr<int64_t>();
   size_t at_ = 0;
-  s.serial = h[at_++];
+  auto in = std::make_unique<Snapshot>();
+  in->serial = h[at_++];
   const size_t states = size_t(h[at_++]), counters = size_t(h[at_++]);
-  COHORT_CHECK_EQ(counters, s.counters.size()) << "members keep different counters";
+  COHORT_CHECK_EQ(counters, own.counters.size()) << "members keep different counters";
   if (per_element_) {
     const std::vector<at::Tensor> params = optimizer_parameters(optimizer_);
     const std::vector<std::string> fields = element_state_fields(optimizer_);
     COHORT_CHECK_EQ(states, params.size()) << "members' optimizers differ";
-    s.states.resize(states);
+    in->states.resize(states);
     for (size_t i = 0; i < states; ++i) {
       const int64_t step = h[at_++];
-      if (step < 0) {
-        s.states[i].reset();
-        continue;
-      }
-      if (!s.states[i]) s.states[i] = ElementState{};
-      s.states[i]->step = step;
-      s.states[i]->fields.resize(fields.size());
-      for (size_t f = 0; f < fields.size(); ++f) {
-        auto& [name, tensor] = s.states[i]->fields[f];
-        name = fields[f];
-        if (h[at_++] == 0) tensor = at::Tensor();
-        else if (!tensor.defined()) tensor = at::empty_like(params[i]);
-      }
+      if (step < 0) continue;
+      in->states[i] = ElementState{.step = step, .fields = {}};
+      for (size_t f = 0; f < fields.size(); ++f)
+        in->states[i]->fields.emplace_back(fields[f], h[at_++] != 0 ? at::empty_like(params[i]) : at::Tensor());
     }
   }
-  for (auto& [name, value] : s.counters) value = h[at_++];
-  for (at::Tensor& t : s.model) broadcast_(t, {.root = root});
-  for (auto& state : s.states)
-    for (size_t f = 0; state && f < state->fields.size(); ++f)
-      if (state->fields[f].second.defined()) broadcast_(state->fields[f].second, {.root = root});
+  in->counters = own.counters;
+  for (auto& [name, value] : in->counters) value = h[at_++];
+  for (const at::Tensor& t : own.model) in->model.push_back(broadcast_(mine ? t.clone() : at::empty_like(t), {.root = root}));
+  for (size_t i = 0; i < in->states.size(); ++i)
+    for (size_t f = 0; in->states[i] && f < in->states[i]->fields.size(); ++f) {
+      at::Tensor& t = in->states[i]->fields[f].second;
+      if (!t.defined()) continue;
+      if (mine) t.copy_(own.states[i]->fields[f].second);
+      broadcast_(t, {.root = root});
+    }
   if (!per_element_) {
-    at::Tensor size = broadcast(at::tensor({int64_t(s.archive.size())}, at::kLong), {.root = root});
-    at::Tensor bytes = mine ? at::from_blob(s.archive.data(), {int64_t(s.archive.size())}, at::kByte).clone()
+    at::Tensor size = broadcast(at::tensor({int64_t(own.archive.size())}, at::kLong), {.root = root});
+    at::Tensor bytes = mine ? at::from_blob(const_cast<char*>(own.archive.data()), {int64_t(own.archive.size())},
+                                            at::kByte).clone()
                             : at::empty({size.item<int64_t>()}, at::kByte);
     bytes = broadcast(bytes, {.root = root});
-    s.archive.assign(static_cast<const char*>(bytes.data_ptr()), size_t(bytes.numel()));
+    in->archive.assign(static_cast<const char*>(bytes.data_ptr()), size_t(bytes.numel()));
   }
-  at::Tensor lrs = broadcast(at::tensor(s.lrs, at::kDouble), {.root = root});
-  s.lrs.assign(lrs.data_ptr<double>(), lrs.data_ptr<double>() + lrs.numel());
-  for (auto& [name, tensor] : s.tracked) broadcast_(tensor, {.root = root});
+  at::Tensor lrs = broadcast(at::tensor(own.lrs, at::kDouble), {.root = root});
+  in->lrs.assign(lrs.data_ptr<double>(), lrs.data_ptr<double>() + lrs.numel());
+  for (const auto& [name, tensor] : own.tracked)
+    in->tracked[name] = broadcast_(mine ? tensor.clone() : at::empty_like(tensor), {.root = root});
+  commit_ = std::move(in);
 }
 
 void ElasticState::sync() {

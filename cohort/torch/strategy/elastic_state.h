@@ -6,8 +6,9 @@
 //   cohort::ElasticState state(model, optimizer);
 //   int64_t& step = state.counter("step");
 //   cohort::run_elastic(state, [&] {
-//     for (; step < steps; ++step) {
+//     while (step < steps) {
 //       ... forward, backward, allreduce gradients, optimizer.step() ...
+//       ++step;          // the commit records the step as done
 //       state.commit();  // cheap: a copy in memory, and one tiny collective
 //     }
 //   });
@@ -79,7 +80,9 @@ class ElasticState {
   // Back to the last commit (the state at construction before any).
   void restore();
   // Collective over the current world: every member takes the newest
-  // commit of any (ties: the lowest rank's), new members included.
+  // commit of any (the lowest rank's among equals; members that all hold
+  // the same committed step keep their own, identical by replication;
+  // before any commit, rank 0's), new members included.
   void sync();
   // Commits so far in the state being trained (restored with it).
   int64_t commits() const { return serial_; }
