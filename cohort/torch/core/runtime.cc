@@ -218,8 +218,9 @@ std::shared_ptr<engine::Engine> EngineRef::lock() const {
   if (borrowed_) return std::shared_ptr<engine::Engine>(std::shared_ptr<void>(), borrowed_);  // not owned
   std::shared_ptr<engine::Engine> engine = world_.lock();
   COHORT_CHECK_AS(ConfigError, engine != nullptr)
-      << holder_ << " was used after its engine was destroyed by cohort::shutdown() or, in an elastic job, by "
-      << "cohort::reform() (a new world); destroy it (or finish using it) before, and build a new one after";
+      << holder_ << " was used after cohort::shutdown() destroyed the engine it runs on (or, in an elastic job, "
+      << "cohort::reform() replaced it with a new world's); destroy it (or finish using it) before, and build a "
+      << "new one after";
   return engine;
 }
 
