@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include "cohort/common/check.h"
 
@@ -43,51 +45,47 @@ bool ElasticController::member_ended(Member m, bool failed, std::string& note) {
     note = "after the job's training finished";
     return was_pending;
   }
-  note = was_pending ? "a replacement that had not joined yet" : "";
+  std::vector<std::string> said;  // joined into `note`
+  if (was_pending) said.push_back("a replacement that had not joined yet");
   int& restarts = restarts_[m.slot];
-  bool restarted = false;
+  const std::string slot = "slot " + std::to_string(m.slot);
   if (restarts < options_.max_restarts) {
     const Member next{m.slot, m.incarnation + 1};
     try {
       respawn_(next);
-      ++restarts;
       pending_.push_back(next);
-      restarted = true;
+      said.push_back("starting " + slot + " again (restart " + std::to_string(++restarts) + " of " +
+                     std::to_string(options_.max_restarts) + ")");
     } catch (const Error& e) {
-      note += std::string(note.empty() ? "" : "; ") + "slot " + std::to_string(m.slot) +
-              " cannot be started again: " + e.what();
+      said.push_back(slot + " cannot be started again: " + e.what());
     }
+  } else {
+    said.push_back(slot + " used its " + std::to_string(options_.max_restarts) + " restart(s)");
   }
-  if (restarted)
-    note += std::string(note.empty() ? "" : "; ") + "starting slot " + std::to_string(m.slot) + " again (restart " +
-            std::to_string(restarts) + " of " + std::to_string(options_.max_restarts) + ")";
-  else if (restarts >= options_.max_restarts)
-    note += std::string(note.empty() ? "" : "; ") + "slot " + std::to_string(m.slot) + " used its " +
-            std::to_string(options_.max_restarts) + " restart(s)";
-  // The state lives in the members' memory: with none left it is lost, and
-  // replacements would silently start training over.
+  const int reachable = int(survivors_.size() + pending_.size());
+  bool goes_on = false;
   if (survivors_.empty()) {
-    note += std::string(note.empty() ? "" : "; ") + "no member is left to hold the job's state";
-    return false;
-  }
-  // Every slot that can be started again already was: below the floor for
-  // good.
-  if (int(survivors_.size() + pending_.size()) < options_.min_np) {
-    note += std::string(note.empty() ? "" : "; ") + std::to_string(survivors_.size() + pending_.size()) +
-            " rank(s) left or starting, below --min-np " + std::to_string(options_.min_np) + " for good";
-    return false;
-  }
-  if (was_survivor) {
-    if (int(survivors_.size()) >= options_.min_np) {
+    // The state lives in the members' memory: with none left it is lost,
+    // and replacements would silently start training over.
+    said.push_back("no member is left to hold the job's state");
+  } else if (reachable < options_.min_np) {
+    // Every slot that can be started again already was.
+    said.push_back(std::to_string(reachable) + " rank(s) left or starting, below --min-np " +
+                   std::to_string(options_.min_np) + " for good");
+  } else {
+    goes_on = true;
+    if (was_survivor && int(survivors_.size()) >= options_.min_np) {
       publish(survivors_);
-      note += "; the other " + std::to_string(survivors_.size()) + " rank(s) go on in epoch " +
-              std::to_string(current_.epoch);
-    } else {
-      note += "; " + std::to_string(survivors_.size()) + " rank(s) left, below --min-np " +
-              std::to_string(options_.min_np) + ": waiting for replacements";
+      said.push_back("the other " + std::to_string(survivors_.size()) + " rank(s) go on in epoch " +
+                     std::to_string(current_.epoch));
+    } else if (was_survivor) {
+      said.push_back(std::to_string(survivors_.size()) + " rank(s) left, below --min-np " +
+                     std::to_string(options_.min_np) + ": waiting for replacements");
     }
   }
-  return true;
+  note.clear();
+  for (const std::string& part : said) note += (note.empty() ? "" : "; ") + part;
+  return goes_on;
 }
 
 std::string ElasticController::tick(Clock::time_point now) {

@@ -63,8 +63,6 @@ class ElasticController {
   // published (the survivors of a failure form it within ~0.2 s).
   static constexpr std::chrono::milliseconds kSettle{1000};
 
-  const rendezvous::Membership& membership() const { return current_; }
-
  private:
   void publish(std::vector<rendezvous::Member> members);
 

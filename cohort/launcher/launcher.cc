@@ -107,9 +107,18 @@ class ElasticAdapter final : public ElasticPolicy {
   ElasticController& controller_;
 };
 
-// A slot's launch with its elastic identity.
+SpawnRequest spawn_request(const RankLaunch& launch) {
+  return {.path = launch.path,
+          .argv = launch.argv,
+          .envp = launch.envp,
+          .output = launch.output,
+          .stdin_pipe = launch.payload.has_value()};
+}
+
+// A slot's launch with its elastic identity (rank_environment() leaves
+// these unset, so they are not there twice).
 SpawnRequest elastic_request(const RankLaunch& launch, rendezvous::Member m) {
-  SpawnRequest request{.path = launch.path, .argv = launch.argv, .envp = launch.envp, .output = launch.output};
+  SpawnRequest request = spawn_request(launch);
   request.envp.push_back("COHORT_ELASTIC_SLOT=" + std::to_string(m.slot));
   request.envp.push_back("COHORT_ELASTIC_INCARNATION=" + std::to_string(m.incarnation));
   return request;
@@ -217,12 +226,7 @@ int run_job(const LaunchOptions& options) {
   bool output_noted = false;  // a missing pseudo-terminal is said once, not per rank
   for (const RankLaunch& launch : plan.ranks) {
     const int rank = launch.where.rank;
-    SpawnRequest request = elastic ? elastic_request(launch, {rank, 0})
-                                   : SpawnRequest{.path = launch.path,
-                                                  .argv = launch.argv,
-                                                  .envp = launch.envp,
-                                                  .output = launch.output,
-                                                  .stdin_pipe = launch.payload.has_value()};
+    const SpawnRequest request = elastic ? elastic_request(launch, {rank, 0}) : spawn_request(launch);
     try {
       const SpawnedProcess process = spawn_process(request);
       if (!process.output_note.empty() && !output_noted) {

@@ -38,22 +38,21 @@
 
 #include "cohort/common/flags.h"
 #include "cohort/models/image_classifiers.h"
+#include "tests/torch/elastic_rows.h"
 #include "cohort/rendezvous/discovery.h"
 #include "cohort/rendezvous/membership.h"
 
 namespace {
 
-constexpr int kFeatures = 3;
+using cohort::testing::elastic_feature;
+using cohort::testing::elastic_target;
+using cohort::testing::kElasticFeatures;
 
 struct Kill {
   int slot = 0;
   int64_t step = 0;
   std::string phase;
 };
-
-// Row i of the dataset: features and target, a closed form of i.
-double feature(int64_t i, int j) { return std::sin(0.37 * double(i + 1) * (j + 1)); }
-double target(int64_t i) { return 1.5 * feature(i, 0) - 2.0 * feature(i, 1) + 0.5 * feature(i, 2) + 0.1 * std::cos(double(i)); }
 
 }  // namespace
 
@@ -114,7 +113,7 @@ int main(int argc, char** argv) {
   torch::manual_seed(7);
   const bool mlp = kind == "mlp";
   torch::nn::Sequential model = mlp ? cohort::models::synthetic_classifier("mlp")
-                                    : torch::nn::Sequential(torch::nn::Linear(kFeatures, 1));
+                                    : torch::nn::Sequential(torch::nn::Linear(kElasticFeatures, 1));
   if (!mlp) model->to(torch::kDouble);
   torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
   at::Tensor x, y;
@@ -122,11 +121,11 @@ int main(int argc, char** argv) {
     x = torch::randn({rows, 1, 28, 28});
     y = torch::randint(0, 10, {rows}, torch::kLong);
   } else {
-    x = torch::empty({rows, kFeatures}, torch::kDouble);
+    x = torch::empty({rows, kElasticFeatures}, torch::kDouble);
     y = torch::empty({rows, 1}, torch::kDouble);
     for (int64_t i = 0; i < rows; ++i) {
-      for (int j = 0; j < kFeatures; ++j) x[i][j] = feature(i, j);
-      y[i][0] = target(i);
+      for (int j = 0; j < kElasticFeatures; ++j) x[i][j] = elastic_feature(i, j);
+      y[i][0] = elastic_target(i);
     }
   }
   // Sums over the rows: the step divides by the global batch's rows.

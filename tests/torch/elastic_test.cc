@@ -20,6 +20,7 @@
 #include <sstream>
 
 #include "tests/launcher/cohortrun_process.h"
+#include "tests/torch/elastic_rows.h"
 
 namespace cohort::testing {
 namespace {
@@ -46,8 +47,6 @@ std::map<std::string, std::vector<double>> read_result(const std::string& path) 
   return result;
 }
 
-double feature(int64_t i, int j) { return std::sin(0.37 * double(i + 1) * (j + 1)); }
-double target(int64_t i) { return 1.5 * feature(i, 0) - 2.0 * feature(i, 1) + 0.5 * feature(i, 2) + 0.1 * std::cos(double(i)); }
 
 // One process training on every step's whole global batch, in float64:
 // SGD (lr 0.05, momentum 0.9, PyTorch's rule) on the mean squared error's
@@ -60,9 +59,9 @@ std::vector<double> reference(std::vector<double> w, const std::vector<double>& 
     std::vector<double> grad(w.size(), 0);
     for (int64_t i = cursor; i < cursor + take; ++i) {
       double pred = w[3];
-      for (int j = 0; j < 3; ++j) pred += w[size_t(j)] * feature(i, j);
-      const double e = pred - target(i);
-      for (int j = 0; j < 3; ++j) grad[size_t(j)] += e * feature(i, j) / double(take);
+      for (int j = 0; j < 3; ++j) pred += w[size_t(j)] * elastic_feature(i, j);
+      const double e = pred - elastic_target(i);
+      for (int j = 0; j < 3; ++j) grad[size_t(j)] += e * elastic_feature(i, j) / double(take);
       grad[3] += e / double(take);
     }
     for (size_t k = 0; k < w.size(); ++k) {
@@ -146,9 +145,13 @@ TEST(Elastic, SurvivorsGoOnFromTheirNewestCommitAndAReplacementJoins) {
     // survivors may have finished the step's allreduces and committed it
     // (their newest commit wins) or not (they redo it).
     const int64_t first_two = two - sizes.begin();
-    if (phase == "before") EXPECT_EQ(first_two, step);
-    if (phase == "commit") EXPECT_EQ(first_two, step + 1);
-    if (phase == "after") EXPECT_TRUE(first_two == step || first_two == step + 1) << first_two;
+    if (phase == "before") {
+      EXPECT_EQ(first_two, step);
+    } else if (phase == "commit") {
+      EXPECT_EQ(first_two, step + 1);
+    } else {
+      EXPECT_TRUE(first_two == step || first_two == step + 1) << first_two;
+    }
     EXPECT_EQ(sizes.back(), 3) << "the replacement never joined";
     // Every row of every epoch trained on exactly once.
     const auto& counts = run.out.at("counts");

@@ -46,6 +46,15 @@ constexpr size_t kOrderedPerCycle = engine::kOrderedWindow;
 
 enum class Kind { allreduce, reduce_scatter, allgather };
 
+// One runnable thread's share of a core among `runnable` of the job's and
+// the machine's background threads (processor sharing; 1 without a core
+// limit).
+double core_share(const Topology& t, double runnable) {
+  return t.cores_per_host > 0 && runnable > 0
+             ? std::min(1.0, t.cores_per_host / (runnable + t.background_threads))
+             : 1.0;
+}
+
 struct Op {
   Kind kind = Kind::allreduce;
   double wire_bytes = 0;  // what the collective moves (allgather: each rank's block)
@@ -95,8 +104,6 @@ class Simulation {
     update_work_ = s.mode == Mode::zero ? w.update_s / t.ranks() : w.update_s;
     R_ = topo_.ranks_per_machine();
     T_ = w.threads;
-    C_ = topo_.cores_per_host;
-    B_ = topo_.background_threads;
     ref_share_ = share(T_);
     for (const Straggler& x : topo_.stragglers)
       if (x.rank < topo_.ranks()) straggle_ = std::max(straggle_, x.compute_factor);
@@ -173,16 +180,15 @@ class Simulation {
   void build_zero_ops() {
     const double p = topo_.ranks(), e = wl_.element_bytes;
     struct Group {
-      double bytes = 0;  // padded to a multiple of the ranks, as ZeroOptimizer's buckets are
+      double bytes = 0;  // padded to a multiple of the ranks below, as ZeroOptimizer's buckets are
       double ready = 0;  // its last gradient
       double forward_at = 0;
+      void add(double b, double r) {
+        bytes += b;
+        ready = std::max(ready, r);
+      }
     };
     std::vector<Group> groups;
-    auto add_to = [&](size_t g, double bytes, double ready) {
-      if (g == groups.size()) groups.emplace_back();
-      groups[g].bytes += bytes;
-      groups[g].ready = std::max(groups[g].ready, ready);
-    };
     if (st_.zero_stage == 3) {
       // The layers (tensor units), in backward order...
       std::vector<std::string> names;
@@ -194,27 +200,22 @@ class Simulation {
           names.push_back(unit);
           layers.emplace_back();
         }
-        layers[k].bytes += t.bytes;
-        layers[k].ready = std::max(layers[k].ready, t.ready_s);
+        layers[k].add(t.bytes, t.ready_s);
       }
       // ...joined in forward order as the zero strategy does: a unit is
       // closed once it holds unit_bytes.
       std::vector<Group> forward;
       for (size_t k = layers.size(); k-- > 0;) {
         if (forward.empty() || forward.back().bytes >= double(st_.unit_bytes)) forward.emplace_back();
-        forward.back().bytes += layers[k].bytes;
-        forward.back().ready = std::max(forward.back().ready, layers[k].ready);
+        forward.back().add(layers[k].bytes, layers[k].ready);
       }
       groups.assign(forward.rbegin(), forward.rend());
     } else {
       // ZeroOptimizer's buckets: in backward order, a new one when the next
       // tensor would take the open one past bucket_bytes.
-      double filled = 0;
       for (const Tensor& t : wl_.tensors) {
-        const bool open = !groups.empty() && filled + t.bytes <= double(st_.bucket_bytes);
-        if (!open) filled = 0;
-        add_to(open ? groups.size() - 1 : groups.size(), t.bytes, t.ready_s);
-        filled += t.bytes;
+        if (groups.empty() || groups.back().bytes + t.bytes > double(st_.bucket_bytes)) groups.emplace_back();
+        groups.back().add(t.bytes, t.ready_s);
       }
     }
     // The forward pass reaches group g once it has run the groups after it
@@ -276,9 +277,7 @@ class Simulation {
   bool computing() const { return (phase_ == Phase::compute && !blocked()) || phase_ == Phase::update; }
   double running_cpu() const { return es_ == EngineState::busy && !tasks_.empty() ? tasks_.front().cpu : 0; }
 
-  // One runnable thread's share of a core among `runnable` of the job's and
-  // the background's.
-  double share(double runnable) const { return C_ > 0 && runnable > 0 ? std::min(1.0, C_ / (runnable + B_)) : 1; }
+  double share(double runnable) const { return core_share(topo_, runnable); }
 
   double compute_rate() const {
     if (!computing()) return 0;
@@ -592,7 +591,7 @@ class Simulation {
   std::vector<int> slot_;
   size_t next_slot_ = 0;
   double compute_end_work_ = 0, update_work_ = 0;
-  double R_ = 1, T_ = 1, C_ = 0, B_ = 0, ref_share_ = 1, straggle_ = 1, elem_bytes_ = 4;
+  double R_ = 1, T_ = 1, ref_share_ = 1, straggle_ = 1, elem_bytes_ = 4;
 
   double now_ = 0;
   enum class Phase { compute, wait, update } phase_ = Phase::compute;
@@ -627,9 +626,7 @@ Prediction simulate_parameter_server(const Topology& t, const Workload& w, const
   // busiest host holds min(ranks_per_host, workers) of them: hosts fill
   // from rank 0); servers wait for them meanwhile.
   const int on_machine = t.one_machine ? workers : std::min(t.ranks_per_host, workers);
-  auto share = [&](double runnable) {
-    return t.cores_per_host > 0 ? std::min(1.0, t.cores_per_host / (runnable + t.background_threads)) : 1.0;
-  };
+  auto share = [&](double runnable) { return core_share(t, runnable); };
   double straggle = 1;
   for (const Straggler& x : t.stragglers)
     if (x.rank < workers) straggle = std::max(straggle, x.compute_factor);

@@ -49,8 +49,10 @@ std::string optimizer_type_name(const optim::Optimizer& optimizer) {
   return c10::demangle(typeid(optimizer).name());
 }
 
+bool is_per_element(const optim::Optimizer& optimizer) { return kind_of(optimizer) != Kind::other; }
+
 void check_per_element(const optim::Optimizer& optimizer) {
-  COHORT_CHECK_AS(ConfigError, kind_of(optimizer) != Kind::other)
+  COHORT_CHECK_AS(ConfigError, is_per_element(optimizer))
       << "the optimizer " << optimizer_type_name(optimizer)
       << " is not one whose state is per element (SGD, Adam, AdamW, Adagrad, RMSprop), so its state cannot be "
          "split into element ranges";

@@ -29,6 +29,8 @@ struct ElementState {
   std::vector<std::pair<std::string, at::Tensor>> fields;
 };
 
+// Whether `optimizer`'s state is per element (one of the types above).
+bool is_per_element(const torch::optim::Optimizer& optimizer);
 // ConfigError naming the optimizer's type unless its state is per element.
 void check_per_element(const torch::optim::Optimizer& optimizer);
 std::string optimizer_type_name(const torch::optim::Optimizer& optimizer);

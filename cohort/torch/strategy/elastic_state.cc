@@ -17,11 +17,13 @@
 namespace cohort {
 namespace {
 
-bool is_per_element(const torch::optim::Optimizer& optimizer) {
+// The next epoch's world; false when it leaves this process out.
+bool reform_or_leave() {
   try {
-    check_per_element(optimizer);
+    reform();
     return true;
-  } catch (const ConfigError&) {
+  } catch (const comm::ElasticLeave& leave) {
+    COHORT_LOG(info) << "elastic: " << leave.what();
     return false;
   }
 }
@@ -158,8 +160,9 @@ void ElasticState::commit() {
   if (!commit_) commit_ = std::make_unique<Snapshot>();
   take(*commit_);
   if (!initialized() || !elastic()) return;
-  // Every member must leave the loop at the same commit, so they agree.
-  const at::Tensor changed = at::tensor(int64_t(membership_changed()), at::kLong);
+  // Every member must leave the loop at the same commit, so they agree on
+  // rank 0's look at the store (one read a step, not one per member).
+  const at::Tensor changed = at::tensor(int64_t(rank() == 0 && membership_changed()), at::kLong);
   if (allreduce(changed, {.op = ReduceOp::max}).item<int64_t>() != 0)
     throw MembershipChanged("the job's membership changed after epoch " + std::to_string(membership_epoch()));
 }
@@ -186,48 +189,50 @@ void ElasticState::receive(int root) {
   at::Tensor length = broadcast(at::tensor({int64_t(header.size())}, at::kLong), {.root = root});
   at::Tensor head = mine ? at::tensor(header, at::kLong) : at::empty({length.item<int64_t>()}, at::kLong);
   head = broadcast(head, {.root = root});
-  const int64_t* h = head.data_ptr<int64_t>();
-  size_t at_ = 0;
+  // The root sends its own commit, unchanged; the others build the one
+  // they receive into.
   auto in = std::make_unique<Snapshot>();
-  in->serial = h[at_++];
-  const size_t states = size_t(h[at_++]), counters = size_t(h[at_++]);
-  COHORT_CHECK_EQ(counters, own.counters.size()) << "members keep different counters";
-  if (per_element_) {
-    const std::vector<at::Tensor> params = optimizer_parameters(optimizer_);
-    const std::vector<std::string> fields = element_state_fields(optimizer_);
-    COHORT_CHECK_EQ(states, params.size()) << "members' optimizers differ";
-    in->states.resize(states);
-    for (size_t i = 0; i < states; ++i) {
-      const int64_t step = h[at_++];
-      if (step < 0) continue;
-      in->states[i] = ElementState{.step = step, .fields = {}};
-      for (size_t f = 0; f < fields.size(); ++f)
-        in->states[i]->fields.emplace_back(fields[f], h[at_++] != 0 ? at::empty_like(params[i]) : at::Tensor());
+  Snapshot& s = mine ? *commit_ : *in;
+  if (!mine) {
+    const int64_t* h = head.data_ptr<int64_t>();
+    size_t at_ = 0;
+    in->serial = h[at_++];
+    const size_t states = size_t(h[at_++]), counters = size_t(h[at_++]);
+    COHORT_CHECK_EQ(counters, own.counters.size()) << "members keep different counters";
+    if (per_element_) {
+      const std::vector<at::Tensor> params = optimizer_parameters(optimizer_);
+      const std::vector<std::string> fields = element_state_fields(optimizer_);
+      COHORT_CHECK_EQ(states, params.size()) << "members' optimizers differ";
+      in->states.resize(states);
+      for (size_t i = 0; i < states; ++i) {
+        const int64_t step = h[at_++];
+        if (step < 0) continue;
+        in->states[i] = ElementState{.step = step, .fields = {}};
+        for (size_t f = 0; f < fields.size(); ++f)
+          in->states[i]->fields.emplace_back(fields[f], h[at_++] != 0 ? at::empty_like(params[i]) : at::Tensor());
+      }
     }
+    in->counters = own.counters;
+    for (auto& [name, value] : in->counters) value = h[at_++];
+    for (const at::Tensor& t : own.model) in->model.push_back(at::empty_like(t));
+    for (const auto& [name, tensor] : own.tracked) in->tracked[name] = at::empty_like(tensor);
   }
-  in->counters = own.counters;
-  for (auto& [name, value] : in->counters) value = h[at_++];
-  for (const at::Tensor& t : own.model) in->model.push_back(broadcast_(mine ? t.clone() : at::empty_like(t), {.root = root}));
-  for (size_t i = 0; i < in->states.size(); ++i)
-    for (size_t f = 0; in->states[i] && f < in->states[i]->fields.size(); ++f) {
-      at::Tensor& t = in->states[i]->fields[f].second;
-      if (!t.defined()) continue;
-      if (mine) t.copy_(own.states[i]->fields[f].second);
-      broadcast_(t, {.root = root});
-    }
+  for (at::Tensor& t : s.model) broadcast_(t, {.root = root});
+  for (auto& state : s.states)
+    for (size_t f = 0; state && f < state->fields.size(); ++f)
+      if (state->fields[f].second.defined()) broadcast_(state->fields[f].second, {.root = root});
   if (!per_element_) {
     at::Tensor size = broadcast(at::tensor({int64_t(own.archive.size())}, at::kLong), {.root = root});
     at::Tensor bytes = mine ? at::from_blob(const_cast<char*>(own.archive.data()), {int64_t(own.archive.size())},
                                             at::kByte).clone()
                             : at::empty({size.item<int64_t>()}, at::kByte);
     bytes = broadcast(bytes, {.root = root});
-    in->archive.assign(static_cast<const char*>(bytes.data_ptr()), size_t(bytes.numel()));
+    s.archive.assign(static_cast<const char*>(bytes.data_ptr()), size_t(bytes.numel()));
   }
   at::Tensor lrs = broadcast(at::tensor(own.lrs, at::kDouble), {.root = root});
-  in->lrs.assign(lrs.data_ptr<double>(), lrs.data_ptr<double>() + lrs.numel());
-  for (const auto& [name, tensor] : own.tracked)
-    in->tracked[name] = broadcast_(mine ? tensor.clone() : at::empty_like(tensor), {.root = root});
-  commit_ = std::move(in);
+  s.lrs.assign(lrs.data_ptr<double>(), lrs.data_ptr<double>() + lrs.numel());
+  for (auto& [name, tensor] : s.tracked) broadcast_(tensor, {.root = root});
+  if (!mine) commit_ = std::move(in);
 }
 
 void ElasticState::sync() {
@@ -255,21 +260,11 @@ void run_elastic(ElasticState& state, const std::function<void()>& train) {
       return;
     } catch (const MembershipChanged& e) {
       COHORT_LOG(info) << "elastic: " << e.what() << "; forming the new world";
-      try {
-        reform();
-      } catch (const comm::ElasticLeave& leave) {
-        COHORT_LOG(info) << "elastic: " << leave.what();
-        return;
-      }
+      if (!reform_or_leave()) return;
     } catch (const PeerLostError& e) {
       if (!initialized() || !elastic()) throw;
       COHORT_LOG(warn) << "elastic: " << e.what() << "; forming a new world from the last commit";
-      try {
-        reform();
-      } catch (const comm::ElasticLeave& leave) {
-        COHORT_LOG(info) << "elastic: " << leave.what();
-        return;
-      }
+      if (!reform_or_leave()) return;
       state.restore();
     }
     COHORT_LOG(info) << "elastic: epoch " << membership_epoch() << ", rank " << rank() << " of " << size();

@@ -146,7 +146,8 @@ void ZeroStrategy::prepare(TrainingModel model) {
     layer_buckets_.clear();
     for (torch::nn::AnyModule* layer : layers_) {
       std::vector<size_t> buckets;
-      for (const at::Tensor& p : trainable(layer->ptr()->parameters())) buckets.push_back(zero_->bucket_of(k++));
+      const size_t count = trainable(layer->ptr()->parameters()).size();
+      for (size_t i = 0; i < count; ++i) buckets.push_back(zero_->bucket_of(k++));
       std::sort(buckets.begin(), buckets.end());
       buckets.erase(std::unique(buckets.begin(), buckets.end()), buckets.end());
       layer_buckets_.push_back(std::move(buckets));
