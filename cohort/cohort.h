@@ -67,7 +67,7 @@
 #include "cohort/torch/data/pipeline_input.h"
 // torch/strategy: one training program from one device to many machines.
 #include "cohort/torch/core/strategy.h"
-#include "cohort/torch/strategy/elastic_state.h"
+#include "cohort/torch/core/elastic_state.h"
 #include "cohort/torch/strategy/make_strategy.h"
 #include "cohort/torch/strategy/mirrored.h"
 #include "cohort/torch/strategy/multi_worker.h"

@@ -22,8 +22,18 @@
 // sleep instead of joining (the launcher's --elastic-timeout then ends the
 // job).
 //
+// --fit trains the linear model with Model::fit instead (unchanged code:
+// fit is elastic because the job is), --strategy (multi_worker:style=ddp),
+// mean squared error,
+// global batches of --batch rows in order, no shuffle. Kill phases: "begin"
+// (the step's batch-begin callback, before its collectives) and "end" (its
+// batch-end callback, after its gradient exchange, before the commit). A
+// callback records the world's size at every step in its state (which the
+// commit carries); rank 0 writes "steps", "sizes", "initial", "params" and
+// "losses" (the history's loss per epoch).
+//
 //   elastic_program --out FILE [--rows 96] [--batch 4] [--epochs 3] [--kill S:K:P ...]
-//                   [--step-delay-ms D] [--model linear|mlp] [--replacement-stalls]
+//                   [--step-delay-ms D] [--model linear|mlp] [--replacement-stalls] [--fit [--strategy S]]
 #include <cohort/cohort.h>
 #include <torch/torch.h>
 
@@ -54,13 +64,53 @@ struct Kill {
   std::string phase;
 };
 
+void write_values(std::ofstream& f, const char* name, const std::vector<double>& values) {
+  char text[32];
+  f << name;
+  for (double v : values) {
+    std::snprintf(text, sizeof text, " %.17g", v);
+    f << text;
+  }
+  f << "\n";
+}
+
+// --fit's callbacks: the kills, the pacing, and each step's world size kept
+// in the callback's state (committed with the fit's).
+class FitProbe final : public cohort::Callback {
+ public:
+  FitProbe(std::function<void(int64_t, const char*)> maybe_kill, int64_t delay_ms)
+      : maybe_kill_(std::move(maybe_kill)), delay_ms_(delay_ms) {}
+  std::string name() const override { return "fit_probe"; }
+  void on_train_batch_begin(cohort::Model& model, int64_t, const cohort::Logs&) override {
+    maybe_kill_(model.position().step, "begin");
+  }
+  void on_train_batch_end(cohort::Model& model, int64_t, const cohort::Logs&) override {
+    const int64_t step = model.position().step - 1;
+    sizes_.resize(size_t(step + 1), 0);
+    sizes_[size_t(step)] = double(cohort::size());
+    if (delay_ms_ > 0) ::usleep(useconds_t(delay_ms_ * 1000));
+    maybe_kill_(step, "end");
+  }
+  void save_state(cohort::CallbackState& state) const override { state["sizes"] = sizes_; }
+  void load_state(const cohort::CallbackState& state) override {
+    const auto it = state.find("sizes");
+    sizes_ = it == state.end() ? std::vector<double>{} : it->second;
+  }
+  const std::vector<double>& sizes() const { return sizes_; }
+
+ private:
+  std::function<void(int64_t, const char*)> maybe_kill_;
+  int64_t delay_ms_;
+  std::vector<double> sizes_;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string out, kind = "linear";
+  std::string out, kind = "linear", strategy_spec = "multi_worker:style=ddp";
   int64_t rows = 96, batch = 4, epochs = 3, delay_ms = 0;
   std::vector<Kill> kills;
-  bool replacement_stalls = false;
+  bool replacement_stalls = false, fit = false;
   try {
     cohort::flags::parse_flags(
         std::vector<std::string>(argv + 1, argv + argc),
@@ -69,6 +119,7 @@ int main(int argc, char** argv) {
          {"--rows", [&](auto& f, auto& v) { rows = cohort::flags::parse_number<int64_t>(f, v, 1); }},
          {"--batch", [&](auto& f, auto& v) { batch = cohort::flags::parse_number<int64_t>(f, v, 1); }},
          {"--epochs", [&](auto& f, auto& v) { epochs = cohort::flags::parse_number<int64_t>(f, v, 1); }},
+         {"--strategy", [&](auto&, auto& v) { strategy_spec = v; }},
          {"--step-delay-ms", [&](auto& f, auto& v) { delay_ms = cohort::flags::parse_number<int64_t>(f, v, 0); }},
          {"--kill", [&](auto& f, auto& v) {
             Kill k;
@@ -80,7 +131,7 @@ int main(int argc, char** argv) {
             k.phase = phase;
             kills.push_back(k);
           }}},
-        {{"--replacement-stalls", [&] { replacement_stalls = true; }}});
+        {{"--replacement-stalls", [&] { replacement_stalls = true; }}, {"--fit", [&] { fit = true; }}});
   } catch (const std::exception& e) {
     std::fprintf(stderr, "elastic_program: %s\n", cohort::flags::one_line_message(e).c_str());
     return 2;
@@ -146,6 +197,30 @@ int main(int argc, char** argv) {
   };
   const std::vector<double> initial = flat_parameters();
 
+  if (fit) {
+    auto strategy = cohort::make_strategy(strategy_spec);
+    cohort::Model trainer(*strategy, model,
+                          {.loss = [](const at::Tensor& out, const at::Tensor& target) {
+                             return torch::mse_loss(out, target);
+                           },
+                           .optimizer = cohort::optimizer_factory<torch::optim::SGD>(
+                               torch::optim::SGDOptions(0.05).momentum(0.9))});
+    auto probe = std::make_shared<FitProbe>(maybe_kill, delay_ms);
+    const cohort::TensorDataset data(x, y);
+    const cohort::History history =
+        trainer.fit(data, {.epochs = epochs, .batch_size = batch, .shuffle = false, .callbacks = {probe}});
+    if (cohort::rank() == 0 && !out.empty()) {
+      std::ofstream f(out);
+      f << "steps " << probe->sizes().size() << "\n";
+      write_values(f, "sizes", probe->sizes());
+      write_values(f, "initial", initial);
+      write_values(f, "params", flat_parameters());
+      write_values(f, "losses", history.values("loss"));
+    }
+    cohort::shutdown();
+    return 0;
+  }
+
   cohort::ElasticState state(*model, optimizer);
   int64_t& epoch = state.counter("epoch");
   int64_t& cursor = state.counter("cursor");  // rows of this epoch already trained on
@@ -209,18 +284,9 @@ int main(int argc, char** argv) {
     for (int64_t k = 0; k < step; ++k) f << " " << sizes[k].item<int64_t>();
     f << "\ncounts";
     for (int64_t i = 0; i < rows; ++i) f << " " << counts[i].item<int64_t>();
-    char text[32];
-    f << "\ninitial";
-    for (double v : initial) {
-      std::snprintf(text, sizeof text, " %.17g", v);
-      f << text;
-    }
-    f << "\nparams";
-    for (double v : flat_parameters()) {
-      std::snprintf(text, sizeof text, " %.17g", v);
-      f << text;
-    }
     f << "\n";
+    write_values(f, "initial", initial);
+    write_values(f, "params", flat_parameters());
   }
   cohort::shutdown();
   return 0;

@@ -73,6 +73,37 @@ std::vector<double> reference(std::vector<double> w, const std::vector<double>& 
   return w;
 }
 
+// fit()'s run on one process, in float64: global batches of `batch` rows in
+// order, the mean squared error, SGD (lr 0.05, momentum 0.9) from `initial`.
+// Returns the parameters; `losses` gets each epoch's mean loss over its rows
+// (each row's loss at the parameters of its step), as fit's history logs it.
+std::vector<double> fit_reference(std::vector<double> w, int64_t batch, std::vector<double>& losses) {
+  std::vector<double> momentum(w.size(), 0);
+  bool first = true;
+  for (int64_t epoch = 0; epoch < kEpochs; ++epoch) {
+    double loss = 0;
+    for (int64_t begin = 0; begin < kRows; begin += batch) {
+      const int64_t end = std::min(kRows, begin + batch);
+      std::vector<double> grad(w.size(), 0);
+      for (int64_t i = begin; i < end; ++i) {
+        double pred = w[3];
+        for (int j = 0; j < 3; ++j) pred += w[size_t(j)] * elastic_feature(i, j);
+        const double e = pred - elastic_target(i);
+        loss += e * e;
+        for (int j = 0; j < 3; ++j) grad[size_t(j)] += 2 * e * elastic_feature(i, j) / double(end - begin);
+        grad[3] += 2 * e / double(end - begin);
+      }
+      for (size_t k = 0; k < w.size(); ++k) {
+        momentum[k] = first ? grad[k] : 0.9 * momentum[k] + grad[k];
+        w[k] -= 0.05 * momentum[k];
+      }
+      first = false;
+    }
+    losses.push_back(loss / double(kRows));
+  }
+  return w;
+}
+
 std::vector<std::string> segments(const std::string& job) {
   std::vector<std::string> left;
   for (const auto& e : std::filesystem::directory_iterator("/dev/shm"))
@@ -99,11 +130,11 @@ struct JobRun {
 };
 
 JobRun run_job(const TempDir& dir, const std::string& job, std::vector<std::string> flags,
-            const std::vector<std::string>& program_args) {
+            const std::vector<std::string>& program_args, int64_t batch = kBatch) {
   std::vector<std::string> args = {"-np", "3", "--job-id", job};
   args.insert(args.end(), flags.begin(), flags.end());
   args.insert(args.end(), {kProgram, "--out", dir / "out.txt", "--rows", std::to_string(kRows), "--batch",
-                           std::to_string(kBatch), "--epochs", std::to_string(kEpochs)});
+                           std::to_string(batch), "--epochs", std::to_string(kEpochs)});
   args.insert(args.end(), program_args.begin(), program_args.end());
   CohortrunProcess p(kCohortrun, args, dir.path());
   JobRun run;
@@ -161,6 +192,52 @@ TEST(Elastic, SurvivorsGoOnFromTheirNewestCommitAndAReplacementJoins) {
     const auto& params = run.out.at("params");
     ASSERT_EQ(params.size(), expected.size());
     for (size_t k = 0; k < params.size(); ++k) EXPECT_NEAR(params[k], expected[k], 1e-12) << "parameter " << k;
+  }
+}
+
+TEST(Elastic, FitGoesOnUnchangedThroughALostMemberAndItsReplacement) {
+  // Model::fit in a program that knows nothing of elasticity, under
+  // multi_worker's two styles: global batches of 8 (36 steps); a random slot
+  // (seed 11: rank 0) killed before a step's collectives or after its
+  // gradient exchange (before the commit). Either way the survivors redo
+  // that step as 2. The global batches do not depend
+  // on the world, so the parameters and every epoch's loss equal one
+  // process's fit on the same batches; the world sizes, kept in a
+  // callback's committed state, show the change and the replacement.
+  constexpr int64_t kFitBatch = 8;
+  const char* phases[] = {"begin", "end"};
+  for (const auto& [seed, style] : {std::pair{11u, "ddp"}, std::pair{16u, "horovod"}}) {
+    std::mt19937 rng(seed);
+    const int slot = int(rng() % 3);
+    const int64_t step = 2 + int64_t(rng() % 6);
+    const std::string phase = phases[rng() % 2];
+    SCOPED_TRACE("seed " + std::to_string(seed) + ", " + style + ": slot " + std::to_string(slot) +
+                 " killed at step " + std::to_string(step) + ", " + phase);
+    TempDir dir("elastic_test");
+    const std::string job = "elasticfit" + std::to_string(seed);
+    const JobRun run = run_job(dir, job, {"--min-np", "2", "--max-restarts", "1"},
+                               {"--fit", "--strategy", std::string("multi_worker:style=") + style, "--kill", std::to_string(slot) + ":" + std::to_string(step) + ":" + phase,
+                                "--step-delay-ms", "100"},
+                               kFitBatch);
+    ASSERT_TRUE(run.result.finished);
+    ASSERT_EQ(run.result.exit_code, 0) << run.result.err;
+    EXPECT_NE(run.result.err.find("(SIGKILL); starting slot " + std::to_string(slot) + " again"), std::string::npos)
+        << run.result.err;
+    const auto& sizes = run.out.at("sizes");
+    ASSERT_EQ(sizes.size(), size_t(kEpochs * kRows / kFitBatch));
+    const auto two = std::find(sizes.begin(), sizes.end(), 2.0);
+    ASSERT_NE(two, sizes.end()) << "the survivors never trained as 2";
+    EXPECT_EQ(two - sizes.begin(), step);
+    EXPECT_TRUE(std::all_of(sizes.begin(), two, [](double s) { return s == 3; }));
+    EXPECT_EQ(sizes.back(), 3) << "the replacement never joined";
+    std::vector<double> losses;
+    const std::vector<double> expected = fit_reference(run.out.at("initial"), kFitBatch, losses);
+    const auto& params = run.out.at("params");
+    ASSERT_EQ(params.size(), expected.size());
+    for (size_t k = 0; k < params.size(); ++k) EXPECT_NEAR(params[k], expected[k], 1e-12) << "parameter " << k;
+    const auto& logged = run.out.at("losses");
+    ASSERT_EQ(logged.size(), losses.size());
+    for (size_t e = 0; e < losses.size(); ++e) EXPECT_NEAR(logged[e], losses[e], 1e-12) << "epoch " << e;
   }
 }
 

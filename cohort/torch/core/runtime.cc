@@ -90,6 +90,12 @@ bool elastic() {
   return world_or_throw().world.info.elastic_slot >= 0;
 }
 
+bool elastic_replacement() {
+  std::lock_guard lock(g_mutex);
+  const rendezvous::LaunchInfo& info = world_or_throw().world.info;
+  return info.elastic_slot >= 0 && info.elastic_incarnation > 0;
+}
+
 int64_t membership_epoch() {
   std::lock_guard lock(g_mutex);
   return world_or_throw().world.membership.epoch;

@@ -205,6 +205,18 @@ class Strategy {
   // The sampler that chooses each training step's rows, or null for fit()'s
   // fixed-size global batches (every strategy but a private one).
   virtual const BatchSampler* batch_sampler() const { return nullptr; }
+  // Elastic jobs (cohortrun --min-np, core/elastic_state.h). Whether the
+  // strategy follows the job's membership: its processes are the world's
+  // ranks and its state is replicated, so that fit() can go on after a
+  // member is lost or admitted. rejoin(), after cohort::reform() replaced
+  // the world: builds again what prepare() built over the old one (its hold
+  // on the engine, DDP's buckets, gradient hooks), keeping the module and
+  // the optimizer with their state. Collective over the new world, with the
+  // same collectives as prepare()'s, which a new member runs meanwhile.
+  // Default: no, and rejoin() is a ConfigError.
+  virtual bool follows_membership() const { return false; }
+  virtual void rejoin();
+
   // Values the strategy reports with fit()'s epoch logs, the same on every
   // process (a private strategy's privacy budget spent: "epsilon").
   virtual std::map<std::string, double> logs() { return {}; }
@@ -219,6 +231,11 @@ inline std::string Strategy::save_sharded(const std::string&, const TrainingStat
 
 inline TrainingState Strategy::load_sharded(const std::string&, const std::string&) {
   COHORT_THROW(ConfigError) << "the " << spec() << " strategy does not load sharded checkpoints";
+}
+
+inline void Strategy::rejoin() {
+  COHORT_THROW(ConfigError) << "the " << spec() << " strategy cannot follow an elastic job's membership changes "
+                            << "(multi_worker can)";
 }
 
 inline TensorHandle Strategy::all_sum_async(const at::Tensor& values) {

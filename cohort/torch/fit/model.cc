@@ -7,11 +7,14 @@
 #include <chrono>
 #include <cmath>
 #include <mutex>
+#include <sstream>
 #include <utility>
 
 #include "cohort/common/check.h"
 #include "cohort/common/tunables.h"
 #include "cohort/torch/core/collectives.h"
+#include "cohort/torch/core/elastic_state.h"
+#include "cohort/torch/core/runtime.h"
 #include "cohort/torch/data/distributed_sampler.h"
 #include "cohort/torch/fit/preemption.h"
 
@@ -212,6 +215,8 @@ History Model::fit(BatchStream& train, FitOptions options) {
       << "fit: steps_per_epoch must be >= 0, got " << options.steps_per_epoch;
   COHORT_CHECK_AS(ConfigError, options.validation_freq >= 1)
       << "fit: validation_freq must be >= 1, got " << options.validation_freq;
+  COHORT_CHECK_AS(ConfigError, options.elastic_commit_steps >= 1)
+      << "fit: elastic_commit_steps must be >= 1, got " << options.elastic_commit_steps;
   for (const auto& c : options.callbacks) COHORT_CHECK_AS(ConfigError, c != nullptr) << "fit: a callback is null";
   const int64_t n = train.size();
   const int64_t full_steps = (n + options.batch_size - 1) / options.batch_size;
@@ -225,6 +230,17 @@ History Model::fit(BatchStream& train, FitOptions options) {
   COHORT_CHECK_AS(ConfigError, !strategy_.batch_sampler() || sampled)
       << "fit: strategy " << strategy_.spec()
       << " samples each step's rows itself (Poisson sampling), which needs an indexable Dataset, not a stream";
+  // An elastic job's fit goes on through membership changes when the
+  // strategy follows them; a strategy of one process per replica set that
+  // does not would lose its state with a member.
+  const bool elastic_job = initialized() && elastic();
+  const bool elastic_fit = elastic_job && strategy_.follows_membership();
+  COHORT_CHECK_AS(ConfigError, !elastic_job || elastic_fit || strategy_.process_count() == 1)
+      << "fit: this is an elastic job (cohortrun --min-np), and the " << strategy_.spec()
+      << " strategy cannot follow its membership changes (multi_worker can)";
+  COHORT_CHECK_AS(ConfigError, !elastic_fit || dataset_stream)
+      << "fit: an elastic job trains on a Dataset (the order of its global batches does not depend on the world); "
+         "an input stream's cursor does not yet follow membership changes";
   fit_options_ = std::move(options);
   const FitOptions& o = fit_options_;
   const BatchSampler* sampler = strategy_.batch_sampler();
@@ -233,6 +249,8 @@ History Model::fit(BatchStream& train, FitOptions options) {
                .steps_per_epoch = o.steps_per_epoch > 0 ? std::min(o.steps_per_epoch, data_steps) : data_steps};
   history_ = History();
   stop_requested_ = false;
+  stopped_ = false;
+  committed_metrics_ = at::Tensor();
   resumed_ = false;
   resumed_stream_state_.clear();
   PreemptionWatch watch(o.catch_preemption);
@@ -242,28 +260,84 @@ History Model::fit(BatchStream& train, FitOptions options) {
     ~StreamReset() { stream = nullptr; }
   } stream_reset{stream_};
 
-  for (const auto& c : o.callbacks) c->restore(*this);
+  // A replacement joins a fit in progress: the members hand it their state
+  // (ElasticState::sync()), and the callbacks' restore(), collective among
+  // the processes that started the job, is not for it.
+  if (!elastic_fit || !elastic_replacement())
+    for (const auto& c : o.callbacks) c->restore(*this);
   // The epoch's steps as the stream counts them (a resumed stream may have
   // another number left), before any callback reads the position.
-  auto start_epoch = [&] {
-    const int64_t left = train.start_epoch(strategy_, o.batch_size, position_.epoch, position_.batch,
-                                           std::exchange(resumed_stream_state_, {}));
-    const int64_t steps = position_.batch + left;
-    position_.steps_per_epoch = o.steps_per_epoch > 0 ? std::min(o.steps_per_epoch, steps) : steps;
-  };
-  if (position_.epoch < o.epochs) start_epoch();
+  if (position_.epoch < o.epochs) start_epoch(train);
   for (const auto& c : o.callbacks) c->on_train_begin(*this, {});
-  bool preempted = false, stopped = false, started = true;
+  bool preempted = false;
   Logs last;
-  while (position_.epoch < o.epochs && !stopped && !preempted) {
-    const int64_t epoch = position_.epoch;
-    if (!started) start_epoch();
-    started = false;
+  if (!elastic_fit) {
     epoch_metrics_ = resumed_ ? resumed_epoch_metrics_ : new_metric_state();
     resumed_ = false;
+    preempted = run_epochs(train, /*epoch_started=*/true, nullptr, last);
+  } else {
+    // Every step (or every elastic_commit_steps) is committed in memory:
+    // the model and optimizer, the metric sums over every member, the
+    // position, history and callbacks' states. The order of the global
+    // batches is the world's business only through the split, so after a
+    // change the members go on with the same batches split anew: no row of
+    // an epoch is skipped or trained twice.
+    ElasticState state(module(), optimizer());
+    // A backup's partial epoch (the chief's merged sums) is everyone's total.
+    epoch_metrics_ = new_metric_state();
+    committed_metrics_ = resumed_ ? strategy_.all_sum(resumed_epoch_metrics_).clone() : new_metric_state();
+    resumed_ = false;
+    state.tally("metrics", epoch_metrics_, committed_metrics_);
+    state.track(
+        "fit",
+        [this] {
+          torch::serialize::OutputArchive archive;
+          write_progress(archive);
+          archive.write("stopped", torch::tensor(int64_t(stopped_)));
+          std::ostringstream out;
+          archive.save_to(out);
+          return out.str();
+        },
+        [this](const std::string& bytes) {
+          torch::serialize::InputArchive archive;
+          archive.load_from(bytes.data(), bytes.size());
+          put_progress(parse_progress(archive));
+          at::Tensor stopped;
+          archive.read("stopped", stopped);
+          stopped_ = stopped.item<int64_t>() != 0;
+        });
+    run_elastic(
+        state, [&] { preempted = run_epochs(train, /*epoch_started=*/false, &state, last); },
+        [this] { strategy_.rejoin(); });
+  }
+  if (!preempted)
+    for (const auto& c : o.callbacks) c->on_train_end(*this, last);
+  history_.set_preempted(preempted);
+  return history_;
+}
+
+void Model::start_epoch(BatchStream& train) {
+  const FitOptions& o = fit_options_;
+  const int64_t left = train.start_epoch(strategy_, o.batch_size, position_.epoch, position_.batch,
+                                         std::exchange(resumed_stream_state_, {}));
+  const int64_t steps = position_.batch + left;
+  position_.steps_per_epoch = o.steps_per_epoch > 0 ? std::min(o.steps_per_epoch, steps) : steps;
+}
+
+bool Model::run_epochs(BatchStream& train, bool epoch_started, ElasticState* elastic, Logs& last) {
+  const FitOptions& o = fit_options_;
+  const bool sampled = strategy_.batch_sampler() != nullptr;
+  bool preempted = false;
+  bool& stopped = stopped_;
+  // The epoch's metric sums so far: this process's, or (elastic) the sums
+  // over every member at the last commit plus this member's since.
+  auto running_metrics = [&] { return elastic ? committed_metrics_ + epoch_metrics_ : epoch_metrics_; };
+  while (position_.epoch < o.epochs && !stopped && !preempted) {
+    const int64_t epoch = position_.epoch;
+    if (!epoch_started) start_epoch(train);
+    epoch_started = false;
     module().train();
     for (const auto& c : o.callbacks) c->on_epoch_begin(*this, epoch, {});
-
     // Stop and preemption requests, and the step's rows when the input
     // cannot tell them alone, are agreed by a vote of [rows, stop, preempt,
     // chief's step time]. When the input knows every step's global rows (a
@@ -327,9 +401,14 @@ History Model::fit(BatchStream& train, FitOptions options) {
       ++position_.batch;
       ++position_.step;
       if (!o.callbacks.empty()) {
-        const Logs logs = epoch_logs(epoch_metrics_, "");
+        const Logs logs = epoch_logs(running_metrics(), "");
         for (const auto& c : o.callbacks) c->on_train_batch_end(*this, position_.batch - 1, logs);
       }
+      // A step and its callbacks are done once committed (elastic): a member
+      // lost before the commit's collective makes every member redo them,
+      // one lost after does not.
+      if (elastic && (position_.batch % o.elastic_commit_steps == 0 || position_.batch == position_.steps_per_epoch))
+        elastic->commit();
     }
     // The last step's vote is still in flight: finish it here, so that no
     // collective of this epoch outlives it (every process cast it).
@@ -339,7 +418,8 @@ History Model::fit(BatchStream& train, FitOptions options) {
       break;
     }
 
-    Logs logs = epoch_logs(strategy_.all_sum(epoch_metrics_), "");
+    const at::Tensor merged = strategy_.all_sum(epoch_metrics_);
+    Logs logs = epoch_logs(elastic ? committed_metrics_ + merged : merged, "");
     for (const auto& [name, value] : strategy_.logs()) logs[name] = value;
     const bool complete = position_.batch >= position_.steps_per_epoch;
     if (complete && o.validation_data && (epoch + 1) % o.validation_freq == 0) {
@@ -353,7 +433,9 @@ History Model::fit(BatchStream& train, FitOptions options) {
     // The position a backup taken at epoch end resumes from: the next epoch.
     ++position_.epoch;
     position_.batch = 0;
-    epoch_metrics_ = new_metric_state();
+    // In place: an elastic state tallies these tensors.
+    epoch_metrics_.zero_();
+    if (elastic) committed_metrics_.zero_();
     for (const auto& c : o.callbacks) c->on_epoch_end(*this, epoch, logs);
 
     // Stop votes and the chief's learning rate, agreed by everyone.
@@ -362,13 +444,11 @@ History Model::fit(BatchStream& train, FitOptions options) {
     stopped = agreed[kEpochStop].item<double>() > 0;
     const double lr = agreed[kChiefLr].item<double>();
     if (lr != learning_rate()) set_learning_rate(lr);
+    // The epoch's end, committed: its history entry and callbacks run once.
+    if (elastic) elastic->commit();
   }
-  if (!preempted)
-    for (const auto& c : o.callbacks) c->on_train_end(*this, last);
-  history_.set_preempted(preempted);
-  return history_;
+  return preempted;
 }
-
 Logs Model::run_evaluation(const Dataset& data, int64_t batch_size,
                            const std::vector<std::shared_ptr<Callback>>& callbacks, const std::string& prefix) {
   COHORT_CHECK_AS(ConfigError, batch_size >= 1) << "evaluate: batch_size must be >= 1, got " << batch_size;
@@ -442,12 +522,28 @@ void Model::save_fit_state(torch::serialize::OutputArchive& archive, const std::
     strategy_.save(strategy);
   }
   archive.write("strategy", strategy);
-  archive.write("position", torch::tensor({position_.epoch, position_.batch, position_.step}, torch::kInt64));
   // The epoch's metric states so far, merged over the processes (each holds
-  // only its rows'); on resume the chief takes them and the others start
-  // from zero, so the epoch's merged metrics come out as if never stopped,
-  // at any number of processes.
-  archive.write("epoch_metrics", strategy_.all_sum(epoch_metrics_.defined() ? epoch_metrics_ : new_metric_state()));
+  // only its rows'; an elastic fit's committed sums are everyone's already);
+  // on resume the chief takes them and the others start from zero, so the
+  // epoch's merged metrics come out as if never stopped, at any number of
+  // processes.
+  at::Tensor metrics = strategy_.all_sum(epoch_metrics_.defined() ? epoch_metrics_ : new_metric_state());
+  if (committed_metrics_.defined()) metrics = metrics + committed_metrics_;
+  archive.write("epoch_metrics", metrics);
+  write_progress(archive);
+  // Each process's generator: ranks draw different amounts (dropout over
+  // rows of uneven shares), so their states differ.
+  at::Generator generator = at::detail::getDefaultCPUGenerator();
+  at::Tensor mine;
+  {
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    mine = generator.get_state();
+  }
+  archive.write("rng", strategy_.all_gather(mine.unsqueeze(0)));
+}
+
+void Model::write_progress(torch::serialize::OutputArchive& archive) const {
+  archive.write("position", torch::tensor({position_.epoch, position_.batch, position_.step}, torch::kInt64));
   CallbackState history;
   history_.save(history);
   write_state(archive, "history", history);
@@ -462,34 +558,22 @@ void Model::save_fit_state(torch::serialize::OutputArchive& archive, const std::
   const std::string stream = stream_ ? stream_->state() : std::string();
   if (!stream.empty())
     archive.write("stream", torch::tensor(std::vector<uint8_t>(stream.begin(), stream.end()), torch::kUInt8));
-  // Each process's generator: ranks draw different amounts (dropout over
-  // rows of uneven shares), so their states differ.
-  at::Generator generator = at::detail::getDefaultCPUGenerator();
-  at::Tensor mine;
-  {
-    std::lock_guard<std::mutex> lock(generator.mutex());
-    mine = generator.get_state();
-  }
-  archive.write("rng", strategy_.all_gather(mine.unsqueeze(0)));
 }
 
 void Model::load_fit_state(torch::serialize::InputArchive& archive, const std::string& shards) {
-  at::Tensor position, metrics, rng;
-  torch::serialize::InputArchive strategy, callbacks;
+  at::Tensor metrics, rng;
+  torch::serialize::InputArchive strategy;
   try {
     archive.read("strategy", strategy);
-    archive.read("position", position);
     archive.read("epoch_metrics", metrics);
-    archive.read("callbacks", callbacks);
     archive.read("rng", rng);
   } catch (const c10::Error& e) {
     COHORT_THROW(ConfigError) << "not a saved fit state: " << e.what_without_backtrace();
   }
-  COHORT_CHECK_AS(ConfigError, position.numel() == 3 && position.scalar_type() == torch::kInt64)
-      << "saved fit state: bad position record";
   COHORT_CHECK_AS(ConfigError, metrics.sizes() == new_metric_state().sizes())
       << "saved fit state: its metric states (" << metrics.numel() << " values) do not fit this model's metrics ("
       << new_metric_state().numel() << " values): were the metrics changed?";
+  const Progress progress = parse_progress(archive);
   at::Tensor sharded_save;
   if (strategy.try_read("sharded_save", sharded_save)) {
     COHORT_CHECK_AS(ConfigError, !shards.empty())
@@ -499,22 +583,11 @@ void Model::load_fit_state(torch::serialize::InputArchive& archive, const std::s
   } else {
     strategy_.load(strategy);
   }
-  const int64_t* p = position.data_ptr<int64_t>();
-  position_.epoch = p[0];
-  position_.batch = p[1];
-  position_.step = p[2];
+  put_progress(progress);
   // As new_metric_state() makes them: float64 on the CPU, contiguous.
   const at::Tensor saved = metrics.to(torch::kCPU, torch::kFloat64).contiguous();
   resumed_epoch_metrics_ = strategy_.is_chief() ? saved.clone() : torch::zeros_like(saved);
   resumed_ = true;
-  history_.load(read_state(archive, "history"));
-  for (const auto& c : fit_options_.callbacks) c->load_state(read_state(callbacks, c->name()));
-  at::Tensor stream;
-  resumed_stream_state_.clear();
-  if (archive.try_read("stream", stream)) {
-    stream = stream.to(torch::kUInt8).contiguous();
-    resumed_stream_state_.assign(reinterpret_cast<const char*>(stream.data_ptr<uint8_t>()), size_t(stream.numel()));
-  }
   // This process's generator, when the saved run had as many processes;
   // otherwise (a resume at another world size) the chief's, the only
   // state every process can take.
@@ -522,6 +595,40 @@ void Model::load_fit_state(torch::serialize::InputArchive& archive, const std::s
   at::Generator generator = at::detail::getDefaultCPUGenerator();
   std::lock_guard<std::mutex> lock(generator.mutex());
   generator.set_state(rng.dim() == 2 ? rng[row].contiguous() : rng);
+}
+
+Model::Progress Model::parse_progress(torch::serialize::InputArchive& archive) const {
+  Progress p;
+  at::Tensor position, stream;
+  torch::serialize::InputArchive callbacks;
+  try {
+    archive.read("position", position);
+    archive.read("callbacks", callbacks);
+  } catch (const c10::Error& e) {
+    COHORT_THROW(ConfigError) << "not a saved fit state: " << e.what_without_backtrace();
+  }
+  COHORT_CHECK_AS(ConfigError, position.numel() == 3 && position.scalar_type() == torch::kInt64)
+      << "saved fit state: bad position record";
+  const int64_t* at_ = position.data_ptr<int64_t>();
+  p.epoch = at_[0];
+  p.batch = at_[1];
+  p.step = at_[2];
+  p.history = read_state(archive, "history");
+  for (const auto& c : fit_options_.callbacks) p.callbacks[c->name()] = read_state(callbacks, c->name());
+  if (archive.try_read("stream", stream)) {
+    stream = stream.to(torch::kUInt8).contiguous();
+    p.stream.assign(reinterpret_cast<const char*>(stream.data_ptr<uint8_t>()), size_t(stream.numel()));
+  }
+  return p;
+}
+
+void Model::put_progress(const Progress& p) {
+  position_.epoch = p.epoch;
+  position_.batch = p.batch;
+  position_.step = p.step;
+  history_.load(p.history);
+  for (const auto& c : fit_options_.callbacks) c->load_state(p.callbacks.at(c->name()));
+  resumed_stream_state_ = p.stream;
 }
 
 }  // namespace cohort

@@ -41,12 +41,29 @@
 //   agree on a step boundary (the vote's: within about two vote intervals), call on_preemption() (BackupAndRestore saves there), and fit()
 //   returns a History with preempted() true. The program should then exit
 //   with kPreemptedExitCode; its next launch resumes at that step.
+// - Elastic jobs (cohortrun --min-np, core/elastic_state.h): when the
+//   strategy follows the membership (multi_worker), fit() commits its state
+//   in memory every elastic_commit_steps steps, after their batch-end
+//   callbacks, and at every epoch's end: the model and optimizer, the
+//   epoch's metric sums over every member, the position, the history and
+//   the callbacks' states (save_state()). A lost member: the survivors
+//   form a new world, the strategy rejoins it, and every member goes on from
+//   the newest commit, redoing the steps after it (their callbacks run
+//   again; random draws during them differ). A replacement is admitted at
+//   the next commit and handed the state before its first step (it does
+//   not run the callbacks' restore()). Since the global batches are the
+//   same at any world size, no row is skipped or trained twice and the
+//   result is one device's. Batch-end logs are the epoch's sums over every
+//   member at the last commit plus this member's since. Limits: the data
+//   must be a Dataset, and the program runs no collective of its own
+//   between init() and fit() (a replacement would run it alone).
 #pragma once
 
 #include <ATen/Tensor.h>
 #include <torch/serialize/archive.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -59,6 +76,8 @@
 #include "cohort/torch/fit/metric.h"
 
 namespace cohort {
+
+class ElasticState;
 
 // The exit code of a program whose fit() was preempted (BSD's EX_TEMPFAIL:
 // try again later).
@@ -84,6 +103,10 @@ struct FitOptions {
   // (Model::fit says how); < 0: COHORT_FIT_VOTE_INTERVAL_S (0.2); 0: every step.
   double vote_interval_s = -1;
   std::vector<std::shared_ptr<Callback>> callbacks;
+  // Elastic jobs (cohortrun --min-np; the file comment): commit the state
+  // in memory every this many steps and at every epoch's end. A member lost
+  // between commits makes every member redo the steps since the last one.
+  int64_t elastic_commit_steps = 1;
 };
 
 struct EvaluateOptions {
@@ -159,6 +182,23 @@ class Model {
   void load_fit_state(torch::serialize::InputArchive& archive, const std::string& shards = "");
 
  private:
+  // What a fit's state holds besides the strategy's and the metrics:
+  // position, history, callbacks' states, the stream's cursor.
+  struct Progress {
+    int64_t epoch = 0, batch = 0, step = 0;
+    CallbackState history;
+    std::map<std::string, CallbackState> callbacks;
+    std::string stream;
+  };
+  void write_progress(torch::serialize::OutputArchive& archive) const;
+  // Reads all before anything changes: a bad archive leaves the model as it was.
+  Progress parse_progress(torch::serialize::InputArchive& archive) const;
+  void put_progress(const Progress& progress);
+  // The stream's epoch at position_ (its steps into position_).
+  void start_epoch(BatchStream& train);
+  // Epochs from position_ until the last, a stop or preemption (returned);
+  // `elastic` commits each step. `last`: the last epoch's logs.
+  bool run_epochs(BatchStream& train, bool epoch_started, ElasticState* elastic, Logs& last);
   Logs run_evaluation(const Dataset& data, int64_t batch_size, const std::vector<std::shared_ptr<Callback>>& callbacks,
                       const std::string& prefix);
   Logs epoch_logs(const at::Tensor& merged, const std::string& prefix) const;
@@ -172,7 +212,11 @@ class Model {
   FitPosition position_;
   History history_;
   bool stop_requested_ = false;
+  bool stopped_ = false;      // agreed at an epoch's end
   at::Tensor epoch_metrics_;  // this process's loss sum, rows and metric states for the epoch so far
+  // Elastic fit: the epoch's sums over every member at the last commit
+  // (epoch_metrics_ then holds this member's since); undefined otherwise.
+  at::Tensor committed_metrics_;
   // Restored by load_fit_state() for fit() to continue from.
   bool resumed_ = false;
   at::Tensor resumed_epoch_metrics_;

@@ -40,6 +40,22 @@ void MultiWorkerStrategy::prepare(TrainingModel model) {
   model_ = std::move(model);
   torch::nn::Module& module = *model_.module;
   optimizer_ = detail::make_optimizer(model_, module.parameters());
+  connect();
+  prepared_ = true;
+}
+
+void MultiWorkerStrategy::rejoin() {
+  detail::prepared(model_, prepared_);
+  // The old wrappers first: they let go of the old world's engine (stopped
+  // by reform()) and of their gradient hooks.
+  ddp_.reset();
+  horovod_.reset();
+  hold_new_world();
+  connect();
+}
+
+void MultiWorkerStrategy::connect() {
+  torch::nn::Module& module = *model_.module;
   if (options_.style == MultiWorkerOptions::Style::ddp) {
     // DDP broadcasts rank 0's parameters and buffers and checks that every
     // rank built the same model.
@@ -59,7 +75,6 @@ void MultiWorkerStrategy::prepare(TrainingModel model) {
         DistributedOptimizerOptions{.compression = options_.compression, .engine = engine_.get()});
   }
   broadcast_optimizer_state(*optimizer_, 0, engine_.get());
-  prepared_ = true;
 }
 
 torch::optim::Optimizer& MultiWorkerStrategy::optimizer() {

@@ -49,8 +49,16 @@ class MultiWorkerStrategy : public RankStrategy {
   StepResult train_step(const Batch& mine, int64_t global_rows) override;
   void save(torch::serialize::OutputArchive& archive) override;
   void load(torch::serialize::InputArchive& archive) override;
+  // Elastic jobs: DDP (or the DistributedOptimizer) is built again over the
+  // new world, as prepare() builds it; the optimizer and its state stay.
+  bool follows_membership() const override { return true; }
+  void rejoin() override;
 
  private:
+  // The gradient exchange over engine_, starting every rank from rank 0's
+  // parameters and optimizer state (collective).
+  void connect();
+
   MultiWorkerOptions options_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   std::unique_ptr<DistributedDataParallelBase> ddp_;

@@ -17,7 +17,15 @@ EngineRef engine_of(engine::Engine* engine, const std::string& holder) {
 
 }  // namespace
 
-RankStrategy::RankStrategy(engine::Engine* engine, const std::string& holder) : engine_(engine_of(engine, holder)) {}
+RankStrategy::RankStrategy(engine::Engine* engine, const std::string& holder)
+    : holder_(holder), own_engine_(engine != nullptr), engine_(engine_of(engine, holder)) {}
+
+void RankStrategy::hold_new_world() {
+  COHORT_CHECK_AS(ConfigError, !own_engine_)
+      << holder_ << " runs on an engine the program passed in: only cohort::init()'s world follows an elastic "
+      << "job's membership";
+  engine_ = engine_of(nullptr, holder_);
+}
 
 torch::nn::Module& RankStrategy::module() { return *detail::prepared(model_, prepared_).module; }
 

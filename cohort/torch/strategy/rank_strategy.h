@@ -36,7 +36,12 @@ class RankStrategy : public Strategy {
   // `engine` null: cohort::init()'s, initialised now if nothing is.
   // `holder` names the strategy in errors.
   RankStrategy(engine::Engine* engine, const std::string& holder);
+  // The world's engine again, after cohort::reform() (for rejoin());
+  // ConfigError when the strategy was given an engine of its own.
+  void hold_new_world();
 
+  const std::string holder_;
+  const bool own_engine_;  // an engine passed in, not the world's
   EngineRef engine_;
   TrainingModel model_;  // set by the subclass's prepare()
 };

@@ -1,4 +1,4 @@
-#include "cohort/torch/strategy/elastic_state.h"
+#include "cohort/torch/core/elastic_state.h"
 
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
@@ -58,7 +58,7 @@ struct ElasticState::Snapshot {
   int64_t serial = 0;
   std::vector<at::Tensor> model;                     // parameters, then buffers
   std::vector<std::optional<ElementState>> states;   // per optimizer parameter (per-element optimizers)
-  std::string archive;                               // other optimizers' state
+  std::map<std::string, std::string> values;        // tracked values; "" holds other optimizers' state
   std::vector<double> lrs;                           // per param group
   std::map<std::string, int64_t> counters;
   std::map<std::string, at::Tensor> tracked;
@@ -74,6 +74,26 @@ int64_t& ElasticState::counter(const std::string& name) { return counters_[name]
 void ElasticState::track(const std::string& name, at::Tensor tensor) {
   COHORT_CHECK_AS(ConfigError, tensor.defined()) << "ElasticState::track('" << name << "'): an undefined tensor";
   tracked_[name] = std::move(tensor);
+}
+
+void ElasticState::track(const std::string& name, std::function<std::string()> save,
+                         std::function<void(const std::string&)> load) {
+  COHORT_CHECK_AS(ConfigError, !name.empty() && save && load)
+      << "ElasticState::track('" << name << "'): a value needs a name, save() and load()";
+  values_[name] = {std::move(save), std::move(load)};
+}
+
+void ElasticState::tally(const std::string& name, at::Tensor pending, at::Tensor total) {
+  COHORT_CHECK_AS(ConfigError, pending.defined() && total.defined() && pending.sizes() == total.sizes() &&
+                                   pending.scalar_type() == at::kDouble && total.scalar_type() == at::kDouble &&
+                                   pending.is_contiguous())
+      << "ElasticState::tally('" << name << "'): pending and total must be float64 tensors of one shape";
+  track("tally/" + name, total);
+  tallies_[name] = {std::move(pending), std::move(total)};
+}
+
+void ElasticState::zero_pending() {
+  for (auto& [name, t] : tallies_) t.pending.zero_();
 }
 
 void ElasticState::take(Snapshot& s) const {
@@ -104,8 +124,9 @@ void ElasticState::take(Snapshot& s) const {
     save_optimizer(optimizer_, archive);
     std::ostringstream out;
     archive.save_to(out);
-    s.archive = out.str();
+    s.values[""] = out.str();
   }
+  for (const auto& [name, value] : values_) s.values[name] = value.save();
   s.lrs.clear();
   for (const auto& group : optimizer_.param_groups()) s.lrs.push_back(group.options().get_lr());
   s.counters = counters_;
@@ -133,7 +154,7 @@ void ElasticState::put(const Snapshot& s) {
       set_element_state(optimizer_, params[i], state);
     }
   } else {
-    std::istringstream in(s.archive);
+    std::istringstream in(s.values.at(""));
     torch::serialize::InputArchive archive;
     archive.load_from(in);
     load_optimizer(optimizer_, archive);
@@ -153,22 +174,42 @@ void ElasticState::put(const Snapshot& s) {
         << "the elastic commit has no tensor '" << name << "' (members keep different state)";
     tensor.copy_(it->second);
   }
+  for (auto& [name, value] : values_) {
+    const auto it = s.values.find(name);
+    COHORT_CHECK_AS(ConfigError, it != s.values.end())
+        << "the elastic commit has no value '" << name << "' (members keep different state)";
+    value.load(it->second);
+  }
+  zero_pending();
 }
 
 void ElasticState::commit() {
+  // One float64 sum: [membership changed, every tally's pending values].
+  // Every member must leave the loop at the same commit, so they agree on
+  // rank 0's look at the store (one read a step, not one per member). A
+  // lost member throws here, before anything is committed.
+  std::vector<at::Tensor> parts{at::zeros({1}, at::kDouble)};
+  const bool together = initialized() && elastic();
+  if (together && rank() == 0 && membership_changed()) parts[0].fill_(1.0);
+  for (const auto& [name, t] : tallies_) parts.push_back(t.pending.reshape({-1}));
+  at::Tensor sums = at::cat(parts);
+  if (together) sums = allreduce(sums, {.op = ReduceOp::sum});
+  int64_t at_ = 1;
+  for (auto& [name, t] : tallies_) {
+    t.total.add_(sums.narrow(0, at_, t.total.numel()).view(t.total.sizes()));
+    at_ += t.total.numel();
+  }
+  zero_pending();
   ++serial_;
   if (!commit_) commit_ = std::make_unique<Snapshot>();
   take(*commit_);
-  if (!initialized() || !elastic()) return;
-  // Every member must leave the loop at the same commit, so they agree on
-  // rank 0's look at the store (one read a step, not one per member).
-  const at::Tensor changed = at::tensor(int64_t(rank() == 0 && membership_changed()), at::kLong);
-  if (allreduce(changed, {.op = ReduceOp::max}).item<int64_t>() != 0)
+  if (sums[0].item<double>() > 0)
     throw MembershipChanged("the job's membership changed after epoch " + std::to_string(membership_epoch()));
 }
 
 void ElasticState::restore() {
   if (commit_) put(*commit_);
+  zero_pending();
 }
 
 // Root's commit, tensor by tensor (same model: same shapes), after a header
@@ -213,6 +254,7 @@ void ElasticState::receive(int root) {
       }
     }
     in->counters = own.counters;
+    for (const auto& [name, bytes] : own.values) in->values[name];
     for (auto& [name, value] : in->counters) value = h[at_++];
     for (const at::Tensor& t : own.model) in->model.push_back(at::empty_like(t));
     for (const auto& [name, tensor] : own.tracked) in->tracked[name] = at::empty_like(tensor);
@@ -221,13 +263,25 @@ void ElasticState::receive(int root) {
   for (auto& state : s.states)
     for (size_t f = 0; state && f < state->fields.size(); ++f)
       if (state->fields[f].second.defined()) broadcast_(state->fields[f].second, {.root = root});
-  if (!per_element_) {
-    at::Tensor size = broadcast(at::tensor({int64_t(own.archive.size())}, at::kLong), {.root = root});
-    at::Tensor bytes = mine ? at::from_blob(const_cast<char*>(own.archive.data()), {int64_t(own.archive.size())},
-                                            at::kByte).clone()
-                            : at::empty({size.item<int64_t>()}, at::kByte);
+  // Values (and other optimizers' archives) in name order, the same names
+  // on every member: their lengths, then their bytes in one broadcast.
+  std::vector<int64_t> lengths;
+  for (const auto& [name, bytes] : own.values) lengths.push_back(int64_t(bytes.size()));
+  if (!lengths.empty()) {
+    at::Tensor sizes = broadcast(at::tensor(lengths, at::kLong), {.root = root});
+    const int64_t total = sizes.sum().item<int64_t>();
+    at::Tensor bytes = at::empty({total}, at::kByte);
+    char* out = static_cast<char*>(bytes.data_ptr());
+    if (mine)
+      for (const auto& [name, value] : own.values) out = std::copy(value.begin(), value.end(), out);
     bytes = broadcast(bytes, {.root = root});
-    s.archive.assign(static_cast<const char*>(bytes.data_ptr()), size_t(bytes.numel()));
+    const char* in_bytes = static_cast<const char*>(bytes.data_ptr());
+    size_t i = 0;
+    for (auto& [name, value] : s.values) {
+      const int64_t n = sizes[int64_t(i++)].item<int64_t>();
+      if (!mine) value.assign(in_bytes, size_t(n));
+      in_bytes += n;
+    }
   }
   at::Tensor lrs = broadcast(at::tensor(own.lrs, at::kDouble), {.root = root});
   s.lrs.assign(lrs.data_ptr<double>(), lrs.data_ptr<double>() + lrs.numel());
@@ -252,21 +306,22 @@ void ElasticState::sync() {
   put(*commit_);
 }
 
-void run_elastic(ElasticState& state, const std::function<void()>& train) {
+bool run_elastic(ElasticState& state, const std::function<void()>& train, const std::function<void()>& rejoin) {
   for (;;) {
     try {
       state.sync();
       train();
-      return;
+      return true;
     } catch (const MembershipChanged& e) {
       COHORT_LOG(info) << "elastic: " << e.what() << "; forming the new world";
-      if (!reform_or_leave()) return;
+      if (!reform_or_leave()) return false;
     } catch (const PeerLostError& e) {
       if (!initialized() || !elastic()) throw;
       COHORT_LOG(warn) << "elastic: " << e.what() << "; forming a new world from the last commit";
-      if (!reform_or_leave()) return;
+      if (!reform_or_leave()) return false;
       state.restore();
     }
+    if (rejoin) rejoin();
     COHORT_LOG(info) << "elastic: epoch " << membership_epoch() << ", rank " << rank() << " of " << size();
   }
 }

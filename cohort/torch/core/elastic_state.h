@@ -15,12 +15,14 @@
 //
 // What a commit holds: the model's parameters and buffers, the optimizer's
 // state and every param group's learning rate, the counters (epoch, batch,
-// a data cursor: whatever says where training is) and tracked tensors,
-// copied into this process's memory (into the last commit's tensors: no
-// allocation, no serialization; the state of an optimizer that is not per
-// element, as LBFGS, goes through its archive). The state is replicated
-// (every member holds the same), so no death loses it while one member
-// lives.
+// a data cursor: whatever says where training is), tracked tensors, tallies'
+// totals and tracked values (bytes the program saves and loads: fit()'s
+// position, history and callbacks), copied into this process's memory (into
+// the last commit's tensors: no allocation; the state of an optimizer that
+// is not per element, as LBFGS, goes through its archive). The state is
+// replicated (every member holds the same), so no death loses it while one
+// member lives. fit() (cohort/torch/fit) runs itself this way when the job
+// is elastic.
 //
 // Membership changes (run_elastic):
 //  - a member is lost (PeerLostError out of any collective): every survivor
@@ -73,9 +75,25 @@ class ElasticState {
   // A tensor kept with the state: commit() copies its values, restore()
   // and sync() write them back in place (same shape and dtype).
   void track(const std::string& name, at::Tensor tensor);
+  // Bytes kept with the state: commit() stores save()'s, restore() and
+  // sync() pass the committed ones to load() (any length; a new member gets
+  // the root's). Both run on the calling thread.
+  void track(const std::string& name, std::function<std::string()> save,
+             std::function<void(const std::string&)> load);
+  // A float64 sum that every member adds its own share to (fit()'s metric
+  // sums): `pending` holds this member's additions since the last commit,
+  // `total` the committed sum over every member. commit() adds all
+  // members' pending values into every member's total (inside its one
+  // collective) and zeros pending; restore() and sync() zero pending (that
+  // work is redone) and put back the committed total. Same shapes on every
+  // member; both tensors are written in place. Outside an elastic job
+  // commit() makes no collective and the total is this process's own.
+  void tally(const std::string& name, at::Tensor pending, at::Tensor total);
 
-  // Copies the state into memory, then agrees with the other members
-  // whether the membership changed (collective); if so, MembershipChanged.
+  // Agrees with the other members whether the membership changed and sums
+  // the tallies (one collective), then copies the state into memory; if the
+  // membership changed, MembershipChanged (the commit is made). A member
+  // lost during the collective leaves the commit before in force.
   void commit();
   // Back to the last commit (the state at construction before any).
   void restore();
@@ -96,23 +114,38 @@ class ElasticState {
   void take(Snapshot& s) const;  // the live state into `s`
   void put(const Snapshot& s);   // `s` into the live state
   void receive(int root);        // root's commit into this one (collective)
+  void zero_pending();
+
+  struct Value {  // a tracked value: bytes in and out
+    std::function<std::string()> save;
+    std::function<void(const std::string&)> load;
+  };
+  struct Tally {
+    at::Tensor pending, total;
+  };
 
   torch::nn::Module& model_;
   torch::optim::Optimizer& optimizer_;
   const bool per_element_;  // the optimizer's state is ElementState (element_state.h)
   std::map<std::string, int64_t> counters_;
-  std::map<std::string, at::Tensor> tracked_;
+  std::map<std::string, at::Tensor> tracked_;  // tallies' totals too
+  std::map<std::string, Value> values_;
+  std::map<std::string, Tally> tallies_;
   std::unique_ptr<Snapshot> commit_;  // null before the first commit or sync
   int64_t serial_ = 0;  // commits made in the state's history
 };
 
 // Runs `train` until it returns, through membership changes (see the file
 // comment): before each attempt, state.sync(); after a lost member,
-// cohort::reform() and state.restore(); after MembershipChanged,
-// cohort::reform(). Outside an elastic job it is state.sync() and train().
-// A process that the new membership leaves out returns (comm::ElasticLeave
-// is caught); rendezvous::MembershipEnded (the launcher ended the job)
-// propagates.
-void run_elastic(ElasticState& state, const std::function<void()>& train);
+// cohort::reform(), `rejoin` and state.restore(); after MembershipChanged,
+// cohort::reform() and `rejoin`. `rejoin` (optional) builds again what the
+// program built over the old world (a strategy: Strategy::rejoin()); a new
+// member runs its own construction instead, so the two must make the same
+// collectives. Outside an elastic job it is state.sync() and train().
+// A process that the new membership leaves out returns false
+// (comm::ElasticLeave is caught), otherwise true once `train` returned;
+// rendezvous::MembershipEnded (the launcher ended the job) propagates.
+bool run_elastic(ElasticState& state, const std::function<void()>& train,
+                 const std::function<void()>& rejoin = {});
 
 }  // namespace cohort
