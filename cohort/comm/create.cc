@@ -88,14 +88,24 @@ void join_epoch(World& world) {
   COHORT_CHECK(rank >= 0) << "not a member of epoch " << world.membership.epoch;
   world.info.rank = rank;
   world.info.size = world.membership.size();
-  // One host: every member is local (cohortrun --min-np refuses hosts).
+  // Members on this member's host, in rank order (no hosts recorded: the
+  // job runs on one host).
+  const std::vector<std::string>& hosts = world.membership.hosts;
   world.info.local_rank = rank;
   world.info.local_size = world.info.size;
-  world.options.all_local = true;
+  if (!hosts.empty()) {
+    const std::string& mine = hosts[size_t(rank)];
+    world.info.local_rank = int(std::count(hosts.begin(), hosts.begin() + rank, mine));
+    world.info.local_size = int(std::count(hosts.begin(), hosts.end(), mine));
+  }
+  world.options.all_local = world.info.local_size == world.info.size;
+  world.options.elastic = true;
   logging::set_rank(rank);
   auto store = std::make_shared<rendezvous::PrefixStore>("world/e" + std::to_string(world.membership.epoch),
                                                          world.store);
   world.comm = create_communicator(std::move(store), rank, world.info.size, world.options);
+  // Every member is past reading the epoch: the launcher may admit others.
+  if (rank == 0) rendezvous::announce_formed(*world.store, world.membership.epoch);
 }
 
 // The number of hosts the ranks run on. Collective, and made by every rank
@@ -260,6 +270,7 @@ std::unique_ptr<Communicator> create_communicator(std::shared_ptr<rendezvous::St
     o.iface = options.iface;
     if (o.iface.empty() && options.all_local) o.iface = "lo";
     if (o.iface.empty() && !options.store_host.empty()) o.hostname = local_address_toward(options.store_host);
+    if (options.elastic) o.failure_grace = std::min(o.failure_grace, kElasticFailureGrace);
     return std::make_unique<gloo::Communicator>(std::move(store), rank, size, std::move(o));
   }
   // --- issue 5 item 3: hierarchical = shm per host + a flat gloo communicator
@@ -270,6 +281,7 @@ std::unique_ptr<Communicator> create_communicator(std::shared_ptr<rendezvous::St
     o.iface = options.iface;
     if (o.iface.empty() && options.all_local) o.iface = "lo";
     if (o.iface.empty() && !options.store_host.empty()) o.hostname = local_address_toward(options.store_host);
+    if (options.elastic) o.failure_grace = std::min(o.failure_grace, kElasticFailureGrace);
     auto flat = std::make_unique<gloo::Communicator>(std::make_shared<rendezvous::PrefixStore>("flat", store), rank,
                                                      size, std::move(o));
     hierarchical::Options h = hierarchical::options_from_env();

@@ -35,7 +35,13 @@ struct CommunicatorOptions {
   bool all_local = true;   // every rank of the communicator is on this host
   std::string store_host;  // the store's host when known: gloo listens on the interface that reaches it
   std::string iface;       // COHORT_IFACE: gloo's interface, overriding the choice above
+  // An elastic job's world (cohortrun --min-np): a lost peer is expected,
+  // and gloo waits for failure reports only kElasticFailureGrace (a process
+  // killed writes none, and every survivor would wait the full grace).
+  bool elastic = false;
 };
+
+inline constexpr std::chrono::milliseconds kElasticFailureGrace{50};
 
 // The options with every unset field taken from the COHORT_* tunables.
 CommunicatorOptions options_from_env();

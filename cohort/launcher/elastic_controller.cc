@@ -16,6 +16,8 @@ ElasticController::ElasticController(ElasticOptions options, std::shared_ptr<ren
     : options_(options), store_(std::move(store)), respawn_(std::move(respawn)) {
   COHORT_CHECK_AS(ConfigError, options_.min_np >= 1 && options_.min_np <= ranks)
       << "--min-np " << options_.min_np << " must be in 1.." << ranks;
+  COHORT_CHECK_AS(ConfigError, options_.slot_hosts.empty() || int(options_.slot_hosts.size()) == ranks)
+      << options_.slot_hosts.size() << " slot host(s) for " << ranks << " ranks";
   for (int s = 0; s < ranks; ++s) survivors_.push_back({s, 0});
 }
 
@@ -24,8 +26,10 @@ void ElasticController::publish_initial() { publish(survivors_); }
 void ElasticController::publish(std::vector<Member> members) {
   current_.epoch += 1;
   current_.members = std::move(members);
+  current_.hosts.clear();
+  if (!options_.slot_hosts.empty())
+    for (const Member& m : current_.members) current_.hosts.push_back(options_.slot_hosts.at(size_t(m.slot)));
   rendezvous::publish_membership(*store_, current_);
-  last_publish_ = Clock::now();
 }
 
 bool ElasticController::member_ended(Member m, bool failed, std::string& note) {
@@ -90,14 +94,19 @@ bool ElasticController::member_ended(Member m, bool failed, std::string& note) {
 
 std::string ElasticController::tick(Clock::time_point now) {
   if (finished_) return {};
-  // Replacements join only once the last epoch had time to form: members
-  // that read a later epoch while others still form the last one would
-  // rendezvous apart.
-  const bool settled = now - last_publish_ >= kSettle;
   std::vector<Member> ready;
   for (const Member& p : pending_)
     if (rendezvous::member_ready(*store_, p)) ready.push_back(p);
-  if (settled && !ready.empty() && int(survivors_.size() + ready.size()) >= options_.min_np) {
+  // Replacements join only once the last epoch was formed: members that
+  // read a later epoch while others still form the last one would
+  // rendezvous apart. An epoch that lost a member since is past: its
+  // survivors wait for the next.
+  auto settled = [&] {
+    for (const Member& m : current_.members)
+      if (std::find(survivors_.begin(), survivors_.end(), m) == survivors_.end()) return true;
+    return rendezvous::epoch_formed(*store_, current_.epoch);
+  };
+  if (!ready.empty() && int(survivors_.size() + ready.size()) >= options_.min_np && settled()) {
     for (const Member& r : ready) {
       std::erase(pending_, r);
       survivors_.push_back(r);

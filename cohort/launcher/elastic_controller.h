@@ -14,7 +14,10 @@
 //    the job, and processes still waiting are told why (end_membership);
 //    when members and replacements together cannot reach min_np, or no
 //    member is left (the state lived in their memory), the job fails at once;
-//  - a replacement joins no sooner than kSettle after the last epoch;
+//  - a replacement joins once the last epoch's world was formed
+//    (rendezvous::epoch_formed(): every member read it), or once that epoch
+//    lost a member (its survivors wait for the next), so that members never
+//    read different epochs while one forms;
 //  - a member that exits 0 means training is done: no replacement joins
 //    after it, and those waiting are told so; a member that fails after
 //    that fails the job.
@@ -36,6 +39,8 @@ struct ElasticOptions {
   int min_np = 1;
   int max_restarts = 3;     // replacements per slot
   double timeout_s = 600;   // below min_np this long ends the job
+  // Each slot's host (-H), recorded with the members; empty: one host.
+  std::vector<std::string> slot_hosts;
 };
 
 class ElasticController {
@@ -59,9 +64,6 @@ class ElasticController {
   // the world stayed below min_np for timeout_s (said in the result).
   std::string tick(Clock::time_point now);
   static constexpr std::chrono::milliseconds kTickPeriod{20};
-  // A replacement is admitted no sooner than this after the last epoch was
-  // published (the survivors of a failure form it within ~0.2 s).
-  static constexpr std::chrono::milliseconds kSettle{1000};
 
  private:
   void publish(std::vector<rendezvous::Member> members);
@@ -74,7 +76,6 @@ class ElasticController {
   std::vector<rendezvous::Member> pending_;    // replacements started, not yet members
   std::map<int, int> restarts_;                // per slot
   std::optional<Clock::time_point> below_since_;
-  Clock::time_point last_publish_{};
   bool finished_ = false;
 };
 

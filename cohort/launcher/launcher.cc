@@ -116,12 +116,16 @@ SpawnRequest spawn_request(const RankLaunch& launch) {
 }
 
 // A slot's launch with its elastic identity (rank_environment() leaves
-// these unset, so they are not there twice).
-SpawnRequest elastic_request(const RankLaunch& launch, rendezvous::Member m) {
-  SpawnRequest request = spawn_request(launch);
-  request.envp.push_back("COHORT_ELASTIC_SLOT=" + std::to_string(m.slot));
-  request.envp.push_back("COHORT_ELASTIC_INCARNATION=" + std::to_string(m.incarnation));
-  return request;
+// these unset, so they are not there twice): in the rank's environment
+// here, or in a remote rank's payload.
+RankLaunch with_elastic_identity(RankLaunch launch, rendezvous::Member m) {
+  const std::pair<std::string, std::string> vars[] = {{"COHORT_ELASTIC_SLOT", std::to_string(m.slot)},
+                                                      {"COHORT_ELASTIC_INCARNATION", std::to_string(m.incarnation)}};
+  for (const auto& [name, value] : vars) {
+    if (launch.payload) launch.payload->env.emplace_back(name, value);
+    else launch.envp.push_back(name + "=" + value);
+  }
+  return launch;
 }
 
 }  // namespace
@@ -200,16 +204,28 @@ int run_job(const LaunchOptions& options) {
   int launch_error_code = 0;
   std::optional<ElasticController> elastic;
   std::optional<ElasticAdapter> elastic_policy;
+  // Starts a rank's process (slot m.slot's incarnation in an elastic job)
+  // under the supervisor, and passes a remote rank its payload.
+  auto start_rank = [&](const RankLaunch& plain, std::optional<rendezvous::Member> m) {
+    const RankLaunch launch = m ? with_elastic_identity(plain, *m) : plain;
+    const SpawnedProcess process = spawn_process(spawn_request(launch));
+    supervisor.add(launch.where.rank, process, launch.where.remote ? launch.where.host : std::string(),
+                   m ? m->incarnation : 0);
+    if (launch.payload) send_payload(process.stdin_fd, *launch.payload);
+    return process;
+  };
   if (options.elastic()) {
     try {
       auto client = std::make_shared<rendezvous::TcpStore>(rendezvous::TcpStoreOptions{
           .host = store_address.bind, .port = job.store_port, .secret = job.secret,
           .connect_timeout = std::chrono::seconds(10)});
+      std::vector<std::string> slot_hosts;
+      if (multi_host)
+        for (const RankPlacement& p : placement) slot_hosts.push_back(p.host);
       elastic.emplace(ElasticOptions{.min_np = options.min_np, .max_restarts = options.max_restarts,
-                                     .timeout_s = options.elastic_timeout_s},
+                                     .timeout_s = options.elastic_timeout_s, .slot_hosts = slot_hosts},
                       std::move(client), options.num_ranks, [&](rendezvous::Member m) {
-                        const SpawnedProcess process = spawn_process(elastic_request(plan.ranks.at(size_t(m.slot)), m));
-                        supervisor.add(m.slot, process, {}, m.incarnation);
+                        const SpawnedProcess process = start_rank(plan.ranks.at(size_t(m.slot)), m);
                         if (options.verbose)
                           print("cohortrun: rank " + rendezvous::member_text(m) + ": pid " +
                                 std::to_string(process.pid) + "\n");
@@ -226,18 +242,14 @@ int run_job(const LaunchOptions& options) {
   bool output_noted = false;  // a missing pseudo-terminal is said once, not per rank
   for (const RankLaunch& launch : plan.ranks) {
     const int rank = launch.where.rank;
-    const SpawnRequest request = elastic ? elastic_request(launch, {rank, 0}) : spawn_request(launch);
     try {
-      const SpawnedProcess process = spawn_process(request);
+      const SpawnedProcess process =
+          start_rank(launch, elastic ? std::optional<rendezvous::Member>({rank, 0}) : std::nullopt);
       if (!process.output_note.empty() && !output_noted) {
         print("cohortrun: warning: rank " + std::to_string(rank) + ": " + process.output_note + "\n");
         output_noted = true;
       }
-      supervisor.add(rank, process, launch.where.remote ? launch.where.host : std::string());
-      if (launch.payload) {
-        send_payload(process.stdin_fd, *launch.payload);
-        remote_ranks.emplace(rank, launch.where.host);
-      }
+      if (launch.payload) remote_ranks.emplace(rank, launch.where.host);
       if (options.verbose)
         print("cohortrun: rank " + std::to_string(rank) +
               (launch.where.remote ? " on " + launch.where.host : std::string()) + ": pid " +

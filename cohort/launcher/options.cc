@@ -262,8 +262,10 @@ LaunchOptions parse_arguments(std::span<const std::string> args) {
     if (options.min_np > options.num_ranks)
       throw UsageError("--min-np " + std::to_string(options.min_np) + " is more than the " +
                        std::to_string(options.num_ranks) + " rank(s) started (-np)");
-    if (!options.hosts.empty())
-      throw UsageError("--min-np (elastic) runs on this machine only for now; drop -H/--hostfile");
+    // MPI's world is fixed at MPI_Init: an elastic world is formed again
+    // through the store (shm, gloo, hierarchical).
+    if (options.backend == "mpi")
+      throw UsageError("--min-np (elastic) cannot run on --backend mpi: its world cannot change size");
   } else if (max_restarts_given || elastic_timeout_given) {
     throw UsageError("--max-restarts and --elastic-timeout need --min-np (an elastic job)");
   }

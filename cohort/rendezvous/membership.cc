@@ -14,6 +14,7 @@ const std::string kEndKey = "elastic/end";
 
 std::string members_key(int64_t epoch) { return "elastic/members/" + std::to_string(epoch); }
 std::string ready_key(Member m) { return "elastic/ready/" + member_text(m); }
+std::string formed_key(int64_t epoch) { return "elastic/formed/" + std::to_string(epoch); }
 
 int parse_int(std::string_view text, const std::string& whole) {
   int value = 0;
@@ -24,9 +25,19 @@ int parse_int(std::string_view text, const std::string& whole) {
   return value;
 }
 
-std::string members_text(const std::vector<Member>& members) {
+std::string members_text(const Membership& m) {
+  COHORT_CHECK(m.hosts.empty() || m.hosts.size() == m.members.size())
+      << "epoch " << m.epoch << ": " << m.hosts.size() << " host(s) for " << m.members.size() << " member(s)";
   std::string text;
-  for (const Member& m : members) text += (text.empty() ? "" : ",") + member_text(m);
+  for (size_t i = 0; i < m.members.size(); ++i) {
+    text += (text.empty() ? "" : ",") + member_text(m.members[i]);
+    if (!m.hosts.empty()) {
+      COHORT_CHECK(!m.hosts[i].empty() && m.hosts[i].find_first_of(",@") == std::string::npos)
+          << "elastic member " << member_text(m.members[i]) << ": host '" << m.hosts[i]
+          << "' cannot be recorded (empty, or holds ',' or '@')";
+      text += "@" + m.hosts[i];
+    }
+  }
   return text;
 }
 
@@ -47,7 +58,7 @@ int Membership::rank_of(Member m) const {
 }
 
 void publish_membership(Store& store, const Membership& m) {
-  store.set(members_key(m.epoch), members_text(m.members));
+  store.set(members_key(m.epoch), members_text(m));
   store.set(kEpochKey, std::to_string(m.epoch));
 }
 
@@ -59,6 +70,13 @@ bool member_ready(Store& store, Member m) {
 }
 
 void announce_ready(Store& store, Member me) { store.set(ready_key(me), "ready"); }
+
+bool epoch_formed(Store& store, int64_t epoch) {
+  const std::string key = formed_key(epoch);
+  return store.check({&key, 1});
+}
+
+void announce_formed(Store& store, int64_t epoch) { store.set(formed_key(epoch), "formed"); }
 
 int64_t latest_epoch(Store& store) {
   if (!store.check({&kEpochKey, 1})) return -1;
@@ -77,9 +95,14 @@ Membership read_membership(Store& store, int64_t epoch) {
   size_t begin = 0;
   while (begin <= text.size() && !text.empty()) {
     const size_t comma = std::min(text.find(',', begin), text.size());
-    m.members.push_back(parse_member(text.substr(begin, comma - begin)));
+    const std::string entry = text.substr(begin, comma - begin);
+    const size_t at = entry.find('@');
+    m.members.push_back(parse_member(entry.substr(0, at)));
+    if (at != std::string::npos) m.hosts.push_back(entry.substr(at + 1));
     begin = comma + 1;
   }
+  COHORT_CHECK_AS(ConfigError, m.hosts.empty() || m.hosts.size() == m.members.size())
+      << "elastic epoch " << epoch << "'s members '" << text << "' name the hosts of some members only";
   return m;
 }
 

@@ -8,8 +8,11 @@
 //
 // Keys, in the store's root namespace:
 //   elastic/epoch          the latest epoch published (decimal)
-//   elastic/members/<e>    epoch e's members, "slot.incarnation" comma-separated
+//   elastic/members/<e>    epoch e's members, "slot.incarnation" comma-separated,
+//                          each followed by "@host" when the job spans hosts
 //   elastic/ready/<s>.<i>  set by a replacement once it can join a world
+//   elastic/formed/<e>     set by epoch e's rank 0 once its world is formed
+//                          (every member has read epoch e)
 //   elastic/end            set when no epoch will follow: why (the job
 //                          finished, or stayed below --min-np)
 //
@@ -40,6 +43,9 @@ Member parse_member(const std::string& text);
 struct Membership {
   int64_t epoch = -1;           // -1: none
   std::vector<Member> members;  // rank order
+  // Where each member runs (its host in cohortrun's host list), in rank
+  // order; empty when the job runs on one host.
+  std::vector<std::string> hosts;
   int size() const { return static_cast<int>(members.size()); }
   // The rank of `m` in this epoch, -1 when it is not a member.
   int rank_of(Member m) const;
@@ -60,6 +66,8 @@ void publish_membership(Store& store, const Membership& m);
 void end_membership(Store& store, const std::string& why);
 // Whether replacement `m` said it is ready to join.
 bool member_ready(Store& store, Member m);
+// Whether epoch `epoch`'s world was formed (announce_formed()).
+bool epoch_formed(Store& store, int64_t epoch);
 
 // ---- a member's side --------------------------------------------------------
 
@@ -69,6 +77,10 @@ int64_t latest_epoch(Store& store);
 Membership read_membership(Store& store, int64_t epoch);
 // A replacement's announcement that it can join (member_ready()).
 void announce_ready(Store& store, Member me);
+// Epoch `epoch`'s rank 0, once the epoch's world is formed: every member
+// has read the epoch, so a later one can be published without members
+// reading different epochs (epoch_formed()).
+void announce_formed(Store& store, int64_t epoch);
 
 // The latest epoch after `after` that has `me` as a member, waiting up to
 // `timeout` for one. Epochs that leave `me` out are skipped when `me` is

@@ -50,11 +50,12 @@ TEST(ElasticController, AFailureMakesAnEpochOfTheOthersAndTheReplacementJoinsWhe
   EXPECT_EQ(f.controller.tick(later), "");
   EXPECT_EQ(f.latest().epoch, 1);
   rendezvous::announce_ready(*f.store, {0, 1});
-  // Ready, but epoch 1 was published a moment ago: it joins once that one
-  // had time to form.
-  EXPECT_EQ(f.controller.tick(Clock::now()), "");
-  EXPECT_EQ(f.latest().epoch, 1);
+  // Ready, but epoch 1's world is not formed yet (its members may still be
+  // reading it): it joins once that one is.
   EXPECT_EQ(f.controller.tick(later), "");
+  EXPECT_EQ(f.latest().epoch, 1);
+  rendezvous::announce_formed(*f.store, 1);
+  EXPECT_EQ(f.controller.tick(Clock::now()), "");
   EXPECT_EQ(f.latest().epoch, 2);
   EXPECT_EQ(f.latest().members, members({{1, 0}, {2, 0}, {0, 1}}));
   // Its restart used, slot 0 is not started again.
@@ -126,6 +127,33 @@ TEST(ElasticController, NobodyLeftAndNothingToStartStopsTheJob) {
   Fixture f(1, {.min_np = 1, .max_restarts = 0, .timeout_s = 60});
   std::string note;
   EXPECT_FALSE(f.controller.member_ended({0, 0}, true, note));
+}
+
+TEST(ElasticController, EpochsRecordEachMembersHostAcrossHosts) {
+  Fixture f(3, {.min_np = 2, .max_restarts = 1, .timeout_s = 60, .slot_hosts = {"a", "a", "b"}});
+  EXPECT_EQ(f.latest().hosts, (std::vector<std::string>{"a", "a", "b"}));
+  std::string note;
+  EXPECT_TRUE(f.controller.member_ended({1, 0}, true, note));
+  EXPECT_EQ(f.latest().hosts, (std::vector<std::string>{"a", "b"}));
+  rendezvous::announce_ready(*f.store, {1, 1});
+  rendezvous::announce_formed(*f.store, 1);
+  EXPECT_EQ(f.controller.tick(Clock::now()), "");
+  // The replacement runs where its slot does.
+  EXPECT_EQ(f.latest().members, members({{0, 0}, {2, 0}, {1, 1}}));
+  EXPECT_EQ(f.latest().hosts, (std::vector<std::string>{"a", "b", "a"}));
+}
+
+TEST(Membership, HostsAreAllOrNone) {
+  rendezvous::MemoryStore store;
+  store.set("elastic/members/0", "0.0@a,1.0");
+  store.set("elastic/epoch", "0");
+  try {
+    rendezvous::read_membership(store, 0);
+    ADD_FAILURE() << "a record naming some hosts only was read";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("'0.0@a,1.0' name the hosts of some members only"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(Membership, AJoinerSkipsEpochsWithoutItAMemberLeftOutLeaves) {

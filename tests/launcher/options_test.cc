@@ -105,8 +105,9 @@ TEST(Options, ElasticFlags) {
             "--max-restarts and --elastic-timeout need --min-np (an elastic job)");
   EXPECT_EQ(error_of({"-np", "2", "--min-np", "1", "--elastic-timeout", "0", "p"}),
             "--elastic-timeout needs seconds in (0, 86400], got '0'");
-  EXPECT_EQ(error_of({"-H", "a:2", "--min-np", "1", "p"}),
-            "--min-np (elastic) runs on this machine only for now; drop -H/--hostfile");
+  EXPECT_EQ(parse({"-H", "a:2,b:1", "--min-np", "2", "p"}).min_np, 2);  // across hosts too
+  EXPECT_EQ(error_of({"-np", "2", "--min-np", "1", "--backend", "mpi", "p"}),
+            "--min-np (elastic) cannot run on --backend mpi: its world cannot change size");
 }
 
 TEST(Options, RejectsMissingProgramAndUnknownFlags) {

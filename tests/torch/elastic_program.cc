@@ -154,6 +154,11 @@ int main(int argc, char** argv) {
   };
 
   if (replacement_stalls && me.elastic_incarnation > 0) ::sleep(600);
+  // Started through a launch template for a "host" (the multi-host tests).
+  if (const char* host = std::getenv("COHORT_TEST_HOST"); host && me.elastic_incarnation > 0) {
+    std::printf("replacement of slot %d on %s\n", me.elastic_slot, host);
+    std::fflush(stdout);
+  }
   try {
     cohort::init();
   } catch (const cohort::rendezvous::MembershipEnded& e) {

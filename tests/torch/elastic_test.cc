@@ -241,6 +241,33 @@ TEST(Elastic, FitGoesOnUnchangedThroughALostMemberAndItsReplacement) {
   }
 }
 
+TEST(Elastic, AcrossHostsTheReplacementStartsOnItsSlotsHost) {
+  // Two "hosts" (the launch template runs their ranks here through
+  // cohortrun --remote-rank, as ssh would): hosta holds slots 0 and 1
+  // (shm between them), hostb slot 2; the hierarchical backend joins them.
+  // Slot 2 dies before step 4's collectives; its replacement is started
+  // through the template for hostb, with its elastic identity in the
+  // payload, and the epochs record each member's host.
+  TempDir dir("elastic_test");
+  const JobRun run = run_job(dir, "elastichosts",
+                             {"-H", "hosta:2,hostb:1", "--launch-template", "env COHORT_TEST_HOST={host}",
+                              "--store-addr", "127.0.0.1", "--min-np", "2", "--max-restarts", "1"},
+                             {"--fit", "--kill", "2:4:begin", "--step-delay-ms", "100"}, 8);
+  ASSERT_TRUE(run.result.finished);
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.err;
+  EXPECT_NE(run.result.err.find("cohort: backend hierarchical"), std::string::npos) << run.result.err;
+  EXPECT_NE(run.result.out.find("replacement of slot 2 on hostb"), std::string::npos) << run.result.out;
+  const auto& sizes = run.out.at("sizes");
+  ASSERT_EQ(sizes.size(), size_t(kEpochs * kRows / 8));
+  EXPECT_EQ(std::find(sizes.begin(), sizes.end(), 2.0) - sizes.begin(), 4);
+  EXPECT_EQ(sizes.back(), 3) << "the replacement never joined";
+  std::vector<double> losses;
+  const std::vector<double> expected = fit_reference(run.out.at("initial"), 8, losses);
+  const auto& params = run.out.at("params");
+  ASSERT_EQ(params.size(), expected.size());
+  for (size_t k = 0; k < params.size(); ++k) EXPECT_NEAR(params[k], expected[k], 1e-12) << "parameter " << k;
+}
+
 TEST(Elastic, BelowMinNpForTheTimeoutEndsTheJobSayingSo) {
   // The replacement never becomes ready: 2 of --min-np 3 for 1 s.
   TempDir dir("elastic_test");
