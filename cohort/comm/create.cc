@@ -333,8 +333,9 @@ World init_world() {
   connect_store(world);
   world.options = options;
   if (info.elastic_slot >= 0) {
-    // A replacement says it can join; the first processes are epoch 0.
-    if (info.elastic_incarnation > 0) rendezvous::announce_ready(*world.store, me(world));
+    // A process started while the job runs says it can join; the first
+    // processes are epoch 0.
+    if (info.elastic_joining) rendezvous::announce_ready(*world.store, me(world));
     world.membership = rendezvous::wait_for_membership(*world.store, me(world), -1, kMembershipWait);
     join_epoch(world);
     // The banner's collectives are made by the first world's members only:

@@ -6,19 +6,50 @@
 #include <vector>
 
 #include "cohort/common/check.h"
+#include "cohort/launcher/host_list.h"
 
 namespace cohort::launcher {
 
 using rendezvous::Member;
 
+namespace {
+
+bool contains(const std::vector<Member>& list, Member m) { return std::find(list.begin(), list.end(), m) != list.end(); }
+
+std::string joined(const std::vector<std::string>& parts) {
+  std::string text;
+  for (const std::string& part : parts) text += (text.empty() ? "" : "; ") + part;
+  return text;
+}
+
+}  // namespace
+
 ElasticController::ElasticController(ElasticOptions options, std::shared_ptr<rendezvous::Store> store, int ranks,
                                      Respawn respawn)
-    : options_(options), store_(std::move(store)), respawn_(std::move(respawn)) {
+    : options_(std::move(options)), store_(std::move(store)), respawn_(std::move(respawn)), next_slot_(ranks) {
   COHORT_CHECK_AS(ConfigError, options_.min_np >= 1 && options_.min_np <= ranks)
       << "--min-np " << options_.min_np << " must be in 1.." << ranks;
+  if (options_.max_np == 0) options_.max_np = ranks;
+  COHORT_CHECK_AS(ConfigError, options_.max_np >= ranks)
+      << "--max-np " << options_.max_np << " is fewer than the " << ranks << " rank(s) started";
   COHORT_CHECK_AS(ConfigError, options_.slot_hosts.empty() || int(options_.slot_hosts.size()) == ranks)
       << options_.slot_hosts.size() << " slot host(s) for " << ranks << " ranks";
-  for (int s = 0; s < ranks; ++s) survivors_.push_back({s, 0});
+  COHORT_CHECK_AS(ConfigError, !options_.discovered || !options_.slot_hosts.empty())
+      << "host discovery needs each slot's host";
+  for (int s = 0; s < ranks; ++s) {
+    survivors_.push_back({s, 0});
+    if (!options_.slot_hosts.empty()) slot_host_[s] = options_.slot_hosts[size_t(s)];
+  }
+  if (options_.discovered) {
+    pool_.emplace(options_.pool);
+    pool_->update(*options_.discovered);
+    for (const auto& [slot, host] : slot_host_) pool_->take(host);
+  }
+}
+
+std::string ElasticController::host_of(int slot) const {
+  const auto it = slot_host_.find(slot);
+  return it == slot_host_.end() ? std::string() : it->second;
 }
 
 void ElasticController::publish_initial() { publish(survivors_); }
@@ -27,14 +58,45 @@ void ElasticController::publish(std::vector<Member> members) {
   current_.epoch += 1;
   current_.members = std::move(members);
   current_.hosts.clear();
-  if (!options_.slot_hosts.empty())
-    for (const Member& m : current_.members) current_.hosts.push_back(options_.slot_hosts.at(size_t(m.slot)));
+  if (!slot_host_.empty())
+    for (const Member& m : current_.members) current_.hosts.push_back(host_of(m.slot));
   rendezvous::publish_membership(*store_, current_);
+  lost_since_publish_ = false;
+  removal_pending_ = false;
+}
+
+bool ElasticController::start(Member m, const std::string& host, std::string& error) {
+  if (!host.empty()) slot_host_[m.slot] = host;
+  if (pool_) pool_->take(host);
+  try {
+    respawn_(m, host);
+  } catch (const Error& e) {
+    if (pool_) pool_->release(host);
+    error = e.what();
+    return false;
+  }
+  pending_.push_back(m);
+  return true;
+}
+
+bool ElasticController::settled() const {
+  // Members that read a later epoch while others still form the last one
+  // would rendezvous apart. An epoch that lost a member since is past: its
+  // survivors wait for the next.
+  return lost_since_publish_ || rendezvous::epoch_formed(*store_, current_.epoch);
 }
 
 bool ElasticController::member_ended(Member m, bool failed, std::string& note) {
+  const std::string host = host_of(m.slot);
+  if (std::erase(removed_, m) > 0) {
+    // Told to leave (its host went away): gone as expected, whatever its code.
+    if (pool_) pool_->release(host);
+    note = "it left: host " + host + " was removed by discovery";
+    return true;
+  }
   const bool was_survivor = std::erase(survivors_, m) > 0;
   const bool was_pending = std::erase(pending_, m) > 0;
+  if (pool_ && (was_survivor || was_pending)) pool_->release(host);
   if (!failed) {
     // Training is over for the world: nobody joins any more.
     if (!finished_ && was_survivor) {
@@ -49,24 +111,39 @@ bool ElasticController::member_ended(Member m, bool failed, std::string& note) {
     note = "after the job's training finished";
     return was_pending;
   }
-  std::vector<std::string> said;  // joined into `note`
-  if (was_pending) said.push_back("a replacement that had not joined yet");
+  if (was_survivor && contains(current_.members, m)) lost_since_publish_ = true;
+  std::vector<std::string> said;
+  if (was_pending) said.push_back("a process that had not joined yet");
+  const auto now = Clock::now();
+  if (pool_) {
+    const auto cooldown = pool_->failed(host, now);
+    char seconds[32];
+    std::snprintf(seconds, sizeof seconds, "%g", double(cooldown.count()) / 1000);
+    said.push_back("host " + host + " is blacklisted for " + seconds + " s");
+  }
   int& restarts = restarts_[m.slot];
   const std::string slot = "slot " + std::to_string(m.slot);
   if (restarts < options_.max_restarts) {
     const Member next{m.slot, m.incarnation + 1};
-    try {
-      respawn_(next);
-      pending_.push_back(next);
-      said.push_back("starting " + slot + " again (restart " + std::to_string(++restarts) + " of " +
-                     std::to_string(options_.max_restarts) + ")");
-    } catch (const Error& e) {
-      said.push_back(slot + " cannot be started again: " + e.what());
+    const std::string restart =
+        "(restart " + std::to_string(restarts + 1) + " of " + std::to_string(options_.max_restarts) + ")";
+    std::optional<std::string> where = host;
+    if (pool_) where = pool_->free_host(now);
+    std::string error;
+    if (!where) {
+      ++restarts;
+      waiting_.push_back(next);
+      said.push_back(slot + " waits for a free host that is not blacklisted " + restart);
+    } else if (start(next, *where, error)) {
+      ++restarts;
+      said.push_back("starting " + slot + " again" + (pool_ ? " on " + *where : std::string()) + " " + restart);
+    } else {
+      said.push_back(slot + " cannot be started again: " + error);
     }
   } else {
     said.push_back(slot + " used its " + std::to_string(options_.max_restarts) + " restart(s)");
   }
-  const int reachable = int(survivors_.size() + pending_.size());
+  const int reachable = int(survivors_.size() + pending_.size() + waiting_.size());
   bool goes_on = false;
   if (survivors_.empty()) {
     // The state lives in the members' memory: with none left it is lost,
@@ -87,30 +164,73 @@ bool ElasticController::member_ended(Member m, bool failed, std::string& note) {
                      std::to_string(options_.min_np) + ": waiting for replacements");
     }
   }
-  note.clear();
-  for (const std::string& part : said) note += (note.empty() ? "" : "; ") + part;
+  note = joined(said);
   return goes_on;
+}
+
+std::string ElasticController::hosts_discovered(const std::vector<HostSlots>& hosts, Clock::time_point) {
+  COHORT_CHECK(pool_) << "hosts_discovered() without host discovery";
+  if (hosts == pool_->hosts()) return {};
+  std::vector<std::string> said;
+  for (auto [host, excess] : pool_->update(hosts)) {
+    std::vector<std::string> gone;
+    // The newest first: processes not admitted yet, then the latest members
+    // (replacements waiting for a host are placed later, anywhere).
+    auto remove_from = [&](std::vector<Member>& list, bool keep_one) {
+      for (auto it = list.rbegin(); it != list.rend() && excess > 0;) {
+        if (host_of(it->slot) != host || (keep_one && list.size() == 1)) {
+          ++it;
+          continue;
+        }
+        removed_.push_back(*it);
+        gone.push_back(rendezvous::member_text(*it));
+        it = std::make_reverse_iterator(list.erase(std::next(it).base()));
+        --excess;
+      }
+    };
+    remove_from(pending_, false);
+    const size_t before = survivors_.size();
+    remove_from(survivors_, true);
+    if (survivors_.size() != before) removal_pending_ = true;
+    if (!gone.empty()) {
+      std::string list;
+      for (const std::string& g : gone) list += (list.empty() ? "" : ", ") + g;
+      said.push_back("host " + host + " lost slots: " + list + " leave(s) the job");
+    }
+  }
+  said.insert(said.begin(), "hosts now " + (hosts.empty() ? std::string("none") : format_host_list(hosts)));
+  return joined(said);
 }
 
 std::string ElasticController::tick(Clock::time_point now) {
   if (finished_) return {};
+  if (pool_) {
+    // Replacements that waited for a host, then new slots up to max_np.
+    std::string error;
+    for (auto it = waiting_.begin(); it != waiting_.end();) {
+      const std::optional<std::string> host = pool_->free_host(now);
+      if (!host) break;
+      const Member m = *it;
+      it = waiting_.erase(it);
+      (void)start(m, *host, error);
+    }
+    while (int(survivors_.size() + pending_.size() + waiting_.size()) < options_.max_np) {
+      const std::optional<std::string> host = pool_->free_host(now);
+      if (!host || !start({next_slot_, 0}, *host, error)) break;
+      ++next_slot_;
+    }
+  }
   std::vector<Member> ready;
   for (const Member& p : pending_)
     if (rendezvous::member_ready(*store_, p)) ready.push_back(p);
-  // Replacements join only once the last epoch was formed: members that
-  // read a later epoch while others still form the last one would
-  // rendezvous apart. An epoch that lost a member since is past: its
-  // survivors wait for the next.
-  auto settled = [&] {
-    for (const Member& m : current_.members)
-      if (std::find(survivors_.begin(), survivors_.end(), m) == survivors_.end()) return true;
-    return rendezvous::epoch_formed(*store_, current_.epoch);
-  };
-  if (!ready.empty() && int(survivors_.size() + ready.size()) >= options_.min_np && settled()) {
-    for (const Member& r : ready) {
-      std::erase(pending_, r);
-      survivors_.push_back(r);
-    }
+  const bool admit = !ready.empty() && int(survivors_.size() + ready.size()) >= options_.min_np;
+  const bool remove = removal_pending_ && int(survivors_.size()) >= options_.min_np;
+  if ((admit || remove) && settled()) {
+    if (admit)
+      for (const Member& r : ready) {
+        std::erase(pending_, r);
+        survivors_.push_back(r);
+      }
     publish(survivors_);
   }
   // Below min_np: the survivors wait for an epoch that only replacements

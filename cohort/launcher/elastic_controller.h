@@ -1,6 +1,7 @@
 // The membership of an elastic job (cohortrun --min-np): which processes
-// form the world, epoch by epoch (rendezvous/membership.h), and the
-// replacements of slots whose process failed.
+// form the world, epoch by epoch (rendezvous/membership.h), the replacements
+// of slots whose process failed, and, with host discovery, ranks added on
+// hosts that appear and removed from hosts that go.
 //
 // Policy:
 //  - epoch 0 is the ranks started, slots 0..np-1;
@@ -14,13 +15,25 @@
 //    the job, and processes still waiting are told why (end_membership);
 //    when members and replacements together cannot reach min_np, or no
 //    member is left (the state lived in their memory), the job fails at once;
-//  - a replacement joins once the last epoch's world was formed
-//    (rendezvous::epoch_formed(): every member read it), or once that epoch
-//    lost a member (its survivors wait for the next), so that members never
-//    read different epochs while one forms;
+//  - a new member joins (and a removal is published) once the last epoch's
+//    world was formed (rendezvous::epoch_formed(): every member read it),
+//    or once that epoch lost a member (its survivors wait for the next), so
+//    that members never read different epochs while one forms;
 //  - a member that exits 0 means training is done: no replacement joins
 //    after it, and those waiting are told so; a member that fails after
 //    that fails the job.
+// With host discovery (a HostPool), also:
+//  - a failure blacklists its host for a cool-down (host_pool.h); the
+//    replacement goes to a host with a free slot that is not cooling down,
+//    waiting for one when there is none;
+//  - while the world and the processes starting are fewer than max_np, new
+//    slots (numbered from np on) are started on free slots and join like
+//    replacements;
+//  - a host that discovery no longer lists (or lists with fewer slots than
+//    it runs) loses its newest ranks: a replacement not yet admitted is
+//    dropped, a member is left out of the next epoch, which it learns at
+//    its next commit and leaves without rollback (comm::ElasticLeave). Its
+//    exit is expected, whatever its code. The last member is never removed.
 #pragma once
 
 #include <chrono>
@@ -31,23 +44,32 @@
 #include <string>
 #include <vector>
 
+#include "cohort/launcher/host_pool.h"
 #include "cohort/rendezvous/membership.h"
 
 namespace cohort::launcher {
 
 struct ElasticOptions {
   int min_np = 1;
+  int max_np = 0;           // with discovery: most ranks; 0: the ranks started
   int max_restarts = 3;     // replacements per slot
   double timeout_s = 600;   // below min_np this long ends the job
-  // Each slot's host (-H), recorded with the members; empty: one host.
+  // Each slot's host (-H, or discovery's), recorded with the members;
+  // empty: one host.
   std::vector<std::string> slot_hosts;
+  // Host discovery: the hosts it reported at the start, and the
+  // blacklist's cool-downs. Without `discovered`, the slots stay where they
+  // are and nothing is blacklisted.
+  std::optional<std::vector<HostSlots>> discovered;
+  HostPoolOptions pool;
 };
 
 class ElasticController {
  public:
   using Clock = std::chrono::steady_clock;
-  // Starts replacement `m` (a new process for its slot); throws on failure.
-  using Respawn = std::function<void(rendezvous::Member m)>;
+  // Starts process `m` of a slot on `host` ("" on one host); throws on
+  // failure.
+  using Respawn = std::function<void(rendezvous::Member m, const std::string& host)>;
 
   ElasticController(ElasticOptions options, std::shared_ptr<rendezvous::Store> store, int ranks, Respawn respawn);
 
@@ -60,21 +82,41 @@ class ElasticController {
   // happened, for the launcher's message.
   bool member_ended(rendezvous::Member m, bool failed, std::string& note);
 
-  // Admits replacements that are ready. A non-empty result ends the job:
-  // the world stayed below min_np for timeout_s (said in the result).
+  // Discovery's hosts now (with host discovery only): ranks beyond a host's
+  // slots are removed (file comment). Returns what changed, for the
+  // launcher's log ("" when nothing did).
+  std::string hosts_discovered(const std::vector<HostSlots>& hosts, Clock::time_point now);
+
+  // Starts waiting replacements and new slots (discovery), admits the
+  // processes that are ready and publishes removals. A non-empty result
+  // ends the job: the world stayed below min_np for timeout_s (said in the
+  // result).
   std::string tick(Clock::time_point now);
   static constexpr std::chrono::milliseconds kTickPeriod{20};
 
+  // The host slot `slot` runs on ("" on one host).
+  std::string host_of(int slot) const;
+
  private:
   void publish(std::vector<rendezvous::Member> members);
+  // Starts `m` on `host` (pending until it joins); false when it failed to.
+  bool start(rendezvous::Member m, const std::string& host, std::string& error);
+  bool settled() const;
 
   ElasticOptions options_;
   std::shared_ptr<rendezvous::Store> store_;
   Respawn respawn_;
   rendezvous::Membership current_;             // the latest published epoch
   std::vector<rendezvous::Member> survivors_;  // members alive (the next epoch's base)
-  std::vector<rendezvous::Member> pending_;    // replacements started, not yet members
+  std::vector<rendezvous::Member> pending_;    // started, not yet members
+  std::vector<rendezvous::Member> waiting_;    // replacements waiting for a free host (discovery)
+  std::vector<rendezvous::Member> removed_;    // told to leave (or dropped) by discovery, not ended yet
+  std::map<int, std::string> slot_host_;
   std::map<int, int> restarts_;                // per slot
+  std::optional<HostPool> pool_;               // host discovery
+  int next_slot_ = 0;
+  bool lost_since_publish_ = false;  // a member of the latest epoch died since it was published
+  bool removal_pending_ = false;     // survivors_ lost removed members the latest epoch still has
   std::optional<Clock::time_point> below_since_;
   bool finished_ = false;
 };

@@ -14,6 +14,7 @@
 
 #include "cohort/common/check.h"
 #include "cohort/launcher/elastic_controller.h"
+#include "cohort/launcher/host_discovery.h"
 #include "cohort/launcher/job_id.h"
 #include "cohort/launcher/launch_plan.h"
 #include "cohort/launcher/placement.h"
@@ -93,18 +94,38 @@ void send_payload(int fd, const RemotePayload& payload) {
 }
 
 // The supervisor's elastic policy: the controller, keyed by the ranks'
-// records.
+// records, and the host discovery script polled every kDiscoveryPeriod.
 class ElasticAdapter final : public ElasticPolicy {
  public:
-  explicit ElasticAdapter(ElasticController& controller) : controller_(controller) {}
+  ElasticAdapter(ElasticController& controller, std::string discovery_script)
+      : controller_(controller), script_(std::move(discovery_script)) {}
   bool rank_ended(const RankRecord& r, std::string& note) override {
     return controller_.member_ended({r.rank, r.incarnation}, !r.status.success(), note);
   }
-  std::string tick() override { return controller_.tick(ElasticController::Clock::now()); }
+  std::string tick() override {
+    const auto now = ElasticController::Clock::now();
+    if (!script_.empty() && now >= next_discovery_) {
+      const Discovery found = discover_hosts(script_, kDiscoveryTimeout);
+      next_discovery_ = ElasticController::Clock::now() + kDiscoveryPeriod;
+      if (!found.ok) {
+        // Said once per distinct problem; the hosts known stay.
+        if (found.error != last_error_) print("cohortrun: warning: " + found.error + "; keeping the hosts known\n");
+        last_error_ = found.error;
+      } else {
+        last_error_.clear();
+        if (const std::string note = controller_.hosts_discovered(found.hosts, now); !note.empty())
+          print("cohortrun: host discovery: " + note + "\n");
+      }
+    }
+    return controller_.tick(now);
+  }
   std::chrono::milliseconds period() const override { return ElasticController::kTickPeriod; }
 
  private:
   ElasticController& controller_;
+  std::string script_;
+  ElasticController::Clock::time_point next_discovery_{};
+  std::string last_error_;
 };
 
 SpawnRequest spawn_request(const RankLaunch& launch) {
@@ -117,10 +138,12 @@ SpawnRequest spawn_request(const RankLaunch& launch) {
 
 // A slot's launch with its elastic identity (rank_environment() leaves
 // these unset, so they are not there twice): in the rank's environment
-// here, or in a remote rank's payload.
-RankLaunch with_elastic_identity(RankLaunch launch, rendezvous::Member m) {
-  const std::pair<std::string, std::string> vars[] = {{"COHORT_ELASTIC_SLOT", std::to_string(m.slot)},
-                                                      {"COHORT_ELASTIC_INCARNATION", std::to_string(m.incarnation)}};
+// here, or in a remote rank's payload. `joining`: started while the job
+// runs.
+RankLaunch with_elastic_identity(RankLaunch launch, rendezvous::Member m, bool joining) {
+  std::vector<std::pair<std::string, std::string>> vars = {{"COHORT_ELASTIC_SLOT", std::to_string(m.slot)},
+                                                           {"COHORT_ELASTIC_INCARNATION", std::to_string(m.incarnation)}};
+  if (joining) vars.emplace_back("COHORT_ELASTIC_JOINING", "1");
   for (const auto& [name, value] : vars) {
     if (launch.payload) launch.payload->env.emplace_back(name, value);
     else launch.envp.push_back(name + "=" + value);
@@ -206,8 +229,8 @@ int run_job(const LaunchOptions& options) {
   std::optional<ElasticAdapter> elastic_policy;
   // Starts a rank's process (slot m.slot's incarnation in an elastic job)
   // under the supervisor, and passes a remote rank its payload.
-  auto start_rank = [&](const RankLaunch& plain, std::optional<rendezvous::Member> m) {
-    const RankLaunch launch = m ? with_elastic_identity(plain, *m) : plain;
+  auto start_rank = [&](const RankLaunch& plain, std::optional<rendezvous::Member> m, bool joining) {
+    const RankLaunch launch = m ? with_elastic_identity(plain, *m, joining) : plain;
     const SpawnedProcess process = spawn_process(spawn_request(launch));
     supervisor.add(launch.where.rank, process, launch.where.remote ? launch.where.host : std::string(),
                    m ? m->incarnation : 0);
@@ -222,16 +245,31 @@ int run_job(const LaunchOptions& options) {
       std::vector<std::string> slot_hosts;
       if (multi_host)
         for (const RankPlacement& p : placement) slot_hosts.push_back(p.host);
-      elastic.emplace(ElasticOptions{.min_np = options.min_np, .max_restarts = options.max_restarts,
-                                     .timeout_s = options.elastic_timeout_s, .slot_hosts = slot_hosts},
-                      std::move(client), options.num_ranks, [&](rendezvous::Member m) {
-                        const SpawnedProcess process = start_rank(plan.ranks.at(size_t(m.slot)), m);
-                        if (options.verbose)
-                          print("cohortrun: rank " + rendezvous::member_text(m) + ": pid " +
-                                std::to_string(process.pid) + "\n");
-                      });
+      const bool discovery = !options.host_discovery_script.empty();
+      elastic.emplace(
+          ElasticOptions{.min_np = options.min_np, .max_np = options.max_np, .max_restarts = options.max_restarts,
+                         .timeout_s = options.elastic_timeout_s, .slot_hosts = slot_hosts,
+                         .discovered = discovery ? std::optional(options.hosts) : std::nullopt},
+          std::move(client), options.num_ranks, [&](rendezvous::Member m, const std::string& host) {
+            // A slot started where it ran before reuses its launch; one on
+            // another host (discovery) gets one made for it there.
+            const bool planned = size_t(m.slot) < plan.ranks.size() &&
+                                 (host.empty() || plan.ranks[size_t(m.slot)].where.host == host);
+            JobEnvironment grown = job;  // a new slot's COHORT_RANK is within its COHORT_SIZE
+            grown.size = std::max(job.size, m.slot + 1);
+            const RankLaunch launch =
+                planned ? plan.ranks[size_t(m.slot)]
+                        : make_launch_plan(options, grown, base,
+                                           {RankPlacement{.rank = m.slot, .host = host, .remote = !is_this_host(host)}},
+                                           store_address, self_executable())
+                              .ranks.at(0);
+            const SpawnedProcess process = start_rank(launch, m, /*joining=*/true);
+            if (options.verbose)
+              print("cohortrun: rank " + rendezvous::member_text(m) + (host.empty() ? "" : " on " + host) + ": pid " +
+                    std::to_string(process.pid) + "\n");
+          });
       elastic->publish_initial();
-      elastic_policy.emplace(*elastic);
+      elastic_policy.emplace(*elastic, options.host_discovery_script);
       supervisor.set_elastic(*elastic_policy);
     } catch (const Error& e) {
       print_error(std::string("cannot start the elastic membership: ") + e.what());
@@ -244,7 +282,7 @@ int run_job(const LaunchOptions& options) {
     const int rank = launch.where.rank;
     try {
       const SpawnedProcess process =
-          start_rank(launch, elastic ? std::optional<rendezvous::Member>({rank, 0}) : std::nullopt);
+          start_rank(launch, elastic ? std::optional<rendezvous::Member>({rank, 0}) : std::nullopt, /*joining=*/false);
       if (!process.output_note.empty() && !output_noted) {
         print("cohortrun: warning: rank " + std::to_string(rank) + ": " + process.output_note + "\n");
         output_noted = true;

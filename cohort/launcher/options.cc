@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cohort/common/tunables.h"
+#include "cohort/launcher/host_discovery.h"
 #include "cohort/launcher/job_id.h"
 
 namespace cohort::launcher {
@@ -20,6 +21,7 @@ constexpr const char* kLauncherVariables[] = {
     "COHORT_STORE_ADDR", "COHORT_JOB_ID", "COHORT_SECRET", "RANK",
     "WORLD_SIZE",   "LOCAL_RANK",  "LOCAL_WORLD_SIZE",  "MASTER_ADDR",
     "MASTER_PORT",  "COHORT_HOST", "COHORT_ELASTIC_SLOT", "COHORT_ELASTIC_INCARNATION",
+    "COHORT_ELASTIC_JOINING",
 };
 
 constexpr const char* kBackends[] = {"auto", "shm", "gloo", "mpi", "hierarchical"};
@@ -223,6 +225,18 @@ LaunchOptions parse_arguments(std::span<const std::string> args) {
       if (std::string problem = job_id_problem(text); !problem.empty())
         throw UsageError("--job-id: " + problem);
       options.job_id = text;
+    } else if (name == "--host-discovery-script") {
+      const std::string text = value();
+      if (!hosts_flag.empty()) throw UsageError(name + " conflicts with " + hosts_flag + " (give the hosts once)");
+      if (text.empty()) throw UsageError(name + " needs a command that prints host:slots lines, got ''");
+      options.host_discovery_script = text;
+      hosts_flag = name;
+    } else if (name == "--max-np") {
+      const std::string text = value();
+      long long n = 0;
+      if (!parse_decimal(text, n) || n < 1 || n > kMaxRanks)
+        throw UsageError(name + " needs a positive number up to " + std::to_string(kMaxRanks) + ", got " + quoted(text));
+      options.max_np = static_cast<int>(n);
     } else if (name == "--min-np" || name == "--max-restarts") {
       const std::string text = value();
       long long n = 0;
@@ -247,6 +261,21 @@ LaunchOptions parse_arguments(std::span<const std::string> args) {
   options.command.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
 
   if (options.help) return options;
+  if (!options.host_discovery_script.empty()) {
+    if (!options.elastic()) throw UsageError("--host-discovery-script needs --min-np (an elastic job)");
+    // The first answer places the ranks started; the launcher polls for more.
+    const Discovery found = discover_hosts(options.host_discovery_script, kDiscoveryTimeout);
+    if (!found.ok) throw UsageError(found.error);
+    if (found.hosts.empty())
+      throw UsageError("host discovery script '" + options.host_discovery_script + "' found no host to start on");
+    options.hosts = found.hosts;
+    if (!np_given) options.num_ranks = std::min(total_slots(options.hosts), options.max_np > 0 ? options.max_np : kMaxRanks);
+  } else if (options.max_np > 0) {
+    throw UsageError("--max-np needs --host-discovery-script (hosts that can grow)");
+  }
+  if (options.max_np > 0 && options.max_np < options.num_ranks)
+    throw UsageError("--max-np " + std::to_string(options.max_np) + " is fewer than the " +
+                     std::to_string(options.num_ranks) + " rank(s) started (-np)");
   if (!options.hosts.empty()) {
     if (!np_given) options.num_ranks = std::min(total_slots(options.hosts), kMaxRanks);
     if (options.num_ranks > total_slots(options.hosts))
@@ -320,6 +349,13 @@ std::string usage_text() {
         "  --max-restarts K      elastic: replacements per slot (default 3)\n"
         "  --elastic-timeout S   elastic: fewer than --min-np ranks for S seconds ends the\n"
         "                        job (default 600)\n"
+        "  --host-discovery-script S\n"
+        "                        elastic: the command S prints the hosts available now,\n"
+        "                        one host:slots per line; run at the start (instead of -H)\n"
+        "                        and every second: ranks start on new slots (up to\n"
+        "                        --max-np) and leave hosts that go; a host where a rank\n"
+        "                        fails is blacklisted for 10 s, doubling per failure\n"
+        "  --max-np N            elastic with discovery: most ranks (default: all slots)\n"
         "  -v, --verbose         report the store, the ranks' pids and how each ended\n"
         "  -h, --help            print this help\n"
         "\n"
@@ -359,8 +395,9 @@ std::string usage_text() {
         "a second one arrives, are killed with SIGKILL (and reported).\n"
         "Shared-memory segments /dev/shm/cohort-<job id>-* left behind are removed.\n"
         "With --min-np, ranks also get COHORT_ELASTIC_SLOT (their COHORT_RANK) and\n"
-        "COHORT_ELASTIC_INCARNATION (0, then one more per replacement of the slot); their\n"
-        "rank and size are those of the membership epoch cohortrun publishes in the store.\n"
+        "COHORT_ELASTIC_INCARNATION (0, then one more per replacement of the slot), and\n"
+        "those started while the job runs COHORT_ELASTIC_JOINING=1; their rank and size\n"
+        "are those of the membership epoch cohortrun publishes in the store.\n"
         "\n"
         "exit status:\n"
         "  0        every rank exited with code 0\n"

@@ -63,6 +63,11 @@ struct LaunchOptions {
   int min_np = 0;                 // --min-np; 0: not elastic (fail fast)
   int max_restarts = 3;           // --max-restarts: replacements per slot
   double elastic_timeout_s = 600; // --elastic-timeout: below --min-np this long ends the job
+  // --host-discovery-script: polled every second for the hosts (host_discovery.h);
+  // `hosts` holds its first answer, read while parsing. --max-np: most ranks
+  // (default: the hosts' slots).
+  std::string host_discovery_script;
+  int max_np = 0;
 
   bool elastic() const { return min_np > 0; }
 };

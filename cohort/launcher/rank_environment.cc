@@ -66,6 +66,7 @@ EnvironmentMap rank_environment(const EnvironmentMap& base, const JobEnvironment
   // look elastic.
   env.erase("COHORT_ELASTIC_SLOT");
   env.erase("COHORT_ELASTIC_INCARNATION");
+  env.erase("COHORT_ELASTIC_JOINING");
   if (job.multi_host) env["COHORT_HOST"] = where.host;
   // An IPv6 address needs brackets before the port.
   const bool v6 = job.store_host.find(':') != std::string::npos;

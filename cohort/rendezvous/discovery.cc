@@ -219,6 +219,7 @@ void discover_cohortrun(const Env& env, LaunchInfo& info) {
         << "COHORT_ELASTIC_SLOT='" << *slot << "' disagrees with COHORT_RANK='" << info.rank << "'";
     info.elastic_slot = *slot;
     info.elastic_incarnation = env.count("COHORT_ELASTIC_INCARNATION").value_or(0);
+    info.elastic_joining = env.count("COHORT_ELASTIC_JOINING").value_or(0) != 0;
   }
 }
 

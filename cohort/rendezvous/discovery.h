@@ -62,6 +62,9 @@ struct LaunchInfo {
   // incarnation. Its rank and size are then the membership's, not these.
   int elastic_slot = -1;
   int elastic_incarnation = 0;
+  // Started while the job runs (a replacement, or a rank on a new host): it
+  // joins members in progress (COHORT_ELASTIC_JOINING=1).
+  bool elastic_joining = false;
 };
 
 using Environment = std::map<std::string, std::string>;

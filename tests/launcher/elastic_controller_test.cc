@@ -3,6 +3,8 @@
 // --min-np floor and its timeout, and the end of training; over a real
 // MemoryStore, read back as the ranks read it (rendezvous/membership.h).
 #include "cohort/launcher/elastic_controller.h"
+#include "cohort/launcher/host_discovery.h"
+#include "cohort/launcher/options.h"
 
 #include <gtest/gtest.h>
 
@@ -18,11 +20,21 @@ using Clock = ElasticController::Clock;
 
 struct Fixture {
   std::shared_ptr<rendezvous::MemoryStore> store = std::make_shared<rendezvous::MemoryStore>();
-  std::vector<Member> started;  // replacements the controller asked for
+  std::vector<Member> started;  // processes the controller asked for
+  std::vector<std::string> started_on;
   ElasticController controller;
   Fixture(int ranks, ElasticOptions o)
-      : controller(o, store, ranks, [this](Member m) { started.push_back(m); }) {
+      : controller(o, store, ranks, [this](Member m, const std::string& host) {
+          started.push_back(m);
+          started_on.push_back(host);
+        }) {
     controller.publish_initial();
+  }
+  // Every process started so far says it is ready, and the latest epoch is
+  // formed: the next tick admits them.
+  void ready_and_formed() {
+    for (const Member& m : started) rendezvous::announce_ready(*store, m);
+    rendezvous::announce_formed(*store, rendezvous::latest_epoch(*store));
   }
   rendezvous::Membership latest() { return rendezvous::read_membership(*store, rendezvous::latest_epoch(*store)); }
 };
@@ -141,6 +153,120 @@ TEST(ElasticController, EpochsRecordEachMembersHostAcrossHosts) {
   // The replacement runs where its slot does.
   EXPECT_EQ(f.latest().members, members({{0, 0}, {2, 0}, {1, 1}}));
   EXPECT_EQ(f.latest().hosts, (std::vector<std::string>{"a", "b", "a"}));
+}
+
+std::vector<HostSlots> hosts(std::initializer_list<std::pair<const char*, int>> list) {
+  std::vector<HostSlots> out;
+  for (auto [name, slots] : list) out.push_back({name, slots});
+  return out;
+}
+
+TEST(ElasticController, DiscoveryAddsRanksUpToMaxNpAndAHostThatGoesLeavesWithoutRollback) {
+  // Started: 2 ranks on a; discovery offers b:2 too, max_np 3.
+  Fixture f(2, {.min_np = 1, .max_np = 3, .max_restarts = 1, .timeout_s = 60, .slot_hosts = {"a", "a"},
+                .discovered = hosts({{"a", 2}})});
+  EXPECT_EQ(f.controller.hosts_discovered(hosts({{"a", 2}}), Clock::now()), "");  // no change
+  EXPECT_NE(f.controller.hosts_discovered(hosts({{"a", 2}, {"b", 2}}), Clock::now()).find("hosts now a:2,b:2"),
+            std::string::npos);
+  EXPECT_EQ(f.controller.tick(Clock::now()), "");
+  // One new slot (2), on b: max_np 3 allows no more.
+  ASSERT_EQ(f.started, members({{2, 0}}));
+  EXPECT_EQ(f.started_on, (std::vector<std::string>{"b"}));
+  f.ready_and_formed();
+  EXPECT_EQ(f.controller.tick(Clock::now()), "");
+  EXPECT_EQ(f.latest().members, members({{0, 0}, {1, 0}, {2, 0}}));
+  EXPECT_EQ(f.latest().hosts, (std::vector<std::string>{"a", "a", "b"}));
+  // a shrinks to 1 slot: its newest rank leaves at the members' next
+  // commit, once epoch 1 is formed.
+  const std::string note = f.controller.hosts_discovered(hosts({{"a", 1}, {"b", 2}}), Clock::now());
+  EXPECT_NE(note.find("host a lost slots: 1.0 leave(s) the job"), std::string::npos) << note;
+  EXPECT_EQ(f.controller.tick(Clock::now()), "");
+  EXPECT_EQ(f.latest().epoch, 1);
+  rendezvous::announce_formed(*f.store, 1);
+  EXPECT_EQ(f.controller.tick(Clock::now()), "");
+  EXPECT_EQ(f.latest().members, members({{0, 0}, {2, 0}}));
+  // The world is below max_np: b's free slot takes a new rank.
+  ASSERT_EQ(f.started, members({{2, 0}, {3, 0}}));
+  EXPECT_EQ(f.started_on.back(), "b");
+  // The removed rank's exit is expected: no restart, and the job goes on;
+  // its exit 0 is not the end of training.
+  std::string said;
+  EXPECT_TRUE(f.controller.member_ended({1, 0}, false, said));
+  EXPECT_NE(said.find("host a was removed by discovery"), std::string::npos) << said;
+  EXPECT_EQ(f.controller.tick(Clock::now()), "");
+  EXPECT_EQ(f.started.size(), 2u);
+  // Every host gone: all ranks leave but the last member, whose process
+  // holds the state (2.0: 0.0 goes, and 3.0, not admitted yet).
+  const std::string gone = f.controller.hosts_discovered({}, Clock::now());
+  EXPECT_NE(gone.find("0.0"), std::string::npos) << gone;
+  EXPECT_NE(gone.find("3.0"), std::string::npos) << gone;
+  EXPECT_EQ(gone.find("2.0"), std::string::npos) << gone;
+}
+
+TEST(ElasticController, AFailingHostIsBlacklistedAndRetriedAfterItsCoolDown) {
+  Fixture f(2, {.min_np = 1, .max_np = 2, .max_restarts = 3, .timeout_s = 60, .slot_hosts = {"a", "b"},
+                .discovered = hosts({{"a", 1}, {"b", 1}}),
+                .pool = {.cooldown = std::chrono::seconds(10), .max_cooldown = std::chrono::seconds(30)}});
+  std::string note;
+  // b's rank fails: b cools down 10 s, and no other host has a free slot.
+  EXPECT_TRUE(f.controller.member_ended({1, 0}, true, note));
+  EXPECT_NE(note.find("host b is blacklisted for 10 s"), std::string::npos) << note;
+  EXPECT_NE(note.find("slot 1 waits for a free host that is not blacklisted (restart 1 of 3)"), std::string::npos)
+      << note;
+  const auto t0 = Clock::now();
+  EXPECT_EQ(f.controller.tick(t0 + std::chrono::seconds(9)), "");
+  EXPECT_TRUE(f.started.empty());
+  // After the cool-down, b is tried again.
+  EXPECT_EQ(f.controller.tick(t0 + std::chrono::seconds(11)), "");
+  ASSERT_EQ(f.started, members({{1, 1}}));
+  EXPECT_EQ(f.started_on, (std::vector<std::string>{"b"}));
+  // It fails again: 20 s this time; a new host c gets the replacement.
+  EXPECT_TRUE(f.controller.member_ended({1, 1}, true, note));
+  EXPECT_NE(note.find("host b is blacklisted for 20 s"), std::string::npos) << note;
+  f.controller.hosts_discovered(hosts({{"a", 1}, {"b", 1}, {"c", 1}}), Clock::now());
+  EXPECT_EQ(f.controller.tick(Clock::now()), "");
+  ASSERT_EQ(f.started, members({{1, 1}, {1, 2}}));
+  EXPECT_EQ(f.started_on.back(), "c");
+}
+
+TEST(HostPool, CoolDownsDoubleUpToTheirMaximum) {
+  HostPool pool({.cooldown = std::chrono::seconds(1), .max_cooldown = std::chrono::seconds(5)});
+  pool.update(hosts({{"a", 2}}));
+  const auto t0 = HostPool::Clock::now();
+  std::vector<int64_t> seconds;
+  for (int i = 0; i < 5; ++i)
+    seconds.push_back(std::chrono::duration_cast<std::chrono::seconds>(pool.failed("a", t0)).count());
+  EXPECT_EQ(seconds, (std::vector<int64_t>{1, 2, 4, 5, 5}));
+  EXPECT_TRUE(pool.cooling("a", t0 + std::chrono::seconds(4)));
+  EXPECT_FALSE(pool.free_host(t0 + std::chrono::seconds(4)).has_value());
+  EXPECT_EQ(pool.free_host(t0 + std::chrono::seconds(6)), "a");
+  pool.take("a");
+  pool.take("a");
+  EXPECT_EQ(pool.free_slots(t0 + std::chrono::seconds(6)), 0);
+  // Fewer slots than ranks: the excess is reported.
+  EXPECT_EQ(pool.update(hosts({{"a", 1}})), (std::map<std::string, int>{{"a", 1}}));
+  EXPECT_EQ(pool.update({}), (std::map<std::string, int>{{"a", 2}}));
+}
+
+TEST(HostDiscovery, ParsesHostsAndReportsBadOutputAndFailures) {
+  EXPECT_EQ(parse_discovered_hosts("a:2\n\n  b\na:1\n", "s"), hosts({{"a", 3}, {"b", 1}}));
+  try {
+    parse_discovered_hosts("a:2\nb:x\n", "script 's'");
+    ADD_FAILURE() << "a bad line was accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("script 's' line 2: expected host or host:slots, got 'b:x'"),
+              std::string::npos)
+        << e.what();
+  }
+  const Discovery ok = discover_hosts("printf 'h1:2\\nh2:1\\n'", std::chrono::seconds(5));
+  ASSERT_TRUE(ok.ok) << ok.error;
+  EXPECT_EQ(ok.hosts, hosts({{"h1", 2}, {"h2", 1}}));
+  const Discovery failed = discover_hosts("echo a:1; exit 3", std::chrono::seconds(5));
+  EXPECT_FALSE(failed.ok);
+  EXPECT_EQ(failed.error, "host discovery script 'echo a:1; exit 3' exited with code 3");
+  const Discovery slow = discover_hosts("sleep 5", std::chrono::milliseconds(200));
+  EXPECT_FALSE(slow.ok);
+  EXPECT_NE(slow.error.find("printed no end of output within 200 ms"), std::string::npos) << slow.error;
 }
 
 TEST(Membership, HostsAreAllOrNone) {

@@ -42,7 +42,8 @@ TEST(RankEnvironment, ReplacesStaleLauncherVariables) {
   // A cohortrun started from inside another job must not pass that job's
   // identity on.
   const EnvironmentMap base{{"COHORT_RANK", "7"}, {"RANK", "7"}, {"COHORT_SECRET", "old"},
-                            {"COHORT_ELASTIC_SLOT", "7"}, {"COHORT_ELASTIC_INCARNATION", "2"}};
+                            {"COHORT_ELASTIC_SLOT", "7"}, {"COHORT_ELASTIC_INCARNATION", "2"},
+                            {"COHORT_ELASTIC_JOINING", "1"}};
   const EnvironmentMap env = rank_environment(base, job_of(2), 1);
   EXPECT_EQ(env.at("COHORT_RANK"), "1");
   EXPECT_EQ(env.at("RANK"), "1");
@@ -50,6 +51,7 @@ TEST(RankEnvironment, ReplacesStaleLauncherVariables) {
   // Nor make this job look elastic (an elastic job's launcher sets them).
   EXPECT_EQ(env.count("COHORT_ELASTIC_SLOT"), 0u);
   EXPECT_EQ(env.count("COHORT_ELASTIC_INCARNATION"), 0u);
+  EXPECT_EQ(env.count("COHORT_ELASTIC_JOINING"), 0u);
 }
 
 TEST(RankEnvironment, ThreadCountsTheUserSetAreKept) {

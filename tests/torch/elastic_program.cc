@@ -30,7 +30,11 @@
 // batch-end callback, after its gradient exchange, before the commit). A
 // callback records the world's size at every step in its state (which the
 // commit carries); rank 0 writes "steps", "sizes", "initial", "params" and
-// "losses" (the history's loss per epoch).
+// "losses" (the history's loss per epoch). --write STEP:FILE:TEXT (repeatable)
+// makes rank 0 write TEXT, its commas as line ends, to FILE after step STEP
+// (a host discovery script's hosts, changed mid-run); --hold STEP makes
+// every member wait after step STEP until the launcher published a newer
+// epoch (so that the change lands at that step's commit).
 //
 //   elastic_program --out FILE [--rows 96] [--batch 4] [--epochs 3] [--kill S:K:P ...]
 //                   [--step-delay-ms D] [--model linear|mlp] [--replacement-stalls] [--fit [--strategy S]]
@@ -42,6 +46,7 @@
 
 #include <time.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -76,10 +81,16 @@ void write_values(std::ofstream& f, const char* name, const std::vector<double>&
 
 // --fit's callbacks: the kills, the pacing, and each step's world size kept
 // in the callback's state (committed with the fit's).
+struct Write {
+  int64_t step = 0;
+  std::string file, text;
+};
+
 class FitProbe final : public cohort::Callback {
  public:
-  FitProbe(std::function<void(int64_t, const char*)> maybe_kill, int64_t delay_ms)
-      : maybe_kill_(std::move(maybe_kill)), delay_ms_(delay_ms) {}
+  FitProbe(std::function<void(int64_t, const char*)> maybe_kill, int64_t delay_ms, std::vector<Write> writes,
+           std::vector<int64_t> holds)
+      : maybe_kill_(std::move(maybe_kill)), delay_ms_(delay_ms), writes_(std::move(writes)), holds_(std::move(holds)) {}
   std::string name() const override { return "fit_probe"; }
   void on_train_batch_begin(cohort::Model& model, int64_t, const cohort::Logs&) override {
     maybe_kill_(model.position().step, "begin");
@@ -90,6 +101,15 @@ class FitProbe final : public cohort::Callback {
     sizes_[size_t(step)] = double(cohort::size());
     if (delay_ms_ > 0) ::usleep(useconds_t(delay_ms_ * 1000));
     maybe_kill_(step, "end");
+    for (const Write& w : writes_)
+      if (w.step == step && cohort::rank() == 0) {
+        std::string text = w.text;
+        std::replace(text.begin(), text.end(), ',', '\n');
+        std::ofstream(w.file + ".new") << text << "\n";
+        std::rename((w.file + ".new").c_str(), w.file.c_str());  // the script never reads half a file
+      }
+    if (std::find(holds_.begin(), holds_.end(), step) != holds_.end())
+      for (int i = 0; i < 3000 && !cohort::membership_changed(); ++i) ::usleep(20000);
   }
   void save_state(cohort::CallbackState& state) const override { state["sizes"] = sizes_; }
   void load_state(const cohort::CallbackState& state) override {
@@ -101,6 +121,8 @@ class FitProbe final : public cohort::Callback {
  private:
   std::function<void(int64_t, const char*)> maybe_kill_;
   int64_t delay_ms_;
+  std::vector<Write> writes_;
+  std::vector<int64_t> holds_;
   std::vector<double> sizes_;
 };
 
@@ -110,6 +132,8 @@ int main(int argc, char** argv) {
   std::string out, kind = "linear", strategy_spec = "multi_worker:style=ddp";
   int64_t rows = 96, batch = 4, epochs = 3, delay_ms = 0;
   std::vector<Kill> kills;
+  std::vector<Write> writes;
+  std::vector<int64_t> holds;
   bool replacement_stalls = false, fit = false;
   try {
     cohort::flags::parse_flags(
@@ -120,6 +144,12 @@ int main(int argc, char** argv) {
          {"--batch", [&](auto& f, auto& v) { batch = cohort::flags::parse_number<int64_t>(f, v, 1); }},
          {"--epochs", [&](auto& f, auto& v) { epochs = cohort::flags::parse_number<int64_t>(f, v, 1); }},
          {"--strategy", [&](auto&, auto& v) { strategy_spec = v; }},
+         {"--hold", [&](auto& f, auto& v) { holds.push_back(cohort::flags::parse_number<int64_t>(f, v, 0)); }},
+         {"--write", [&](auto& f, auto& v) {
+            const size_t a = v.find(':'), b = a == std::string::npos ? a : v.find(':', a + 1);
+            if (b == std::string::npos) throw cohort::ConfigError(f + " expects STEP:FILE:TEXT, got '" + v + "'");
+            writes.push_back({std::stoll(v.substr(0, a)), v.substr(a + 1, b - a - 1), v.substr(b + 1)});
+          }},
          {"--step-delay-ms", [&](auto& f, auto& v) { delay_ms = cohort::flags::parse_number<int64_t>(f, v, 0); }},
          {"--kill", [&](auto& f, auto& v) {
             Kill k;
@@ -155,8 +185,8 @@ int main(int argc, char** argv) {
 
   if (replacement_stalls && me.elastic_incarnation > 0) ::sleep(600);
   // Started through a launch template for a "host" (the multi-host tests).
-  if (const char* host = std::getenv("COHORT_TEST_HOST"); host && me.elastic_incarnation > 0) {
-    std::printf("replacement of slot %d on %s\n", me.elastic_slot, host);
+  if (const char* host = std::getenv("COHORT_TEST_HOST"); host && me.elastic_joining) {
+    std::printf("slot %d.%d joins on %s\n", me.elastic_slot, me.elastic_incarnation, host);
     std::fflush(stdout);
   }
   try {
@@ -210,11 +240,12 @@ int main(int argc, char** argv) {
                            },
                            .optimizer = cohort::optimizer_factory<torch::optim::SGD>(
                                torch::optim::SGDOptions(0.05).momentum(0.9))});
-    auto probe = std::make_shared<FitProbe>(maybe_kill, delay_ms);
+    auto probe = std::make_shared<FitProbe>(maybe_kill, delay_ms, writes, holds);
     const cohort::TensorDataset data(x, y);
     const cohort::History history =
         trainer.fit(data, {.epochs = epochs, .batch_size = batch, .shuffle = false, .callbacks = {probe}});
-    if (cohort::rank() == 0 && !out.empty()) {
+    // A rank that discovery removed has left the job (and has no world).
+    if (cohort::initialized() && cohort::rank() == 0 && !out.empty()) {
       std::ofstream f(out);
       f << "steps " << probe->sizes().size() << "\n";
       write_values(f, "sizes", probe->sizes());

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <random>
 #include <sstream>
@@ -256,7 +257,7 @@ TEST(Elastic, AcrossHostsTheReplacementStartsOnItsSlotsHost) {
   ASSERT_TRUE(run.result.finished);
   ASSERT_EQ(run.result.exit_code, 0) << run.result.err;
   EXPECT_NE(run.result.err.find("cohort: backend hierarchical"), std::string::npos) << run.result.err;
-  EXPECT_NE(run.result.out.find("replacement of slot 2 on hostb"), std::string::npos) << run.result.out;
+  EXPECT_NE(run.result.out.find("slot 2.1 joins on hostb"), std::string::npos) << run.result.out;
   const auto& sizes = run.out.at("sizes");
   ASSERT_EQ(sizes.size(), size_t(kEpochs * kRows / 8));
   EXPECT_EQ(std::find(sizes.begin(), sizes.end(), 2.0) - sizes.begin(), 4);
@@ -266,6 +267,44 @@ TEST(Elastic, AcrossHostsTheReplacementStartsOnItsSlotsHost) {
   const auto& params = run.out.at("params");
   ASSERT_EQ(params.size(), expected.size());
   for (size_t k = 0; k < params.size(); ++k) EXPECT_NEAR(params[k], expected[k], 1e-12) << "parameter " << k;
+}
+
+TEST(Elastic, HostDiscoveryRemovesAHostGracefullyAndAddsOne) {
+  // The discovery script prints a file the program rewrites: after step 4
+  // hostb is gone (its rank leaves at that step's commit, without
+  // rollback), after step 10 hostc appears (a new rank starts there and
+  // joins at that step's commit). Members hold at those steps until the
+  // launcher has published the change, so it lands exactly there.
+  TempDir dir("elastic_test");
+  const std::string hosts = dir / "hosts";
+  std::ofstream(hosts) << "hosta:2\nhostb:1\n";
+  const JobRun run = run_job(dir, "elasticdiscovery",
+                             {"--host-discovery-script", "cat " + hosts, "--launch-template",
+                              "env COHORT_TEST_HOST={host}", "--store-addr", "127.0.0.1", "--min-np", "2", "--max-np",
+                              "3", "--max-restarts", "1"},
+                             {"--fit", "--write", "4:" + hosts + ":hosta:2", "--hold", "4", "--write",
+                              "10:" + hosts + ":hosta:2,hostc:1", "--hold", "10"},
+                             8);
+  ASSERT_TRUE(run.result.finished);
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.err;
+  EXPECT_NE(run.result.err.find("host discovery: hosts now hosta:2; host hostb lost slots: 2.0 leave(s) the job"),
+            std::string::npos)
+      << run.result.err;
+  EXPECT_NE(run.result.err.find("host discovery: hosts now hosta:2,hostc:1"), std::string::npos) << run.result.err;
+  EXPECT_NE(run.result.out.find("slot 3.0 joins on hostc"), std::string::npos) << run.result.out;
+  EXPECT_EQ(run.result.err.find("from the last commit"), std::string::npos) << "a rollback: " << run.result.err;
+  const auto& sizes = run.out.at("sizes");
+  std::vector<double> expected_sizes(size_t(kEpochs * kRows / 8), 3.0);
+  for (size_t k = 5; k <= 10; ++k) expected_sizes[k] = 2;
+  EXPECT_EQ(sizes, expected_sizes);
+  std::vector<double> losses;
+  const std::vector<double> expected = fit_reference(run.out.at("initial"), 8, losses);
+  const auto& params = run.out.at("params");
+  ASSERT_EQ(params.size(), expected.size());
+  for (size_t k = 0; k < params.size(); ++k) EXPECT_NEAR(params[k], expected[k], 1e-12) << "parameter " << k;
+  const auto& logged = run.out.at("losses");
+  ASSERT_EQ(logged.size(), losses.size());
+  for (size_t e = 0; e < losses.size(); ++e) EXPECT_NEAR(logged[e], losses[e], 1e-12) << "epoch " << e;
 }
 
 TEST(Elastic, BelowMinNpForTheTimeoutEndsTheJobSayingSo) {

@@ -90,10 +90,10 @@ bool elastic() {
   return world_or_throw().world.info.elastic_slot >= 0;
 }
 
-bool elastic_replacement() {
+bool elastic_joining() {
   std::lock_guard lock(g_mutex);
   const rendezvous::LaunchInfo& info = world_or_throw().world.info;
-  return info.elastic_slot >= 0 && info.elastic_incarnation > 0;
+  return info.elastic_slot >= 0 && info.elastic_joining;
 }
 
 int64_t membership_epoch() {

@@ -62,9 +62,10 @@ std::unique_ptr<comm::Communicator> create_world_communicator(const std::string&
 bool elastic();
 // The membership epoch of the current world; -1 outside elastic jobs.
 int64_t membership_epoch();
-// Whether this process replaces one that failed (the launcher started its
-// slot again): it joins a job in progress, whose members hand it their state.
-bool elastic_replacement();
+// Whether this process joins an elastic job in progress (a replacement of
+// a failed one, or a rank on a host discovery added): the members hand it
+// their state.
+bool elastic_joining();
 // Whether the launcher published an epoch after the world's: one store
 // read, not collective (ElasticState::commit() agrees on it).
 bool membership_changed();

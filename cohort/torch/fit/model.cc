@@ -260,10 +260,10 @@ History Model::fit(BatchStream& train, FitOptions options) {
     ~StreamReset() { stream = nullptr; }
   } stream_reset{stream_};
 
-  // A replacement joins a fit in progress: the members hand it their state
+  // A process started while the job runs joins a fit in progress: the members hand it their state
   // (ElasticState::sync()), and the callbacks' restore(), collective among
   // the processes that started the job, is not for it.
-  if (!elastic_fit || !elastic_replacement())
+  if (!elastic_fit || !elastic_joining())
     for (const auto& c : o.callbacks) c->restore(*this);
   // The epoch's steps as the stream counts them (a resumed stream may have
   // another number left), before any callback reads the position.
