@@ -18,6 +18,9 @@
 // --model mlp trains cohort's synthetic mlp (20M parameters, float32,
 // cross-entropy) on random rows instead, for bench/elastic.sh.
 //
+// --scale-lr: the learning rate (0.05 at 3 members) scales linearly with
+// the world (ElasticState::scale_learning_rate_with_world).
+//
 // --replacement-stalls makes every replacement process (incarnation > 0)
 // sleep instead of joining (the launcher's --elastic-timeout then ends the
 // job).
@@ -134,7 +137,7 @@ int main(int argc, char** argv) {
   std::vector<Kill> kills;
   std::vector<Write> writes;
   std::vector<int64_t> holds;
-  bool replacement_stalls = false, fit = false;
+  bool replacement_stalls = false, fit = false, scale_lr = false;
   try {
     cohort::flags::parse_flags(
         std::vector<std::string>(argv + 1, argv + argc),
@@ -161,7 +164,9 @@ int main(int argc, char** argv) {
             k.phase = phase;
             kills.push_back(k);
           }}},
-        {{"--replacement-stalls", [&] { replacement_stalls = true; }}, {"--fit", [&] { fit = true; }}});
+        {{"--replacement-stalls", [&] { replacement_stalls = true; }},
+         {"--fit", [&] { fit = true; }},
+         {"--scale-lr", [&] { scale_lr = true; }}});
   } catch (const std::exception& e) {
     std::fprintf(stderr, "elastic_program: %s\n", cohort::flags::one_line_message(e).c_str());
     return 2;
@@ -258,6 +263,7 @@ int main(int argc, char** argv) {
   }
 
   cohort::ElasticState state(*model, optimizer);
+  state.scale_learning_rate_with_world(scale_lr);
   int64_t& epoch = state.counter("epoch");
   int64_t& cursor = state.counter("cursor");  // rows of this epoch already trained on
   int64_t& step = state.counter("step");

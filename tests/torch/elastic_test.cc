@@ -51,8 +51,9 @@ std::map<std::string, std::vector<double>> read_result(const std::string& path) 
 
 // One process training on every step's whole global batch, in float64:
 // SGD (lr 0.05, momentum 0.9, PyTorch's rule) on the mean squared error's
-// half, from `initial` (3 weights, then the bias).
-std::vector<double> reference(std::vector<double> w, const std::vector<double>& sizes) {
+// half, from `initial` (3 weights, then the bias). `scale_lr`: the rate is
+// 0.05 at 3 members, linear in the step's world size.
+std::vector<double> reference(std::vector<double> w, const std::vector<double>& sizes, bool scale_lr) {
   std::vector<double> momentum(w.size(), 0);
   int64_t cursor = 0;
   for (size_t step = 0; step < sizes.size(); ++step) {
@@ -67,7 +68,7 @@ std::vector<double> reference(std::vector<double> w, const std::vector<double>& 
     }
     for (size_t k = 0; k < w.size(); ++k) {
       momentum[k] = step == 0 ? grad[k] : 0.9 * momentum[k] + grad[k];
-      w[k] -= 0.05 * momentum[k];
+      w[k] -= (scale_lr ? 0.05 * sizes[step] / 3 : 0.05) * momentum[k];
     }
     cursor = (cursor + take) % kRows;
   }
@@ -148,7 +149,8 @@ JobRun run_job(const TempDir& dir, const std::string& job, std::vector<std::stri
 
 TEST(Elastic, SurvivorsGoOnFromTheirNewestCommitAndAReplacementJoins) {
   // 24 steps at 3 ranks; the kill lands in the first epoch so that the
-  // replacement (a LibTorch process starting) has time to join.
+  // replacement (a LibTorch process starting) has time to join. Seed 3
+  // scales the learning rate with the world (linear scaling).
   const char* phases[] = {"before", "after", "commit"};
   for (unsigned seed : {1u, 2u, 3u}) {
     std::mt19937 rng(seed);
@@ -159,9 +161,11 @@ TEST(Elastic, SurvivorsGoOnFromTheirNewestCommitAndAReplacementJoins) {
                  std::to_string(step) + ", " + phase);
     TempDir dir("elastic_test");
     const std::string job = "elastic" + std::to_string(seed);
-    const JobRun run = run_job(dir, job, {"--min-np", "2", "--max-restarts", "1"},
-                            {"--kill", std::to_string(slot) + ":" + std::to_string(step) + ":" + phase,
-                             "--step-delay-ms", "100"});
+    const bool scale_lr = seed == 3;
+    std::vector<std::string> args = {"--kill", std::to_string(slot) + ":" + std::to_string(step) + ":" + phase,
+                                     "--step-delay-ms", "100"};
+    if (scale_lr) args.push_back("--scale-lr");
+    const JobRun run = run_job(dir, job, {"--min-np", "2", "--max-restarts", "1"}, args);
     ASSERT_TRUE(run.result.finished);
     ASSERT_EQ(run.result.exit_code, 0) << run.result.err;
     EXPECT_NE(run.result.err.find("(SIGKILL); starting slot " + std::to_string(slot) + " again"), std::string::npos)
@@ -189,7 +193,7 @@ TEST(Elastic, SurvivorsGoOnFromTheirNewestCommitAndAReplacementJoins) {
     const auto& counts = run.out.at("counts");
     ASSERT_EQ(counts.size(), size_t(kRows));
     for (size_t i = 0; i < counts.size(); ++i) EXPECT_EQ(counts[i], double(kEpochs)) << "row " << i;
-    const std::vector<double> expected = reference(run.out.at("initial"), sizes);
+    const std::vector<double> expected = reference(run.out.at("initial"), sizes, scale_lr);
     const auto& params = run.out.at("params");
     ASSERT_EQ(params.size(), expected.size());
     for (size_t k = 0; k < params.size(); ++k) EXPECT_NEAR(params[k], expected[k], 1e-12) << "parameter " << k;

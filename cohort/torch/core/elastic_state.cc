@@ -60,6 +60,7 @@ struct ElasticState::Snapshot {
   std::vector<std::optional<ElementState>> states;   // per optimizer parameter (per-element optimizers)
   std::map<std::string, std::string> values;        // tracked values; "" holds other optimizers' state
   std::vector<double> lrs;                           // per param group
+  int64_t world = 1;                                 // size() at the commit
   std::map<std::string, int64_t> counters;
   std::map<std::string, at::Tensor> tracked;
 };
@@ -129,6 +130,7 @@ void ElasticState::take(Snapshot& s) const {
   for (const auto& [name, value] : values_) s.values[name] = value.save();
   s.lrs.clear();
   for (const auto& group : optimizer_.param_groups()) s.lrs.push_back(group.options().get_lr());
+  s.world = initialized() ? size() : 1;
   s.counters = counters_;
   for (const auto& [name, tensor] : tracked_) copy_into(s.tracked[name], tensor);
 }
@@ -161,7 +163,8 @@ void ElasticState::put(const Snapshot& s) {
   }
   auto& groups = optimizer_.param_groups();
   COHORT_CHECK_EQ(groups.size(), s.lrs.size()) << "the elastic commit is of another optimizer";
-  for (size_t g = 0; g < groups.size(); ++g) groups[g].options().set_lr(s.lrs[g]);
+  const double scale = scale_lr_ ? double(initialized() ? size() : 1) / double(s.world) : 1.0;
+  for (size_t g = 0; g < groups.size(); ++g) groups[g].options().set_lr(s.lrs[g] * scale);
   for (auto& [name, value] : counters_) {
     const auto it = s.counters.find(name);
     COHORT_CHECK_AS(ConfigError, it != s.counters.end())
@@ -219,9 +222,9 @@ void ElasticState::restore() {
 void ElasticState::receive(int root) {
   const bool mine = rank() == root;
   const Snapshot& own = *commit_;
-  // Header: serial, then per optimizer parameter its step (-1: no state)
+  // Header: serial, world, then per optimizer parameter its step (-1: no state)
   // and which of its fields are defined; counters in name order.
-  std::vector<int64_t> header{own.serial, int64_t(own.states.size()), int64_t(own.counters.size())};
+  std::vector<int64_t> header{own.serial, own.world, int64_t(own.states.size()), int64_t(own.counters.size())};
   for (const auto& state : own.states) {
     header.push_back(state ? state->step : -1);
     for (size_t f = 0; state && f < state->fields.size(); ++f) header.push_back(state->fields[f].second.defined());
@@ -238,6 +241,7 @@ void ElasticState::receive(int root) {
     const int64_t* h = head.data_ptr<int64_t>();
     size_t at_ = 0;
     in->serial = h[at_++];
+    in->world = h[at_++];
     const size_t states = size_t(h[at_++]), counters = size_t(h[at_++]);
     COHORT_CHECK_EQ(counters, own.counters.size()) << "members keep different counters";
     if (per_element_) {

@@ -35,9 +35,10 @@
 //    member sees it (commit() agrees on it collectively and throws
 //    MembershipChanged), the world is formed again with the newcomer, and
 //    it receives the state before its first step (no rollback).
-// Work that depends on the world's size (the batch each rank takes, the
-// learning rate under linear scaling) must read cohort::size() each step,
-// from the committed counters.
+// Work that depends on the world's size (the batch each rank takes) must
+// read cohort::size() each step, from the committed counters; a loop whose
+// global batch grows with the world asks for linear learning-rate scaling
+// (scale_learning_rate_with_world()).
 //
 // Known limit: a member that dies while the others form a new world (in the
 // communicator's rendezvous, not in a collective) holds them until the
@@ -104,6 +105,12 @@ class ElasticState {
   void sync();
   // Commits so far in the state being trained (restored with it).
   int64_t commits() const { return serial_; }
+  // Linear scaling (Goyal et al. 2017), for loops whose global batch is a
+  // fixed batch per member: restore() and sync() set every param group's
+  // learning rate to the committed one times size() over the world's size
+  // at that commit, so the rate follows the members (a schedule's changes
+  // between commits are the program's).
+  void scale_learning_rate_with_world(bool on = true) { scale_lr_ = on; }
 
   ElasticState(const ElasticState&) = delete;
   ElasticState& operator=(const ElasticState&) = delete;
@@ -127,6 +134,7 @@ class ElasticState {
   torch::nn::Module& model_;
   torch::optim::Optimizer& optimizer_;
   const bool per_element_;  // the optimizer's state is ElementState (element_state.h)
+  bool scale_lr_ = false;
   std::map<std::string, int64_t> counters_;
   std::map<std::string, at::Tensor> tracked_;  // tallies' totals too
   std::map<std::string, Value> values_;
