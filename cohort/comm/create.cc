@@ -12,6 +12,7 @@
 #include "cohort/common/check.h"
 #include "cohort/common/logging.h"
 #include "cohort/common/tunables.h"
+#include "cohort/rendezvous/epoch_store.h"
 #include "cohort/rendezvous/memory_store.h"
 #include "cohort/rendezvous/prefix_store.h"
 #include "cohort/rendezvous/registration.h"
@@ -101,11 +102,40 @@ void join_epoch(World& world) {
   world.options.all_local = world.info.local_size == world.info.size;
   world.options.elastic = true;
   logging::set_rank(rank);
-  auto store = std::make_shared<rendezvous::PrefixStore>("world/e" + std::to_string(world.membership.epoch),
-                                                         world.store);
-  world.comm = create_communicator(std::move(store), rank, world.info.size, world.options);
+  // Armed while the world forms: a member lost meanwhile makes the launcher
+  // publish a later epoch, and the rendezvous gives way to it.
+  auto store = std::make_shared<rendezvous::EpochStore>(world.store, world.membership.epoch);
+  world.comm = create_communicator(store, rank, world.info.size, world.options);
+  store->disarm();
   // Every member is past reading the epoch: the launcher may admit others.
   if (rank == 0) rendezvous::announce_formed(*world.store, world.membership.epoch);
+}
+
+// The world of the latest epoch after `after` that has this process (after
+// < 0: the first it joins). An epoch superseded while its world formed (a
+// member lost in the meantime) gives way to the next; ElasticLeave when an
+// epoch leaves this member out.
+void join_next_epoch(World& world, int64_t after) {
+  for (;;) {
+    world.membership = rendezvous::wait_for_membership(*world.store, me(world), after, kMembershipWait);
+    if (world.membership.rank_of(me(world)) < 0)
+      throw ElasticLeave("member " + rendezvous::member_text(me(world)) + " is not in epoch " +
+                         std::to_string(world.membership.epoch) + ": it leaves the job");
+    try {
+      join_epoch(world);
+      return;
+    } catch (const rendezvous::EpochSuperseded& e) {
+      COHORT_LOG(warn) << "elastic: " << e.what() << "; joining the next";
+    } catch (const PeerLostError& e) {
+      // A member that died after reaching the rendezvous breaks connections
+      // instead; the launcher's later epoch says it is gone.
+      if (rendezvous::latest_epoch(*world.store) <= world.membership.epoch) throw;
+      COHORT_LOG(warn) << "elastic: epoch " << world.membership.epoch << " lost a member while its world formed ("
+                       << e.what() << "); joining the next";
+    }
+    world.comm.reset();
+    after = world.membership.epoch;
+  }
 }
 
 // The number of hosts the ranks run on. Collective, and made by every rank
@@ -336,8 +366,7 @@ World init_world() {
     // A process started while the job runs says it can join; the first
     // processes are epoch 0.
     if (info.elastic_joining) rendezvous::announce_ready(*world.store, me(world));
-    world.membership = rendezvous::wait_for_membership(*world.store, me(world), -1, kMembershipWait);
-    join_epoch(world);
+    join_next_epoch(world, -1);
     // The banner's collectives are made by the first world's members only:
     // a replacement joins members that are in reform_world(), which makes
     // none.
@@ -354,11 +383,7 @@ void reform_world(World& world) {
   COHORT_CHECK_AS(ConfigError, world.info.elastic_slot >= 0)
       << "reform_world() is for elastic jobs (cohortrun --min-np); this one is of fixed size";
   world.comm.reset();
-  world.membership = rendezvous::wait_for_membership(*world.store, me(world), world.membership.epoch, kMembershipWait);
-  if (world.membership.rank_of(me(world)) < 0)
-    throw ElasticLeave("member " + rendezvous::member_text(me(world)) + " is not in epoch " +
-                       std::to_string(world.membership.epoch) + ": it leaves the job");
-  join_epoch(world);
+  join_next_epoch(world, world.membership.epoch);
 }
 
 }  // namespace cohort::comm

@@ -5,6 +5,7 @@
 #include "cohort/launcher/elastic_controller.h"
 #include "cohort/launcher/host_discovery.h"
 #include "cohort/launcher/options.h"
+#include "cohort/rendezvous/epoch_store.h"
 
 #include <gtest/gtest.h>
 
@@ -267,6 +268,33 @@ TEST(HostDiscovery, ParsesHostsAndReportsBadOutputAndFailures) {
   const Discovery slow = discover_hosts("sleep 5", std::chrono::milliseconds(200));
   EXPECT_FALSE(slow.ok);
   EXPECT_NE(slow.error.find("printed no end of output within 200 ms"), std::string::npos) << slow.error;
+}
+
+TEST(EpochStore, AFormingWorldGivesWayToALaterEpochAndAFormedOneDoesNot) {
+  auto job = std::make_shared<rendezvous::MemoryStore>();
+  rendezvous::publish_membership(*job, {0, members({{0, 0}, {1, 0}})});
+  rendezvous::EpochStore forming(job, 0);
+  forming.set("a", "1");
+  EXPECT_TRUE(job->check(std::vector<std::string>{"world/e0/a"}));  // the epoch's namespace
+  // A member's key that never comes: once epoch 1 is published, the wait
+  // gives up (within a slice), long before its timeout.
+  std::thread launcher([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    rendezvous::publish_membership(*job, {1, members({{0, 0}})});
+  });
+  const auto t0 = Clock::now();
+  EXPECT_THROW(forming.wait(std::vector<std::string>{"b"}, std::chrono::seconds(30)), rendezvous::EpochSuperseded);
+  EXPECT_THROW(forming.get("b", std::chrono::seconds(30)), rendezvous::EpochSuperseded);
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(5));
+  launcher.join();
+  // Formed (disarmed), a later epoch is no reason to give up: the wait
+  // runs to its timeout, and present keys are read as before.
+  forming.disarm();
+  EXPECT_THROW(forming.wait(std::vector<std::string>{"b"}, std::chrono::milliseconds(200)), TimeoutError);
+  EXPECT_EQ(forming.get("a", std::chrono::milliseconds(10)), "1");
+  // Armed, with no later epoch: an ordinary timeout naming the key.
+  rendezvous::EpochStore current(job, 1);
+  EXPECT_THROW(current.wait(std::vector<std::string>{"c"}, std::chrono::milliseconds(250)), TimeoutError);
 }
 
 TEST(Membership, HostsAreAllOrNone) {

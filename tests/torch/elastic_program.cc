@@ -9,14 +9,18 @@
 //
 // --kill SLOT:STEP:PHASE (repeatable) makes the first process of SLOT kill
 // itself with SIGKILL at step STEP, PHASE "before" its allreduce, "after"
-// it (before the commit) or after the "commit"; it first prints "kill at
-// T" (T: CLOCK_REALTIME seconds), and rank 0 prints "step K world W at T"
-// as it commits each step (bench/elastic.sh measures recovery from them). At the end rank 0 writes
+// it (before the commit), after the "commit", or "late" (it sleeps 1 s
+// first, before its allreduce: the others form a world it never joins); it
+// first prints "kill at
+// T" (T: CLOCK_REALTIME seconds), and rank 0 prints "step K world W epoch
+// E at T" (E: the membership epoch) as it commits each step
+// (bench/elastic.sh measures recovery from them). At the end rank 0 writes
 // to --out: "steps N", "sizes s0 s1 ...", "counts c0 c1 ...", "params p0
 // p1 ..." and the parameters before training, "initial ..." (%.17g).
 //
 // --model mlp trains cohort's synthetic mlp (20M parameters, float32,
-// cross-entropy) on random rows instead, for bench/elastic.sh.
+// cross-entropy) on random rows instead, --model cnn the Fashion-MNIST
+// example's cnn (206k parameters), for bench/elastic.sh.
 //
 // --scale-lr: the learning rate (0.05 at 3 members) scales linearly with
 // the world (ElasticState::scale_learning_rate_with_world).
@@ -40,7 +44,7 @@
 // epoch (so that the change lands at that step's commit).
 //
 //   elastic_program --out FILE [--rows 96] [--batch 4] [--epochs 3] [--kill S:K:P ...]
-//                   [--step-delay-ms D] [--model linear|mlp] [--replacement-stalls] [--fit [--strategy S]]
+//                   [--step-delay-ms D] [--model linear|mlp|cnn] [--replacement-stalls] [--fit [--strategy S]]
 #include <cohort/cohort.h>
 #include <torch/torch.h>
 
@@ -142,7 +146,7 @@ int main(int argc, char** argv) {
     cohort::flags::parse_flags(
         std::vector<std::string>(argv + 1, argv + argc),
         {{"--out", [&](auto&, auto& v) { out = v; }},
-         {"--model", [&](auto& f, auto& v) { kind = cohort::flags::one_of(f, v, {"linear", "mlp"}); }},
+         {"--model", [&](auto& f, auto& v) { kind = cohort::flags::one_of(f, v, {"linear", "mlp", "cnn"}); }},
          {"--rows", [&](auto& f, auto& v) { rows = cohort::flags::parse_number<int64_t>(f, v, 1); }},
          {"--batch", [&](auto& f, auto& v) { batch = cohort::flags::parse_number<int64_t>(f, v, 1); }},
          {"--epochs", [&](auto& f, auto& v) { epochs = cohort::flags::parse_number<int64_t>(f, v, 1); }},
@@ -202,9 +206,10 @@ int main(int argc, char** argv) {
     return 0;
   }
   torch::manual_seed(7);
-  const bool mlp = kind == "mlp";
-  torch::nn::Sequential model = mlp ? cohort::models::synthetic_classifier("mlp")
-                                    : torch::nn::Sequential(torch::nn::Linear(kElasticFeatures, 1));
+  const bool mlp = kind != "linear";  // a classifier on random images
+  torch::nn::Sequential model = kind == "mlp"   ? cohort::models::synthetic_classifier("mlp")
+                                : kind == "cnn" ? cohort::models::fashion_mnist_classifier("cnn")
+                                                : torch::nn::Sequential(torch::nn::Linear(kElasticFeatures, 1));
   if (!mlp) model->to(torch::kDouble);
   torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
   at::Tensor x, y;
@@ -288,6 +293,11 @@ int main(int argc, char** argv) {
       // Each gradient summed in place (named, so the engine fuses the small
       // ones), with the row counts; then divided by the global batch's rows.
       maybe_kill(step, "before");
+      // "late": a member that stalls in the step (while the others, having
+      // lost another, form a new world without it) and then dies.
+      for (const Kill& k : kills)
+        if (k.phase == "late" && k.step == step && k.slot == me.elastic_slot && me.elastic_incarnation == 0) ::sleep(1);
+      maybe_kill(step, "late");
       std::vector<cohort::TensorHandle> handles;
       const auto named = model->named_parameters();
       for (const auto& item : named)
@@ -312,7 +322,8 @@ int main(int argc, char** argv) {
       // Printed before the commit, which may throw MembershipChanged after
       // committing (a replacement joins).
       if (cohort::rank() == 0) {
-        std::printf("step %lld world %lld at %.6f\n", (long long)(step - 1), (long long)world, now());
+        std::printf("step %lld world %lld epoch %lld at %.6f\n", (long long)(step - 1), (long long)world,
+                    (long long)cohort::membership_epoch(), now());
         std::fflush(stdout);
       }
       state.commit();

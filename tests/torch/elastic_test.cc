@@ -311,6 +311,31 @@ TEST(Elastic, HostDiscoveryRemovesAHostGracefullyAndAddsOne) {
   for (size_t e = 0; e < losses.size(); ++e) EXPECT_NEAR(logged[e], losses[e], 1e-12) << "epoch " << e;
 }
 
+TEST(Elastic, AMemberLostWhileTheOthersFormANewWorldIsLeftBehind) {
+  // Slot 1 dies before step 4's collectives; slot 2 stalls in that step
+  // for 1 s and dies too. Slot 0 meanwhile forms epoch 1 with slot 2, which
+  // never comes: when the launcher publishes epoch 2 (slot 0 alone), the
+  // rendezvous gives way to it at once (not after COHORT_TIMEOUT_S), and
+  // slot 0 trains alone until the replacements join.
+  TempDir dir("elastic_test");
+  const JobRun run = run_job(dir, "elastictwice", {"--min-np", "1", "--max-restarts", "1"},
+                             {"--kill", "1:4:before", "--kill", "2:4:late", "--step-delay-ms", "100"});
+  ASSERT_TRUE(run.result.finished);
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.err;
+  EXPECT_LT(run.result.seconds, 60);
+  EXPECT_NE(run.result.err.find("elastic epoch 1 was superseded while its world formed"), std::string::npos)
+      << run.result.err;
+  const auto& sizes = run.out.at("sizes");
+  ASSERT_GT(sizes.size(), 5u);
+  EXPECT_EQ(sizes[3], 3);
+  EXPECT_EQ(sizes[4], 1);  // slot 0 alone redid step 4
+  EXPECT_EQ(sizes.back(), 3) << "the replacements never joined";
+  const std::vector<double> expected = reference(run.out.at("initial"), sizes, false);
+  const auto& params = run.out.at("params");
+  ASSERT_EQ(params.size(), expected.size());
+  for (size_t k = 0; k < params.size(); ++k) EXPECT_NEAR(params[k], expected[k], 1e-12) << "parameter " << k;
+}
+
 TEST(Elastic, BelowMinNpForTheTimeoutEndsTheJobSayingSo) {
   // The replacement never becomes ready: 2 of --min-np 3 for 1 s.
   TempDir dir("elastic_test");

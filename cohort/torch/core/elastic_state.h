@@ -40,10 +40,9 @@
 // global batch grows with the world asks for linear learning-rate scaling
 // (scale_learning_rate_with_world()).
 //
-// Known limit: a member that dies while the others form a new world (in the
-// communicator's rendezvous, not in a collective) holds them until the
-// rendezvous times out (COHORT_TIMEOUT_S); they then fail instead of moving
-// to the launcher's next epoch.
+// A member that dies while the others form a new world (in the
+// communicator's rendezvous) makes the launcher publish a later epoch, and
+// the others move on to it (rendezvous/epoch_store.h).
 #pragma once
 
 #include <torch/nn/module.h>
