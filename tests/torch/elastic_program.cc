@@ -30,7 +30,8 @@
 // job).
 //
 // --fit trains the linear model with Model::fit instead (unchanged code:
-// fit is elastic because the job is), --strategy (multi_worker:style=ddp),
+// fit is elastic because the job is; --commit-steps: its
+// elastic_commit_steps), --strategy (multi_worker:style=ddp),
 // mean squared error,
 // global batches of --batch rows in order, no shuffle. Kill phases: "begin"
 // (the step's batch-begin callback, before its collectives) and "end" (its
@@ -137,7 +138,7 @@ class FitProbe final : public cohort::Callback {
 
 int main(int argc, char** argv) {
   std::string out, kind = "linear", strategy_spec = "multi_worker:style=ddp";
-  int64_t rows = 96, batch = 4, epochs = 3, delay_ms = 0;
+  int64_t rows = 96, batch = 4, epochs = 3, delay_ms = 0, commit_steps = 1;
   std::vector<Kill> kills;
   std::vector<Write> writes;
   std::vector<int64_t> holds;
@@ -151,6 +152,7 @@ int main(int argc, char** argv) {
          {"--batch", [&](auto& f, auto& v) { batch = cohort::flags::parse_number<int64_t>(f, v, 1); }},
          {"--epochs", [&](auto& f, auto& v) { epochs = cohort::flags::parse_number<int64_t>(f, v, 1); }},
          {"--strategy", [&](auto&, auto& v) { strategy_spec = v; }},
+         {"--commit-steps", [&](auto& f, auto& v) { commit_steps = cohort::flags::parse_number<int64_t>(f, v, 1); }},
          {"--hold", [&](auto& f, auto& v) { holds.push_back(cohort::flags::parse_number<int64_t>(f, v, 0)); }},
          {"--write", [&](auto& f, auto& v) {
             const size_t a = v.find(':'), b = a == std::string::npos ? a : v.find(':', a + 1);
@@ -253,7 +255,8 @@ int main(int argc, char** argv) {
     auto probe = std::make_shared<FitProbe>(maybe_kill, delay_ms, writes, holds);
     const cohort::TensorDataset data(x, y);
     const cohort::History history =
-        trainer.fit(data, {.epochs = epochs, .batch_size = batch, .shuffle = false, .callbacks = {probe}});
+        trainer.fit(data, {.epochs = epochs, .batch_size = batch, .shuffle = false, .callbacks = {probe},
+                           .elastic_commit_steps = commit_steps});
     // A rank that discovery removed has left the job (and has no world).
     if (cohort::initialized() && cohort::rank() == 0 && !out.empty()) {
       std::ofstream f(out);
