@@ -147,6 +147,19 @@ JobRun run_job(const TempDir& dir, const std::string& job, std::vector<std::stri
   return run;
 }
 
+// The parameters and every epoch's loss of a --fit run equal one process's
+// fit on the same global batches of `batch` rows.
+void expect_one_process_fit(const JobRun& run, int64_t batch) {
+  std::vector<double> losses;
+  const std::vector<double> expected = fit_reference(run.out.at("initial"), batch, losses);
+  const auto& params = run.out.at("params");
+  ASSERT_EQ(params.size(), expected.size());
+  for (size_t k = 0; k < params.size(); ++k) EXPECT_NEAR(params[k], expected[k], 1e-12) << "parameter " << k;
+  const auto& logged = run.out.at("losses");
+  ASSERT_EQ(logged.size(), losses.size());
+  for (size_t e = 0; e < losses.size(); ++e) EXPECT_NEAR(logged[e], losses[e], 1e-12) << "epoch " << e;
+}
+
 TEST(Elastic, SurvivorsGoOnFromTheirNewestCommitAndAReplacementJoins) {
   // 24 steps at 3 ranks; the kill lands in the first epoch so that the
   // replacement (a LibTorch process starting) has time to join. Seed 3
@@ -245,14 +258,7 @@ TEST(Elastic, FitGoesOnUnchangedThroughALostMemberAndItsReplacement) {
     EXPECT_EQ(two - sizes.begin(), step / commit_steps * commit_steps);
     EXPECT_TRUE(std::all_of(sizes.begin(), two, [](double s) { return s == 3; }));
     EXPECT_EQ(sizes.back(), 3) << "the replacement never joined";
-    std::vector<double> losses;
-    const std::vector<double> expected = fit_reference(run.out.at("initial"), kFitBatch, losses);
-    const auto& params = run.out.at("params");
-    ASSERT_EQ(params.size(), expected.size());
-    for (size_t k = 0; k < params.size(); ++k) EXPECT_NEAR(params[k], expected[k], 1e-12) << "parameter " << k;
-    const auto& logged = run.out.at("losses");
-    ASSERT_EQ(logged.size(), losses.size());
-    for (size_t e = 0; e < losses.size(); ++e) EXPECT_NEAR(logged[e], losses[e], 1e-12) << "epoch " << e;
+    expect_one_process_fit(run, kFitBatch);
   }
 }
 
@@ -276,11 +282,7 @@ TEST(Elastic, AcrossHostsTheReplacementStartsOnItsSlotsHost) {
   ASSERT_EQ(sizes.size(), size_t(kEpochs * kRows / 8));
   EXPECT_EQ(std::find(sizes.begin(), sizes.end(), 2.0) - sizes.begin(), 4);
   EXPECT_EQ(sizes.back(), 3) << "the replacement never joined";
-  std::vector<double> losses;
-  const std::vector<double> expected = fit_reference(run.out.at("initial"), 8, losses);
-  const auto& params = run.out.at("params");
-  ASSERT_EQ(params.size(), expected.size());
-  for (size_t k = 0; k < params.size(); ++k) EXPECT_NEAR(params[k], expected[k], 1e-12) << "parameter " << k;
+  expect_one_process_fit(run, 8);
 }
 
 TEST(Elastic, HostDiscoveryRemovesAHostGracefullyAndAddsOne) {
@@ -311,14 +313,7 @@ TEST(Elastic, HostDiscoveryRemovesAHostGracefullyAndAddsOne) {
   std::vector<double> expected_sizes(size_t(kEpochs * kRows / 8), 3.0);
   for (size_t k = 5; k <= 10; ++k) expected_sizes[k] = 2;
   EXPECT_EQ(sizes, expected_sizes);
-  std::vector<double> losses;
-  const std::vector<double> expected = fit_reference(run.out.at("initial"), 8, losses);
-  const auto& params = run.out.at("params");
-  ASSERT_EQ(params.size(), expected.size());
-  for (size_t k = 0; k < params.size(); ++k) EXPECT_NEAR(params[k], expected[k], 1e-12) << "parameter " << k;
-  const auto& logged = run.out.at("losses");
-  ASSERT_EQ(logged.size(), losses.size());
-  for (size_t e = 0; e < losses.size(); ++e) EXPECT_NEAR(logged[e], losses[e], 1e-12) << "epoch " << e;
+  expect_one_process_fit(run, 8);
 }
 
 TEST(Elastic, AMemberLostWhileTheOthersFormANewWorldIsLeftBehind) {
