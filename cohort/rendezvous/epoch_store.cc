@@ -18,6 +18,7 @@ EpochStore::EpochStore(std::shared_ptr<Store> job_store, int64_t epoch)
     : PrefixStore("world/e" + std::to_string(epoch), job_store), job_store_(std::move(job_store)), epoch_(epoch) {}
 
 void EpochStore::throw_if_superseded() {
+  throw_if_ended(*job_store_);
   if (latest_epoch(*job_store_) > epoch_)
     throw EpochSuperseded("elastic epoch " + std::to_string(epoch_) +
                           " was superseded while its world formed (a member was lost)");

@@ -6,7 +6,9 @@
 // (COHORT_TIMEOUT_S): its keys never come. While armed (during the
 // communicator's creation), waits here run in short slices and, between
 // them, look at the job's latest epoch: once it is past this one, they
-// throw EpochSuperseded, and the member moves on to the latest epoch.
+// throw EpochSuperseded, and the member moves on to the latest epoch; once
+// the launcher ended the job (training finished before a new member's
+// world could form, or the job stayed below --min-np), MembershipEnded.
 // Disarmed (once the world is formed), the store is the epoch's namespace
 // and nothing more: a later epoch then means a change the members agree on
 // at a commit, not a reason to abandon an operation.

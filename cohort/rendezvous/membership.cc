@@ -64,6 +64,10 @@ void publish_membership(Store& store, const Membership& m) {
 
 void end_membership(Store& store, const std::string& why) { store.set(kEndKey, why); }
 
+void throw_if_ended(Store& store) {
+  if (store.check({&kEndKey, 1})) throw MembershipEnded(store.get(kEndKey, Duration(0)));
+}
+
 bool member_ready(Store& store, Member m) {
   const std::string key = ready_key(m);
   return store.check({&key, 1});
@@ -114,7 +118,7 @@ Membership wait_for_membership(Store& store, Member me, int64_t after, Duration 
   constexpr Duration kRound(20);
   const bool joining = after < 0;
   for (;;) {
-    if (store.check({&kEndKey, 1})) throw MembershipEnded(store.get(kEndKey, Duration(0)));
+    throw_if_ended(store);
     const int64_t latest = latest_epoch(store);
     if (latest > after) {
       Membership m = read_membership(store, latest);

@@ -73,6 +73,8 @@ bool epoch_formed(Store& store, int64_t epoch);
 
 // The latest epoch published; -1 when none.
 int64_t latest_epoch(Store& store);
+// Throws MembershipEnded when the launcher ended the job (end_membership()).
+void throw_if_ended(Store& store);
 // Epoch `epoch`'s members (it must have been published).
 Membership read_membership(Store& store, int64_t epoch);
 // A replacement's announcement that it can join (member_ready()).

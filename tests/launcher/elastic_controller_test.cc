@@ -295,6 +295,10 @@ TEST(EpochStore, AFormingWorldGivesWayToALaterEpochAndAFormedOneDoesNot) {
   // Armed, with no later epoch: an ordinary timeout naming the key.
   rendezvous::EpochStore current(job, 1);
   EXPECT_THROW(current.wait(std::vector<std::string>{"c"}, std::chrono::milliseconds(250)), TimeoutError);
+  // The job ended (its members finished training before a new one's world
+  // formed): the new one is told so instead of waiting for them.
+  rendezvous::end_membership(*job, "the job's training finished");
+  EXPECT_THROW(current.wait(std::vector<std::string>{"c"}, std::chrono::seconds(30)), rendezvous::MembershipEnded);
 }
 
 TEST(Membership, HostsAreAllOrNone) {
