@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <functional>
 #include <optional>
+#include <thread>
 #include <vector>
 
 #include "cohort/comm/shm/communicator.h"
@@ -106,9 +107,29 @@ void join_epoch(World& world) {
   // publish a later epoch, and the rendezvous gives way to it.
   auto store = std::make_shared<rendezvous::EpochStore>(world.store, world.membership.epoch);
   world.comm = create_communicator(store, rank, world.info.size, world.options);
+  // Every member's communicator is whole (a backend's inner groups, as the
+  // hierarchical one's per host, may still be forming when this rank's
+  // returns): only then is the epoch formed and the store disarmed.
+  world.comm->barrier();
   store->disarm();
   // Every member is past reading the epoch: the launcher may admit others.
   if (rank == 0) rendezvous::announce_formed(*world.store, world.membership.epoch);
+}
+
+// How long a member whose new world broke while forming waits for the
+// launcher's next epoch before the failure is its own.
+constexpr std::chrono::seconds kLostMemberGrace{10};
+
+// Whether the launcher publishes an epoch after the world's within `grace`
+// (MembershipEnded when it ends the job instead).
+bool later_epoch_within(World& world, std::chrono::milliseconds grace) {
+  const auto deadline = std::chrono::steady_clock::now() + grace;
+  for (;;) {
+    rendezvous::throw_if_ended(*world.store);
+    if (rendezvous::latest_epoch(*world.store) > world.membership.epoch) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
 }
 
 // The world of the latest epoch after `after` that has this process (after
@@ -128,8 +149,9 @@ void join_next_epoch(World& world, int64_t after) {
       COHORT_LOG(warn) << "elastic: " << e.what() << "; joining the next";
     } catch (const PeerLostError& e) {
       // A member that died after reaching the rendezvous breaks connections
-      // instead; the launcher's later epoch says it is gone.
-      if (rendezvous::latest_epoch(*world.store) <= world.membership.epoch) throw;
+      // instead, at once (its kernel closes them), before the launcher has
+      // seen it die: its later epoch says it is gone, within a grace.
+      if (!later_epoch_within(world, kLostMemberGrace)) throw;
       COHORT_LOG(warn) << "elastic: epoch " << world.membership.epoch << " lost a member while its world formed ("
                        << e.what() << "); joining the next";
     }

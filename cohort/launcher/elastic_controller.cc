@@ -89,7 +89,9 @@ bool ElasticController::settled() const {
 bool ElasticController::member_ended(Member m, bool failed, std::string& note) {
   const std::string host = host_of(m.slot);
   if (std::erase(removed_, m) > 0) {
-    // Told to leave (its host went away): gone as expected, whatever its code.
+    // Told to leave (its host went away): gone as expected, whatever its
+    // code. If the latest epoch still has it, that epoch will not form.
+    if (contains(current_.members, m)) lost_since_publish_ = true;
     if (pool_) pool_->release(host);
     note = "it left: host " + host + " was removed by discovery";
     return true;
@@ -173,12 +175,15 @@ std::string ElasticController::hosts_discovered(const std::vector<HostSlots>& ho
   if (hosts == pool_->hosts()) return {};
   std::vector<std::string> said;
   for (auto [host, excess] : pool_->update(hosts)) {
+    // Ranks already told to leave still hold their slots until they exit.
+    excess -= int(std::count_if(removed_.begin(), removed_.end(), [&](const Member& m) { return host_of(m.slot) == host; }));
     std::vector<std::string> gone;
     // The newest first: processes not admitted yet, then the latest members
     // (replacements waiting for a host are placed later, anywhere).
-    auto remove_from = [&](std::vector<Member>& list, bool keep_one) {
+    // `keep`: members that must stay (the world's floor).
+    auto remove_from = [&](std::vector<Member>& list, size_t keep) {
       for (auto it = list.rbegin(); it != list.rend() && excess > 0;) {
-        if (host_of(it->slot) != host || (keep_one && list.size() == 1)) {
+        if (host_of(it->slot) != host || list.size() <= keep) {
           ++it;
           continue;
         }
@@ -188,9 +193,9 @@ std::string ElasticController::hosts_discovered(const std::vector<HostSlots>& ho
         --excess;
       }
     };
-    remove_from(pending_, false);
+    remove_from(pending_, 0);
     const size_t before = survivors_.size();
-    remove_from(survivors_, true);
+    remove_from(survivors_, size_t(options_.min_np));
     if (survivors_.size() != before) removal_pending_ = true;
     if (!gone.empty()) {
       std::string list;
@@ -224,7 +229,7 @@ std::string ElasticController::tick(Clock::time_point now) {
   for (const Member& p : pending_)
     if (rendezvous::member_ready(*store_, p)) ready.push_back(p);
   const bool admit = !ready.empty() && int(survivors_.size() + ready.size()) >= options_.min_np;
-  const bool remove = removal_pending_ && int(survivors_.size()) >= options_.min_np;
+  const bool remove = removal_pending_;
   if ((admit || remove) && settled()) {
     if (admit)
       for (const Member& r : ready) {

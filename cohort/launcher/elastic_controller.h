@@ -33,7 +33,8 @@
 //    it runs) loses its newest ranks: a replacement not yet admitted is
 //    dropped, a member is left out of the next epoch, which it learns at
 //    its next commit and leaves without rollback (comm::ElasticLeave). Its
-//    exit is expected, whatever its code. The last member is never removed.
+//    exit is expected, whatever its code. Members are not removed below
+//    min_np (they stay on the host discovery dropped until others join).
 #pragma once
 
 #include <chrono>

@@ -59,7 +59,11 @@ Discovery discover_hosts(const std::string& script, std::chrono::milliseconds ti
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    // A group of its own, so that a timeout kills what the script started
+    // too; and none of the launcher's descriptors.
+    ::setpgid(0, 0);
     ::dup2(out[1], STDOUT_FILENO);
+    ::close_range(3, ~0U, 0);
     ::execl("/bin/sh", "sh", "-c", script.c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
   }
@@ -84,7 +88,7 @@ Discovery discover_hosts(const std::string& script, std::chrono::milliseconds ti
     text.append(buffer, size_t(n));
   }
   ::close(out[0]);
-  if (timed_out) ::kill(pid, SIGKILL);
+  if (timed_out) ::kill(-pid, SIGKILL);
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }

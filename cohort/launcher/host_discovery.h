@@ -6,7 +6,10 @@
 // prints one "host" or "host:slots" per line (blank lines ignored); an empty
 // output means no host is available now. A run that exits non-zero, takes
 // longer than `timeout`, or prints a malformed line is a failed discovery,
-// reported with the reason; the caller keeps the hosts it knew.
+// reported with the reason (the script's process group is killed on a
+// timeout); the caller keeps the hosts it knew. The launcher runs it on its
+// supervising thread: a slow script delays the launcher's other work by up
+// to the timeout.
 #pragma once
 
 #include <chrono>

@@ -247,7 +247,10 @@ int run_job(const LaunchOptions& options) {
         for (const RankPlacement& p : placement) slot_hosts.push_back(p.host);
       const bool discovery = !options.host_discovery_script.empty();
       elastic.emplace(
-          ElasticOptions{.min_np = options.min_np, .max_np = options.max_np, .max_restarts = options.max_restarts,
+          ElasticOptions{.min_np = options.min_np,
+                         // With discovery and no --max-np: as many as the slots hold.
+                         .max_np = options.max_np > 0 ? options.max_np : discovery ? kMaxRanks : 0,
+                         .max_restarts = options.max_restarts,
                          .timeout_s = options.elastic_timeout_s, .slot_hosts = slot_hosts,
                          .discovered = discovery ? std::optional(options.hosts) : std::nullopt},
           std::move(client), options.num_ranks, [&](rendezvous::Member m, const std::string& host) {

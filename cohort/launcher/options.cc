@@ -269,7 +269,10 @@ LaunchOptions parse_arguments(std::span<const std::string> args) {
     if (found.hosts.empty())
       throw UsageError("host discovery script '" + options.host_discovery_script + "' found no host to start on");
     options.hosts = found.hosts;
-    if (!np_given) options.num_ranks = std::min(total_slots(options.hosts), options.max_np > 0 ? options.max_np : kMaxRanks);
+    if (!np_given) {
+      options.num_ranks = std::min(total_slots(options.hosts), options.max_np > 0 ? options.max_np : kMaxRanks);
+      np_given = true;  // placed on the hosts below as if given
+    }
   } else if (options.max_np > 0) {
     throw UsageError("--max-np needs --host-discovery-script (hosts that can grow)");
   }
@@ -355,7 +358,8 @@ std::string usage_text() {
         "                        and every second: ranks start on new slots (up to\n"
         "                        --max-np) and leave hosts that go; a host where a rank\n"
         "                        fails is blacklisted for 10 s, doubling per failure\n"
-        "  --max-np N            elastic with discovery: most ranks (default: all slots)\n"
+        "  --max-np N            elastic with discovery: most ranks (default: as many as\n"
+        "                        the discovered slots hold, growing with them)\n"
         "  -v, --verbose         report the store, the ranks' pids and how each ended\n"
         "  -h, --help            print this help\n"
         "\n"

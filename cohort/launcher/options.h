@@ -65,7 +65,7 @@ struct LaunchOptions {
   double elastic_timeout_s = 600; // --elastic-timeout: below --min-np this long ends the job
   // --host-discovery-script: polled every second for the hosts (host_discovery.h);
   // `hosts` holds its first answer, read while parsing. --max-np: most ranks
-  // (default: the hosts' slots).
+  // (0: as many as the discovered slots hold, growing with them).
   std::string host_discovery_script;
   int max_np = 0;
 

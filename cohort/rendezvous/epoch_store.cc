@@ -35,6 +35,9 @@ void EpochStore::wait(std::span<const std::string> keys, Duration timeout) {
     } catch (const TimeoutError&) {
       if (left <= kSlice) throw;
     }
+    // Keys that came just now still form this world; otherwise a later
+    // epoch means it never will.
+    if (PrefixStore::check(keys)) return;
     throw_if_superseded();
   }
 }

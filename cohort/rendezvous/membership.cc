@@ -32,10 +32,11 @@ std::string members_text(const Membership& m) {
   for (size_t i = 0; i < m.members.size(); ++i) {
     text += (text.empty() ? "" : ",") + member_text(m.members[i]);
     if (!m.hosts.empty()) {
-      COHORT_CHECK(!m.hosts[i].empty() && m.hosts[i].find_first_of(",@") == std::string::npos)
+      // Host names (host_list.h) hold letters, digits and . _ - @ only.
+      COHORT_CHECK(!m.hosts[i].empty() && m.hosts[i].find_first_of(",/") == std::string::npos)
           << "elastic member " << member_text(m.members[i]) << ": host '" << m.hosts[i]
-          << "' cannot be recorded (empty, or holds ',' or '@')";
-      text += "@" + m.hosts[i];
+          << "' cannot be recorded (empty, or holds ',' or '/')";
+      text += "/" + m.hosts[i];
     }
   }
   return text;
@@ -100,7 +101,7 @@ Membership read_membership(Store& store, int64_t epoch) {
   while (begin <= text.size() && !text.empty()) {
     const size_t comma = std::min(text.find(',', begin), text.size());
     const std::string entry = text.substr(begin, comma - begin);
-    const size_t at = entry.find('@');
+    const size_t at = entry.find('/');
     m.members.push_back(parse_member(entry.substr(0, at)));
     if (at != std::string::npos) m.hosts.push_back(entry.substr(at + 1));
     begin = comma + 1;

@@ -9,7 +9,7 @@
 // Keys, in the store's root namespace:
 //   elastic/epoch          the latest epoch published (decimal)
 //   elastic/members/<e>    epoch e's members, "slot.incarnation" comma-separated,
-//                          each followed by "@host" when the job spans hosts
+//                          each followed by "/host" when the job spans hosts
 //   elastic/ready/<s>.<i>  set by a replacement once it can join a world
 //   elastic/formed/<e>     set by epoch e's rank 0 once its world is formed
 //                          (every member has read epoch e)

@@ -143,17 +143,18 @@ TEST(ElasticController, NobodyLeftAndNothingToStartStopsTheJob) {
 }
 
 TEST(ElasticController, EpochsRecordEachMembersHostAcrossHosts) {
-  Fixture f(3, {.min_np = 2, .max_restarts = 1, .timeout_s = 60, .slot_hosts = {"a", "a", "b"}});
-  EXPECT_EQ(f.latest().hosts, (std::vector<std::string>{"a", "a", "b"}));
+  // An ssh user@ prefix is part of a host's name.
+  Fixture f(3, {.min_np = 2, .max_restarts = 1, .timeout_s = 60, .slot_hosts = {"a", "a", "user@b"}});
+  EXPECT_EQ(f.latest().hosts, (std::vector<std::string>{"a", "a", "user@b"}));
   std::string note;
   EXPECT_TRUE(f.controller.member_ended({1, 0}, true, note));
-  EXPECT_EQ(f.latest().hosts, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(f.latest().hosts, (std::vector<std::string>{"a", "user@b"}));
   rendezvous::announce_ready(*f.store, {1, 1});
   rendezvous::announce_formed(*f.store, 1);
   EXPECT_EQ(f.controller.tick(Clock::now()), "");
   // The replacement runs where its slot does.
   EXPECT_EQ(f.latest().members, members({{0, 0}, {2, 0}, {1, 1}}));
-  EXPECT_EQ(f.latest().hosts, (std::vector<std::string>{"a", "b", "a"}));
+  EXPECT_EQ(f.latest().hosts, (std::vector<std::string>{"a", "user@b", "a"}));
 }
 
 std::vector<HostSlots> hosts(std::initializer_list<std::pair<const char*, int>> list) {
@@ -202,6 +203,31 @@ TEST(ElasticController, DiscoveryAddsRanksUpToMaxNpAndAHostThatGoesLeavesWithout
   EXPECT_NE(gone.find("0.0"), std::string::npos) << gone;
   EXPECT_NE(gone.find("3.0"), std::string::npos) << gone;
   EXPECT_EQ(gone.find("2.0"), std::string::npos) << gone;
+}
+
+TEST(ElasticController, RemovalsKeepTheFloorCountRanksLeavingOnceAndAnEpochWithADeadLeaverIsPast) {
+  Fixture f(3, {.min_np = 2, .max_restarts = 0, .timeout_s = 60, .slot_hosts = {"a", "a", "b"},
+                .discovered = hosts({{"a", 2}, {"b", 1}})});
+  // a shrinks to 1 slot: 1.0 leaves (not formed yet: no epoch published).
+  EXPECT_NE(f.controller.hosts_discovered(hosts({{"a", 1}, {"b", 1}}), Clock::now()).find("1.0 leave(s)"),
+            std::string::npos);
+  EXPECT_EQ(f.controller.tick(Clock::now()), "");
+  EXPECT_EQ(f.latest().epoch, 0);
+  // Another change before 1.0 has left: 0.0 is not taken for a second
+  // excess on a (1.0 still holds its slot until it exits).
+  EXPECT_EQ(f.controller.hosts_discovered(hosts({{"b", 1}, {"a", 1}}), Clock::now()).find("leave"),
+            std::string::npos);
+  // 1.0 dies while epoch 0 (which has it) is not formed: that epoch is
+  // past, and the removal is published at once.
+  std::string note;
+  EXPECT_TRUE(f.controller.member_ended({1, 0}, true, note));
+  EXPECT_EQ(f.controller.tick(Clock::now()), "");
+  EXPECT_EQ(f.latest().members, members({{0, 0}, {2, 0}}));
+  // b goes too: its member stays, the world being at --min-np 2.
+  EXPECT_EQ(f.controller.hosts_discovered(hosts({{"a", 1}}), Clock::now()).find("leave"), std::string::npos);
+  rendezvous::announce_formed(*f.store, 1);
+  EXPECT_EQ(f.controller.tick(Clock::now()), "");
+  EXPECT_EQ(f.latest().members, members({{0, 0}, {2, 0}}));
 }
 
 TEST(ElasticController, AFailingHostIsBlacklistedAndRetriedAfterItsCoolDown) {
@@ -303,13 +329,13 @@ TEST(EpochStore, AFormingWorldGivesWayToALaterEpochAndAFormedOneDoesNot) {
 
 TEST(Membership, HostsAreAllOrNone) {
   rendezvous::MemoryStore store;
-  store.set("elastic/members/0", "0.0@a,1.0");
+  store.set("elastic/members/0", "0.0/a,1.0");
   store.set("elastic/epoch", "0");
   try {
     rendezvous::read_membership(store, 0);
     ADD_FAILURE() << "a record naming some hosts only was read";
   } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("'0.0@a,1.0' name the hosts of some members only"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("'0.0/a,1.0' name the hosts of some members only"), std::string::npos)
         << e.what();
   }
 }

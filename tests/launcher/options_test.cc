@@ -106,6 +106,18 @@ TEST(Options, ElasticFlags) {
   EXPECT_EQ(error_of({"-np", "2", "--min-np", "1", "--elastic-timeout", "0", "p"}),
             "--elastic-timeout needs seconds in (0, 86400], got '0'");
   EXPECT_EQ(parse({"-H", "a:2,b:1", "--min-np", "2", "p"}).min_np, 2);  // across hosts too
+  // Host discovery: its first answer places the ranks; --max-np caps how
+  // many start when -np is not given.
+  const LaunchOptions found = parse({"--host-discovery-script", "echo a:4; echo b:1", "--min-np", "1", "--max-np", "2", "p"});
+  EXPECT_EQ(found.num_ranks, 2);
+  EXPECT_EQ(found.hosts, (std::vector<HostSlots>{{"a", 4}, {"b", 1}}));
+  EXPECT_EQ(parse({"--host-discovery-script", "echo a:4", "--min-np", "1", "p"}).num_ranks, 4);
+  EXPECT_EQ(error_of({"--host-discovery-script", "echo a:4", "p"}),
+            "--host-discovery-script needs --min-np (an elastic job)");
+  EXPECT_EQ(error_of({"--host-discovery-script", "exit 2", "--min-np", "1", "p"}),
+            "host discovery script 'exit 2' exited with code 2");
+  EXPECT_EQ(error_of({"-np", "2", "--min-np", "1", "--max-np", "3", "p"}),
+            "--max-np needs --host-discovery-script (hosts that can grow)");
   EXPECT_EQ(error_of({"-np", "2", "--min-np", "1", "--backend", "mpi", "p"}),
             "--min-np (elastic) cannot run on --backend mpi: its world cannot change size");
 }

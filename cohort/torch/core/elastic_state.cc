@@ -308,11 +308,17 @@ void ElasticState::sync() {
       receive(static_cast<int>(serials.argmax().item<int64_t>()));
   }
   put(*commit_);
+  if (initialized() && elastic()) finish_joining();
 }
 
 bool run_elastic(ElasticState& state, const std::function<void()>& train, const std::function<void()>& rejoin) {
+  // The rejoin after a new world is formed makes collectives too: a member
+  // lost during it is recovered from like one lost in training.
+  bool rejoining = false;
   for (;;) {
     try {
+      if (rejoining && rejoin) rejoin();
+      rejoining = false;
       state.sync();
       train();
       return true;
@@ -325,7 +331,7 @@ bool run_elastic(ElasticState& state, const std::function<void()>& train, const 
       if (!reform_or_leave()) return false;
       state.restore();
     }
-    if (rejoin) rejoin();
+    rejoining = true;
     COHORT_LOG(info) << "elastic: epoch " << membership_epoch() << ", rank " << rank() << " of " << size();
   }
 }

@@ -144,11 +144,13 @@ class ElasticState {
 
 // Runs `train` until it returns, through membership changes (see the file
 // comment): before each attempt, state.sync(); after a lost member,
-// cohort::reform(), `rejoin` and state.restore(); after MembershipChanged,
-// cohort::reform() and `rejoin`. `rejoin` (optional) builds again what the
-// program built over the old world (a strategy: Strategy::rejoin()); a new
-// member runs its own construction instead, so the two must make the same
-// collectives. Outside an elastic job it is state.sync() and train().
+// cohort::reform() and state.restore(), then `rejoin`; after
+// MembershipChanged, cohort::reform(), then `rejoin`. `rejoin` (optional)
+// builds again what the program built over the old world (a strategy:
+// Strategy::rejoin()); a new member runs its own construction instead, so
+// the two must make the same collectives. A member lost during `rejoin` or
+// sync() is recovered from as during `train`. Outside an elastic job it is
+// state.sync() and train().
 // A process that the new membership leaves out returns false
 // (comm::ElasticLeave is caught), otherwise true once `train` returned;
 // rendezvous::MembershipEnded (the launcher ended the job) propagates.

@@ -24,6 +24,7 @@ constexpr std::chrono::milliseconds kElasticLivenessProbe{100};
 std::mutex g_mutex;
 std::unique_ptr<WorldRuntime> g_runtime;
 bool g_was_shut_down = false;
+bool g_joined = false;  // a joining process took the members' state (finish_joining)
 thread_local engine::Engine* t_engine = nullptr;
 
 const char* not_initialized() {
@@ -93,7 +94,12 @@ bool elastic() {
 bool elastic_joining() {
   std::lock_guard lock(g_mutex);
   const rendezvous::LaunchInfo& info = world_or_throw().world.info;
-  return info.elastic_slot >= 0 && info.elastic_joining;
+  return info.elastic_slot >= 0 && info.elastic_joining && !g_joined;
+}
+
+void finish_joining() {
+  std::lock_guard lock(g_mutex);
+  g_joined = true;
 }
 
 int64_t membership_epoch() {

@@ -63,9 +63,11 @@ bool elastic();
 // The membership epoch of the current world; -1 outside elastic jobs.
 int64_t membership_epoch();
 // Whether this process joins an elastic job in progress (a replacement of
-// a failed one, or a rank on a host discovery added): the members hand it
-// their state.
+// a failed one, or a rank on a host discovery added) and has not yet taken
+// the members' state: true until its first ElasticState::sync(), which
+// calls finish_joining().
 bool elastic_joining();
+void finish_joining();
 // Whether the launcher published an epoch after the world's: one store
 // read, not collective (ElasticState::commit() agrees on it).
 bool membership_changed();

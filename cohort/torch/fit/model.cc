@@ -306,9 +306,11 @@ History Model::fit(BatchStream& train, FitOptions options) {
           archive.read("stopped", stopped);
           stopped_ = stopped.item<int64_t>() != 0;
         });
-    run_elastic(
+    const bool member = run_elastic(
         state, [&] { preempted = run_epochs(train, /*epoch_started=*/false, &state, last); },
         [this] { strategy_.rejoin(); });
+    // Left out by host discovery: no world to end training in with the others.
+    if (!member) return history_;
   }
   if (!preempted)
     for (const auto& c : o.callbacks) c->on_train_end(*this, last);

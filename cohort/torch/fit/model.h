@@ -54,9 +54,12 @@
 //   not run the callbacks' restore()). Since the global batches are the
 //   same at any world size, no row is skipped or trained twice and the
 //   result is one device's. Batch-end logs are the epoch's sums over every
-//   member at the last commit plus this member's since. Limits: the data
-//   must be a Dataset, and the program runs no collective of its own
-//   between init() and fit() (a replacement would run it alone).
+//   member at the last commit plus this member's since. A member that host
+//   discovery removes returns from fit() at the commit where it leaves,
+//   with the history so far and without on_train_end(); it then has no
+//   world (cohort::initialized() is false). Limits: the data must be a
+//   Dataset, and the program runs no collective of its own between init()
+//   and its first fit() (a process joining would run it alone).
 #pragma once
 
 #include <ATen/Tensor.h>

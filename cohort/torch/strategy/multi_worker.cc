@@ -46,11 +46,11 @@ void MultiWorkerStrategy::prepare(TrainingModel model) {
 
 void MultiWorkerStrategy::rejoin() {
   detail::prepared(model_, prepared_);
-  // The old wrappers first: they let go of the old world's engine (stopped
-  // by reform()) and of their gradient hooks.
+  hold_new_world();
+  // The old wrappers let go of the old world's engine (stopped by reform())
+  // and of their gradient hooks before the new ones add theirs.
   ddp_.reset();
   horovod_.reset();
-  hold_new_world();
   connect();
 }
 

@@ -51,7 +51,7 @@ class MultiWorkerStrategy : public RankStrategy {
   void load(torch::serialize::InputArchive& archive) override;
   // Elastic jobs: DDP (or the DistributedOptimizer) is built again over the
   // new world, as prepare() builds it; the optimizer and its state stay.
-  bool follows_membership() const override { return true; }
+  bool follows_membership() const override { return !own_engine_; }  // the world's engine only
   void rejoin() override;
 
  private:
