@@ -170,7 +170,7 @@ bool ElasticController::member_ended(Member m, bool failed, std::string& note) {
   return goes_on;
 }
 
-std::string ElasticController::hosts_discovered(const std::vector<HostSlots>& hosts, Clock::time_point) {
+std::string ElasticController::hosts_discovered(const std::vector<HostSlots>& hosts) {
   COHORT_CHECK(pool_) << "hosts_discovered() without host discovery";
   if (hosts == pool_->hosts()) return {};
   std::vector<std::string> said;

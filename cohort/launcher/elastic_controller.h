@@ -86,7 +86,7 @@ class ElasticController {
   // Discovery's hosts now (with host discovery only): ranks beyond a host's
   // slots are removed (file comment). Returns what changed, for the
   // launcher's log ("" when nothing did).
-  std::string hosts_discovered(const std::vector<HostSlots>& hosts, Clock::time_point now);
+  std::string hosts_discovered(const std::vector<HostSlots>& hosts);
 
   // Starts waiting replacements and new slots (discovery), admits the
   // processes that are ready and publishes removals. A non-empty result

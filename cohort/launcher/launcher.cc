@@ -113,7 +113,7 @@ class ElasticAdapter final : public ElasticPolicy {
         last_error_ = found.error;
       } else {
         last_error_.clear();
-        if (const std::string note = controller_.hosts_discovered(found.hosts, now); !note.empty())
+        if (const std::string note = controller_.hosts_discovered(found.hosts); !note.empty())
           print("cohortrun: host discovery: " + note + "\n");
       }
     }

@@ -167,8 +167,8 @@ TEST(ElasticController, DiscoveryAddsRanksUpToMaxNpAndAHostThatGoesLeavesWithout
   // Started: 2 ranks on a; discovery offers b:2 too, max_np 3.
   Fixture f(2, {.min_np = 1, .max_np = 3, .max_restarts = 1, .timeout_s = 60, .slot_hosts = {"a", "a"},
                 .discovered = hosts({{"a", 2}})});
-  EXPECT_EQ(f.controller.hosts_discovered(hosts({{"a", 2}}), Clock::now()), "");  // no change
-  EXPECT_NE(f.controller.hosts_discovered(hosts({{"a", 2}, {"b", 2}}), Clock::now()).find("hosts now a:2,b:2"),
+  EXPECT_EQ(f.controller.hosts_discovered(hosts({{"a", 2}})), "");  // no change
+  EXPECT_NE(f.controller.hosts_discovered(hosts({{"a", 2}, {"b", 2}})).find("hosts now a:2,b:2"),
             std::string::npos);
   EXPECT_EQ(f.controller.tick(Clock::now()), "");
   // One new slot (2), on b: max_np 3 allows no more.
@@ -180,7 +180,7 @@ TEST(ElasticController, DiscoveryAddsRanksUpToMaxNpAndAHostThatGoesLeavesWithout
   EXPECT_EQ(f.latest().hosts, (std::vector<std::string>{"a", "a", "b"}));
   // a shrinks to 1 slot: its newest rank leaves at the members' next
   // commit, once epoch 1 is formed.
-  const std::string note = f.controller.hosts_discovered(hosts({{"a", 1}, {"b", 2}}), Clock::now());
+  const std::string note = f.controller.hosts_discovered(hosts({{"a", 1}, {"b", 2}}));
   EXPECT_NE(note.find("host a lost slots: 1.0 leave(s) the job"), std::string::npos) << note;
   EXPECT_EQ(f.controller.tick(Clock::now()), "");
   EXPECT_EQ(f.latest().epoch, 1);
@@ -199,7 +199,7 @@ TEST(ElasticController, DiscoveryAddsRanksUpToMaxNpAndAHostThatGoesLeavesWithout
   EXPECT_EQ(f.started.size(), 2u);
   // Every host gone: all ranks leave but the last member, whose process
   // holds the state (2.0: 0.0 goes, and 3.0, not admitted yet).
-  const std::string gone = f.controller.hosts_discovered({}, Clock::now());
+  const std::string gone = f.controller.hosts_discovered({});
   EXPECT_NE(gone.find("0.0"), std::string::npos) << gone;
   EXPECT_NE(gone.find("3.0"), std::string::npos) << gone;
   EXPECT_EQ(gone.find("2.0"), std::string::npos) << gone;
@@ -209,13 +209,13 @@ TEST(ElasticController, RemovalsKeepTheFloorCountRanksLeavingOnceAndAnEpochWithA
   Fixture f(3, {.min_np = 2, .max_restarts = 0, .timeout_s = 60, .slot_hosts = {"a", "a", "b"},
                 .discovered = hosts({{"a", 2}, {"b", 1}})});
   // a shrinks to 1 slot: 1.0 leaves (not formed yet: no epoch published).
-  EXPECT_NE(f.controller.hosts_discovered(hosts({{"a", 1}, {"b", 1}}), Clock::now()).find("1.0 leave(s)"),
+  EXPECT_NE(f.controller.hosts_discovered(hosts({{"a", 1}, {"b", 1}})).find("1.0 leave(s)"),
             std::string::npos);
   EXPECT_EQ(f.controller.tick(Clock::now()), "");
   EXPECT_EQ(f.latest().epoch, 0);
   // Another change before 1.0 has left: 0.0 is not taken for a second
   // excess on a (1.0 still holds its slot until it exits).
-  EXPECT_EQ(f.controller.hosts_discovered(hosts({{"b", 1}, {"a", 1}}), Clock::now()).find("leave"),
+  EXPECT_EQ(f.controller.hosts_discovered(hosts({{"b", 1}, {"a", 1}})).find("leave"),
             std::string::npos);
   // 1.0 dies while epoch 0 (which has it) is not formed: that epoch is
   // past, and the removal is published at once.
@@ -224,7 +224,7 @@ TEST(ElasticController, RemovalsKeepTheFloorCountRanksLeavingOnceAndAnEpochWithA
   EXPECT_EQ(f.controller.tick(Clock::now()), "");
   EXPECT_EQ(f.latest().members, members({{0, 0}, {2, 0}}));
   // b goes too: its member stays, the world being at --min-np 2.
-  EXPECT_EQ(f.controller.hosts_discovered(hosts({{"a", 1}}), Clock::now()).find("leave"), std::string::npos);
+  EXPECT_EQ(f.controller.hosts_discovered(hosts({{"a", 1}})).find("leave"), std::string::npos);
   rendezvous::announce_formed(*f.store, 1);
   EXPECT_EQ(f.controller.tick(Clock::now()), "");
   EXPECT_EQ(f.latest().members, members({{0, 0}, {2, 0}}));
@@ -250,7 +250,7 @@ TEST(ElasticController, AFailingHostIsBlacklistedAndRetriedAfterItsCoolDown) {
   // It fails again: 20 s this time; a new host c gets the replacement.
   EXPECT_TRUE(f.controller.member_ended({1, 1}, true, note));
   EXPECT_NE(note.find("host b is blacklisted for 20 s"), std::string::npos) << note;
-  f.controller.hosts_discovered(hosts({{"a", 1}, {"b", 1}, {"c", 1}}), Clock::now());
+  f.controller.hosts_discovered(hosts({{"a", 1}, {"b", 1}, {"c", 1}}));
   EXPECT_EQ(f.controller.tick(Clock::now()), "");
   ASSERT_EQ(f.started, members({{1, 1}, {1, 2}}));
   EXPECT_EQ(f.started_on.back(), "c");

@@ -188,6 +188,7 @@ int main(int argc, char** argv) {
     if (me.elastic_incarnation != 0) return;  // only a slot's first process
     for (const Kill& k : kills)
       if (k.slot == me.elastic_slot && k.step == step && k.phase == phase) {
+        if (k.phase == "late") ::sleep(1);
         std::printf("kill at %.6f\n", now());
         std::fflush(stdout);
         ::raise(SIGKILL);
@@ -298,8 +299,6 @@ int main(int argc, char** argv) {
       maybe_kill(step, "before");
       // "late": a member that stalls in the step (while the others, having
       // lost another, form a new world without it) and then dies.
-      for (const Kill& k : kills)
-        if (k.phase == "late" && k.step == step && k.slot == me.elastic_slot && me.elastic_incarnation == 0) ::sleep(1);
       maybe_kill(step, "late");
       std::vector<cohort::TensorHandle> handles;
       const auto named = model->named_parameters();

@@ -211,8 +211,8 @@ void ElasticState::commit() {
 }
 
 void ElasticState::restore() {
-  if (commit_) put(*commit_);
-  zero_pending();
+  if (commit_) put(*commit_);  // zeros the pending tallies too
+  else zero_pending();
 }
 
 // Root's commit, tensor by tensor (same model: same shapes), after a header
