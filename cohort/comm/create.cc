@@ -14,6 +14,7 @@
 #include "cohort/common/logging.h"
 #include "cohort/common/tunables.h"
 #include "cohort/rendezvous/epoch_store.h"
+#include "cohort/rendezvous/heartbeat.h"
 #include "cohort/rendezvous/memory_store.h"
 #include "cohort/rendezvous/prefix_store.h"
 #include "cohort/rendezvous/registration.h"
@@ -106,6 +107,15 @@ void join_epoch(World& world) {
   // Armed while the world forms: a member lost meanwhile makes the launcher
   // publish a later epoch, and the rendezvous gives way to it.
   auto store = std::make_shared<rendezvous::EpochStore>(world.store, world.membership.epoch);
+  // A member lost without closing its connections (a cut link, a hung
+  // host) would hold the others in a collective until COHORT_TIMEOUT_S:
+  // once the launcher says so, the world is abandoned at once.
+  world.options.abandoned = [root = world.store, epoch = world.membership.epoch]() -> std::optional<std::string> {
+    const std::optional<std::string> lost = rendezvous::lost_member(*root, epoch);
+    if (!lost) return std::nullopt;
+    return "member " + *lost + " of elastic epoch " + std::to_string(epoch) +
+           " was lost (cohortrun saw it fail or go silent)";
+  };
   world.comm = create_communicator(store, rank, world.info.size, world.options);
   // Every member's communicator is whole (a backend's inner groups, as the
   // hierarchical one's per host, may still be forming when this rank's
@@ -114,6 +124,17 @@ void join_epoch(World& world) {
   store->disarm();
   // Every member is past reading the epoch: the launcher may admit others.
   if (rank == 0) rendezvous::announce_formed(*world.store, world.membership.epoch);
+}
+
+// Heartbeats until the process exits, whatever becomes of its worlds: a
+// member done with training that lingers (writing its results) is not
+// silent (rendezvous/heartbeat.h).
+void keep_beating(const World& world) {
+  static std::unique_ptr<rendezvous::Heartbeat> heartbeat;
+  if (heartbeat) return;
+  const int64_t period_ms = tunables::elastic_heartbeat_ms();
+  COHORT_CHECK_AS(ConfigError, period_ms > 0) << "COHORT_ELASTIC_HEARTBEAT_MS=" << period_ms << " must be positive";
+  heartbeat = std::make_unique<rendezvous::Heartbeat>(world.store, me(world), std::chrono::milliseconds(period_ms));
 }
 
 // How long a member whose new world broke while forming waits for the
@@ -303,6 +324,28 @@ std::string resolve_backend(const CommunicatorOptions& options) {
                             << available_text();
 }
 
+#ifdef COHORT_HAVE_GLOO
+namespace {
+
+// The gloo communicator's options (also the hierarchical backend's cross-host
+// part).
+gloo::Options gloo_options(const CommunicatorOptions& options) {
+  gloo::Options o = gloo::options_from_env();
+  if (options.timeout.count() > 0) o.timeout = options.timeout;
+  // The interface: COHORT_IFACE; else loopback for one host; else the one
+  // that routes to the store, which every rank reaches; else (empty) the
+  // gloo backend's own choice (primary_interface()).
+  o.iface = options.iface;
+  if (o.iface.empty() && options.all_local) o.iface = "lo";
+  if (o.iface.empty() && !options.store_host.empty()) o.hostname = local_address_toward(options.store_host);
+  if (options.elastic) o.failure_grace = std::min(o.failure_grace, kElasticFailureGrace);
+  o.abandoned = options.abandoned;
+  return o;
+}
+
+}  // namespace
+#endif
+
 std::unique_ptr<Communicator> create_communicator(std::shared_ptr<rendezvous::Store> store, int rank,
                                                   int size, const CommunicatorOptions& options) {
   const std::string backend = resolve_backend(options);
@@ -313,29 +356,13 @@ std::unique_ptr<Communicator> create_communicator(std::shared_ptr<rendezvous::St
     return std::make_unique<shm::Communicator>(std::move(store), rank, size, std::move(o));
   }
 #ifdef COHORT_HAVE_GLOO
-  if (backend == "gloo") {
-    gloo::Options o = gloo::options_from_env();
-    if (options.timeout.count() > 0) o.timeout = options.timeout;
-    // The interface: COHORT_IFACE; else loopback for one host; else the one
-    // that routes to the store, which every rank reaches; else (empty) the
-    // gloo backend's own choice (primary_interface()).
-    o.iface = options.iface;
-    if (o.iface.empty() && options.all_local) o.iface = "lo";
-    if (o.iface.empty() && !options.store_host.empty()) o.hostname = local_address_toward(options.store_host);
-    if (options.elastic) o.failure_grace = std::min(o.failure_grace, kElasticFailureGrace);
-    return std::make_unique<gloo::Communicator>(std::move(store), rank, size, std::move(o));
-  }
+  if (backend == "gloo")
+    return std::make_unique<gloo::Communicator>(std::move(store), rank, size, gloo_options(options));
   // --- issue 5 item 3: hierarchical = shm per host + a flat gloo communicator
   // over all ranks for the cross-host part (see hierarchical/communicator.h).
   if (backend == "hierarchical") {
-    gloo::Options o = gloo::options_from_env();
-    if (options.timeout.count() > 0) o.timeout = options.timeout;
-    o.iface = options.iface;
-    if (o.iface.empty() && options.all_local) o.iface = "lo";
-    if (o.iface.empty() && !options.store_host.empty()) o.hostname = local_address_toward(options.store_host);
-    if (options.elastic) o.failure_grace = std::min(o.failure_grace, kElasticFailureGrace);
     auto flat = std::make_unique<gloo::Communicator>(std::make_shared<rendezvous::PrefixStore>("flat", store), rank,
-                                                     size, std::move(o));
+                                                     size, gloo_options(options));
     hierarchical::Options h = hierarchical::options_from_env();
     if (options.timeout.count() > 0) h.shm.timeout = options.timeout;
     h.shm.job_id = options.job_id;
@@ -385,6 +412,7 @@ World init_world() {
   connect_store(world);
   world.options = options;
   if (info.elastic_slot >= 0) {
+    keep_beating(world);
     // A process started while the job runs says it can join; the first
     // processes are epoch 0.
     if (info.elastic_joining) rendezvous::announce_ready(*world.store, me(world));

@@ -14,7 +14,9 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,6 +41,11 @@ struct CommunicatorOptions {
   // and gloo waits for failure reports only kElasticFailureGrace (a process
   // killed writes none, and every survivor would wait the full grace).
   bool elastic = false;
+  // Elastic worlds: polled by the gloo communicator (and the hierarchical
+  // one's cross-host part) while it lives; a reason returned means the
+  // world lost a member that may never close its connections (a cut link),
+  // and every collective fails with PeerLostError at once (gloo's abort()).
+  std::function<std::optional<std::string>()> abandoned;
 };
 
 inline constexpr std::chrono::milliseconds kElasticFailureGrace{50};

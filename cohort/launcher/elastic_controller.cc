@@ -114,6 +114,8 @@ bool ElasticController::member_ended(Member m, bool failed, std::string& note) {
     return was_pending;
   }
   if (was_survivor && contains(current_.members, m)) lost_since_publish_ = true;
+  if (was_survivor) announce_lost(m);
+  pulses_.erase(rendezvous::member_text(m));
   std::vector<std::string> said;
   if (was_pending) said.push_back("a process that had not joined yet");
   const auto now = Clock::now();
@@ -170,6 +172,36 @@ bool ElasticController::member_ended(Member m, bool failed, std::string& note) {
   return goes_on;
 }
 
+void ElasticController::announce_lost(Member m) {
+  // Members move to the latest epoch at their next commit: they may still
+  // be in the world of the one before (or of an older one that never
+  // formed), so every recent world that has `m` is told.
+  for (int64_t e = current_.epoch; e >= 0 && e >= current_.epoch - kLostEpochs; --e)
+    if (rendezvous::read_membership(*store_, e).rank_of(m) >= 0) rendezvous::announce_lost(*store_, e, m);
+}
+
+void ElasticController::watch_heartbeats(Clock::time_point now) {
+  if (options_.heartbeat_timeout_s <= 0 || !terminate_ || now < next_heartbeat_check_) return;
+  next_heartbeat_check_ = now + kHeartbeatCheck;
+  const auto limit = std::chrono::duration<double>(options_.heartbeat_timeout_s);
+  for (const std::vector<Member>* list : {&survivors_, &pending_})
+    for (const Member& m : *list) {
+      Pulse& pulse = pulses_[rendezvous::member_text(m)];
+      const int64_t beats = rendezvous::heartbeats(*store_, m);
+      if (beats != pulse.beats) {
+        pulse = {beats, now, false};
+        continue;
+      }
+      // A process that never beat is still starting (or is no cohort
+      // program): the start timeout and its exit speak for it.
+      if (beats == 0 || pulse.terminated || now - pulse.since < limit) continue;
+      pulse.terminated = true;
+      char seconds[32];
+      std::snprintf(seconds, sizeof seconds, "%g", options_.heartbeat_timeout_s);
+      terminate_(m, std::string("sent no heartbeat for ") + seconds + " s (a cut link or a hung host)");
+    }
+}
+
 std::string ElasticController::hosts_discovered(const std::vector<HostSlots>& hosts) {
   COHORT_CHECK(pool_) << "hosts_discovered() without host discovery";
   if (hosts == pool_->hosts()) return {};
@@ -209,6 +241,7 @@ std::string ElasticController::hosts_discovered(const std::vector<HostSlots>& ho
 
 std::string ElasticController::tick(Clock::time_point now) {
   if (finished_) return {};
+  watch_heartbeats(now);
   if (pool_) {
     // Replacements that waited for a host, then new slots up to max_np.
     std::string error;

@@ -35,6 +35,14 @@
 //    its next commit and leaves without rollback (comm::ElasticLeave). Its
 //    exit is expected, whatever its code. Members are not removed below
 //    min_np (they stay on the host discovery dropped until others join).
+// Lost members and silence:
+//  - a member that fails is announced lost (rendezvous::announce_lost) in
+//    every recent epoch that has it, before the next epoch is published:
+//    its peers abandon their collectives with it at once, even when its
+//    connections never close;
+//  - with heartbeat_timeout_s, a process that beat (rendezvous/heartbeat.h)
+//    and then stayed silent that long is terminated (set_terminate(): the
+//    launcher kills it), and its end is a failure like any other.
 #pragma once
 
 #include <chrono>
@@ -55,6 +63,7 @@ struct ElasticOptions {
   int max_np = 0;           // with discovery: most ranks; 0: the ranks started
   int max_restarts = 3;     // replacements per slot
   double timeout_s = 600;   // below min_np this long ends the job
+  double heartbeat_timeout_s = 0;  // a process silent this long is terminated; 0: not watched
   // Each slot's host (-H, or discovery's), recorded with the members;
   // empty: one host.
   std::vector<std::string> slot_hosts;
@@ -72,7 +81,12 @@ class ElasticController {
   // failure.
   using Respawn = std::function<void(rendezvous::Member m, const std::string& host)>;
 
+  // Ends process `m` (a kill); `why` is for the launcher's message.
+  using Terminate = std::function<void(rendezvous::Member m, const std::string& why)>;
+
   ElasticController(ElasticOptions options, std::shared_ptr<rendezvous::Store> store, int ranks, Respawn respawn);
+  // How silent processes are ended (heartbeat_timeout_s); none: not watched.
+  void set_terminate(Terminate terminate) { terminate_ = std::move(terminate); }
 
   // Publishes epoch 0 (every slot, incarnation 0); before any rank starts.
   void publish_initial();
@@ -94,6 +108,10 @@ class ElasticController {
   // result).
   std::string tick(Clock::time_point now);
   static constexpr std::chrono::milliseconds kTickPeriod{20};
+  // How often heartbeats are read (one store read per process).
+  static constexpr std::chrono::milliseconds kHeartbeatCheck{250};
+  // How many epochs before the latest a lost member is announced in.
+  static constexpr int64_t kLostEpochs = 2;
 
   // The host slot `slot` runs on ("" on one host).
   std::string host_of(int slot) const;
@@ -103,10 +121,22 @@ class ElasticController {
   // Starts `m` on `host` (pending until it joins); false when it failed to.
   bool start(rendezvous::Member m, const std::string& host, std::string& error);
   bool settled() const;
+  void announce_lost(rendezvous::Member m);
+  void watch_heartbeats(Clock::time_point now);
+
+  // A process's heartbeats as last read, and since when they stand still.
+  struct Pulse {
+    int64_t beats = 0;
+    Clock::time_point since{};
+    bool terminated = false;
+  };
 
   ElasticOptions options_;
   std::shared_ptr<rendezvous::Store> store_;
   Respawn respawn_;
+  Terminate terminate_;
+  std::map<std::string, Pulse> pulses_;  // by "slot.incarnation"
+  Clock::time_point next_heartbeat_check_{};
   rendezvous::Membership current_;             // the latest published epoch
   std::vector<rendezvous::Member> survivors_;  // members alive (the next epoch's base)
   std::vector<rendezvous::Member> pending_;    // started, not yet members

@@ -24,6 +24,7 @@
 #include "cohort/launcher/signals.h"
 #include "cohort/launcher/spawn.h"
 #include "cohort/launcher/start_watch.h"
+#include "cohort/common/tunables.h"
 #include "cohort/launcher/store_address.h"
 #include "cohort/launcher/supervisor.h"
 #include "cohort/rendezvous/auth.h"
@@ -251,7 +252,9 @@ int run_job(const LaunchOptions& options) {
                          // With discovery and no --max-np: as many as the slots hold.
                          .max_np = options.max_np > 0 ? options.max_np : discovery ? kMaxRanks : 0,
                          .max_restarts = options.max_restarts,
-                         .timeout_s = options.elastic_timeout_s, .slot_hosts = slot_hosts,
+                         .timeout_s = options.elastic_timeout_s,
+                         .heartbeat_timeout_s = tunables::elastic_heartbeat_timeout_s(),
+                         .slot_hosts = slot_hosts,
                          .discovered = discovery ? std::optional(options.hosts) : std::nullopt},
           std::move(client), options.num_ranks, [&](rendezvous::Member m, const std::string& host) {
             // A slot started where it ran before reuses its launch; one on
@@ -271,6 +274,14 @@ int run_job(const LaunchOptions& options) {
               print("cohortrun: rank " + rendezvous::member_text(m) + (host.empty() ? "" : " on " + host) + ": pid " +
                     std::to_string(process.pid) + "\n");
           });
+      // A silent process (a cut link, a hung host) is killed: its end is
+      // then a failure like any other, and its peers abandon their world.
+      elastic->set_terminate([&](rendezvous::Member m, const std::string& why) {
+        const std::string host = elastic->host_of(m.slot);
+        print("cohortrun: rank " + rendezvous::member_text(m) + (host.empty() ? "" : " on " + host) + " " + why +
+              "; killing it\n");
+        supervisor.kill(m.slot, m.incarnation);
+      });
       elastic->publish_initial();
       elastic_policy.emplace(*elastic, options.host_discovery_script);
       supervisor.set_elastic(*elastic_policy);

@@ -133,6 +133,14 @@ void Supervisor::signal_all(int signo) {
   }
 }
 
+void Supervisor::kill(int rank, int incarnation) {
+  for (auto& r : ranks_)
+    if (r->record.rank == rank && r->record.incarnation == incarnation && !r->record.ended) {
+      signal_group(*r, SIGKILL);
+      r->record.signal_sent = SIGKILL;
+    }
+}
+
 // `signo` now, SIGKILL `grace_s` later to the ranks still running then.
 void Supervisor::stop_all(int signo, double grace_s) {
   signal_all(signo);

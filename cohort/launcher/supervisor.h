@@ -124,6 +124,11 @@ class Supervisor {
   // StopReason::start_timeout. `check` must outlive run().
   void watch_start(StartCheck& check, double timeout_s);
 
+  // SIGKILL to process `incarnation` of rank `rank`'s group, if it runs
+  // (an elastic policy ending a silent process; its end is then reported
+  // as any other). May be called from an ElasticPolicy's tick().
+  void kill(int rank, int incarnation);
+
   // Stops the ranks added so far (SIGTERM, SIGKILL after the grace period);
   // run() then reports StopReason::launch_failed.
   void stop();

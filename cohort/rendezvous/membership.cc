@@ -15,6 +15,8 @@ const std::string kEndKey = "elastic/end";
 std::string members_key(int64_t epoch) { return "elastic/members/" + std::to_string(epoch); }
 std::string ready_key(Member m) { return "elastic/ready/" + member_text(m); }
 std::string formed_key(int64_t epoch) { return "elastic/formed/" + std::to_string(epoch); }
+std::string alive_key(Member m) { return "elastic/alive/" + member_text(m); }
+std::string lost_key(int64_t epoch) { return "elastic/lost/" + std::to_string(epoch); }
 
 int parse_int(std::string_view text, const std::string& whole) {
   int value = 0;
@@ -82,6 +84,18 @@ bool epoch_formed(Store& store, int64_t epoch) {
 }
 
 void announce_formed(Store& store, int64_t epoch) { store.set(formed_key(epoch), "formed"); }
+
+int64_t heartbeats(Store& store, Member m) { return store.add(alive_key(m), 0); }
+
+void beat(Store& store, Member me) { store.add(alive_key(me), 1); }
+
+void announce_lost(Store& store, int64_t epoch, Member m) { store.set(lost_key(epoch), member_text(m)); }
+
+std::optional<std::string> lost_member(Store& store, int64_t epoch) {
+  const std::string key = lost_key(epoch);
+  if (!store.check({&key, 1})) return std::nullopt;
+  return store.get(key, Duration(0));
+}
 
 int64_t latest_epoch(Store& store) {
   if (!store.check({&kEpochKey, 1})) return -1;

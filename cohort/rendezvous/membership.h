@@ -15,6 +15,11 @@
 //                          (every member has read epoch e)
 //   elastic/end            set when no epoch will follow: why (the job
 //                          finished, or stayed below --min-np)
+//   elastic/alive/<s>.<i>  a process's heartbeat: a counter it adds 1 to
+//                          every COHORT_ELASTIC_HEARTBEAT_MS (heartbeat.h)
+//   elastic/lost/<e>       set by the launcher when a member of epoch e
+//                          failed or went silent (that member): e's world
+//                          cannot complete a collective any more
 //
 // The launcher is the only writer of epochs: it knows which processes live.
 // An epoch is published only after its members list, so a reader that sees
@@ -22,6 +27,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -68,6 +74,11 @@ void end_membership(Store& store, const std::string& why);
 bool member_ready(Store& store, Member m);
 // Whether epoch `epoch`'s world was formed (announce_formed()).
 bool epoch_formed(Store& store, int64_t epoch);
+// The heartbeats process `m` sent so far (beat()); 0 before its first.
+int64_t heartbeats(Store& store, Member m);
+// Member `m` of epoch `epoch` was lost: that world is abandoned
+// (lost_member()).
+void announce_lost(Store& store, int64_t epoch, Member m);
 
 // ---- a member's side --------------------------------------------------------
 
@@ -83,6 +94,11 @@ void announce_ready(Store& store, Member me);
 // has read the epoch, so a later one can be published without members
 // reading different epochs (epoch_formed()).
 void announce_formed(Store& store, int64_t epoch);
+// One heartbeat of process `me` (heartbeats()).
+void beat(Store& store, Member me);
+// The member of epoch `epoch` the launcher announced lost ("slot.incarnation"),
+// or nullopt while none was.
+std::optional<std::string> lost_member(Store& store, int64_t epoch);
 
 // The latest epoch after `after` that has `me` as a member, waiting up to
 // `timeout` for one. Epochs that leave `me` out are skipped when `me` is

@@ -1,7 +1,9 @@
 // Failures of the gloo communicator, ranks as threads over real TCP: each
 // kind raises its own error on every rank involved, naming the calls and
 // ranks, well before a rank would have waited out a long timeout.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 
 #include <atomic>
 #include <chrono>
@@ -10,6 +12,7 @@
 #include <thread>
 
 #include "cohort/common/error.h"
+#include "cohort/comm/gloo/connection_shutdown.h"
 #include "tests/comm/gloo_ranks.h"
 
 namespace cohort::testing {
@@ -224,6 +227,77 @@ TEST(GlooFailures, UnknownInterfaceIsAConfigErrorNamingIt) {
   const std::string m = expect_error<ConfigError>(errors[0], "rank 0");
   EXPECT_NE(m.find("COHORT_IFACE='nosuch0'"), std::string::npos) << m;
   EXPECT_NE(m.find("lo"), std::string::npos) << "lists the interfaces there are: " << m;
+}
+
+// An elastic world abandoned (the launcher said a member is lost): rank 2
+// is silent as behind a cut link (it never enters the call and its
+// connections stay open), and ranks 0 and 1, waiting in an allreduce with a
+// 60 s timeout, fail at once when their watcher reads the news, naming it.
+// A later call fails without waiting.
+TEST(GlooFailures, AnAbandonedWorldFailsItsCollectivesAtOnce) {
+  std::atomic<bool> lost{false};
+  std::promise<void> survivors_failed;
+  std::shared_future<void> survivors_done = survivors_failed.get_future().share();
+  std::atomic<int> failed{0};
+  std::thread announcer([&] {
+    std::this_thread::sleep_for(300ms);
+    lost = true;
+  });
+  const auto start = Clock::now();
+  std::vector<Clock::duration> took(3);
+  auto errors = run_gloo_ranks_collect(
+      3,
+      [&](int r, comm::Communicator& c) {
+        float v[1 << 12] = {};
+        if (r == 2) {
+          survivors_done.wait();
+          return;  // leaves without a call: its peers were gone first
+        }
+        try {
+          c.allreduce(BufferView{v, 1 << 12, DType::f32});
+        } catch (const PeerLostError&) {
+          took[size_t(r)] = Clock::now() - start;
+          // The communicator is failed, as after any failure.
+          EXPECT_THROW(c.barrier(), Error);
+          if (++failed == 2) survivors_failed.set_value();
+          throw;
+        }
+      },
+      [&](int r, comm::gloo::Options& o) {
+        o.abandon_poll = 20ms;
+        o.abandoned = [&, r]() -> std::optional<std::string> {
+          if (!lost || r == 2) return std::nullopt;  // rank 2 is behind the cut: it never hears of it
+          return std::string("member 2.0 of elastic epoch 0 was lost");
+        };
+      });
+  announcer.join();
+  for (int r : {0, 1}) {
+    const std::string m = expect_error<PeerLostError>(errors[size_t(r)], r == 0 ? "rank 0" : "rank 1");
+    EXPECT_NE(m.find("was abandoned: member 2.0 of elastic epoch 0 was lost"), std::string::npos) << m;
+    EXPECT_LT(took[size_t(r)], 5s) << "rank " << r << " waited for its timeout";
+  }
+}
+
+TEST(GlooConnectionShutdown, EndpointsReadBackAndMalformedOnesAreRefused) {
+  using comm::gloo::endpoint_from_text;
+  using comm::gloo::endpoint_of;
+  using comm::gloo::endpoint_text;
+  sockaddr_storage v4{}, v6{};
+  auto& in = reinterpret_cast<sockaddr_in&>(v4);
+  in.sin_family = AF_INET;
+  in.sin_port = htons(45678);
+  ASSERT_EQ(inet_pton(AF_INET, "10.200.3.4", &in.sin_addr), 1);
+  auto& in6 = reinterpret_cast<sockaddr_in6&>(v6);
+  in6.sin6_family = AF_INET6;
+  in6.sin6_port = htons(80);
+  ASSERT_EQ(inet_pton(AF_INET6, "fe80::1", &in6.sin6_addr), 1);
+  EXPECT_EQ(endpoint_text(endpoint_of(v4)), "4:45678:0ac80304");
+  EXPECT_EQ(endpoint_from_text("4:45678:0ac80304"), endpoint_of(v4));
+  EXPECT_EQ(endpoint_from_text(endpoint_text(endpoint_of(v6))), endpoint_of(v6));
+  EXPECT_NE(endpoint_of(v4), endpoint_of(v6));
+  for (const char* bad :
+       {"", "4:1", "5:80:0ac80304", "4:70000:0ac80304", "4:x:0ac80304", "4:80:0ac803", "4:80:zzzzzzzz"})
+    EXPECT_THROW(endpoint_from_text(bad), ConfigError) << bad;
 }
 
 }  // namespace

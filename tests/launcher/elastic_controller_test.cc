@@ -6,6 +6,7 @@
 #include "cohort/launcher/host_discovery.h"
 #include "cohort/launcher/options.h"
 #include "cohort/rendezvous/epoch_store.h"
+#include "cohort/rendezvous/heartbeat.h"
 
 #include <gtest/gtest.h>
 
@@ -254,6 +255,64 @@ TEST(ElasticController, AFailingHostIsBlacklistedAndRetriedAfterItsCoolDown) {
   EXPECT_EQ(f.controller.tick(Clock::now()), "");
   ASSERT_EQ(f.started, members({{1, 1}, {1, 2}}));
   EXPECT_EQ(f.started_on.back(), "c");
+}
+
+TEST(ElasticController, ASilentProcessIsTerminatedAndItsLossAnnouncedInEveryWorldThatHasIt) {
+  Fixture f(3, {.min_np = 2, .max_restarts = 1, .timeout_s = 60, .heartbeat_timeout_s = 2});
+  std::vector<std::pair<Member, std::string>> terminated;
+  f.controller.set_terminate([&](Member m, const std::string& why) { terminated.emplace_back(m, why); });
+  const auto t0 = Clock::now();
+  // Slot 2 never beat (still starting): not watched. Slots 0 and 1 beat.
+  for (int s : {0, 1}) rendezvous::beat(*f.store, {s, 0});
+  EXPECT_EQ(f.controller.tick(t0), "");
+  rendezvous::beat(*f.store, {0, 0});
+  EXPECT_EQ(f.controller.tick(t0 + std::chrono::milliseconds(1500)), "");
+  // 2.5 s: slot 1's beats stood still for more than 2 s; slot 0 beat at
+  // 1.5 s and slot 2 never did.
+  EXPECT_EQ(f.controller.tick(t0 + std::chrono::milliseconds(2500)), "");
+  ASSERT_EQ(terminated.size(), 1u);
+  EXPECT_EQ(terminated[0].first, (Member{1, 0}));
+  EXPECT_EQ(terminated[0].second, "sent no heartbeat for 2 s (a cut link or a hung host)");
+  // Terminated once, however long it takes to end.
+  rendezvous::beat(*f.store, {0, 0});
+  EXPECT_EQ(f.controller.tick(t0 + std::chrono::seconds(5)), "");
+  EXPECT_EQ(terminated.size(), 1u);
+  // Its end (the kill) is a failure like any other: the others go on, and
+  // epoch 0's world, which it was in, is told before epoch 1 exists.
+  EXPECT_EQ(rendezvous::lost_member(*f.store, 0), std::nullopt);
+  std::string note;
+  EXPECT_TRUE(f.controller.member_ended({1, 0}, true, note));
+  EXPECT_EQ(rendezvous::lost_member(*f.store, 0), "1.0");
+  EXPECT_EQ(f.latest().members, members({{0, 0}, {2, 0}}));
+  EXPECT_EQ(rendezvous::lost_member(*f.store, 1), std::nullopt);
+  // The replacement joins (epoch 2); then slot 2 fails: epochs 0, 1 and 2
+  // had it (members may still be in an earlier epoch's world).
+  f.ready_and_formed();
+  rendezvous::beat(*f.store, {0, 0});
+  EXPECT_EQ(f.controller.tick(t0 + std::chrono::seconds(6)), "");
+  ASSERT_EQ(f.latest().epoch, 2);
+  EXPECT_TRUE(f.controller.member_ended({2, 0}, true, note));
+  for (int64_t e : {0, 1, 2}) EXPECT_EQ(rendezvous::lost_member(*f.store, e), "2.0") << "epoch " << e;
+  // A replacement that was never a member is no world's loss.
+  EXPECT_TRUE(f.controller.member_ended({2, 1}, true, note));
+  EXPECT_EQ(rendezvous::lost_member(*f.store, 3), std::nullopt);
+}
+
+TEST(Heartbeat, BeatsFromItsOwnThreadUntilDestroyed) {
+  auto store = std::make_shared<rendezvous::MemoryStore>();
+  const Member me{4, 1};
+  {
+    rendezvous::Heartbeat heartbeat(store, me, std::chrono::milliseconds(10));
+    // The first beat is at once; later ones come while this thread sleeps.
+    const auto deadline = Clock::now() + std::chrono::seconds(30);
+    while (rendezvous::heartbeats(*store, me) < 3 && Clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    EXPECT_GE(rendezvous::heartbeats(*store, me), 3);
+  }
+  const int64_t last = rendezvous::heartbeats(*store, me);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(rendezvous::heartbeats(*store, me), last) << "it beat after its destruction";
+  EXPECT_EQ(rendezvous::heartbeats(*store, {4, 0}), 0) << "another incarnation's counter moved";
 }
 
 TEST(HostPool, CoolDownsDoubleUpToTheirMaximum) {

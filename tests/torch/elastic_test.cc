@@ -7,8 +7,10 @@
 // committed counts), and with the parameters of a float64 reference that
 // replays the world sizes the job recorded step by step (each step's global
 // batch follows from them) without any failure. Below --min-np for
-// --elastic-timeout, the job ends saying so. No process or shared-memory
-// segment is left behind.
+// --elastic-timeout, the job ends saying so. A cut link (network
+// namespaces) is treated like a death: the silent member is killed once its
+// heartbeats stop, and the survivors abandon the collective they wait in.
+// No process or shared-memory segment is left behind.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -19,7 +21,9 @@
 #include <map>
 #include <random>
 #include <sstream>
+#include <thread>
 
+#include "tests/cluster/emulated_cluster.h"
 #include "tests/launcher/cohortrun_process.h"
 #include "tests/torch/elastic_rows.h"
 
@@ -132,13 +136,16 @@ struct JobRun {
 };
 
 JobRun run_job(const TempDir& dir, const std::string& job, std::vector<std::string> flags,
-            const std::vector<std::string>& program_args, int64_t batch = kBatch) {
+               const std::vector<std::string>& program_args, int64_t batch = kBatch,
+               const std::map<std::string, std::string>& env = {}) {
   std::vector<std::string> args = {"-np", "3", "--job-id", job};
   args.insert(args.end(), flags.begin(), flags.end());
   args.insert(args.end(), {kProgram, "--out", dir / "out.txt", "--rows", std::to_string(kRows), "--batch",
                            std::to_string(batch), "--epochs", std::to_string(kEpochs)});
   args.insert(args.end(), program_args.begin(), program_args.end());
-  CohortrunProcess p(kCohortrun, args, dir.path());
+  std::map<std::string, std::string> environment = launcher::testing::clean_environment();
+  for (const auto& [name, value] : env) environment[name] = value;
+  CohortrunProcess p(kCohortrun, args, dir.path(), environment);
   JobRun run;
   run.result = p.wait(std::chrono::seconds(120));
   if (std::filesystem::exists(dir / "out.txt")) run.out = read_result(dir / "out.txt");
@@ -313,6 +320,58 @@ TEST(Elastic, HostDiscoveryRemovesAHostGracefullyAndAddsOne) {
   std::vector<double> expected_sizes(size_t(kEpochs * kRows / 8), 3.0);
   for (size_t k = 5; k <= 10; ++k) expected_sizes[k] = 2;
   EXPECT_EQ(sizes, expected_sizes);
+  expect_one_process_fit(run, 8);
+}
+
+TEST(Elastic, ACutLinkIsTreatedLikeADeath) {
+  // Two emulated hosts (network namespaces): h0 runs slots 0 and 1, h1 slot
+  // 2. After step 4 the test cuts h1's link (its bridge port goes down:
+  // packets vanish, no connection closes, as when a cable is pulled). Slot 2
+  // is alive to its kernel and silent to everyone: its heartbeats stop, the
+  // launcher kills it after COHORT_ELASTIC_HEARTBEAT_TIMEOUT_S and announces
+  // the loss, and the survivors abandon the collective they wait in with
+  // it (instead of waiting COHORT_TIMEOUT_S, 300 s) and go on as 2 from
+  // their last commit. No restart: h1 stays unreachable.
+  if (const auto why = cluster_unavailable()) GTEST_SKIP() << *why;
+  EmulatedCluster cluster(2);
+  ASSERT_TRUE(cluster.ok()) << "scripts/cluster.sh up failed:\n" << cluster.output();
+  TempDir dir("elastic_test");
+  const std::string marker = dir / "cut";
+  const std::string port = cluster.prefix() + "-v1";  // h1's port on the bridge (scripts/cluster.sh)
+  std::atomic<bool> done{false}, cut{false};
+  std::thread cutter([&] {
+    while (!done && !std::filesystem::exists(marker)) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (done) return;
+    const CommandResult r = run_command("ip link set dev " + port + " down");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    cut = true;
+  });
+  const JobRun run = run_job(
+      dir, "elasticcut",
+      {"-H", cluster.hosts()[0] + ":2," + cluster.hosts()[1] + ":1", "--launch-template", "ip netns exec {host}",
+       "--store-addr", cluster.bridge_address(), "--min-np", "2", "--max-restarts", "0"},
+      {"--fit", "--write", "4:" + marker + ":x", "--step-delay-ms", "100"}, 8,
+      {{"COHORT_ELASTIC_HEARTBEAT_TIMEOUT_S", "2"}});
+  done = true;
+  cutter.join();
+  ASSERT_TRUE(cut) << "the link was never cut";
+  ASSERT_TRUE(run.result.finished);
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.err;
+  EXPECT_NE(run.result.err.find("rank 2.0 on " + cluster.hosts()[1] +
+                                " sent no heartbeat for 2 s (a cut link or a hung host); killing it"),
+            std::string::npos)
+      << run.result.err;
+  EXPECT_LT(run.result.seconds, 60) << "the survivors waited for their timeout";
+  const auto& sizes = run.out.at("sizes");
+  ASSERT_EQ(sizes.size(), size_t(kEpochs * kRows / 8));
+  const auto two = std::find(sizes.begin(), sizes.end(), 2.0);
+  ASSERT_NE(two, sizes.end()) << "the survivors never trained as 2";
+  // Steps 0-3 were committed as 3; step 4's commit may have met the cut.
+  EXPECT_GE(two - sizes.begin(), 4);
+  EXPECT_NE(run.result.err.find("was abandoned: member 2.0 of elastic epoch 0 was lost"), std::string::npos)
+      << run.result.err;
+  EXPECT_TRUE(std::all_of(sizes.begin(), two, [](double s) { return s == 3; }));
+  EXPECT_TRUE(std::all_of(two, sizes.end(), [](double s) { return s == 2; }));
   expect_one_process_fit(run, 8);
 }
 

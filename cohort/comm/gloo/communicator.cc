@@ -16,6 +16,7 @@
 #include <gloo/rendezvous/context.h>
 #include <gloo/scatter.h>
 #include <gloo/transport/tcp/device.h>
+#include <gloo/transport/tcp/address.h>
 #include <gloo/transport/unbound_buffer.h>
 #include <gloo/types.h>
 #include <net/if.h>
@@ -30,6 +31,7 @@
 #include <sstream>
 #include <utility>
 
+#include "cohort/comm/gloo/connection_shutdown.h"
 #include "cohort/comm/gloo/failure_report.h"
 #include "cohort/comm/gloo/network_interface.h"
 #include "cohort/comm/gloo/store_adapter.h"
@@ -248,11 +250,27 @@ Communicator::Communicator(std::shared_ptr<rendezvous::Store> store, int rank, i
   outgoing_.resize(size_);
   header_in_.resize(sizeof(MessageHeader) + options_.eager_bytes);
   header_in_buffer_ = context_->createUnboundBuffer(header_in_.data(), header_in_.size());
+  if (options_.abandoned) {
+    // What abort() needs to find this rank's connections from the peers'
+    // side (connection_shutdown.h).
+    if (size_ > 1) store_->set(pairs_key(rank_), own_endpoints());
+    watcher_ = std::thread([this] { watch_abandoned(); });
+  }
 }
 
 Communicator::~Communicator() {
+  if (watcher_.joinable()) {
+    {
+      std::lock_guard lock(watch_mutex_);
+      watch_stop_ = true;
+    }
+    watch_cv_.notify_all();
+    watcher_.join();
+  }
   try {
-    if (!failed_ && std::uncaught_exceptions() > 0) {
+    if (aborted_.load()) {
+      // Abandoned: nothing more reaches the peers (the pairs are closed).
+    } else if (!failed_ && std::uncaught_exceptions() > 0) {
       // Peers waiting for us learn why at once instead of at their timeout.
       report_->publish({FailureRecord::Kind::left, calls_, "", -1,
                         describe_rank(rank_) + " left the communicator on an exception"});
@@ -280,9 +298,94 @@ std::string Communicator::describe_rank(int r) const {
 }
 
 // ---------------------------------------------------------------------------
+// Abandoning
+
+std::string Communicator::pairs_key(int rank) { return "pairs/" + std::to_string(rank); }
+
+std::string Communicator::own_endpoints() const {
+  std::string text;
+  for (int p = 0; p < size_; ++p) {
+    if (p > 0) text += ",";
+    if (p == rank_) continue;
+    const auto& address = dynamic_cast<const ::gloo::transport::tcp::Address&>(context_->getPair(p)->address());
+    text += endpoint_text(endpoint_of(address.getSockaddr()));
+  }
+  return text;
+}
+
+void Communicator::abort(const std::string& why) {
+  {
+    std::lock_guard lock(abort_mutex_);
+    if (aborted_.load()) return;
+    abort_reason_ = why;
+    aborted_.store(true);
+  }
+  if (size_ == 1) return;
+  // Each pair's connection: the one accepted on its listening address, or
+  // the one made to the peer pair's (which the peer published).
+  std::vector<TcpEndpoint> local, remote;
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    const auto& address = dynamic_cast<const ::gloo::transport::tcp::Address&>(context_->getPair(p)->address());
+    local.push_back(endpoint_of(address.getSockaddr()));
+    try {
+      const rendezvous::Bytes theirs = store_->get(pairs_key(p), std::chrono::seconds(5));
+      const std::string list(theirs.begin(), theirs.end());
+      size_t begin = 0;
+      for (int k = 0; k < rank_; ++k) begin = list.find(',', begin) + 1;
+      remote.push_back(endpoint_from_text(list.substr(begin, list.find(',', begin) - begin)));
+    } catch (const Error& e) {
+      COHORT_LOG(warn) << describe_rank(rank_) << " cannot tell its connection to " << describe_rank(p)
+                       << " to abandon it: " << e.what();
+    }
+  }
+  const int shut = shutdown_connections(local, remote);
+  COHORT_LOG(debug) << describe_rank(rank_) << " abandons its communicator (" << why << "): " << shut
+                    << " connection(s) shut down";
+}
+
+void Communicator::fail_aborted(const std::string& where) {
+  failed_ = true;
+  std::string why;
+  {
+    std::lock_guard lock(abort_mutex_);
+    why = abort_reason_;
+  }
+  // Peers in a call with this rank fail now too (their reports say who).
+  try {
+    context_->closeConnections();
+  } catch (const std::exception&) {
+  }
+  throw PeerLostError(where + " on " + describe_rank(rank_) + " was abandoned: " + why, -1);
+}
+
+void Communicator::watch_abandoned() {
+  std::unique_lock lock(watch_mutex_);
+  while (!watch_stop_) {
+    lock.unlock();
+    std::optional<std::string> why;
+    try {
+      why = options_.abandoned();
+    } catch (const std::exception& e) {
+      // The store is gone (the launcher ended): the world's own failures
+      // speak for it.
+      COHORT_LOG(debug) << "gloo communicator of " << describe_rank(rank_) << " stops watching: " << e.what();
+      return;
+    }
+    if (why) {
+      abort(*why);
+      return;
+    }
+    lock.lock();
+    watch_cv_.wait_for(lock, options_.abandon_poll, [this] { return watch_stop_; });
+  }
+}
+
+// ---------------------------------------------------------------------------
 // Calls and failures
 
 uint32_t Communicator::begin(Call& call) {
+  if (aborted_.load() && !failed_) fail_aborted(call.describe());
   COHORT_CHECK(!failed_) << "the communicator failed earlier; create a new one";
   call.sequence = calls_++;
   const uint64_t h = mix(call.sequence, call.signature());
@@ -291,10 +394,12 @@ uint32_t Communicator::begin(Call& call) {
 
 template <typename Body>
 void Communicator::guarded(const Call& call, Body&& body) {
+  if (aborted_.load() && !failed_) fail_aborted(call.describe());
   COHORT_CHECK(!failed_) << "the communicator failed earlier; create a new one";
   try {
     body();
   } catch (const ::gloo::IoException& e) {
+    if (aborted_.load()) fail_aborted(call.describe());
     fail_from_gloo(call, e.what(), mentions_timeout(e.what()));
   } catch (const Error&) {
     failed_ = true;

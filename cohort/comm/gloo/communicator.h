@@ -49,13 +49,26 @@
 // (with its last words when it reported any). A rank whose communicator is
 // destroyed by an exception reports that it left. After a failure the
 // communicator is unusable.
+//
+// Abandoning (elastic worlds): a member behind a cut link or on a hung host
+// never closes its connections, and its peers would wait for it until the
+// timeout. abort() fails every collective in progress, and every later one,
+// with PeerLostError at once (it shuts this rank's connections down:
+// connection_shutdown.h); Options::abandoned, polled by a thread of the
+// communicator, calls it when the launcher says the world lost a member.
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cohort/comm/communicator.h"
@@ -90,6 +103,11 @@ struct Options {
   std::chrono::milliseconds failure_grace{1000};
   // World rank of each member, for messages; empty means identity.
   std::vector<int> world_ranks;
+  // Set for elastic worlds: polled every abandon_poll once the communicator
+  // is connected; a reason returned (a member of this world was lost) aborts
+  // it (abort()). It must not block for long: a store read.
+  std::function<std::optional<std::string>()> abandoned;
+  std::chrono::milliseconds abandon_poll{100};
 };
 
 // The options from the COHORT_* tunables (COHORT_TIMEOUT_S, COHORT_IFACE,
@@ -126,6 +144,12 @@ class Communicator final : public comm::Communicator {
   // logs).
   std::string device_address() const;
 
+  // From any thread: the call in progress, or else the next one, fails with
+  // PeerLostError naming `why` (the communicator is then failed, as after
+  // any failure); this rank's connections are shut down, so that peers in a
+  // call with it fail too. The first reason given wins.
+  void abort(const std::string& why);
+
  private:
   struct Call;
   struct Outgoing;
@@ -146,6 +170,11 @@ class Communicator final : public comm::Communicator {
 
   void reduce_scatter_ring(BufferView send, BufferView recv, ReduceOp op, uint32_t tag);
   void reap_outgoing(int peer, size_t keep);
+  [[noreturn]] void fail_aborted(const std::string& where);
+  // Each pair's listening endpoint, comma-separated by peer (abort()).
+  static std::string pairs_key(int rank);
+  std::string own_endpoints() const;
+  void watch_abandoned();
 
   std::shared_ptr<rendezvous::Store> store_;
   int rank_;
@@ -162,6 +191,15 @@ class Communicator final : public comm::Communicator {
   std::vector<std::unique_ptr<Outgoing>> spare_;  // completed, for reuse
   std::vector<char> header_in_;                   // receive staging
   std::unique_ptr<::gloo::transport::UnboundBuffer> header_in_buffer_;
+  // abort(): the reason is written once, before `aborted_` is set.
+  std::mutex abort_mutex_;
+  std::string abort_reason_;
+  std::atomic<bool> aborted_{false};
+  // The watcher of Options::abandoned; stopped first on destruction.
+  std::mutex watch_mutex_;
+  std::condition_variable watch_cv_;
+  bool watch_stop_ = false;
+  std::thread watcher_;
 };
 
 }  // namespace cohort::comm::gloo
