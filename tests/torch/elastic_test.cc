@@ -7,7 +7,9 @@
 // committed counts), and with the parameters of a float64 reference that
 // replays the world sizes the job recorded step by step (each step's global
 // batch follows from them) without any failure. Below --min-np for
-// --elastic-timeout, the job ends saying so. A cut link (network
+// --elastic-timeout, the job ends saying so. fit() under zero keeps each
+// rank's blocks and a copy of another's, never the whole state, and loses a
+// commit only when a part and its copy die together. A cut link (network
 // namespaces) is treated like a death: the silent member is killed once its
 // heartbeats stop, and the survivors abandon the collective they wait in.
 // No process or shared-memory segment is left behind.
@@ -222,11 +224,12 @@ TEST(Elastic, SurvivorsGoOnFromTheirNewestCommitAndAReplacementJoins) {
 
 TEST(Elastic, FitGoesOnUnchangedThroughALostMemberAndItsReplacement) {
   // Model::fit in a program that knows nothing of elasticity, under
-  // multi_worker's two styles: global batches of 8 (36 steps); a random slot
-  // (seed 11: rank 0) killed before a step's collectives or after its
-  // gradient exchange (before the commit). Either way the survivors redo
-  // that step as 2, and with a commit every 3 steps (the horovod case) the
-  // steps since the last commit too. The global batches do not depend
+  // multi_worker's two styles and zero's stages 1 and 2: global batches of 8
+  // (36 steps); a random slot (seed 11: rank 0) killed before a step's
+  // collectives or after its gradient exchange (before the commit). Either
+  // way the survivors redo that step as 2, and with a commit every 3 steps
+  // (the horovod case; every 2 for zero stage 2) the steps since the last
+  // commit too. The global batches do not depend
   // on the world, so the parameters and every epoch's loss equal one
   // process's fit on the same batches; the world sizes, kept in a
   // callback's committed state, show the change and the replacement.
@@ -234,21 +237,26 @@ TEST(Elastic, FitGoesOnUnchangedThroughALostMemberAndItsReplacement) {
   const char* phases[] = {"begin", "end"};
   struct Case {
     unsigned seed;
-    const char* style;
+    const char* strategy;
     int64_t commit_steps;
   };
-  for (const Case& c : {Case{11u, "ddp", 1}, Case{16u, "horovod", 3}}) {
-    const auto [seed, style, commit_steps] = c;
+  // zero keeps no whole state anywhere: each commit is every rank's blocks
+  // and a copy of its predecessor's; the survivors rebuild the blocks for 2
+  // and read them back from those parts (seed 2: rank 0, whose part's copy
+  // is on rank 1; seed 1: rank 1, holder of rank 0's copy).
+  for (const Case& c : {Case{11u, "multi_worker:style=ddp", 1}, Case{16u, "multi_worker:style=horovod", 3},
+                        Case{2u, "zero:stage=1", 1}, Case{1u, "zero:stage=2", 2}}) {
+    const auto [seed, strategy, commit_steps] = c;
     std::mt19937 rng(seed);
     const int slot = int(rng() % 3);
     const int64_t step = 2 + int64_t(rng() % 6);
     const std::string phase = phases[rng() % 2];
-    SCOPED_TRACE("seed " + std::to_string(seed) + ", " + style + ": slot " + std::to_string(slot) +
+    SCOPED_TRACE("seed " + std::to_string(seed) + ", " + strategy + ": slot " + std::to_string(slot) +
                  " killed at step " + std::to_string(step) + ", " + phase);
     TempDir dir("elastic_test");
     const std::string job = "elasticfit" + std::to_string(seed);
     const JobRun run = run_job(dir, job, {"--min-np", "2", "--max-restarts", "1"},
-                               {"--fit", "--strategy", std::string("multi_worker:style=") + style, "--commit-steps",
+                               {"--fit", "--strategy", strategy, "--commit-steps",
                                 std::to_string(commit_steps), "--kill",
                                 std::to_string(slot) + ":" + std::to_string(step) + ":" + phase, "--step-delay-ms",
                                 "100"},
@@ -267,6 +275,25 @@ TEST(Elastic, FitGoesOnUnchangedThroughALostMemberAndItsReplacement) {
     EXPECT_EQ(sizes.back(), 3) << "the replacement never joined";
     expect_one_process_fit(run, kFitBatch);
   }
+}
+
+TEST(Elastic, ZeroLosesACommitOnlyWhenAPartAndItsCopyDieTogether) {
+  // Slots 0 and 1 die at once: part 0 of every commit was on rank 0 and its
+  // copy on rank 1. Slot 2, alone, holds parts 1 (a copy) and 2: the job
+  // ends saying which commit lost parts, rather than training on from a
+  // state that is not the commit's.
+  TempDir dir("elastic_test");
+  const JobRun run = run_job(dir, "elasticzerolost", {"--min-np", "1", "--max-restarts", "0"},
+                             {"--fit", "--strategy", "zero:stage=1", "--kill", "0:4:begin", "--kill", "1:4:begin",
+                              "--step-delay-ms", "50"},
+                             8);
+  ASSERT_TRUE(run.result.finished);
+  EXPECT_NE(run.result.exit_code, 0);
+  EXPECT_NE(run.result.err.find("lost parts (the members holding a part and its copy died together); only 2 of its 3 "
+                                "parts are left, and no older commit is whole"),
+            std::string::npos)
+      << run.result.err;
+  EXPECT_LT(run.result.seconds, 60);
 }
 
 TEST(Elastic, AcrossHostsTheReplacementStartsOnItsSlotsHost) {

@@ -143,6 +143,20 @@ void ShardWriter::commit() {
   if (file_) file_->commit({.keep_previous = false});
 }
 
+std::string shard_path(const std::string& dir, int rank, int shards, uint64_t id) {
+  return (fs::path(dir) / shard_file(rank, shards, id)).string();
+}
+
+void write_manifest(const std::string& dir, int shards, uint64_t id) {
+  std::ostringstream text;
+  text << kManifestHeader << "\nsave " << id_text(id) << "\nshards " << shards << "\n";
+  for (int r = 0; r < shards; ++r) text << shard_file(r, shards, id) << "\n";
+  CheckpointFileWriter file((fs::path(dir) / "manifest").string(), CheckpointKind::manifest);
+  const std::string bytes = text.str();
+  file.append(bytes.data(), bytes.size());
+  file.commit({.keep_previous = true});
+}
+
 std::string save_sharded(const std::string& dir, const std::function<void(ShardWriter&)>& fill,
                          const ShardedSaveOptions& options) {
   engine::Engine& eng = resolve_engine(options.engine);
@@ -159,7 +173,7 @@ std::string save_sharded(const std::string& dir, const std::function<void(ShardW
   try {
     if (writes) {
       fs::create_directories(dir);
-      writer = std::make_unique<ShardWriter>((fs::path(dir) / shard_file(rank, shards, save_id)).string());
+      writer = std::make_unique<ShardWriter>(shard_path(dir, rank, shards, save_id));
     }
   } catch (...) {
     error = std::current_exception();
@@ -181,15 +195,8 @@ std::string save_sharded(const std::string& dir, const std::function<void(ShardW
   std::string failure;
   if (rank == 0) {
     try {
-      std::ostringstream text;
-      text << kManifestHeader << "\nsave " << id_text(save_id) << "\nshards " << shards
-           << "\n";
-      for (int r = 0; r < shards; ++r) text << shard_file(r, shards, save_id) << "\n";
+      write_manifest(dir, shards, save_id);
       const std::string manifest = (fs::path(dir) / "manifest").string();
-      CheckpointFileWriter file(manifest, CheckpointKind::manifest);
-      const std::string s = text.str();
-      file.append(s.data(), s.size());
-      file.commit({.keep_previous = true});
       // Shards of saves older than the two manifests are garbage now.
       std::string previous;
       try {

@@ -26,6 +26,7 @@
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 
+#include <cstdint>
 #include <exception>
 #include <functional>
 #include <map>
@@ -107,6 +108,14 @@ struct ShardedSaveOptions {
 // writes, one per rank (one in all with single_writer). Returns its id.
 std::string save_sharded(const std::string& dir, const std::function<void(ShardWriter&)>& fill,
                          const ShardedSaveOptions& options = {});
+
+// A save put together by one process from shard files it holds (an
+// elastic job's commit, copied between members: core/elastic_state.h).
+// Where shard `rank` of `shards` of save `id` is in `dir`, and, once every
+// shard file is there, the manifest that makes the save in force (not
+// collective; ShardedCheckpoint then opens it).
+std::string shard_path(const std::string& dir, int rank, int shards, uint64_t id);
+void write_manifest(const std::string& dir, int shards, uint64_t id);
 
 // Which parameters a model's records include: all of them, or only those
 // that do not require grad (ZeRO writes the trainable ones as its blocks).

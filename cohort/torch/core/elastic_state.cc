@@ -93,6 +93,18 @@ void ElasticState::tally(const std::string& name, at::Tensor pending, at::Tensor
   tallies_[name] = {std::move(pending), std::move(total)};
 }
 
+void ElasticState::shard(ElasticShards& shards) {
+  COHORT_CHECK_AS(ConfigError, !commit_ && !scale_lr_)
+      << "ElasticState::shard(): before the first commit, and without learning-rate scaling";
+  shards_ = &shards;
+}
+
+void ElasticState::scale_learning_rate_with_world(bool on) {
+  COHORT_CHECK_AS(ConfigError, !on || !shards_)
+      << "ElasticState: learning-rate scaling needs the optimizer, which a sharded state leaves to its shards";
+  scale_lr_ = on;
+}
+
 void ElasticState::zero_pending() {
   for (auto& [name, t] : tallies_) t.pending.zero_();
 }
@@ -100,6 +112,11 @@ void ElasticState::zero_pending() {
 void ElasticState::take(Snapshot& s) const {
   torch::NoGradGuard no_grad;
   s.serial = serial_;
+  s.world = initialized() ? size() : 1;
+  s.counters = counters_;
+  for (const auto& [name, tensor] : tracked_) copy_into(s.tracked[name], tensor);
+  for (const auto& [name, value] : values_) s.values[name] = value.save();
+  if (shards_) return;  // the model and the optimizer are the shards'
   const std::vector<at::Tensor> tensors = model_tensors(model_);
   s.model.resize(tensors.size());
   for (size_t i = 0; i < tensors.size(); ++i) copy_into(s.model[i], tensors[i]);
@@ -127,17 +144,15 @@ void ElasticState::take(Snapshot& s) const {
     archive.save_to(out);
     s.values[""] = out.str();
   }
-  for (const auto& [name, value] : values_) s.values[name] = value.save();
   s.lrs.clear();
   for (const auto& group : optimizer_.param_groups()) s.lrs.push_back(group.options().get_lr());
-  s.world = initialized() ? size() : 1;
-  s.counters = counters_;
-  for (const auto& [name, tensor] : tracked_) copy_into(s.tracked[name], tensor);
 }
 
 void ElasticState::put(const Snapshot& s) {
   torch::NoGradGuard no_grad;
   serial_ = s.serial;
+  put_kept(s);
+  if (shards_) return;  // the model and the optimizer are the shards'
   const std::vector<at::Tensor> tensors = model_tensors(model_);
   COHORT_CHECK_EQ(tensors.size(), s.model.size()) << "the elastic commit is of another model";
   for (size_t i = 0; i < tensors.size(); ++i) tensors[i].copy_(s.model[i]);
@@ -165,6 +180,9 @@ void ElasticState::put(const Snapshot& s) {
   COHORT_CHECK_EQ(groups.size(), s.lrs.size()) << "the elastic commit is of another optimizer";
   const double scale = scale_lr_ ? double(initialized() ? size() : 1) / double(s.world) : 1.0;
   for (size_t g = 0; g < groups.size(); ++g) groups[g].options().set_lr(s.lrs[g] * scale);
+}
+
+void ElasticState::put_kept(const Snapshot& s) {
   for (auto& [name, value] : counters_) {
     const auto it = s.counters.find(name);
     COHORT_CHECK_AS(ConfigError, it != s.counters.end())
@@ -204,6 +222,12 @@ void ElasticState::commit() {
   }
   zero_pending();
   ++serial_;
+  if (shards_) {
+    // The parts first: a member lost meanwhile leaves this member's commit
+    // before in force, with its parts (kept with the one before it).
+    shards_->commit(serial_);
+    std::swap(previous_, commit_);
+  }
   if (!commit_) commit_ = std::make_unique<Snapshot>();
   take(*commit_);
   if (sums[0].item<double>() > 0)
@@ -244,7 +268,7 @@ void ElasticState::receive(int root) {
     in->world = h[at_++];
     const size_t states = size_t(h[at_++]), counters = size_t(h[at_++]);
     COHORT_CHECK_EQ(counters, own.counters.size()) << "members keep different counters";
-    if (per_element_) {
+    if (per_element_ && !shards_) {
       const std::vector<at::Tensor> params = optimizer_parameters(optimizer_);
       const std::vector<std::string> fields = element_state_fields(optimizer_);
       COHORT_CHECK_EQ(states, params.size()) << "members' optimizers differ";
@@ -259,6 +283,7 @@ void ElasticState::receive(int root) {
     }
     in->counters = own.counters;
     for (const auto& [name, bytes] : own.values) in->values[name];
+    in->lrs.resize(own.lrs.size());
     for (auto& [name, value] : in->counters) value = h[at_++];
     for (const at::Tensor& t : own.model) in->model.push_back(at::empty_like(t));
     for (const auto& [name, tensor] : own.tracked) in->tracked[name] = at::empty_like(tensor);
@@ -287,8 +312,10 @@ void ElasticState::receive(int root) {
       in_bytes += n;
     }
   }
-  at::Tensor lrs = broadcast(at::tensor(own.lrs, at::kDouble), {.root = root});
-  s.lrs.assign(lrs.data_ptr<double>(), lrs.data_ptr<double>() + lrs.numel());
+  if (!shards_) {
+    at::Tensor lrs = broadcast(at::tensor(own.lrs, at::kDouble), {.root = root});
+    s.lrs.assign(lrs.data_ptr<double>(), lrs.data_ptr<double>() + lrs.numel());
+  }
   for (auto& [name, tensor] : s.tracked) broadcast_(tensor, {.root = root});
   if (!mine) commit_ = std::move(in);
 }
@@ -298,6 +325,7 @@ void ElasticState::sync() {
     commit_ = std::make_unique<Snapshot>();
     take(*commit_);
   }
+  if (shards_) return sync_sharded();
   if (initialized() && size() > 1) {
     // The newest commit any member holds (the lowest rank's among equals).
     // Members that all hold the same committed step keep their own (the
@@ -308,6 +336,29 @@ void ElasticState::sync() {
       receive(static_cast<int>(serials.argmax().item<int64_t>()));
   }
   put(*commit_);
+  if (initialized() && elastic()) finish_joining();
+}
+
+void ElasticState::sync_sharded() {
+  // The parts: the newest commit the members hold together, in this
+  // world's layout now (or the state as it is, kept as this member's
+  // serial, when nobody holds a commit).
+  const int64_t serial = shards_->restore(serial_);
+  // The rest of that commit, from the lowest rank that holds it (a member
+  // may hold it as the commit before its newest, or not at all: a new one).
+  if (previous_ && previous_->serial == serial && commit_->serial != serial) std::swap(previous_, commit_);
+  previous_.reset();
+  if (initialized() && size() > 1) {
+    const bool holds = commit_->serial == serial;
+    const at::Tensor holders = allgather(at::tensor({holds ? int64_t(1) : int64_t(0)}, at::kLong));
+    COHORT_CHECK(holders.max().item<int64_t>() == 1)
+        << "elastic: no member holds the rest of commit " << serial << " (members keep different state)";
+    const int root = static_cast<int>(holders.argmax().item<int64_t>());
+    if (!holders.all().item<bool>() || serial == 0) receive(root);
+  }
+  put(*commit_);
+  serial_ = serial;
+  commit_->serial = serial;
   if (initialized() && elastic()) finish_joining();
 }
 

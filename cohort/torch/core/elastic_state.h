@@ -21,7 +21,9 @@
 // the last commit's tensors: no allocation; the state of an optimizer that
 // is not per element, as LBFGS, goes through its archive). The state is
 // replicated (every member holds the same), so no death loses it while one
-// member lives. fit() (cohort/torch/fit) runs itself this way when the job
+// member lives. A model and optimizer split over the members (ZeRO) are
+// committed by their strategy's ElasticShards instead (shard()): each
+// member's part and a copy of another member's. fit() (cohort/torch/fit) runs itself this way when the job
 // is elastic.
 //
 // Membership changes (run_elastic):
@@ -56,6 +58,27 @@
 #include "cohort/common/error.h"
 
 namespace cohort {
+
+// State split over the members, which no member holds whole (ZeRO's
+// blocks): ElasticState::shard() commits and restores it through this. The
+// implementation (checkpoint/elastic_shards.h) keeps each member's part of
+// a commit and a copy of another member's, so that no single death loses a
+// part of the last commit.
+class ElasticShards {
+ public:
+  virtual ~ElasticShards() = default;
+  // Collective: this member's part of the state, kept as commit `serial`
+  // (the two newest are kept: a member lost during a commit leaves the
+  // others holding both).
+  virtual void commit(int64_t serial) = 0;
+  // Collective over the current world, new members included: the newest
+  // commit whose parts the members hold together, loaded into the state
+  // and kept again in this world's layout; returns its serial. When no
+  // member holds any commit, the state stays as it is and is kept as commit
+  // `serial_if_none`, which is returned. Error when a commit's parts were
+  // lost (two members that held the same part died together).
+  virtual int64_t restore(int64_t serial_if_none) = 0;
+};
 
 // Thrown by ElasticState::commit() on every member at once when the
 // launcher published a new membership.
@@ -102,6 +125,12 @@ class ElasticState {
   // the same committed step keep their own, identical by replication;
   // before any commit, rank 0's), new members included.
   void sync();
+  // The model and optimizer are split over the members (ZeRO): commit(),
+  // restore() and sync() leave them to `shards` (which must outlive the
+  // state) and keep the rest (counters, tracked tensors and values,
+  // tallies) as usual; the model and optimizer given to the constructor are
+  // not used. Before the first commit. Not with learning-rate scaling.
+  void shard(ElasticShards& shards);
   // Commits so far in the state being trained (restored with it).
   int64_t commits() const { return serial_; }
   // Linear scaling (Goyal et al. 2017), for loops whose global batch is a
@@ -109,7 +138,7 @@ class ElasticState {
   // learning rate to the committed one times size() over the world's size
   // at that commit, so the rate follows the members (a schedule's changes
   // between commits are the program's).
-  void scale_learning_rate_with_world(bool on = true) { scale_lr_ = on; }
+  void scale_learning_rate_with_world(bool on = true);
 
   ElasticState(const ElasticState&) = delete;
   ElasticState& operator=(const ElasticState&) = delete;
@@ -119,6 +148,7 @@ class ElasticState {
   struct Snapshot;
   void take(Snapshot& s) const;  // the live state into `s`
   void put(const Snapshot& s);   // `s` into the live state
+  void put_kept(const Snapshot& s);  // its counters, tracked tensors and values
   void receive(int root);        // root's commit into this one (collective)
   void zero_pending();
 
@@ -140,6 +170,9 @@ class ElasticState {
   std::map<std::string, Tally> tallies_;
   std::unique_ptr<Snapshot> commit_;  // null before the first commit or sync
   int64_t serial_ = 0;  // commits made in the state's history
+  ElasticShards* shards_ = nullptr;
+  std::unique_ptr<Snapshot> previous_;  // with shards: the commit before commit_
+  void sync_sharded();
 };
 
 // Runs `train` until it returns, through membership changes (see the file

@@ -63,6 +63,8 @@
 
 namespace cohort {
 
+class ElasticShards;  // core/elastic_state.h
+
 // A batch of rows: dim 0 of input and target (when defined) is the row.
 struct Batch {
   at::Tensor input;
@@ -216,6 +218,10 @@ class Strategy {
   // Default: no, and rejoin() is a ConfigError.
   virtual bool follows_membership() const { return false; }
   virtual void rejoin();
+  // A strategy whose state is split over its processes (zero) commits and
+  // restores it through this (ElasticState::shard()); null: the module and
+  // optimizer are replicated and ElasticState keeps them itself.
+  virtual ElasticShards* elastic_shards() { return nullptr; }
 
   // Values the strategy reports with fit()'s epoch logs, the same on every
   // process (a private strategy's privacy budget spent: "epsilon").
@@ -235,7 +241,7 @@ inline TrainingState Strategy::load_sharded(const std::string&, const std::strin
 
 inline void Strategy::rejoin() {
   COHORT_THROW(ConfigError) << "the " << spec() << " strategy cannot follow an elastic job's membership changes "
-                            << "(multi_worker can)";
+                            << "(multi_worker and zero at stages 1 and 2 can)";
 }
 
 inline TensorHandle Strategy::all_sum_async(const at::Tensor& values) {

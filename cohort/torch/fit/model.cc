@@ -237,7 +237,7 @@ History Model::fit(BatchStream& train, FitOptions options) {
   const bool elastic_fit = elastic_job && strategy_.follows_membership();
   COHORT_CHECK_AS(ConfigError, !elastic_job || elastic_fit || strategy_.process_count() == 1)
       << "fit: this is an elastic job (cohortrun --min-np), and the " << strategy_.spec()
-      << " strategy cannot follow its membership changes (multi_worker can)";
+      << " strategy cannot follow its membership changes (multi_worker and zero at stages 1 and 2 can)";
   COHORT_CHECK_AS(ConfigError, !elastic_fit || dataset_stream)
       << "fit: an elastic job trains on a Dataset (the order of its global batches does not depend on the world); "
          "an input stream's cursor does not yet follow membership changes";
@@ -283,6 +283,9 @@ History Model::fit(BatchStream& train, FitOptions options) {
     // change the members go on with the same batches split anew: no row of
     // an epoch is skipped or trained twice.
     ElasticState state(module(), optimizer());
+    // A strategy that splits the model over its processes commits its
+    // parts itself (zero: each with a copy on another process).
+    if (ElasticShards* shards = strategy_.elastic_shards()) state.shard(*shards);
     // A backup's partial epoch (the chief's merged sums) is everyone's total.
     epoch_metrics_ = new_metric_state();
     committed_metrics_ = resumed_ ? strategy_.all_sum(resumed_epoch_metrics_).clone() : new_metric_state();

@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "cohort/common/check.h"
+#include "cohort/torch/checkpoint/elastic_shards.h"
 #include "cohort/torch/checkpoint/sharded_checkpoint.h"
 #include "cohort/torch/core/broadcast_state.h"
 #include "cohort/torch/core/module_state.h"
@@ -105,6 +106,32 @@ std::vector<std::vector<size_t>> ZeroStrategy::plan_wrapped_units(torch::nn::Mod
 void ZeroStrategy::prepare(TrainingModel model) {
   detail::check_training_model(model, prepared_);
   model_ = std::move(model);
+  build();
+  prepared_ = true;
+}
+
+void ZeroStrategy::rejoin() {
+  detail::prepared(model_, prepared_);
+  COHORT_CHECK_AS(ConfigError, follows_membership())
+      << "zero: only stages 1 and 2 without shard_group, on cohort::init()'s world, follow an elastic job's "
+         "membership; this is " << spec();
+  hold_new_world();
+  // The old world's blocks go (their engine is stopped); the new world's
+  // are built as prepare() built them, and the elastic state's restore
+  // fills them from the last commit.
+  zero_.reset();
+  build();
+}
+
+ElasticShards* ZeroStrategy::elastic_shards() {
+  detail::prepared(model_, prepared_);
+  if (!elastic_)
+    elastic_ = std::make_unique<ElasticShardFiles>([this](ShardWriter& out) { write_own_records(out, {}); },
+                                                   [this](const ShardedCheckpoint& in) { read_records(in); });
+  return elastic_.get();
+}
+
+void ZeroStrategy::build() {
   torch::nn::Module& module = *model_.module;
   broadcast_parameters(module, 0, engine_.get());
   ZeroOptions options{.stage = options_.stage, .bucket_bytes = options_.bucket_bytes, .engine = engine_.get()};
@@ -165,7 +192,6 @@ void ZeroStrategy::prepare(TrainingModel model) {
     training_.forward = [this](torch::nn::Module&, const at::Tensor& input) { return forward_by_units(&input); };
   else if (options.defer_gather)
     training_.forward = [this](torch::nn::Module&, const at::Tensor& input) { return forward_by_layers(input); };
-  prepared_ = true;
 }
 
 // Stages 1 and 2 over a Sequential: the previous step's allgathers finish
@@ -298,20 +324,26 @@ void ZeroStrategy::load(torch::serialize::InputArchive& archive) {
 
 std::string ZeroStrategy::save_sharded(const std::string& dir, const TrainingState& state) {
   detail::prepared(model_, prepared_);
-  const int rank = process_index(), size = process_count();
+  return cohort::save_sharded(dir, [&](ShardWriter& out) { write_own_records(out, state); },
+                              {.engine = engine_.get()});
+}
+
+void ZeroStrategy::write_own_records(ShardWriter& out, const TrainingState& state) {
   // Buffers and frozen parameters are replicated: each rank writes 1/size.
   // Hybrid sharding: every shard group holds the same blocks; the first
   // (dp coordinate 0) writes them.
   const bool writes_blocks = groups_ == nullptr || groups_->rank(MeshAxis::dp) == 0;
-  return cohort::save_sharded(dir, [&](ShardWriter& out) {
-    if (writes_blocks) zero_->write_shard(out, names_);
-    write_model_records(out, module(), zero_->shard_optimizer(), state, rank, size, ModelParameters::frozen);
-  }, {.engine = engine_.get()});
+  if (writes_blocks) zero_->write_shard(out, names_);
+  write_model_records(out, module(), zero_->shard_optimizer(), state, process_index(), process_count(),
+                      ModelParameters::frozen);
 }
 
 TrainingState ZeroStrategy::load_sharded(const std::string& dir, const std::string& id) {
   detail::prepared(model_, prepared_);
-  const ShardedCheckpoint in(dir, id);
+  return read_records(ShardedCheckpoint(dir, id));
+}
+
+TrainingState ZeroStrategy::read_records(const ShardedCheckpoint& in) {
   // The model's own records first (they check the optimizer type and the
   // shapes before anything changes), then this rank's blocks.
   const TrainingState state = read_model_records(in, module(), zero_->shard_optimizer(), ModelParameters::frozen);

@@ -41,6 +41,8 @@
 #include <vector>
 
 #include "cohort/torch/checkpoint/checkpoint.h"
+#include "cohort/torch/checkpoint/elastic_shards.h"
+#include "cohort/torch/checkpoint/sharded_checkpoint.h"
 #include "cohort/torch/core/runtime.h"
 #include "cohort/torch/core/strategy.h"
 #include "cohort/torch/data_parallel/sharded_unit.h"
@@ -98,11 +100,27 @@ class ZeroStrategy : public RankStrategy {
   // next forward: this waits for it (not collective). predict(), save(),
   // load() and the sharded checkpoints call it themselves.
   void gather_parameters();
+
+  // Elastic jobs (stages 1 and 2, without shard_group, on cohort::init()'s
+  // world): every commit keeps each rank's blocks and a copy of another
+  // rank's (checkpoint/elastic_shards.h), never the whole state on one
+  // rank; after a change the new world's blocks are built again (rejoin())
+  // and filled from the last commit, resharded to the new size.
+  bool follows_membership() const override {
+    return !own_engine_ && options_.stage < 3 && options_.shard_group == 0;
+  }
+  void rejoin() override;
+  ElasticShards* elastic_shards() override;
   const ZeroOptimizer& sharded() const;
   const ZeroStrategyOptions& options() const { return options_; }
   ZeroMemory memory() const { return sharded().memory(); }
 
  private:
+  // prepare()'s work after its checks (rejoin() does it again).
+  void build();
+  // This rank's records of a sharded checkpoint, and all of them read back.
+  void write_own_records(ShardWriter& out, const TrainingState& state);
+  TrainingState read_records(const ShardedCheckpoint& in);
   std::vector<std::vector<size_t>> plan_units(torch::nn::Module& module);
   std::vector<std::vector<size_t>> plan_wrapped_units(torch::nn::Module& module);
 
@@ -126,6 +144,7 @@ class ZeroStrategy : public RankStrategy {
   bool root_unit_ = false;
   bool evaluating_ = false;                             // stage 3: gathered for predict() until the next step
   std::unique_ptr<ZeroOptimizer> zero_;
+  std::unique_ptr<ElasticShardFiles> elastic_;  // an elastic job's commits (elastic_shards())
 };
 
 }  // namespace cohort

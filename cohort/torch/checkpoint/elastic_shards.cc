@@ -1,0 +1,157 @@
+#include "cohort/torch/checkpoint/elastic_shards.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <set>
+
+#include "cohort/common/check.h"
+#include "cohort/common/logging.h"
+#include "cohort/torch/core/collectives.h"
+#include "cohort/torch/core/runtime.h"
+
+namespace cohort {
+namespace fs = std::filesystem;
+
+namespace {
+
+// Commits a member reports holding: 2 commits x (its part, its copy).
+constexpr int64_t kSlots = 4;
+
+at::Tensor read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  COHORT_CHECK(in) << "elastic: cannot read the commit's part " << path;
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return at::from_blob(bytes.data(), {int64_t(bytes.size())}, at::kByte).clone();
+}
+
+void write_bytes(const std::string& path, const at::Tensor& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(static_cast<const char*>(bytes.data_ptr()), std::streamsize(bytes.numel()));
+  out.close();
+  COHORT_CHECK(out) << "elastic: cannot write the commit's part " << path << " (is /dev/shm full?)";
+}
+
+}  // namespace
+
+ElasticShardFiles::ElasticShardFiles(std::function<void(ShardWriter&)> write,
+                                     std::function<void(const ShardedCheckpoint&)> read)
+    : write_(std::move(write)), read_(std::move(read)) {
+  const char* job = std::getenv("COHORT_JOB_ID");
+  prefix_ = std::string("/dev/shm/cohort-") + (job && *job ? job : "local") + "-elastic-" +
+            std::to_string(::getpid()) + "-";
+}
+
+ElasticShardFiles::~ElasticShardFiles() {
+  keep_newest(0);
+  std::error_code ignored;
+  fs::remove_all(prefix_ + "restore", ignored);
+}
+
+std::string ElasticShardFiles::path_of(const Part& p) const {
+  return prefix_ + "s" + std::to_string(p.serial) + "-p" + std::to_string(p.part) + "of" + std::to_string(p.world);
+}
+
+void ElasticShardFiles::keep_newest(size_t keep) {
+  while (commits_.size() > keep) {
+    for (const Part& p : commits_.front()) ::unlink(path_of(p).c_str());
+    commits_.erase(commits_.begin());
+  }
+}
+
+void ElasticShardFiles::commit(int64_t serial) {
+  const int64_t world = initialized() ? size() : 1, me = initialized() ? rank() : 0;
+  std::vector<Part> parts{{serial, world, me}};
+  {
+    ShardWriter out(path_of(parts[0]));
+    write_(out);
+    out.commit();
+  }
+  if (world > 1) {
+    // This member's part to the next one; the previous one's here.
+    const at::Tensor mine = read_bytes(path_of(parts[0]));
+    std::vector<int64_t> splits(size_t(world), 0);
+    splits[size_t((me + 1) % world)] = mine.numel();
+    const at::Tensor copy = alltoall(mine, {.name = "elastic.part_copy", .splits = splits});
+    parts.push_back({serial, world, (me + world - 1) % world});
+    write_bytes(path_of(parts[1]), copy);
+  }
+  commits_.push_back(std::move(parts));
+  keep_newest(2);
+}
+
+int64_t ElasticShardFiles::restore(int64_t serial_if_none) {
+  const int64_t world = initialized() ? size() : 1;
+  // Every member's holdings: kSlots rows of [serial, world, part], -1 unused.
+  at::Tensor mine = at::full({kSlots, 3}, -1, at::kLong);
+  int64_t slot = int64_t(kSlots);
+  for (auto c = commits_.rbegin(); c != commits_.rend(); ++c)
+    for (const Part& p : *c)
+      if (slot > 0) {
+        --slot;
+        mine[slot][0] = p.serial;
+        mine[slot][1] = p.world;
+        mine[slot][2] = p.part;
+      }
+  const at::Tensor all = world > 1 ? allgather(mine.reshape({1, kSlots * 3}), {.name = "elastic.parts_held"})
+                                          .reshape({world * kSlots, 3})
+                                   : mine;
+  // Per commit (serial, world): the lowest member holding each part.
+  std::map<std::pair<int64_t, int64_t>, std::map<int64_t, int>> holders;
+  for (int64_t row = 0; row < all.size(0); ++row) {
+    const int64_t serial = all[row][0].item<int64_t>(), w = all[row][1].item<int64_t>();
+    if (serial < 0) continue;
+    holders[{serial, w}].emplace(all[row][2].item<int64_t>(), int(row / kSlots));  // rows go by member
+  }
+  if (holders.empty()) {
+    // Nobody committed yet: the state is everyone's as prepared.
+    commit(serial_if_none);
+    return serial_if_none;
+  }
+  const std::pair<int64_t, int64_t>* chosen = nullptr;
+  for (auto it = holders.rbegin(); it != holders.rend() && !chosen; ++it)
+    if (int64_t(it->second.size()) == it->first.second) chosen = &it->first;
+  if (!chosen) {
+    const auto& [newest, parts] = *holders.rbegin();
+    COHORT_THROW(Error) << "elastic: commit " << newest.first << " of a world of " << newest.second
+                        << " lost parts (the members holding a part and its copy died together); only "
+                        << parts.size() << " of its " << newest.second << " parts are left, and no older commit is whole";
+  }
+  const auto [serial, old_world] = *chosen;
+  const std::map<int64_t, int>& by_part = holders.at(*chosen);
+  // Each part from its holder, one at a time, into a checkpoint of them all.
+  const std::string dir = prefix_ + "restore";
+  std::error_code ignored;
+  fs::remove_all(dir, ignored);
+  fs::create_directories(dir);
+  for (const auto& [part, holder] : by_part) {
+    at::Tensor bytes;
+    if (holder == (initialized() ? rank() : 0)) bytes = read_bytes(path_of({serial, old_world, part}));
+    if (world > 1) {
+      const at::Tensor length = broadcast(at::tensor({bytes.defined() ? bytes.numel() : int64_t(0)}, at::kLong),
+                                          {.name = "elastic.part_length", .root = holder});
+      if (!bytes.defined()) bytes = at::empty({length.item<int64_t>()}, at::kByte);
+      bytes = broadcast(bytes, {.name = "elastic.part", .root = holder});
+    }
+    write_bytes(shard_path(dir, int(part), int(old_world), uint64_t(serial)), bytes);
+  }
+  write_manifest(dir, int(old_world), uint64_t(serial));
+  {
+    const ShardedCheckpoint in(dir);
+    read_(in);
+  }
+  fs::remove_all(dir, ignored);
+  // Kept again in this world's layout; the old parts stay until that is
+  // done (a member lost meanwhile leaves them to the next restore).
+  commit(serial);
+  COHORT_LOG(info) << "elastic: restored commit " << serial << " of a world of " << old_world << " in a world of "
+                   << world;
+  return serial;
+}
+
+}  // namespace cohort

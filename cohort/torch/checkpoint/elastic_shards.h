@@ -1,0 +1,70 @@
+// ElasticShardFiles: the ElasticShards of core/elastic_state.h for state
+// that is written and read as a sharded checkpoint's records (ZeRO's blocks,
+// strategy/zero.h), so that an elastic job's commit needs no member to hold
+// the whole state.
+//
+// A commit (collective): every member writes its part as a shard file in
+// shared memory (/dev/shm/cohort-<job>-elastic-<pid>-..., tmpfs: memory that
+// outlives nothing but this process, and cohortrun removes at exit), and
+// sends a copy to the next member in rank order, which keeps it beside its
+// own. Part p of a world of W is then held by members p and p+1 (mod W):
+// no single death loses it. The two newest commits are kept, since a member
+// lost during a commit's exchange leaves some members holding it and
+// others only the one before.
+//
+// A restore (collective over the new world): the members say which parts
+// of which commits they hold, choose the newest commit held whole, and its
+// holders broadcast each part in turn (one part in flight: a member holds
+// the whole state only as files, never in memory). Every member reads the
+// parts back as a sharded checkpoint, at the new world's size (the
+// checkpoint format reshards), then commits again in the new layout. Two
+// members that held the same part dying together lose that commit (Error,
+// naming it).
+//
+// The copy travels by the engine's alltoall, which pads every block to the
+// largest: each member sends W blocks of one part's size. Fine for the
+// worlds of a few members this serves today; a ring of point-to-point sends
+// would cost one.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "cohort/torch/checkpoint/sharded_checkpoint.h"
+#include "cohort/torch/core/elastic_state.h"
+
+namespace cohort {
+
+class ElasticShardFiles final : public ElasticShards {
+ public:
+  // `write`: this member's part (not collective). `read`: the whole state
+  // from a checkpoint of every part (collective over the current world).
+  ElasticShardFiles(std::function<void(ShardWriter&)> write, std::function<void(const ShardedCheckpoint&)> read);
+  // Removes its files.
+  ~ElasticShardFiles() override;
+  ElasticShardFiles(const ElasticShardFiles&) = delete;
+  ElasticShardFiles& operator=(const ElasticShardFiles&) = delete;
+
+  void commit(int64_t serial) override;
+  int64_t restore(int64_t serial_if_none) override;
+
+ private:
+  // Part `part` of commit `serial` made by a world of `world` members.
+  struct Part {
+    int64_t serial;
+    int64_t world;
+    int64_t part;
+  };
+  std::string path_of(const Part& p) const;
+  // Drops the files of all but the newest `keep` commits.
+  void keep_newest(size_t keep);
+
+  std::function<void(ShardWriter&)> write_;
+  std::function<void(const ShardedCheckpoint&)> read_;
+  std::string prefix_;  // of every file's path
+  // Per commit (oldest first): the parts held, this member's and its copy.
+  std::vector<std::vector<Part>> commits_;
+};
+
+}  // namespace cohort
