@@ -120,7 +120,8 @@ int64_t ElasticShardFiles::restore(int64_t serial_if_none) {
     const auto& [newest, parts] = *holders.rbegin();
     COHORT_THROW(Error) << "elastic: commit " << newest.first << " of a world of " << newest.second
                         << " lost parts (the members holding a part and its copy died together); only "
-                        << parts.size() << " of its " << newest.second << " parts are left, and no older commit is whole";
+                        << parts.size() << " of its " << newest.second
+                        << " parts are left, and no older commit is whole";
   }
   const auto [serial, old_world] = *chosen;
   const std::map<int64_t, int>& by_part = holders.at(*chosen);
