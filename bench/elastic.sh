@@ -3,7 +3,7 @@
 # (issue 18), side by side in one run, interleaved and repeated.
 #
 # Usage: bench/elastic.sh [--build-dir DIR] [--reps N] [--kill-step K] [--rows R] [--batch B]
-#                         [--model mlp|cnn] [--hosts 1|2] [--kill-rank R]
+#                         [--model mlp|cnn] [--hosts 1|2] [--kill-rank R] [--strategy S] [--cut-link]
 #
 # Both train --model (the synthetic mlp, 784-4096-4096-10, 20M parameters,
 # or the Fashion-MNIST example's cnn, 206k) on 3 ranks of this machine,
@@ -16,7 +16,18 @@
 #            run_elastic: commit after every step, in memory); with
 #            --hosts 2, across 2 emulated hosts (scripts/cluster.sh, 1 Gbit/s
 #            links: ranks 0-1 on h0, rank 2 on h1, hierarchical backend)
-#            and without the torchrun side (its comparison is one host's)
+#            and without the torchrun side (its comparison is one host's);
+#            with --strategy S, Model::fit under strategy S instead
+#            (elastic_program --fit: global batches of 3 x --batch rows, a
+#            commit every step; zero:stage=1 commits each rank's blocks and
+#            a copy of another's, checkpoint/elastic_shards.h), the rank
+#            killed at its batch's start, before the step's collectives;
+#            with --cut-link (needs --hosts 2), nothing is killed: once rank
+#            0 finished step --kill-step, h1's link is cut (its bridge port
+#            goes down: rank 2 silent, no connection closes) and the clock
+#            starts then; the launcher kills rank 2 after
+#            COHORT_ELASTIC_HEARTBEAT_TIMEOUT_S (10 s unless set) without a
+#            heartbeat, and the survivors abandon their collective with it
 #   torchrun torchrun --nnodes=1:1 --nproc_per_node=3 --max_restarts=3 (1.13 spells
 #            its flags with underscores; 2.x also takes --nproc-per-node)
 #            bench/elastic_torchrun_peer.py (DDP over gloo, a checkpoint
@@ -37,6 +48,8 @@ batch=32
 model=mlp
 hosts=1
 kill_rank=1
+strategy=
+cut_link=0
 usage_error() { echo "elastic.sh: $* (see the header of $0)" >&2; exit 2; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -48,7 +61,9 @@ while [[ $# -gt 0 ]]; do
     --model) model=${2:?--model needs a value}; shift 2 ;;
     --hosts) hosts=${2:?--hosts needs a value}; shift 2 ;;
     --kill-rank) kill_rank=${2:?--kill-rank needs a value}; shift 2 ;;
-    -h|--help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --strategy) strategy=${2:?--strategy needs a value}; shift 2 ;;
+    --cut-link) cut_link=1; shift ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;;
     *) usage_error "unknown argument '$1'" ;;
   esac
 done
@@ -57,6 +72,7 @@ for v in "$reps" "$kill_step" "$rows" "$batch" "$kill_rank"; do
 done
 [[ $model == mlp || $model == cnn ]] || usage_error "--model must be mlp or cnn, got '$model'"
 [[ $hosts == 1 || $hosts == 2 ]] || usage_error "--hosts must be 1 or 2, got '$hosts'"
+(( cut_link == 0 || hosts == 2 )) || usage_error "--cut-link needs --hosts 2"
 (( kill_rank < 3 )) || usage_error "--kill-rank must be 0, 1 or 2, got '$kill_rank'"
 run=$build_dir/cohort/launcher/cohortrun
 program=$build_dir/tests/torch/elastic_program
@@ -87,9 +103,29 @@ for (( r = 1; r <= reps; r++ )); do
     log=$out/$side.$r.log
     start=$(date +%s.%N)
     if [[ $side == cohort ]]; then
-      "$run" "${placement[@]}" --min-np 2 --max-restarts 3 "$program" --model "$model" --rows "$rows" \
-        --batch "$batch" --epochs 3 --kill "$kill_rank:$kill_step:before" >"$log" 2>&1 ||
+      training=(--batch "$batch") stop=(--kill "$kill_rank:$kill_step:before") restarts=3 cutter=
+      if [[ -n $strategy ]] || (( cut_link )); then
+        training=(--fit --strategy "${strategy:-multi_worker:style=ddp}" --batch $(( 3 * batch )))
+        stop=(--kill "$kill_rank:$kill_step:begin")
+      fi
+      if (( cut_link )); then
+        # Rank 0 writes a marker after the step; the link goes down as soon
+        # as it appears ("kill at" is then the cut's time). No replacement:
+        # h1 stays unreachable.
+        stop=(--write "$kill_step:$out/cut.$r:x") restarts=0
+        ( while [[ ! -e $out/cut.$r ]]; do sleep 0.01; done
+          ip link set dev "$prefix-v1" down
+          echo "kill at $(date +%s.%N)" >"$out/cut.$r.time" ) &
+        cutter=$!
+      fi
+      "$run" "${placement[@]}" --min-np 2 --max-restarts "$restarts" "$program" --model "$model" --rows "$rows" \
+        --epochs 3 "${training[@]}" "${stop[@]}" >"$log" 2>&1 ||
         echo "elastic.sh: cohort run $r failed" >&2
+      if [[ -n $cutter ]]; then
+        kill "$cutter" 2>/dev/null || true
+        ip link set dev "$prefix-v1" up
+        cat "$out/cut.$r.time" >>"$log" 2>/dev/null || true
+      fi
     else
       port=$(( 29500 + RANDOM % 1000 ))
       /usr/bin/torchrun --nnodes=1:1 --nproc_per_node=3 --max_restarts=3 --master_port "$port" \

@@ -29,11 +29,12 @@
 // sleep instead of joining (the launcher's --elastic-timeout then ends the
 // job).
 //
-// --fit trains the linear model with Model::fit instead (unchanged code:
-// fit is elastic because the job is; --commit-steps: its
-// elastic_commit_steps), --strategy (multi_worker:style=ddp),
-// mean squared error,
-// global batches of --batch rows in order, no shuffle. Kill phases: "begin"
+// --fit trains the model with Model::fit instead (unchanged code: fit is
+// elastic because the job is; --commit-steps: its elastic_commit_steps),
+// --strategy (multi_worker:style=ddp), mean squared error (the linear
+// model) or cross entropy (mlp, cnn), global batches of --batch rows in
+// order, no shuffle; rank 0 prints its "step K world W epoch E at T" lines
+// at each batch's end (bench/elastic.sh --strategy). Kill phases: "begin"
 // (the step's batch-begin callback, before its collectives) and "end" (its
 // batch-end callback, after its gradient exchange, before the commit). A
 // callback records the world's size at every step in its state (which the
@@ -70,6 +71,13 @@ namespace {
 using cohort::testing::elastic_feature;
 using cohort::testing::elastic_target;
 using cohort::testing::kElasticFeatures;
+
+// CLOCK_REALTIME seconds: comparable between processes (bench/elastic.sh).
+double now() {
+  timespec t{};
+  ::clock_gettime(CLOCK_REALTIME, &t);
+  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+}
 
 struct Kill {
   int slot = 0;
@@ -108,6 +116,11 @@ class FitProbe final : public cohort::Callback {
     sizes_.resize(size_t(step + 1), 0);
     sizes_[size_t(step)] = double(cohort::size());
     if (delay_ms_ > 0) ::usleep(useconds_t(delay_ms_ * 1000));
+    if (cohort::rank() == 0) {
+      std::printf("step %lld world %d epoch %lld at %.6f\n", (long long)step, cohort::size(),
+                  (long long)cohort::membership_epoch(), now());
+      std::fflush(stdout);
+    }
     maybe_kill_(step, "end");
     for (const Write& w : writes_)
       if (w.step == step && cohort::rank() == 0) {
@@ -179,11 +192,6 @@ int main(int argc, char** argv) {
   }
   torch::set_num_threads(1);
   const cohort::rendezvous::LaunchInfo me = cohort::rendezvous::discover();
-  auto now = [] {
-    timespec t{};
-    ::clock_gettime(CLOCK_REALTIME, &t);
-    return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
-  };
   auto maybe_kill = [&](int64_t step, const char* phase) {
     if (me.elastic_incarnation != 0) return;  // only a slot's first process
     for (const Kill& k : kills)
@@ -248,8 +256,9 @@ int main(int argc, char** argv) {
   if (fit) {
     auto strategy = cohort::make_strategy(strategy_spec);
     cohort::Model trainer(*strategy, model,
-                          {.loss = [](const at::Tensor& out, const at::Tensor& target) {
-                             return torch::mse_loss(out, target);
+                          {.loss = [mlp](const at::Tensor& out, const at::Tensor& target) {
+                             return mlp ? torch::nn::functional::cross_entropy(out, target)
+                                        : torch::mse_loss(out, target);
                            },
                            .optimizer = cohort::optimizer_factory<torch::optim::SGD>(
                                torch::optim::SGDOptions(0.05).momentum(0.9))});
