@@ -87,6 +87,7 @@ bool ElasticController::settled() const {
 }
 
 bool ElasticController::member_ended(Member m, bool failed, std::string& note) {
+  pulses_.erase(rendezvous::member_text(m));
   const std::string host = host_of(m.slot);
   if (std::erase(removed_, m) > 0) {
     // Told to leave (its host went away): gone as expected, whatever its
@@ -115,7 +116,6 @@ bool ElasticController::member_ended(Member m, bool failed, std::string& note) {
   }
   if (was_survivor && contains(current_.members, m)) lost_since_publish_ = true;
   if (was_survivor) announce_lost(m);
-  pulses_.erase(rendezvous::member_text(m));
   std::vector<std::string> said;
   if (was_pending) said.push_back("a process that had not joined yet");
   const auto now = Clock::now();

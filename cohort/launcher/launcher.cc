@@ -247,13 +247,20 @@ int run_job(const LaunchOptions& options) {
       if (multi_host)
         for (const RankPlacement& p : placement) slot_hosts.push_back(p.host);
       const bool discovery = !options.host_discovery_script.empty();
+      // The ranks beat every COHORT_ELASTIC_HEARTBEAT_MS (they inherit this
+      // environment): a timeout that a beat or two can miss kills them all.
+      const double silence_s = tunables::elastic_heartbeat_timeout_s();
+      const double beat_s = double(tunables::elastic_heartbeat_ms()) / 1000;
+      COHORT_CHECK_AS(ConfigError, silence_s == 0 || (silence_s > 0 && beat_s > 0 && silence_s >= 2 * beat_s))
+          << "COHORT_ELASTIC_HEARTBEAT_TIMEOUT_S=" << silence_s
+          << " must be 0 (off) or at least twice COHORT_ELASTIC_HEARTBEAT_MS (" << beat_s << " s)";
       elastic.emplace(
           ElasticOptions{.min_np = options.min_np,
                          // With discovery and no --max-np: as many as the slots hold.
                          .max_np = options.max_np > 0 ? options.max_np : discovery ? kMaxRanks : 0,
                          .max_restarts = options.max_restarts,
                          .timeout_s = options.elastic_timeout_s,
-                         .heartbeat_timeout_s = tunables::elastic_heartbeat_timeout_s(),
+                         .heartbeat_timeout_s = silence_s,
                          .slot_hosts = slot_hosts,
                          .discovered = discovery ? std::optional(options.hosts) : std::nullopt},
           std::move(client), options.num_ranks, [&](rendezvous::Member m, const std::string& host) {

@@ -4,6 +4,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <filesystem>
+
 
 namespace cohort::launcher {
 
@@ -18,8 +20,13 @@ std::vector<std::string> remove_job_segments(const std::string& job_id, const st
     const std::string_view name = entry->d_name;
     if (name.starts_with(prefix)) matches.emplace_back(name);
   }
-  for (const std::string& name : matches)
-    if (::unlinkat(::dirfd(dir), name.c_str(), 0) == 0) removed.push_back(name);
+  for (const std::string& name : matches) {
+    // A directory (an elastic restore's parts, torch/checkpoint/
+    // elastic_shards.h) goes with its contents.
+    std::error_code error;
+    if (std::filesystem::remove_all(std::filesystem::path(directory) / name, error) > 0 && !error)
+      removed.push_back(name);
+  }
   ::closedir(dir);
   return removed;
 }

@@ -7,7 +7,8 @@
 namespace cohort::launcher {
 
 // Removes every entry of `directory` whose name starts with
-// "cohort-<job_id>-" (the names the shm communicator gives its segments) and
+// "cohort-<job_id>-" (the names the shm communicator gives its segments, and
+// an elastic job's commit parts; a directory with its contents) and
 // returns the names removed. A missing directory removes nothing. `job_id`
 // must satisfy job_id_problem() (no '-'), so no other job's names match.
 std::vector<std::string> remove_job_segments(const std::string& job_id,

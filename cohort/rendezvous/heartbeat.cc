@@ -1,5 +1,7 @@
 #include "cohort/rendezvous/heartbeat.h"
 
+#include <unistd.h>
+
 #include <exception>
 
 #include "cohort/common/logging.h"
@@ -7,15 +9,21 @@
 namespace cohort::rendezvous {
 
 Heartbeat::Heartbeat(std::shared_ptr<Store> store, Member me, Duration period)
-    : store_(std::move(store)), me_(me), period_(period), thread_([this] { loop(); }) {}
+    : store_(std::move(store)), me_(me), period_(period), owner_(::getpid()),
+      thread_(std::make_unique<std::thread>([this] { loop(); })) {}
 
 Heartbeat::~Heartbeat() {
+  if (::getpid() != owner_) {
+    // A fork()ed child has the object but not the thread: nothing to stop.
+    (void)thread_.release();
+    return;
+  }
   {
     std::lock_guard lock(mutex_);
     stop_ = true;
   }
   cv_.notify_all();
-  thread_.join();
+  thread_->join();
 }
 
 void Heartbeat::loop() {

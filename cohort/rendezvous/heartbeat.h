@@ -12,6 +12,8 @@
 // silence is then the truth.
 #pragma once
 
+#include <sys/types.h>
+
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -27,7 +29,8 @@ class Heartbeat {
   // Beats at once, then every `period`. `store` must be thread-safe (the
   // TCP store is): the process uses it meanwhile.
   Heartbeat(std::shared_ptr<Store> store, Member me, Duration period);
-  // Stops the thread (waits for a beat in flight).
+  // Stops the thread (waits for a beat in flight); in a fork()ed child,
+  // which has no such thread, does nothing.
   ~Heartbeat();
   Heartbeat(const Heartbeat&) = delete;
   Heartbeat& operator=(const Heartbeat&) = delete;
@@ -41,7 +44,8 @@ class Heartbeat {
   std::mutex mutex_;
   std::condition_variable cv_;
   bool stop_ = false;
-  std::thread thread_;
+  pid_t owner_;  // the process whose thread beats
+  std::unique_ptr<std::thread> thread_;
 };
 
 }  // namespace cohort::rendezvous

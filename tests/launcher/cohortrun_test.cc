@@ -173,6 +173,19 @@ TEST_F(CohortrunTest, KeepsThreadCountsTheUserSet) {
   EXPECT_NE(r.out.find("[0] COHORT_BACKEND unset"), std::string::npos) << r.out;
 }
 
+TEST_F(CohortrunTest, AnElasticHeartbeatTimeoutTheBeatsCannotMeetIsRefused) {
+  // Beats every 0.5 s and a 0.6 s timeout: one late beat would kill a rank.
+  auto env = clean_environment();
+  env["COHORT_ELASTIC_HEARTBEAT_MS"] = "500";
+  env["COHORT_ELASTIC_HEARTBEAT_TIMEOUT_S"] = "0.6";
+  const RunResult r = run(2, {"--min-np", "1"}, {"env"}, env);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("COHORT_ELASTIC_HEARTBEAT_TIMEOUT_S=0.6 must be 0 (off) or at least twice "
+                       "COHORT_ELASTIC_HEARTBEAT_MS (0.5 s)"),
+            std::string::npos)
+      << r.err;
+}
+
 TEST_F(CohortrunTest, JobIdsDifferBetweenRunsAndCanBeChosen) {
   const RunResult a = run(1, {}, {"env"});
   const RunResult b = run(1, {}, {"env"});

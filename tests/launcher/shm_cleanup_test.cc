@@ -23,9 +23,13 @@ TEST(ShmCleanup, RemovesOnlyTheJobsSegments) {
   const std::vector<std::string> names{"cohort-job1-a", "cohort-job1-b-c", "cohort-job10-x", "cohort-job1",
                                        "xcohort-job1-y", "other"};
   for (const auto& n : names) ::close(::open((dir.path() + "/" + n).c_str(), O_CREAT | O_WRONLY, 0600));
+  // A directory of the job's, with contents (an elastic restore's parts).
+  ASSERT_EQ(::mkdir((dir.path() + "/cohort-job1-restore").c_str(), 0700), 0);
+  ::close(::open((dir.path() + "/cohort-job1-restore/part").c_str(), O_CREAT | O_WRONLY, 0600));
   std::vector<std::string> removed = remove_job_segments("job1", dir.path());
   std::sort(removed.begin(), removed.end());
-  EXPECT_EQ(removed, (std::vector<std::string>{"cohort-job1-a", "cohort-job1-b-c"}));
+  EXPECT_EQ(removed, (std::vector<std::string>{"cohort-job1-a", "cohort-job1-b-c", "cohort-job1-restore"}));
+  EXPECT_FALSE(exists(dir.path() + "/cohort-job1-restore"));
   EXPECT_FALSE(exists(dir.path() + "/cohort-job1-a"));
   for (const char* kept : {"cohort-job10-x", "cohort-job1", "xcohort-job1-y", "other"})
     EXPECT_TRUE(exists(dir.path() + "/" + kept)) << kept;

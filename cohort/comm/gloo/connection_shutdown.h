@@ -10,7 +10,13 @@
 //
 // A pair's connection is known by its endpoints: the accepting side's local
 // address is its pair's listening address (TcpEndpoint of Pair::address()),
-// the connecting side's remote address is the peer pair's one.
+// the connecting side's remote address is the peer pair's one. Where Gloo
+// listens once per device (the address then differs per pair only by a
+// sequence number, which is not in the socket), this matches every
+// connection of the device: the communicator's and those of its split()s,
+// which share it and belong to the same world. A descriptor closed and
+// reused by another thread between the scan and the shutdown could be hit
+// only if its endpoints matched too.
 #pragma once
 
 #include <sys/socket.h>

@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <exception>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -42,9 +44,11 @@ void write_bytes(const std::string& path, const at::Tensor& bytes) {
 ElasticShardFiles::ElasticShardFiles(std::function<void(ShardWriter&)> write,
                                      std::function<void(const ShardedCheckpoint&)> read)
     : write_(std::move(write)), read_(std::move(read)) {
+  // Unique per process and instance: two sharded models keep apart.
+  static std::atomic<int> instances{0};
   const char* job = std::getenv("COHORT_JOB_ID");
   prefix_ = std::string("/dev/shm/cohort-") + (job && *job ? job : "local") + "-elastic-" +
-            std::to_string(::getpid()) + "-";
+            std::to_string(::getpid()) + "." + std::to_string(instances++) + "-";
 }
 
 ElasticShardFiles::~ElasticShardFiles() {
@@ -54,7 +58,15 @@ ElasticShardFiles::~ElasticShardFiles() {
 }
 
 std::string ElasticShardFiles::path_of(const Part& p) const {
-  return prefix_ + "s" + std::to_string(p.serial) + "-p" + std::to_string(p.part) + "of" + std::to_string(p.world);
+  return prefix_ + "g" + std::to_string(p.generation) + "-s" + std::to_string(p.serial) + "-p" +
+         std::to_string(p.part) + "of" + std::to_string(p.world);
+}
+
+const ElasticShardFiles::Part* ElasticShardFiles::find(int64_t serial, int64_t world, int64_t part) const {
+  for (auto c = commits_.rbegin(); c != commits_.rend(); ++c)
+    for (const Part& p : *c)
+      if (p.serial == serial && p.world == world && p.part == part) return &p;
+  return nullptr;
 }
 
 void ElasticShardFiles::keep_newest(size_t keep) {
@@ -66,22 +78,37 @@ void ElasticShardFiles::keep_newest(size_t keep) {
 
 void ElasticShardFiles::commit(int64_t serial) {
   const int64_t world = initialized() ? size() : 1, me = initialized() ? rank() : 0;
-  std::vector<Part> parts{{serial, world, me}};
-  {
-    ShardWriter out(path_of(parts[0]));
+  // Its files are this member's to remove from now on, whatever happens.
+  commits_.push_back({Part{generation_++, serial, world, me}});
+  const Part own = commits_.back()[0];
+  std::exception_ptr error;
+  try {
+    ShardWriter out(path_of(own));
     write_(out);
     out.commit();
+  } catch (...) {
+    error = std::current_exception();
   }
   if (world > 1) {
+    // Every member wrote its part, or none goes on to the exchange (which
+    // would wait for the one that could not).
+    const bool all = allreduce(at::tensor({error ? int64_t(0) : int64_t(1)}),
+                               {.name = "elastic.parts_written", .op = ReduceOp::min})
+                         .item<int64_t>() == 1;
+    if (error) std::rethrow_exception(error);
+    COHORT_CHECK(all) << "elastic: another member could not write its part of commit " << serial
+                      << " (its error says why)";
     // This member's part to the next one; the previous one's here.
-    const at::Tensor mine = read_bytes(path_of(parts[0]));
+    const at::Tensor mine = read_bytes(path_of(own));
     std::vector<int64_t> splits(size_t(world), 0);
     splits[size_t((me + 1) % world)] = mine.numel();
     const at::Tensor copy = alltoall(mine, {.name = "elastic.part_copy", .splits = splits});
-    parts.push_back({serial, world, (me + world - 1) % world});
-    write_bytes(path_of(parts[1]), copy);
+    const Part theirs{own.generation, serial, world, (me + world - 1) % world};
+    commits_.back().push_back(theirs);
+    write_bytes(path_of(theirs), copy);
+  } else if (error) {
+    std::rethrow_exception(error);
   }
-  commits_.push_back(std::move(parts));
   keep_newest(2);
 }
 
@@ -125,6 +152,14 @@ int64_t ElasticShardFiles::restore(int64_t serial_if_none) {
   }
   const auto [serial, old_world] = *chosen;
   const std::map<int64_t, int>& by_part = holders.at(*chosen);
+  // Only the chosen commit's parts stay (newer ones are not whole, and the
+  // work after the chosen one is redone), until this world's are kept.
+  std::erase_if(commits_, [&](const std::vector<Part>& parts) {
+    const bool chosen_one = !parts.empty() && parts[0].serial == serial && parts[0].world == old_world;
+    if (!chosen_one)
+      for (const Part& p : parts) ::unlink(path_of(p).c_str());
+    return !chosen_one;
+  });
   // Each part from its holder, one at a time, into a checkpoint of them all.
   const std::string dir = prefix_ + "restore";
   std::error_code ignored;
@@ -132,7 +167,11 @@ int64_t ElasticShardFiles::restore(int64_t serial_if_none) {
   fs::create_directories(dir);
   for (const auto& [part, holder] : by_part) {
     at::Tensor bytes;
-    if (holder == (initialized() ? rank() : 0)) bytes = read_bytes(path_of({serial, old_world, part}));
+    if (holder == (initialized() ? rank() : 0)) {
+      const Part* held = find(serial, old_world, part);
+      COHORT_CHECK(held != nullptr) << "elastic: part " << part << " of commit " << serial << " went missing";
+      bytes = read_bytes(path_of(*held));
+    }
     if (world > 1) {
       const at::Tensor length = broadcast(at::tensor({bytes.defined() ? bytes.numel() : int64_t(0)}, at::kLong),
                                           {.name = "elastic.part_length", .root = holder});

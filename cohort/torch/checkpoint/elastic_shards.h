@@ -4,22 +4,25 @@
 // the whole state.
 //
 // A commit (collective): every member writes its part as a shard file in
-// shared memory (/dev/shm/cohort-<job>-elastic-<pid>-..., tmpfs: memory that
-// outlives nothing but this process, and cohortrun removes at exit), and
-// sends a copy to the next member in rank order, which keeps it beside its
-// own. Part p of a world of W is then held by members p and p+1 (mod W):
-// no single death loses it. The two newest commits are kept, since a member
-// lost during a commit's exchange leaves some members holding it and
-// others only the one before.
+// /dev/shm (/dev/shm/cohort-<job>-elastic-<pid>.<n>-...: tmpfs, so memory,
+// outside the process's heap; removed by this object, and by cohortrun at
+// the job's end whatever happened), the members agree that every part was
+// written (one small allreduce), and each sends a copy of its part to the
+// next member in rank order, which keeps it beside its own. Part p of a
+// world of W is then held by members p and p+1 (mod W): no single death
+// loses it, and no member holds more than two parts of a commit. The two
+// newest commits are kept, since a member lost during a commit's exchange
+// leaves some members holding it and others only the one before.
 //
 // A restore (collective over the new world): the members say which parts
 // of which commits they hold, choose the newest commit held whole, and its
-// holders broadcast each part in turn (one part in flight: a member holds
-// the whole state only as files, never in memory). Every member reads the
-// parts back as a sharded checkpoint, at the new world's size (the
-// checkpoint format reshards), then commits again in the new layout. Two
-// members that held the same part dying together lose that commit (Error,
-// naming it).
+// holders broadcast each part in turn, one in flight. Every member writes
+// the parts as a sharded checkpoint (in /dev/shm: for the time of a
+// restore, every member holds the whole state there, though never in its
+// heap; fetching only the ranges each new block needs would avoid it) and
+// reads it back at the new world's size (the checkpoint format reshards),
+// then commits again in the new layout. Two members that held the same
+// part dying together lose that commit (Error, naming it).
 //
 // The copy travels by the engine's alltoall, which pads every block to the
 // largest: each member sends W blocks of one part's size. Fine for the
@@ -50,19 +53,24 @@ class ElasticShardFiles final : public ElasticShards {
   int64_t restore(int64_t serial_if_none) override;
 
  private:
-  // Part `part` of commit `serial` made by a world of `world` members.
+  // Part `part` of commit `serial` made by a world of `world` members, as
+  // this member's commit() number `generation` kept it (a commit kept again
+  // after a restore may repeat a serial and a world: its files differ).
   struct Part {
+    int64_t generation;
     int64_t serial;
     int64_t world;
     int64_t part;
   };
   std::string path_of(const Part& p) const;
+  const Part* find(int64_t serial, int64_t world, int64_t part) const;
   // Drops the files of all but the newest `keep` commits.
   void keep_newest(size_t keep);
 
   std::function<void(ShardWriter&)> write_;
   std::function<void(const ShardedCheckpoint&)> read_;
   std::string prefix_;  // of every file's path
+  int64_t generation_ = 0;
   // Per commit (oldest first): the parts held, this member's and its copy.
   std::vector<std::vector<Part>> commits_;
 };

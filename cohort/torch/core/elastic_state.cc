@@ -347,7 +347,6 @@ void ElasticState::sync_sharded() {
   // The rest of that commit, from the lowest rank that holds it (a member
   // may hold it as the commit before its newest, or not at all: a new one).
   if (previous_ && previous_->serial == serial && commit_->serial != serial) std::swap(previous_, commit_);
-  previous_.reset();
   if (initialized() && size() > 1) {
     const bool holds = commit_->serial == serial;
     const at::Tensor holders = allgather(at::tensor({holds ? int64_t(1) : int64_t(0)}, at::kLong));
@@ -359,6 +358,9 @@ void ElasticState::sync_sharded() {
   put(*commit_);
   serial_ = serial;
   commit_->serial = serial;
+  // Only now: a member lost above leaves the next sync to choose again,
+  // maybe the commit before.
+  previous_.reset();
   if (initialized() && elastic()) finish_joining();
 }
 

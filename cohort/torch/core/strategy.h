@@ -220,7 +220,9 @@ class Strategy {
   virtual void rejoin();
   // A strategy whose state is split over its processes (zero) commits and
   // restores it through this (ElasticState::shard()); null: the module and
-  // optimizer are replicated and ElasticState keeps them itself.
+  // optimizer are replicated and ElasticState keeps them itself. Each call
+  // starts a new training's commits: the object returned before, and its
+  // commits, are gone.
   virtual ElasticShards* elastic_shards() { return nullptr; }
 
   // Values the strategy reports with fit()'s epoch logs, the same on every

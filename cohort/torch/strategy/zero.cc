@@ -125,9 +125,10 @@ void ZeroStrategy::rejoin() {
 
 ElasticShards* ZeroStrategy::elastic_shards() {
   detail::prepared(model_, prepared_);
-  if (!elastic_)
-    elastic_ = std::make_unique<ElasticShardFiles>([this](ShardWriter& out) { write_own_records(out, {}); },
-                                                   [this](const ShardedCheckpoint& in) { read_records(in); });
+  // A new training's commits: the last one's (and their files) go.
+  elastic_.reset();
+  elastic_ = std::make_unique<ElasticShardFiles>([this](ShardWriter& out) { write_own_records(out, {}); },
+                                                 [this](const ShardedCheckpoint& in) { read_records(in); });
   return elastic_.get();
 }
 
