@@ -267,6 +267,9 @@ int main(int argc, char** argv) {
     const cohort::History history =
         trainer.fit(data, {.epochs = epochs, .batch_size = batch, .shuffle = false, .callbacks = {probe},
                            .elastic_commit_steps = commit_steps});
+    // zero stage 3 keeps no parameters between steps: gathered (collective).
+    if (auto* zero = dynamic_cast<cohort::ZeroStrategy*>(strategy.get()); zero && cohort::initialized())
+      zero->gather_parameters();
     // A rank that discovery removed has left the job (and has no world).
     if (cohort::initialized() && cohort::rank() == 0 && !out.empty()) {
       std::ofstream f(out);

@@ -224,12 +224,12 @@ TEST(Elastic, SurvivorsGoOnFromTheirNewestCommitAndAReplacementJoins) {
 
 TEST(Elastic, FitGoesOnUnchangedThroughALostMemberAndItsReplacement) {
   // Model::fit in a program that knows nothing of elasticity, under
-  // multi_worker's two styles and zero's stages 1 and 2: global batches of 8
+  // multi_worker's two styles and zero's three stages: global batches of 8
   // (36 steps); a random slot (seed 11: rank 0) killed before a step's
   // collectives or after its gradient exchange (before the commit). Either
   // way the survivors redo that step as 2, and with a commit every 3 steps
-  // (the horovod case; every 2 for zero stage 2) the steps since the last
-  // commit too. The global batches do not depend
+  // (the horovod case; every 2 for zero stages 2 and 3) the steps since the
+  // last commit too. The global batches do not depend
   // on the world, so the parameters and every epoch's loss equal one
   // process's fit on the same batches; the world sizes, kept in a
   // callback's committed state, show the change and the replacement.
@@ -243,9 +243,10 @@ TEST(Elastic, FitGoesOnUnchangedThroughALostMemberAndItsReplacement) {
   // zero keeps no whole state anywhere: each commit is every rank's blocks
   // and a copy of its predecessor's; the survivors rebuild the blocks for 2
   // and read them back from those parts (seed 2: rank 0, whose part's copy
-  // is on rank 1; seed 1: rank 1, holder of rank 0's copy).
+  // is on rank 1; seed 1: rank 1, holder of rank 0's copy; seed 9, stage 3:
+  // rank 1, whose parameters between steps are only its blocks).
   for (const Case& c : {Case{11u, "multi_worker:style=ddp", 1}, Case{16u, "multi_worker:style=horovod", 3},
-                        Case{2u, "zero:stage=1", 1}, Case{1u, "zero:stage=2", 2}}) {
+                        Case{2u, "zero:stage=1", 1}, Case{1u, "zero:stage=2", 2}, Case{9u, "zero:stage=3", 2}}) {
     const auto [seed, strategy, commit_steps] = c;
     std::mt19937 rng(seed);
     const int slot = int(rng() % 3);

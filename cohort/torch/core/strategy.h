@@ -243,7 +243,7 @@ inline TrainingState Strategy::load_sharded(const std::string&, const std::strin
 
 inline void Strategy::rejoin() {
   COHORT_THROW(ConfigError) << "the " << spec() << " strategy cannot follow an elastic job's membership changes "
-                            << "(multi_worker and zero at stages 1 and 2 can)";
+                            << "(multi_worker and zero can)";
 }
 
 inline TensorHandle Strategy::all_sum_async(const at::Tensor& values) {

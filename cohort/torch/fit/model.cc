@@ -237,7 +237,7 @@ History Model::fit(BatchStream& train, FitOptions options) {
   const bool elastic_fit = elastic_job && strategy_.follows_membership();
   COHORT_CHECK_AS(ConfigError, !elastic_job || elastic_fit || strategy_.process_count() == 1)
       << "fit: this is an elastic job (cohortrun --min-np), and the " << strategy_.spec()
-      << " strategy cannot follow its membership changes (multi_worker and zero at stages 1 and 2 can)";
+      << " strategy cannot follow its membership changes (multi_worker and zero can)";
   COHORT_CHECK_AS(ConfigError, !elastic_fit || dataset_stream)
       << "fit: an elastic job trains on a Dataset (the order of its global batches does not depend on the world); "
          "an input stream's cursor does not yet follow membership changes";

@@ -42,8 +42,8 @@
 //   returns a History with preempted() true. The program should then exit
 //   with kPreemptedExitCode; its next launch resumes at that step.
 // - Elastic jobs (cohortrun --min-np, core/elastic_state.h): when the
-//   strategy follows the membership (multi_worker; zero at stages 1 and 2,
-//   whose blocks are committed as parts with copies), fit() commits its state
+//   strategy follows the membership (multi_worker; zero, whose blocks are
+//   committed as parts with copies), fit() commits its state
 //   in memory every elastic_commit_steps steps, after their batch-end
 //   callbacks, and at every epoch's end: the model and optimizer, the
 //   epoch's metric sums over every member, the position, the history and

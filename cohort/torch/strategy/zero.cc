@@ -113,13 +113,20 @@ void ZeroStrategy::prepare(TrainingModel model) {
 void ZeroStrategy::rejoin() {
   detail::prepared(model_, prepared_);
   COHORT_CHECK_AS(ConfigError, follows_membership())
-      << "zero: only stages 1 and 2 without shard_group, on cohort::init()'s world, follow an elastic job's "
+      << "zero: only without shard_group, on cohort::init()'s world, does it follow an elastic job's "
          "membership; this is " << spec();
   hold_new_world();
   // The old world's blocks go (their engine is stopped); the new world's
   // are built as prepare() built them, and the elastic state's restore
   // fills them from the last commit.
   zero_.reset();
+  if (options_.stage == 3) {
+    // Stage 3's parameters were views of the old units' storage, which went
+    // with them: the new units are built from placeholders (the restore
+    // writes every block).
+    torch::NoGradGuard no_grad;
+    for (at::Tensor& p : trainable(model_.module->parameters())) p.set_data(at::zeros(p.sizes(), p.options()));
+  }
   build();
 }
 

@@ -101,14 +101,13 @@ class ZeroStrategy : public RankStrategy {
   // load() and the sharded checkpoints call it themselves.
   void gather_parameters();
 
-  // Elastic jobs (stages 1 and 2, without shard_group, on cohort::init()'s
+  // Elastic jobs (any stage, without shard_group, on cohort::init()'s
   // world): every commit keeps each rank's blocks and a copy of another
   // rank's (checkpoint/elastic_shards.h), never the whole state on one
-  // rank; after a change the new world's blocks are built again (rejoin())
-  // and filled from the last commit, resharded to the new size.
-  bool follows_membership() const override {
-    return !own_engine_ && options_.stage < 3 && options_.shard_group == 0;
-  }
+  // rank; after a change the new world's blocks are built again (rejoin();
+  // stage 3 from placeholders, its parameters having no storage between
+  // steps) and filled from the last commit, resharded to the new size.
+  bool follows_membership() const override { return !own_engine_ && options_.shard_group == 0; }
   void rejoin() override;
   ElasticShards* elastic_shards() override;
   const ZeroOptimizer& sharded() const;
