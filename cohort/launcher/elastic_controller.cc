@@ -61,6 +61,8 @@ void ElasticController::publish(std::vector<Member> members) {
   if (!slot_host_.empty())
     for (const Member& m : current_.members) current_.hosts.push_back(host_of(m.slot));
   rendezvous::publish_membership(*store_, current_);
+  recent_.push_back(current_);
+  if (recent_.size() > size_t(kLostEpochs) + 1) recent_.pop_front();
   lost_since_publish_ = false;
   removal_pending_ = false;
 }
@@ -176,8 +178,8 @@ void ElasticController::announce_lost(Member m) {
   // Members move to the latest epoch at their next commit: they may still
   // be in the world of the one before (or of an older one that never
   // formed), so every recent world that has `m` is told.
-  for (int64_t e = current_.epoch; e >= 0 && e >= current_.epoch - kLostEpochs; --e)
-    if (rendezvous::read_membership(*store_, e).rank_of(m) >= 0) rendezvous::announce_lost(*store_, e, m);
+  for (const rendezvous::Membership& recent : recent_)
+    if (recent.rank_of(m) >= 0) rendezvous::announce_lost(*store_, recent.epoch, m);
 }
 
 void ElasticController::watch_heartbeats(Clock::time_point now) {

@@ -46,6 +46,7 @@
 #pragma once
 
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -138,6 +139,7 @@ class ElasticController {
   std::map<std::string, Pulse> pulses_;  // by "slot.incarnation"
   Clock::time_point next_heartbeat_check_{};
   rendezvous::Membership current_;             // the latest published epoch
+  std::deque<rendezvous::Membership> recent_;  // it and the kLostEpochs before it (announce_lost())
   std::vector<rendezvous::Member> survivors_;  // members alive (the next epoch's base)
   std::vector<rendezvous::Member> pending_;    // started, not yet members
   std::vector<rendezvous::Member> waiting_;    // replacements waiting for a free host (discovery)

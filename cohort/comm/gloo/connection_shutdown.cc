@@ -5,10 +5,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <cstring>
 
 #include "cohort/common/check.h"
+#include "cohort/rendezvous/auth.h"
 
 namespace cohort::comm::gloo {
 
@@ -29,14 +29,9 @@ TcpEndpoint endpoint_of(const sockaddr_storage& address) {
 }
 
 std::string endpoint_text(const TcpEndpoint& e) {
-  std::string text = (e.family == AF_INET6 ? "6:" : "4:") + std::to_string(e.port) + ":";
   const size_t bytes = e.family == AF_INET6 ? 16 : 4;
-  for (size_t i = 0; i < bytes; ++i) {
-    char hex[3];
-    std::snprintf(hex, sizeof hex, "%02x", e.address[i]);
-    text += hex;
-  }
-  return text;
+  return (e.family == AF_INET6 ? "6:" : "4:") + std::to_string(e.port) + ":" +
+         rendezvous::to_hex({reinterpret_cast<const char*>(e.address.data()), bytes});
 }
 
 TcpEndpoint endpoint_from_text(const std::string& text) {

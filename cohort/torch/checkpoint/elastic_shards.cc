@@ -8,7 +8,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <map>
 #include <set>
 
@@ -25,11 +24,15 @@ namespace {
 // Commits a member reports holding: 2 commits x (its part, its copy).
 constexpr int64_t kSlots = 4;
 
+// The file's bytes, read once straight into the tensor that carries them.
 at::Tensor read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
   COHORT_CHECK(in) << "elastic: cannot read the commit's part " << path;
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return at::from_blob(bytes.data(), {int64_t(bytes.size())}, at::kByte).clone();
+  at::Tensor bytes = at::empty({int64_t(in.tellg())}, at::kByte);
+  in.seekg(0);
+  in.read(static_cast<char*>(bytes.data_ptr()), std::streamsize(bytes.numel()));
+  COHORT_CHECK(in) << "elastic: cannot read the commit's part " << path;
+  return bytes;
 }
 
 void write_bytes(const std::string& path, const at::Tensor& bytes) {
@@ -116,24 +119,25 @@ int64_t ElasticShardFiles::restore(int64_t serial_if_none) {
   const int64_t world = initialized() ? size() : 1;
   // Every member's holdings: kSlots rows of [serial, world, part], -1 unused.
   at::Tensor mine = at::full({kSlots, 3}, -1, at::kLong);
-  int64_t slot = int64_t(kSlots);
+  auto rows = mine.accessor<int64_t, 2>();
+  int64_t slot = 0;
   for (auto c = commits_.rbegin(); c != commits_.rend(); ++c)
     for (const Part& p : *c)
-      if (slot > 0) {
-        --slot;
-        mine[slot][0] = p.serial;
-        mine[slot][1] = p.world;
-        mine[slot][2] = p.part;
+      if (slot < kSlots) {
+        rows[slot][0] = p.serial;
+        rows[slot][1] = p.world;
+        rows[slot][2] = p.part;
+        ++slot;
       }
   const at::Tensor all = world > 1 ? allgather(mine.reshape({1, kSlots * 3}), {.name = "elastic.parts_held"})
                                           .reshape({world * kSlots, 3})
                                    : mine;
   // Per commit (serial, world): the lowest member holding each part.
   std::map<std::pair<int64_t, int64_t>, std::map<int64_t, int>> holders;
-  for (int64_t row = 0; row < all.size(0); ++row) {
-    const int64_t serial = all[row][0].item<int64_t>(), w = all[row][1].item<int64_t>();
-    if (serial < 0) continue;
-    holders[{serial, w}].emplace(all[row][2].item<int64_t>(), int(row / kSlots));  // rows go by member
+  const auto table = all.accessor<int64_t, 2>();
+  for (int64_t row = 0; row < table.size(0); ++row) {
+    if (table[row][0] < 0) continue;
+    holders[{table[row][0], table[row][1]}].emplace(table[row][2], int(row / kSlots));  // rows go by member
   }
   if (holders.empty()) {
     // Nobody committed yet: the state is everyone's as prepared.

@@ -331,12 +331,16 @@ void ElasticState::sync() {
     // Members that all hold the same committed step keep their own (the
     // state is replicated); before any commit, rank 0's state is everyone's
     // (processes may have started their models differently).
-    const at::Tensor serials = allgather(at::tensor({commit_->serial}, at::kLong));
-    if ((serials != serials.max()).any().item<bool>() || serials.max().item<int64_t>() == 0)
-      receive(static_cast<int>(serials.argmax().item<int64_t>()));
+    receive_from_largest(commit_->serial, /*always=*/commit_->serial == 0);
   }
   put(*commit_);
   if (initialized() && elastic()) finish_joining();
+}
+
+int64_t ElasticState::receive_from_largest(int64_t key, bool always) {
+  const at::Tensor keys = allgather(at::tensor({key}, at::kLong));
+  if ((keys != keys.max()).any().item<bool>() || always) receive(static_cast<int>(keys.argmax().item<int64_t>()));
+  return keys.max().item<int64_t>();
 }
 
 void ElasticState::sync_sharded() {
@@ -348,12 +352,9 @@ void ElasticState::sync_sharded() {
   // may hold it as the commit before its newest, or not at all: a new one).
   if (previous_ && previous_->serial == serial && commit_->serial != serial) std::swap(previous_, commit_);
   if (initialized() && size() > 1) {
-    const bool holds = commit_->serial == serial;
-    const at::Tensor holders = allgather(at::tensor({holds ? int64_t(1) : int64_t(0)}, at::kLong));
-    COHORT_CHECK(holders.max().item<int64_t>() == 1)
-        << "elastic: no member holds the rest of commit " << serial << " (members keep different state)";
-    const int root = static_cast<int>(holders.argmax().item<int64_t>());
-    if (!holders.all().item<bool>() || serial == 0) receive(root);
+    const int64_t holders = receive_from_largest(commit_->serial == serial ? 1 : 0, /*always=*/serial == 0);
+    COHORT_CHECK(holders == 1) << "elastic: no member holds the rest of commit " << serial
+                               << " (members keep different state)";
   }
   put(*commit_);
   serial_ = serial;

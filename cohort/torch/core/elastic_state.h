@@ -150,6 +150,10 @@ class ElasticState {
   void put(const Snapshot& s);   // `s` into the live state
   void put_kept(const Snapshot& s);  // its counters, tracked tensors and values
   void receive(int root);        // root's commit into this one (collective)
+  // Collective: every member takes the commit of the lowest rank among
+  // those with the largest `key`, when the members' keys differ or
+  // `always`; returns the largest key.
+  int64_t receive_from_largest(int64_t key, bool always);
   void zero_pending();
 
   struct Value {  // a tracked value: bytes in and out
