@@ -39,14 +39,24 @@
 // batch-end callback, after its gradient exchange, before the commit). A
 // callback records the world's size at every step in its state (which the
 // commit carries); rank 0 writes "steps", "sizes", "initial", "params" and
-// "losses" (the history's loss per epoch). --write STEP:FILE:TEXT (repeatable)
+// "losses" (the history's loss per epoch), and for the linear model
+// "counts": how often each row was trained on (the loss records the row
+// numbers the target carries; the batch-end callback sums them over the
+// members into its committed state). --input pipeline reads the rows
+// through cohort's input pipeline (PipelineInput over a MemorySource, in
+// order) instead of a Dataset (--batch must then be a multiple of every
+// world size). --private wraps the strategy in DP-SGD (Poisson sampling at
+// --batch / --rows, clipping at 1, noise 0.5 added by rank 0 alone, so that
+// a step's noise does not depend on the world) and writes "epsilon".
+// --write STEP:FILE:TEXT (repeatable)
 // makes rank 0 write TEXT, its commas as line ends, to FILE after step STEP
 // (a host discovery script's hosts, changed mid-run); --hold STEP makes
 // every member wait after step STEP until the launcher published a newer
 // epoch (so that the change lands at that step's commit).
 //
 //   elastic_program --out FILE [--rows 96] [--batch 4] [--epochs 3] [--kill S:K:P ...]
-//                   [--step-delay-ms D] [--model linear|mlp|cnn] [--replacement-stalls] [--fit [--strategy S]]
+//                   [--step-delay-ms D] [--model linear|mlp|cnn] [--replacement-stalls]
+//                   [--fit [--strategy S] [--input dataset|pipeline] [--private]]
 #include <cohort/cohort.h>
 #include <torch/torch.h>
 
@@ -104,17 +114,34 @@ struct Write {
 
 class FitProbe final : public cohort::Callback {
  public:
+  // `seen`: the row numbers the loss was given in the step (null: not
+  // counted), `rows` the data set's.
   FitProbe(std::function<void(int64_t, const char*)> maybe_kill, int64_t delay_ms, std::vector<Write> writes,
-           std::vector<int64_t> holds)
-      : maybe_kill_(std::move(maybe_kill)), delay_ms_(delay_ms), writes_(std::move(writes)), holds_(std::move(holds)) {}
+           std::vector<int64_t> holds, std::shared_ptr<std::vector<at::Tensor>> seen, int64_t rows)
+      : maybe_kill_(std::move(maybe_kill)),
+        delay_ms_(delay_ms),
+        writes_(std::move(writes)),
+        holds_(std::move(holds)),
+        seen_(std::move(seen)),
+        counts_(seen_ ? size_t(rows) : 0, 0.0) {}
   std::string name() const override { return "fit_probe"; }
   void on_train_batch_begin(cohort::Model& model, int64_t, const cohort::Logs&) override {
+    if (seen_) seen_->clear();  // what a step abandoned by a loss had seen
     maybe_kill_(model.position().step, "begin");
   }
   void on_train_batch_end(cohort::Model& model, int64_t, const cohort::Logs&) override {
     const int64_t step = model.position().step - 1;
     sizes_.resize(size_t(step + 1), 0);
     sizes_[size_t(step)] = double(cohort::size());
+    if (seen_) {
+      // The step's rows over every member, counted into the committed state.
+      at::Tensor used = torch::zeros({int64_t(counts_.size())}, torch::kDouble);
+      for (const at::Tensor& rows : *seen_)
+        used.index_add_(0, rows.to(torch::kLong), torch::ones({rows.numel()}, torch::kDouble));
+      seen_->clear();
+      used = cohort::allreduce(used, {.name = "fit_probe/counts", .op = cohort::ReduceOp::sum});
+      for (size_t i = 0; i < counts_.size(); ++i) counts_[i] += used[int64_t(i)].item<double>();
+    }
     if (delay_ms_ > 0) ::usleep(useconds_t(delay_ms_ * 1000));
     if (cohort::rank() == 0) {
       std::printf("step %lld world %d epoch %lld at %.6f\n", (long long)step, cohort::size(),
@@ -132,30 +159,38 @@ class FitProbe final : public cohort::Callback {
     if (std::find(holds_.begin(), holds_.end(), step) != holds_.end())
       for (int i = 0; i < 3000 && !cohort::membership_changed(); ++i) ::usleep(20000);
   }
-  void save_state(cohort::CallbackState& state) const override { state["sizes"] = sizes_; }
+  void save_state(cohort::CallbackState& state) const override {
+    state["sizes"] = sizes_;
+    state["counts"] = counts_;
+  }
   void load_state(const cohort::CallbackState& state) override {
     const auto it = state.find("sizes");
     sizes_ = it == state.end() ? std::vector<double>{} : it->second;
+    const auto counts = state.find("counts");
+    if (counts != state.end()) counts_ = counts->second;
   }
   const std::vector<double>& sizes() const { return sizes_; }
+  const std::vector<double>& counts() const { return counts_; }
 
  private:
   std::function<void(int64_t, const char*)> maybe_kill_;
   int64_t delay_ms_;
   std::vector<Write> writes_;
   std::vector<int64_t> holds_;
+  std::shared_ptr<std::vector<at::Tensor>> seen_;
   std::vector<double> sizes_;
+  std::vector<double> counts_;
 };
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string out, kind = "linear", strategy_spec = "multi_worker:style=ddp";
+  std::string out, kind = "linear", strategy_spec = "multi_worker:style=ddp", input = "dataset";
   int64_t rows = 96, batch = 4, epochs = 3, delay_ms = 0, commit_steps = 1;
   std::vector<Kill> kills;
   std::vector<Write> writes;
   std::vector<int64_t> holds;
-  bool replacement_stalls = false, fit = false, scale_lr = false;
+  bool replacement_stalls = false, fit = false, scale_lr = false, private_sgd = false;
   try {
     cohort::flags::parse_flags(
         std::vector<std::string>(argv + 1, argv + argc),
@@ -165,6 +200,7 @@ int main(int argc, char** argv) {
          {"--batch", [&](auto& f, auto& v) { batch = cohort::flags::parse_number<int64_t>(f, v, 1); }},
          {"--epochs", [&](auto& f, auto& v) { epochs = cohort::flags::parse_number<int64_t>(f, v, 1); }},
          {"--strategy", [&](auto&, auto& v) { strategy_spec = v; }},
+         {"--input", [&](auto& f, auto& v) { input = cohort::flags::one_of(f, v, {"dataset", "pipeline"}); }},
          {"--commit-steps", [&](auto& f, auto& v) { commit_steps = cohort::flags::parse_number<int64_t>(f, v, 1); }},
          {"--hold", [&](auto& f, auto& v) { holds.push_back(cohort::flags::parse_number<int64_t>(f, v, 0)); }},
          {"--write", [&](auto& f, auto& v) {
@@ -185,6 +221,7 @@ int main(int argc, char** argv) {
           }}},
         {{"--replacement-stalls", [&] { replacement_stalls = true; }},
          {"--fit", [&] { fit = true; }},
+         {"--private", [&] { private_sgd = true; }},
          {"--scale-lr", [&] { scale_lr = true; }}});
   } catch (const std::exception& e) {
     std::fprintf(stderr, "elastic_program: %s\n", cohort::flags::one_line_message(e).c_str());
@@ -254,19 +291,46 @@ int main(int argc, char** argv) {
   const std::vector<double> initial = flat_parameters();
 
   if (fit) {
-    auto strategy = cohort::make_strategy(strategy_spec);
+    std::unique_ptr<cohort::Strategy> strategy = cohort::make_strategy(strategy_spec);
+    if (private_sgd)
+      strategy = cohort::privacy::make_private(std::move(strategy), {.noise_multiplier = 0.5,
+                                                                     .max_grad_norm = 1.0,
+                                                                     .sample_rate = double(batch) / double(rows),
+                                                                     .seed = 5,
+                                                                     .noise_share = cohort::privacy::NoiseShare::designated});
+    // The linear model's targets carry their row numbers (column 1), which
+    // the loss records for the probe's counts.
+    auto seen = mlp ? nullptr : std::make_shared<std::vector<at::Tensor>>();
+    if (!mlp) y = torch::cat({y, torch::arange(rows, torch::kDouble).unsqueeze(1)}, 1);
     cohort::Model trainer(*strategy, model,
-                          {.loss = [mlp](const at::Tensor& out, const at::Tensor& target) {
-                             return mlp ? torch::nn::functional::cross_entropy(out, target)
-                                        : torch::mse_loss(out, target);
+                          {.loss = [mlp, seen](const at::Tensor& out, const at::Tensor& target) {
+                             if (mlp) return torch::nn::functional::cross_entropy(out, target);
+                             seen->push_back(target.select(1, 1).detach().clone());
+                             return torch::mse_loss(out, target.narrow(1, 0, 1));
                            },
                            .optimizer = cohort::optimizer_factory<torch::optim::SGD>(
                                torch::optim::SGDOptions(0.05).momentum(0.9))});
-    auto probe = std::make_shared<FitProbe>(maybe_kill, delay_ms, writes, holds);
-    const cohort::TensorDataset data(x, y);
-    const cohort::History history =
-        trainer.fit(data, {.epochs = epochs, .batch_size = batch, .shuffle = false, .callbacks = {probe},
-                           .elastic_commit_steps = commit_steps});
+    auto probe = std::make_shared<FitProbe>(maybe_kill, delay_ms, writes, holds, seen, rows);
+    const cohort::FitOptions options{.epochs = epochs, .batch_size = batch, .shuffle = false, .callbacks = {probe},
+                                     .elastic_commit_steps = commit_steps};
+    cohort::History history;
+    if (input == "pipeline") {
+      std::vector<cohort::data::Sample> samples;
+      for (int64_t i = 0; i < rows; ++i) {
+        cohort::data::Sample s{.index = uint64_t(i)};
+        s.features.set("x", cohort::data::Feature::of(std::vector<double>(x[i].data_ptr<double>(),
+                                                                         x[i].data_ptr<double>() + x.size(1))));
+        s.features.set("y", cohort::data::Feature::of(std::vector<double>(y[i].data_ptr<double>(),
+                                                                         y[i].data_ptr<double>() + y.size(1))));
+        samples.push_back(std::move(s));
+      }
+      cohort::PipelineInput stream(std::make_shared<cohort::data::MemorySource>(std::move(samples)),
+                                   {.input = "x", .target = "y",
+                                    .pipeline = {.order = {.shuffle = false}, .workers = 1, .prefetch = 2}});
+      history = trainer.fit(stream, options);
+    } else {
+      history = trainer.fit(cohort::TensorDataset(x, y), options);
+    }
     // zero stage 3 keeps no parameters between steps: gathered (collective).
     if (auto* zero = dynamic_cast<cohort::ZeroStrategy*>(strategy.get()); zero && cohort::initialized())
       zero->gather_parameters();
@@ -278,6 +342,9 @@ int main(int argc, char** argv) {
       write_values(f, "initial", initial);
       write_values(f, "params", flat_parameters());
       write_values(f, "losses", history.values("loss"));
+      if (seen) write_values(f, "counts", probe->counts());
+      if (auto* dp = dynamic_cast<cohort::privacy::PrivateStrategy*>(strategy.get()))
+        write_values(f, "epsilon", {dp->epsilon(), double(dp->steps())});
     }
     cohort::shutdown();
     return 0;

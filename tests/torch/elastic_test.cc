@@ -12,6 +12,8 @@
 // commit only when a part and its copy die together. A cut link (network
 // namespaces) is treated like a death: the silent member is killed once its
 // heartbeats stop, and the survivors abandon the collective they wait in.
+// fit() also goes on over an input pipeline (its cursor committed and
+// re-dealt) and under DP-SGD (its accountant rolled back with the model).
 // No process or shared-memory segment is left behind.
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -139,8 +141,8 @@ struct JobRun {
 
 JobRun run_job(const TempDir& dir, const std::string& job, std::vector<std::string> flags,
                const std::vector<std::string>& program_args, int64_t batch = kBatch,
-               const std::map<std::string, std::string>& env = {}) {
-  std::vector<std::string> args = {"-np", "3", "--job-id", job};
+               const std::map<std::string, std::string>& env = {}, int np = 3) {
+  std::vector<std::string> args = {"-np", std::to_string(np), "--job-id", job};
   args.insert(args.end(), flags.begin(), flags.end());
   args.insert(args.end(), {kProgram, "--out", dir / "out.txt", "--rows", std::to_string(kRows), "--batch",
                            std::to_string(batch), "--epochs", std::to_string(kEpochs)});
@@ -156,9 +158,19 @@ JobRun run_job(const TempDir& dir, const std::string& job, std::vector<std::stri
   return run;
 }
 
+// Every row of every epoch trained on exactly once: the counts a --fit run
+// of the linear model committed.
+void expect_every_row_once(const JobRun& run) {
+  const auto& counts = run.out.at("counts");
+  ASSERT_EQ(counts.size(), size_t(kRows));
+  for (size_t i = 0; i < counts.size(); ++i) EXPECT_EQ(counts[i], double(kEpochs)) << "row " << i;
+}
+
 // The parameters and every epoch's loss of a --fit run equal one process's
-// fit on the same global batches of `batch` rows.
+// fit on the same global batches of `batch` rows, and every row was trained
+// on once an epoch.
 void expect_one_process_fit(const JobRun& run, int64_t batch) {
+  expect_every_row_once(run);
   std::vector<double> losses;
   const std::vector<double> expected = fit_reference(run.out.at("initial"), batch, losses);
   const auto& params = run.out.at("params");
@@ -276,6 +288,66 @@ TEST(Elastic, FitGoesOnUnchangedThroughALostMemberAndItsReplacement) {
     EXPECT_EQ(sizes.back(), 3) << "the replacement never joined";
     expect_one_process_fit(run, kFitBatch);
   }
+}
+
+TEST(Elastic, FitOverAnInputPipelineGoesOnFromItsCursor) {
+  // The rows come through cohort's input pipeline (PipelineInput), whose
+  // cursor the commit carries: a seeded slot killed at a step's start or
+  // end, and the survivors' pipelines are built again for a world of 2
+  // from the commit's cursor, which deals the epoch's remaining positions
+  // over 2 (then 3) ranks. Global batches of 12, a multiple of both worlds.
+  constexpr int64_t kPipelineBatch = 12;
+  std::mt19937 rng(4);
+  const int slot = int(rng() % 3);
+  const int64_t step = 2 + int64_t(rng() % 4);
+  const std::string phase = rng() % 2 ? "end" : "begin";
+  SCOPED_TRACE("slot " + std::to_string(slot) + " killed at step " + std::to_string(step) + ", " + phase);
+  TempDir dir("elastic_test");
+  const JobRun run = run_job(dir, "elasticpipeline", {"--min-np", "2", "--max-restarts", "1"},
+                             {"--fit", "--input", "pipeline", "--kill",
+                              std::to_string(slot) + ":" + std::to_string(step) + ":" + phase, "--step-delay-ms",
+                              "100"},
+                             kPipelineBatch);
+  ASSERT_TRUE(run.result.finished);
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.err;
+  const auto& sizes = run.out.at("sizes");
+  ASSERT_EQ(sizes.size(), size_t(kEpochs * kRows / kPipelineBatch));
+  EXPECT_EQ(std::find(sizes.begin(), sizes.end(), 2.0) - sizes.begin(), step);
+  EXPECT_EQ(sizes.back(), 3) << "the replacement never joined";
+  expect_one_process_fit(run, kPipelineBatch);
+}
+
+TEST(Elastic, APrivateFitRollsItsAccountantBackWithTheModel) {
+  // DP-SGD over multi_worker (Poisson samples of expected size 8, noise
+  // added by rank 0 alone, keyed by the step): rank 0 killed after step 5's
+  // gradient exchange, before its commit. The survivors redo step 5 as 2
+  // with the same sample and the same noise, and the step is counted once
+  // by the accountant: parameters, losses, each row's count and epsilon
+  // equal one process's run of the same program.
+  TempDir reference_dir("elastic_test");
+  const JobRun reference =
+      run_job(reference_dir, "elasticprivate1", {}, {"--fit", "--private"}, 8, {}, /*np=*/1);
+  ASSERT_EQ(reference.result.exit_code, 0) << reference.result.err;
+  TempDir dir("elastic_test");
+  const JobRun run = run_job(dir, "elasticprivate", {"--min-np", "2", "--max-restarts", "1"},
+                             {"--fit", "--private", "--kill", "0:5:end", "--step-delay-ms", "100"}, 8);
+  ASSERT_TRUE(run.result.finished);
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.err;
+  const auto& sizes = run.out.at("sizes");
+  ASSERT_EQ(sizes.size(), reference.out.at("sizes").size());
+  EXPECT_EQ(std::find(sizes.begin(), sizes.end(), 2.0) - sizes.begin(), 5);
+  EXPECT_EQ(sizes.back(), 3) << "the replacement never joined";
+  for (const char* name : {"params", "losses"}) {
+    const auto& got = run.out.at(name);
+    const auto& want = reference.out.at(name);
+    ASSERT_EQ(got.size(), want.size()) << name;
+    for (size_t k = 0; k < got.size(); ++k) EXPECT_NEAR(got[k], want[k], 1e-12) << name << " " << k;
+  }
+  // Poisson samples: each row as often as the one-process run sampled it.
+  EXPECT_EQ(run.out.at("counts"), reference.out.at("counts"));
+  // {epsilon, steps}: 3 epochs of round(96 / 8) steps, none counted twice.
+  EXPECT_EQ(run.out.at("epsilon"), reference.out.at("epsilon"));
+  EXPECT_EQ(run.out.at("epsilon").at(1), 36);
 }
 
 TEST(Elastic, ZeroLosesACommitOnlyWhenAPartAndItsCopyDieTogether) {

@@ -502,6 +502,34 @@ std::string config_error(Fn fn) {
   return "(no ConfigError)";
 }
 
+TEST(PrivateStrategy, OwnStateRollsTheBudgetAndTheNoiseKeyBack) {
+  // What an elastic fit commits beside the model: after 2 steps, then 3
+  // more, putting the 2-step state back gives the 2-step budget and step
+  // count (which keys the next step's noise). Bytes that are not such a
+  // state, and any state given to a strategy that keeps none, are refused.
+  torch::set_num_threads(1);
+  PrivateStrategy dp(std::make_unique<OneDeviceStrategy>(),
+                     {.noise_multiplier = 1, .max_grad_norm = 1, .sample_rate = 0.25, .poisson = false});
+  train_steps(dp, make_sequential(), sgd(0.1), 2, 4);
+  const std::string two = dp.own_state();
+  const double epsilon_two = dp.epsilon();
+  const auto [x, y] = make_data(12);
+  for (int s = 0; s < 3; ++s) dp.train_step({x.narrow(0, 4 * s, 4), y.narrow(0, 4 * s, 4)}, 4);
+  EXPECT_EQ(dp.steps(), 5);
+  dp.load_own_state(two);
+  EXPECT_EQ(dp.steps(), 2);
+  EXPECT_EQ(dp.epsilon(), epsilon_two);
+  EXPECT_DOUBLE_EQ(epsilon_two, privacy::epsilon_spent({{.noise_multiplier = 1, .sample_rate = 0.25, .steps = 2}},
+                                                       1e-5, privacy::AccountantKind::rdp));
+  EXPECT_NE(config_error([&] { dp.load_own_state("not an archive"); }).find("private: bad own state (14 bytes)"),
+            std::string::npos);
+  OneDeviceStrategy plain;
+  EXPECT_EQ(plain.own_state(), "");
+  EXPECT_NE(config_error([&] { plain.load_own_state(two); }).find("keeps no state of its own"), std::string::npos);
+  // Whether it follows an elastic job's membership is the wrapped strategy's say.
+  EXPECT_FALSE(dp.follows_membership());
+}
+
 TEST(PrivateStrategy, RefusesWhatItCannotTrainPrivately) {
   torch::set_num_threads(1);
   const std::string batch_norm = config_error([] {

@@ -224,6 +224,13 @@ class Strategy {
   // starts a new training's commits: the object returned before, and its
   // commits, are gone.
   virtual ElasticShards* elastic_shards() { return nullptr; }
+  // What the strategy keeps beyond the module and the optimizer that a
+  // rolled-back step must roll back too (a private strategy's privacy
+  // accountant and step count), as bytes, the same on every process at a
+  // step boundary: an elastic fit commits it with them and restores it with
+  // load_own_state(). Default: nothing.
+  virtual std::string own_state() const { return {}; }
+  virtual void load_own_state(const std::string& bytes);
 
   // Values the strategy reports with fit()'s epoch logs, the same on every
   // process (a private strategy's privacy budget spent: "epsilon").
@@ -243,7 +250,12 @@ inline TrainingState Strategy::load_sharded(const std::string&, const std::strin
 
 inline void Strategy::rejoin() {
   COHORT_THROW(ConfigError) << "the " << spec() << " strategy cannot follow an elastic job's membership changes "
-                            << "(multi_worker and zero can)";
+                            << "(multi_worker, zero, and a private strategy over multi_worker can)";
+}
+
+inline void Strategy::load_own_state(const std::string& bytes) {
+  COHORT_CHECK_AS(ConfigError, bytes.empty())
+      << "the " << spec() << " strategy keeps no state of its own, and was given " << bytes.size() << " bytes of it";
 }
 
 inline TensorHandle Strategy::all_sum_async(const at::Tensor& values) {

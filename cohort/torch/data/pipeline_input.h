@@ -14,7 +14,10 @@
 // k (by record: positions [kB, (k+1)B) of the epoch's order, whatever the
 // number of processes). The pipeline's cursor is the stream's state, so a
 // backup taken by BackupAndRestore resumes mid-epoch exactly once, on the
-// same or another number of processes (the cursor re-deals what is left).
+// same or another number of processes (the cursor re-deals what is left);
+// an elastic fit commits it every step, and after a membership change
+// start_epoch() builds the pipeline again for the new world from the
+// commit's cursor.
 // Each step's batch is built ahead by the pipeline's workers, under its
 // memory bound; the maps draw their random numbers per sample
 // (SampleRng), so what a step trains on does not depend on the process

@@ -237,10 +237,8 @@ History Model::fit(BatchStream& train, FitOptions options) {
   const bool elastic_fit = elastic_job && strategy_.follows_membership();
   COHORT_CHECK_AS(ConfigError, !elastic_job || elastic_fit || strategy_.process_count() == 1)
       << "fit: this is an elastic job (cohortrun --min-np), and the " << strategy_.spec()
-      << " strategy cannot follow its membership changes (multi_worker and zero can)";
-  COHORT_CHECK_AS(ConfigError, !elastic_fit || dataset_stream)
-      << "fit: an elastic job trains on a Dataset (the order of its global batches does not depend on the world); "
-         "an input stream's cursor does not yet follow membership changes";
+      << " strategy cannot follow its membership changes (multi_worker, zero, and a private strategy over "
+         "multi_worker can)";
   fit_options_ = std::move(options);
   const FitOptions& o = fit_options_;
   const BatchSampler* sampler = strategy_.batch_sampler();
@@ -277,11 +275,13 @@ History Model::fit(BatchStream& train, FitOptions options) {
     preempted = run_epochs(train, /*epoch_started=*/true, nullptr, last);
   } else {
     // Every step (or every elastic_commit_steps) is committed in memory:
-    // the model and optimizer, the metric sums over every member, the
-    // position, history and callbacks' states. The order of the global
-    // batches is the world's business only through the split, so after a
-    // change the members go on with the same batches split anew: no row of
-    // an epoch is skipped or trained twice.
+    // the model and optimizer, the strategy's own state, the metric sums
+    // over every member, the position, history, callbacks' states and the
+    // input's cursor. The order of the global batches is the world's
+    // business only through the split (a Dataset's rows, an input
+    // pipeline's positions), so after a change the members go on with the
+    // same batches split anew: no row of an epoch is skipped or trained
+    // twice.
     ElasticState state(module(), optimizer());
     // A strategy that splits the model over its processes commits its
     // parts itself (zero: each with a copy on another process).
@@ -291,6 +291,9 @@ History Model::fit(BatchStream& train, FitOptions options) {
     committed_metrics_ = resumed_ ? strategy_.all_sum(resumed_epoch_metrics_).clone() : new_metric_state();
     resumed_ = false;
     state.tally("metrics", epoch_metrics_, committed_metrics_);
+    state.track(
+        "strategy", [this] { return strategy_.own_state(); },
+        [this](const std::string& bytes) { strategy_.load_own_state(bytes); });
     state.track(
         "fit",
         [this] {

@@ -43,11 +43,13 @@
 //   with kPreemptedExitCode; its next launch resumes at that step.
 // - Elastic jobs (cohortrun --min-np, core/elastic_state.h): when the
 //   strategy follows the membership (multi_worker; zero, whose blocks are
-//   committed as parts with copies), fit() commits its state
-//   in memory every elastic_commit_steps steps, after their batch-end
-//   callbacks, and at every epoch's end: the model and optimizer, the
-//   epoch's metric sums over every member, the position, the history and
-//   the callbacks' states (save_state()). A lost member: the survivors
+//   committed as parts with copies; a private strategy over multi_worker),
+//   fit() commits its state in memory every elastic_commit_steps steps,
+//   after their batch-end callbacks, and at every epoch's end: the model
+//   and optimizer, the strategy's own state (Strategy::own_state(): a
+//   private strategy's accountant), the epoch's metric sums over every
+//   member, the position, the history, the callbacks' states
+//   (save_state()) and the input's cursor (an input pipeline's). A lost member: the survivors
 //   form a new world, the strategy rejoins it, and every member goes on from
 //   the newest commit, redoing the steps after it (their callbacks run
 //   again; random draws during them differ). A replacement is admitted at
@@ -58,9 +60,9 @@
 //   member at the last commit plus this member's since. A member that host
 //   discovery removes returns from fit() at the commit where it leaves,
 //   with the history so far and without on_train_end(); it then has no
-//   world (cohort::initialized() is false). Limits: the data must be a
-//   Dataset, and the program runs no collective of its own between init()
-//   and its first fit() (a process joining would run it alone).
+//   world (cohort::initialized() is false). Limit: the program runs no
+//   collective of its own between init() and its first fit() (a process
+//   joining would run it alone).
 #pragma once
 
 #include <ATen/Tensor.h>

@@ -166,6 +166,34 @@ std::map<std::string, double> PrivateStrategy::logs() {
 
 void PrivateStrategy::save(torch::serialize::OutputArchive& archive) {
   inner_->save(archive);
+  write_record(archive);
+}
+
+void PrivateStrategy::load(torch::serialize::InputArchive& archive) {
+  inner_->load(archive);
+  read_record(archive);
+}
+
+std::string PrivateStrategy::own_state() const {
+  torch::serialize::OutputArchive archive;
+  write_record(archive);
+  std::ostringstream out;
+  archive.save_to(out);
+  return out.str();
+}
+
+void PrivateStrategy::load_own_state(const std::string& bytes) {
+  torch::serialize::InputArchive archive;
+  try {
+    archive.load_from(bytes.data(), bytes.size());
+  } catch (const c10::Error& e) {
+    COHORT_THROW(ConfigError) << "private: bad own state (" << bytes.size()
+                              << " bytes): " << e.what_without_backtrace();
+  }
+  read_record(archive);
+}
+
+void PrivateStrategy::write_record(torch::serialize::OutputArchive& archive) const {
   torch::serialize::OutputArchive record;
   const History& history = accountant_.history();
   std::vector<double> segments;
@@ -175,8 +203,7 @@ void PrivateStrategy::save(torch::serialize::OutputArchive& archive) {
   archive.write("privacy", record);
 }
 
-void PrivateStrategy::load(torch::serialize::InputArchive& archive) {
-  inner_->load(archive);
+void PrivateStrategy::read_record(torch::serialize::InputArchive& archive) {
   torch::serialize::InputArchive record;
   COHORT_CHECK_AS(ConfigError, archive.try_read("privacy", record))
       << "private: the saved state has no privacy record (it was not written by a private run), so the budget "

@@ -89,6 +89,14 @@ class PrivateStrategy : public Strategy, private BatchSampler {
   void load(torch::serialize::InputArchive& archive) override;
 
   const BatchSampler* batch_sampler() const override { return options_.poisson ? this : nullptr; }
+  // Elastic jobs: as the wrapped strategy (multi_worker follows the
+  // membership). The accountant's history and the step count (which keys
+  // the noise) are the strategy's own state: a step redone after a loss is
+  // counted once, and draws the same noise as the first time.
+  bool follows_membership() const override { return inner_->follows_membership(); }
+  void rejoin() override { inner_->rejoin(); }
+  std::string own_state() const override;
+  void load_own_state(const std::string& bytes) override;
   // {"epsilon": the budget spent so far, at options.delta}.
   std::map<std::string, double> logs() override;
 
@@ -101,6 +109,9 @@ class PrivateStrategy : public Strategy, private BatchSampler {
 
  private:
   int64_t steps_per_epoch(int64_t dataset_size) const override;
+  // The accountant's history and the step count, as save() records them.
+  void write_record(torch::serialize::OutputArchive& archive) const;
+  void read_record(torch::serialize::InputArchive& archive);
   at::Tensor process_rows(int64_t dataset_size, int64_t step) const override;
 
   std::unique_ptr<Strategy> inner_;
