@@ -383,7 +383,10 @@ bool run_elastic(ElasticState& state, const std::function<void()>& train, const 
       if (!initialized() || !elastic()) throw;
       COHORT_LOG(warn) << "elastic: " << e.what() << "; forming a new world from the last commit";
       if (!reform_or_leave()) return false;
-      state.restore();
+      // No restore() here: the sync() before training goes on puts the
+      // newest commit any member holds (this one's or another's) into the
+      // live state, and putting this member's first would copy the model
+      // and its optimizer state twice.
     }
     rejoining = true;
     COHORT_LOG(info) << "elastic: epoch " << membership_epoch() << ", rank " << rank() << " of " << size();

@@ -180,9 +180,10 @@ class ElasticState {
 };
 
 // Runs `train` until it returns, through membership changes (see the file
-// comment): before each attempt, state.sync(); after a lost member,
-// cohort::reform() and state.restore(), then `rejoin`; after
-// MembershipChanged, cohort::reform(), then `rejoin`. `rejoin` (optional)
+// comment): before each attempt, state.sync() (which puts the newest
+// commit any member holds into the live state: after a lost member, the
+// restore); after a lost member or MembershipChanged, cohort::reform(),
+// then `rejoin`. `rejoin` (optional)
 // builds again what the program built over the old world (a strategy:
 // Strategy::rejoin()); a new member runs its own construction instead, so
 // the two must make the same collectives. A member lost during `rejoin` or

@@ -214,7 +214,9 @@ class Strategy {
   // the world: builds again what prepare() built over the old one (its hold
   // on the engine, DDP's buckets, gradient hooks), keeping the module and
   // the optimizer with their state. Collective over the new world, with the
-  // same collectives as prepare()'s, which a new member runs meanwhile.
+  // same collectives as prepare()'s, which a new member runs meanwhile. It
+  // need not hand the state around (nor a joining process's prepare()):
+  // run_elastic() syncs the newest commit to every member right after.
   // Default: no, and rejoin() is a ConfigError.
   virtual bool follows_membership() const { return false; }
   virtual void rejoin();

@@ -49,7 +49,7 @@ DistributedDataParallelBase::DistributedDataParallelBase(torch::nn::Module& modu
       engine_(options_.engine, "DistributedDataParallel"),
       check_interval_(agreement_check_interval(options_.agreement_check_steps)) {
   check_same_model();
-  broadcast_parameters(module_, 0, engine_.get());
+  if (options_.init_sync) broadcast_parameters(module_, 0, engine_.get());
   std::vector<std::string> names;
   std::vector<at::Tensor> params;
   for (const auto& item : module_.named_parameters()) {

@@ -60,6 +60,10 @@ struct DistributedDataParallelOptions {
   bool find_unused_parameters = false;
   bool gradient_as_bucket_view = false;
   bool broadcast_buffers = true;
+  // The constructor broadcasts rank 0's parameters (PyTorch's init_sync);
+  // false: the caller makes them equal itself (an elastic job's state sync
+  // follows a rejoin). The models' descriptions are compared either way.
+  bool init_sync = true;
   // Parameter fingerprints compared across ranks before the first training
   // forward and every this many (replica_agreement.h); -1:
   // COHORT_AGREEMENT_CHECK_STEPS, 0: off.

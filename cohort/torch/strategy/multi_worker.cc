@@ -40,7 +40,9 @@ void MultiWorkerStrategy::prepare(TrainingModel model) {
   model_ = std::move(model);
   torch::nn::Module& module = *model_.module;
   optimizer_ = detail::make_optimizer(model_, module.parameters());
-  connect();
+  // A process joining an elastic job meets the members in their rejoin(),
+  // which hands no state around (see there).
+  connect(/*sync_state=*/!(initialized() && elastic() && elastic_joining()));
   prepared_ = true;
 }
 
@@ -51,10 +53,14 @@ void MultiWorkerStrategy::rejoin() {
   // and of their gradient hooks before the new ones add theirs.
   ddp_.reset();
   horovod_.reset();
-  connect();
+  // run_elastic() syncs the committed state right after (ElasticState::sync():
+  // the newest commit, to every member and to the new ones), so rank 0's
+  // parameters and optimizer state are not broadcast first (two copies of
+  // the model, most of a rejoin's time for a large one).
+  connect(/*sync_state=*/false);
 }
 
-void MultiWorkerStrategy::connect() {
+void MultiWorkerStrategy::connect(bool sync_state) {
   torch::nn::Module& module = *model_.module;
   if (options_.style == MultiWorkerOptions::Style::ddp) {
     // DDP broadcasts rank 0's parameters and buffers and checks that every
@@ -66,15 +72,16 @@ void MultiWorkerStrategy::connect() {
     ddp_ = std::make_unique<DistributedDataParallelBase>(
         module, DistributedDataParallelOptions{.bucket_bytes = options_.bucket_bytes,
                                                .gradient_as_bucket_view = options_.bucket_view,
+                                               .init_sync = sync_state,
                                                .comm_hook = hook,
                                                .engine = engine_.get()});
   } else {
-    broadcast_parameters(module, 0, engine_.get());
+    if (sync_state) broadcast_parameters(module, 0, engine_.get());
     horovod_ = std::make_unique<DistributedOptimizer>(
         *optimizer_, module.named_parameters(),
         DistributedOptimizerOptions{.compression = options_.compression, .engine = engine_.get()});
   }
-  broadcast_optimizer_state(*optimizer_, 0, engine_.get());
+  if (sync_state) broadcast_optimizer_state(*optimizer_, 0, engine_.get());
 }
 
 torch::optim::Optimizer& MultiWorkerStrategy::optimizer() {

@@ -51,13 +51,16 @@ class MultiWorkerStrategy : public RankStrategy {
   void load(torch::serialize::InputArchive& archive) override;
   // Elastic jobs: DDP (or the DistributedOptimizer) is built again over the
   // new world, as prepare() builds it; the optimizer and its state stay.
+  // Neither rejoin() nor a joining process's prepare() broadcasts state:
+  // run_elastic()'s ElasticState::sync() that follows hands every member
+  // the newest commit.
   bool follows_membership() const override { return !own_engine_; }  // the world's engine only
   void rejoin() override;
 
  private:
-  // The gradient exchange over engine_, starting every rank from rank 0's
-  // parameters and optimizer state (collective).
-  void connect();
+  // The gradient exchange over engine_ (collective); `sync_state`: every
+  // rank starts from rank 0's parameters and optimizer state, broadcast.
+  void connect(bool sync_state);
 
   MultiWorkerOptions options_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
