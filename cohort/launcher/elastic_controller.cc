@@ -242,8 +242,11 @@ std::string ElasticController::hosts_discovered(const std::vector<HostSlots>& ho
 }
 
 std::string ElasticController::tick(Clock::time_point now) {
-  if (finished_) return {};
+  // Also once training finished: a member that hangs on its way out (a
+  // cut link during its last collectives) is then the job's failure, said
+  // as such, not a launcher waiting for it.
   watch_heartbeats(now);
+  if (finished_) return {};
   if (pool_) {
     // Replacements that waited for a host, then new slots up to max_np.
     std::string error;

@@ -42,7 +42,8 @@
 //    connections never close;
 //  - with heartbeat_timeout_s, a process that beat (rendezvous/heartbeat.h)
 //    and then stayed silent that long is terminated (set_terminate(): the
-//    launcher kills it), and its end is a failure like any other.
+//    launcher kills it), and its end is a failure like any other (also
+//    after training finished, when a failing member fails the job).
 #pragma once
 
 #include <chrono>

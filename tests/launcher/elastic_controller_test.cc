@@ -298,6 +298,27 @@ TEST(ElasticController, ASilentProcessIsTerminatedAndItsLossAnnouncedInEveryWorl
   EXPECT_EQ(rendezvous::lost_member(*f.store, 3), std::nullopt);
 }
 
+TEST(ElasticController, AMemberSilentAfterTrainingFinishedIsTerminatedAndFailsTheJob) {
+  // Slot 0 ends well (training is over); slot 1, on its way out, stops
+  // beating (a cut link in its last collectives): it is still watched,
+  // killed after 2 s, and its end fails the job instead of the launcher
+  // waiting for it.
+  Fixture f(2, {.min_np = 1, .max_restarts = 1, .timeout_s = 60, .heartbeat_timeout_s = 2});
+  std::vector<Member> terminated;
+  f.controller.set_terminate([&](Member m, const std::string&) { terminated.push_back(m); });
+  const auto t0 = Clock::now();
+  for (int s : {0, 1}) rendezvous::beat(*f.store, {s, 0});
+  EXPECT_EQ(f.controller.tick(t0), "");
+  std::string note;
+  EXPECT_TRUE(f.controller.member_ended({0, 0}, false, note));
+  EXPECT_EQ(f.controller.tick(t0 + std::chrono::milliseconds(1000)), "");
+  EXPECT_TRUE(terminated.empty());
+  EXPECT_EQ(f.controller.tick(t0 + std::chrono::milliseconds(2500)), "");
+  EXPECT_EQ(terminated, (std::vector<Member>{Member{1, 0}}));
+  EXPECT_FALSE(f.controller.member_ended({1, 0}, true, note));
+  EXPECT_EQ(note, "after the job's training finished");
+}
+
 TEST(Heartbeat, BeatsFromItsOwnThreadUntilDestroyed) {
   auto store = std::make_shared<rendezvous::MemoryStore>();
   const Member me{4, 1};
