@@ -7,6 +7,7 @@
 
 #include "cohort/common/check.h"
 #include "cohort/launcher/host_list.h"
+#include "cohort/launcher/remote_rank.h"
 
 namespace cohort::launcher {
 
@@ -67,18 +68,41 @@ void ElasticController::publish(std::vector<Member> members) {
   removal_pending_ = false;
 }
 
-bool ElasticController::start(Member m, const std::string& host, std::string& error) {
+bool ElasticController::start(Member m, const std::string& host, std::string& error, Clock::time_point now) {
   if (!host.empty()) slot_host_[m.slot] = host;
   if (pool_) pool_->take(host);
+  bool remote = false;
   try {
-    respawn_(m, host);
+    remote = respawn_(m, host);
   } catch (const Error& e) {
     if (pool_) pool_->release(host);
     error = e.what();
     return false;
   }
   pending_.push_back(m);
+  if (remote && options_.start_timeout_s > 0) starting_[rendezvous::member_text(m)] = {m, now};
   return true;
+}
+
+void ElasticController::watch_starts(Clock::time_point now) {
+  const auto limit = std::chrono::duration<double>(options_.start_timeout_s);
+  for (auto it = starting_.begin(); it != starting_.end();) {
+    const auto [m, since] = it->second;
+    const std::string key = started_key(m.slot, m.incarnation);
+    if (store_->check(std::span<const std::string>(&key, 1))) {
+      it = starting_.erase(it);
+      continue;
+    }
+    if (now - since < limit || !terminate_) {
+      ++it;
+      continue;
+    }
+    it = starting_.erase(it);  // terminated once
+    char seconds[32];
+    std::snprintf(seconds, sizeof seconds, "%g", options_.start_timeout_s);
+    terminate_(m, std::string("did not start its program within --start-timeout ") + seconds +
+                      " s (is the host reachable through the launch template?)");
+  }
 }
 
 bool ElasticController::settled() const {
@@ -90,6 +114,7 @@ bool ElasticController::settled() const {
 
 bool ElasticController::member_ended(Member m, bool failed, std::string& note) {
   pulses_.erase(rendezvous::member_text(m));
+  starting_.erase(rendezvous::member_text(m));
   const std::string host = host_of(m.slot);
   if (std::erase(removed_, m) > 0) {
     // Told to leave (its host went away): gone as expected, whatever its
@@ -140,7 +165,7 @@ bool ElasticController::member_ended(Member m, bool failed, std::string& note) {
       ++restarts;
       waiting_.push_back(next);
       said.push_back(slot + " waits for a free host that is not blacklisted " + restart);
-    } else if (start(next, *where, error)) {
+    } else if (start(next, *where, error, now)) {
       ++restarts;
       said.push_back("starting " + slot + " again" + (pool_ ? " on " + *where : std::string()) + " " + restart);
     } else {
@@ -246,6 +271,7 @@ std::string ElasticController::tick(Clock::time_point now) {
   // cut link during its last collectives) is then the job's failure, said
   // as such, not a launcher waiting for it.
   watch_heartbeats(now);
+  watch_starts(now);
   if (finished_) return {};
   if (pool_) {
     // Replacements that waited for a host, then new slots up to max_np.
@@ -255,11 +281,11 @@ std::string ElasticController::tick(Clock::time_point now) {
       if (!host) break;
       const Member m = *it;
       it = waiting_.erase(it);
-      (void)start(m, *host, error);
+      (void)start(m, *host, error, now);
     }
     while (int(survivors_.size() + pending_.size() + waiting_.size()) < options_.max_np) {
       const std::optional<std::string> host = pool_->free_host(now);
-      if (!host || !start({next_slot_, 0}, *host, error)) break;
+      if (!host || !start({next_slot_, 0}, *host, error, now)) break;
       ++next_slot_;
     }
   }

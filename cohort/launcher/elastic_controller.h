@@ -43,7 +43,10 @@
 //  - with heartbeat_timeout_s, a process that beat (rendezvous/heartbeat.h)
 //    and then stayed silent that long is terminated (set_terminate(): the
 //    launcher kills it), and its end is a failure like any other (also
-//    after training finished, when a failing member fails the job).
+//    after training finished, when a failing member fails the job);
+//  - with start_timeout_s, a replacement started through the launch
+//    template whose program did not start that long after is terminated
+//    the same way (an unreachable host).
 #pragma once
 
 #include <chrono>
@@ -66,6 +69,11 @@ struct ElasticOptions {
   int max_restarts = 3;     // replacements per slot
   double timeout_s = 600;   // below min_np this long ends the job
   double heartbeat_timeout_s = 0;  // a process silent this long is terminated; 0: not watched
+  // A replacement started through the launch template (Respawn returned
+  // true) whose remote end has not started its program this long after
+  // (remote_rank.h's started_key()) is terminated, and its end is a failure
+  // (--start-timeout: an unreachable host, a hanging ssh); 0: not watched.
+  double start_timeout_s = 0;
   // Each slot's host (-H, or discovery's), recorded with the members;
   // empty: one host.
   std::vector<std::string> slot_hosts;
@@ -80,8 +88,9 @@ class ElasticController {
  public:
   using Clock = std::chrono::steady_clock;
   // Starts process `m` of a slot on `host` ("" on one host); throws on
-  // failure.
-  using Respawn = std::function<void(rendezvous::Member m, const std::string& host)>;
+  // failure. Returns true when it went through the launch template (its
+  // remote end records the program's start: start_timeout_s applies).
+  using Respawn = std::function<bool(rendezvous::Member m, const std::string& host)>;
 
   // Ends process `m` (a kill); `why` is for the launcher's message.
   using Terminate = std::function<void(rendezvous::Member m, const std::string& why)>;
@@ -121,10 +130,11 @@ class ElasticController {
  private:
   void publish(std::vector<rendezvous::Member> members);
   // Starts `m` on `host` (pending until it joins); false when it failed to.
-  bool start(rendezvous::Member m, const std::string& host, std::string& error);
+  bool start(rendezvous::Member m, const std::string& host, std::string& error, Clock::time_point now);
   bool settled() const;
   void announce_lost(rendezvous::Member m);
   void watch_heartbeats(Clock::time_point now);
+  void watch_starts(Clock::time_point now);
 
   // A process's heartbeats as last read, and since when they stand still.
   struct Pulse {
@@ -139,6 +149,9 @@ class ElasticController {
   Terminate terminate_;
   std::map<std::string, Pulse> pulses_;  // by "slot.incarnation"
   Clock::time_point next_heartbeat_check_{};
+  // Replacements started through the launch template whose program has not
+  // started yet: since when (start_timeout_s).
+  std::map<std::string, std::pair<rendezvous::Member, Clock::time_point>> starting_;
   rendezvous::Membership current_;             // the latest published epoch
   std::deque<rendezvous::Membership> recent_;  // it and the kLostEpochs before it (announce_lost())
   std::vector<rendezvous::Member> survivors_;  // members alive (the next epoch's base)

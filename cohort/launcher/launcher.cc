@@ -261,6 +261,7 @@ int run_job(const LaunchOptions& options) {
                          .max_restarts = options.max_restarts,
                          .timeout_s = options.elastic_timeout_s,
                          .heartbeat_timeout_s = silence_s,
+                         .start_timeout_s = options.start_timeout_s,
                          .slot_hosts = slot_hosts,
                          .discovered = discovery ? std::optional(options.hosts) : std::nullopt},
           std::move(client), options.num_ranks, [&](rendezvous::Member m, const std::string& host) {
@@ -280,6 +281,7 @@ int run_job(const LaunchOptions& options) {
             if (options.verbose)
               print("cohortrun: rank " + rendezvous::member_text(m) + (host.empty() ? "" : " on " + host) + ": pid " +
                     std::to_string(process.pid) + "\n");
+            return launch.payload.has_value();  // through the launch template
           });
       // A silent process (a cut link, a hung host) is killed: its end is
       // then a failure like any other, and its peers abandon their world.

@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <charconv>
+#include <cstdlib>
 #include <chrono>
 #include <cstring>
 #include <optional>
@@ -203,7 +204,10 @@ Outcome run(std::span<const std::string> args, Reporter& report, SignalEvents& s
     return {.exit_code = 1};
   }
   try {
-    store->set(started_key(rank), this_host_name() + " pid " + std::to_string(child.pid));
+    // An elastic replacement says which process of its slot started.
+    int incarnation = 0;
+    if (const auto text = lookup(env, "COHORT_ELASTIC_INCARNATION")) incarnation = std::atoi(text->c_str());
+    store->set(started_key(rank, incarnation), this_host_name() + " pid " + std::to_string(child.pid));
   } catch (const Error& e) {
     report(std::string("cannot record the start in the store: ") + e.what());
   }
@@ -227,7 +231,10 @@ Outcome run(std::span<const std::string> args, Reporter& report, SignalEvents& s
 
 }  // namespace
 
-std::string started_key(int rank) { return "cohortrun/started/" + std::to_string(rank); }
+std::string started_key(int rank, int incarnation) {
+  std::string key = "cohortrun/started/" + std::to_string(rank);
+  return incarnation == 0 ? key : key + "." + std::to_string(incarnation);
+}
 
 int run_remote_rank(std::span<const std::string> args) {
   Outcome outcome;

@@ -33,8 +33,9 @@ namespace cohort::launcher {
 // The flag that selects this mode: `cohortrun --remote-rank N`.
 inline constexpr const char* kRemoteRankFlag = "--remote-rank";
 
-// The store key a remote rank sets once its program runs.
-std::string started_key(int rank);
+// The store key a remote rank sets once its program runs: of `rank`, or in
+// an elastic job of a slot's process (incarnation 0 is the rank's key).
+std::string started_key(int rank, int incarnation = 0);
 
 // Runs the remote end; `args` are the arguments after argv[0]
 // ({"--remote-rank", "N"}). Returns the exit code (or does not return when

@@ -3,6 +3,7 @@
 // --min-np floor and its timeout, and the end of training; over a real
 // MemoryStore, read back as the ranks read it (rendezvous/membership.h).
 #include "cohort/launcher/elastic_controller.h"
+#include "cohort/launcher/remote_rank.h"
 #include "cohort/launcher/host_discovery.h"
 #include "cohort/launcher/options.h"
 #include "cohort/rendezvous/epoch_store.h"
@@ -24,11 +25,13 @@ struct Fixture {
   std::shared_ptr<rendezvous::MemoryStore> store = std::make_shared<rendezvous::MemoryStore>();
   std::vector<Member> started;  // processes the controller asked for
   std::vector<std::string> started_on;
+  bool through_template = false;  // what the respawn says of its processes
   ElasticController controller;
   Fixture(int ranks, ElasticOptions o)
       : controller(o, store, ranks, [this](Member m, const std::string& host) {
           started.push_back(m);
           started_on.push_back(host);
+          return through_template;
         }) {
     controller.publish_initial();
   }
@@ -317,6 +320,38 @@ TEST(ElasticController, AMemberSilentAfterTrainingFinishedIsTerminatedAndFailsTh
   EXPECT_EQ(terminated, (std::vector<Member>{Member{1, 0}}));
   EXPECT_FALSE(f.controller.member_ended({1, 0}, true, note));
   EXPECT_EQ(note, "after the job's training finished");
+}
+
+TEST(ElasticController, AReplacementThatNeverStartsThroughTheTemplateIsTerminated) {
+  // Slots 0 and 1 fail; their replacements go through the launch template.
+  // Slot 0's remote end records its start (key "cohortrun/started/0.1"),
+  // slot 1's never does (an unreachable host): 3 s later it is terminated,
+  // once, and its end is a failure like any other (its own replacement).
+  Fixture f(3, {.min_np = 1, .max_restarts = 2, .timeout_s = 60, .start_timeout_s = 3});
+  f.through_template = true;
+  std::vector<std::pair<Member, std::string>> terminated;
+  f.controller.set_terminate([&](Member m, const std::string& why) { terminated.emplace_back(m, why); });
+  const auto t0 = Clock::now();
+  std::string note;
+  EXPECT_TRUE(f.controller.member_ended({0, 0}, true, note));
+  EXPECT_TRUE(f.controller.member_ended({1, 0}, true, note));
+  ASSERT_EQ(f.started, members({{0, 1}, {1, 1}}));
+  EXPECT_EQ(started_key(0, 1), "cohortrun/started/0.1");
+  EXPECT_EQ(started_key(0, 0), "cohortrun/started/0");
+  f.store->set(started_key(0, 1), "hosta pid 7");
+  EXPECT_EQ(f.controller.tick(t0 + std::chrono::seconds(2)), "");
+  EXPECT_TRUE(terminated.empty());
+  EXPECT_EQ(f.controller.tick(t0 + std::chrono::seconds(4)), "");
+  ASSERT_EQ(terminated.size(), 1u);
+  EXPECT_EQ(terminated[0].first, (Member{1, 1}));
+  EXPECT_EQ(terminated[0].second,
+            "did not start its program within --start-timeout 3 s (is the host reachable through the launch "
+            "template?)");
+  EXPECT_EQ(f.controller.tick(t0 + std::chrono::seconds(8)), "");
+  EXPECT_EQ(terminated.size(), 1u) << "terminated twice";
+  EXPECT_TRUE(f.controller.member_ended({1, 1}, true, note));
+  EXPECT_NE(note.find("a process that had not joined yet"), std::string::npos) << note;
+  EXPECT_EQ(f.started.back(), (Member{1, 2}));
 }
 
 TEST(Heartbeat, BeatsFromItsOwnThreadUntilDestroyed) {
