@@ -88,8 +88,11 @@ void ElasticController::watch_starts(Clock::time_point now) {
   const auto limit = std::chrono::duration<double>(options_.start_timeout_s);
   for (auto it = starting_.begin(); it != starting_.end();) {
     const auto [m, since] = it->second;
+    // Started: its remote end said so, or (that record failed) the program
+    // itself beat or said it is ready.
     const std::string key = started_key(m.slot, m.incarnation);
-    if (store_->check(std::span<const std::string>(&key, 1))) {
+    if (store_->check(std::span<const std::string>(&key, 1)) || rendezvous::heartbeats(*store_, m) > 0 ||
+        rendezvous::member_ready(*store_, m)) {
       it = starting_.erase(it);
       continue;
     }

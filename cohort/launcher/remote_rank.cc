@@ -204,10 +204,13 @@ Outcome run(std::span<const std::string> args, Reporter& report, SignalEvents& s
     return {.exit_code = 1};
   }
   try {
-    // An elastic replacement says which process of its slot started.
-    int incarnation = 0;
-    if (const auto text = lookup(env, "COHORT_ELASTIC_INCARNATION")) incarnation = std::atoi(text->c_str());
-    store->set(started_key(rank, incarnation), this_host_name() + " pid " + std::to_string(child.pid));
+    const std::string started = this_host_name() + " pid " + std::to_string(child.pid);
+    store->set(started_key(rank), started);
+    // An elastic replacement also says which process of its slot started
+    // (the controller's start timeout; the rank's key above is --start-timeout's
+    // for the job's first processes, which a replacement may stand in for).
+    if (const auto text = lookup(env, "COHORT_ELASTIC_INCARNATION"); text && std::atoi(text->c_str()) > 0)
+      store->set(started_key(rank, std::atoi(text->c_str())), started);
   } catch (const Error& e) {
     report(std::string("cannot record the start in the store: ") + e.what());
   }

@@ -323,22 +323,23 @@ TEST(ElasticController, AMemberSilentAfterTrainingFinishedIsTerminatedAndFailsTh
 }
 
 TEST(ElasticController, AReplacementThatNeverStartsThroughTheTemplateIsTerminated) {
-  // Slots 0 and 1 fail; their replacements go through the launch template.
+  // Slots 0-2 fail; their replacements go through the launch template.
   // Slot 0's remote end records its start (key "cohortrun/started/0.1"),
-  // slot 1's never does (an unreachable host): 3 s later it is terminated,
-  // once, and its end is a failure like any other (its own replacement).
-  Fixture f(3, {.min_np = 1, .max_restarts = 2, .timeout_s = 60, .start_timeout_s = 3});
+  // slot 2's could not, but its program beats; slot 1's never starts (an
+  // unreachable host): 3 s later it is terminated, once, and its end is a
+  // failure like any other (its own replacement).
+  Fixture f(4, {.min_np = 1, .max_restarts = 2, .timeout_s = 60, .start_timeout_s = 3});
   f.through_template = true;
   std::vector<std::pair<Member, std::string>> terminated;
   f.controller.set_terminate([&](Member m, const std::string& why) { terminated.emplace_back(m, why); });
   const auto t0 = Clock::now();
   std::string note;
-  EXPECT_TRUE(f.controller.member_ended({0, 0}, true, note));
-  EXPECT_TRUE(f.controller.member_ended({1, 0}, true, note));
-  ASSERT_EQ(f.started, members({{0, 1}, {1, 1}}));
+  for (int s : {0, 1, 2}) EXPECT_TRUE(f.controller.member_ended({s, 0}, true, note));
+  ASSERT_EQ(f.started, members({{0, 1}, {1, 1}, {2, 1}}));
   EXPECT_EQ(started_key(0, 1), "cohortrun/started/0.1");
   EXPECT_EQ(started_key(0, 0), "cohortrun/started/0");
   f.store->set(started_key(0, 1), "hosta pid 7");
+  rendezvous::beat(*f.store, {2, 1});
   EXPECT_EQ(f.controller.tick(t0 + std::chrono::seconds(2)), "");
   EXPECT_TRUE(terminated.empty());
   EXPECT_EQ(f.controller.tick(t0 + std::chrono::seconds(4)), "");

@@ -47,7 +47,8 @@
 // order) instead of a Dataset (--batch must then be a multiple of every
 // world size). --private wraps the strategy in DP-SGD (Poisson sampling at
 // --batch / --rows, clipping at 1, noise 0.5 added by rank 0 alone, so that
-// a step's noise does not depend on the world) and writes "epsilon".
+// a step's noise does not depend on the world; --split-noise: split shares
+// instead, which an elastic job refuses) and writes "epsilon".
 // --write STEP:FILE:TEXT (repeatable)
 // makes rank 0 write TEXT, its commas as line ends, to FILE after step STEP
 // (a host discovery script's hosts, changed mid-run); --hold STEP makes
@@ -190,7 +191,7 @@ int main(int argc, char** argv) {
   std::vector<Kill> kills;
   std::vector<Write> writes;
   std::vector<int64_t> holds;
-  bool replacement_stalls = false, fit = false, scale_lr = false, private_sgd = false;
+  bool replacement_stalls = false, fit = false, scale_lr = false, private_sgd = false, split_noise = false;
   try {
     cohort::flags::parse_flags(
         std::vector<std::string>(argv + 1, argv + argc),
@@ -222,6 +223,7 @@ int main(int argc, char** argv) {
         {{"--replacement-stalls", [&] { replacement_stalls = true; }},
          {"--fit", [&] { fit = true; }},
          {"--private", [&] { private_sgd = true; }},
+         {"--split-noise", [&] { split_noise = true; }},
          {"--scale-lr", [&] { scale_lr = true; }}});
   } catch (const std::exception& e) {
     std::fprintf(stderr, "elastic_program: %s\n", cohort::flags::one_line_message(e).c_str());
@@ -292,12 +294,14 @@ int main(int argc, char** argv) {
 
   if (fit) {
     std::unique_ptr<cohort::Strategy> strategy = cohort::make_strategy(strategy_spec);
-    if (private_sgd)
+    if (private_sgd) {
+      const auto share = split_noise ? cohort::privacy::NoiseShare::split : cohort::privacy::NoiseShare::designated;
       strategy = cohort::privacy::make_private(std::move(strategy), {.noise_multiplier = 0.5,
                                                                      .max_grad_norm = 1.0,
                                                                      .sample_rate = double(batch) / double(rows),
                                                                      .seed = 5,
-                                                                     .noise_share = cohort::privacy::NoiseShare::designated});
+                                                                     .noise_share = share});
+    }
     // The linear model's targets carry their row numbers (column 1), which
     // the loss records for the probe's counts.
     auto seen = mlp ? nullptr : std::make_shared<std::vector<at::Tensor>>();

@@ -348,6 +348,17 @@ TEST(Elastic, APrivateFitRollsItsAccountantBackWithTheModel) {
   // {epsilon, steps}: 3 epochs of round(96 / 8) steps, none counted twice.
   EXPECT_EQ(run.out.at("epsilon"), reference.out.at("epsilon"));
   EXPECT_EQ(run.out.at("epsilon").at(1), 36);
+  // Split noise shares are keyed by rank and world size: a step redone in
+  // another world would be a second release. fit() refuses it, saying why.
+  TempDir split_dir("elastic_test");
+  const JobRun split = run_job(split_dir, "elasticprivatesplit", {"--min-np", "2", "--max-restarts", "0"},
+                               {"--fit", "--private", "--split-noise"}, 8);
+  ASSERT_TRUE(split.result.finished);
+  EXPECT_NE(split.result.exit_code, 0);
+  EXPECT_NE(split.result.err.find("cannot follow its membership changes (multi_worker, zero, and a private strategy "
+                                  "over multi_worker with designated noise can)"),
+            std::string::npos)
+      << split.result.err;
 }
 
 TEST(Elastic, ZeroLosesACommitOnlyWhenAPartAndItsCopyDieTogether) {

@@ -183,7 +183,8 @@ class ElasticState {
 // comment): before each attempt, state.sync() (which puts the newest
 // commit any member holds into the live state: after a lost member, the
 // restore); after a lost member or MembershipChanged, cohort::reform(),
-// then `rejoin`. `rejoin` (optional)
+// then `rejoin` (which sees the live state, not yet rolled back: it must
+// not depend on values the sync puts back). `rejoin` (optional)
 // builds again what the program built over the old world (a strategy:
 // Strategy::rejoin()); a new member runs its own construction instead, so
 // the two must make the same collectives. A member lost during `rejoin` or

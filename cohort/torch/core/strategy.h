@@ -252,7 +252,8 @@ inline TrainingState Strategy::load_sharded(const std::string&, const std::strin
 
 inline void Strategy::rejoin() {
   COHORT_THROW(ConfigError) << "the " << spec() << " strategy cannot follow an elastic job's membership changes "
-                            << "(multi_worker, zero, and a private strategy over multi_worker can)";
+                            << "(multi_worker, zero, and a private strategy over multi_worker with designated "
+                            << "noise can)";
 }
 
 inline void Strategy::load_own_state(const std::string& bytes) {

@@ -15,7 +15,7 @@
 // number of processes). The pipeline's cursor is the stream's state, so a
 // backup taken by BackupAndRestore resumes mid-epoch exactly once, on the
 // same or another number of processes (the cursor re-deals what is left);
-// an elastic fit commits it every step, and after a membership change
+// an elastic fit commits it with the rest of its state, and after a change
 // start_epoch() builds the pipeline again for the new world from the
 // commit's cursor.
 // Each step's batch is built ahead by the pipeline's workers, under its

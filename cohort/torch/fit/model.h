@@ -43,7 +43,8 @@
 //   with kPreemptedExitCode; its next launch resumes at that step.
 // - Elastic jobs (cohortrun --min-np, core/elastic_state.h): when the
 //   strategy follows the membership (multi_worker; zero, whose blocks are
-//   committed as parts with copies; a private strategy over multi_worker),
+//   committed as parts with copies; a private strategy over multi_worker
+//   with designated noise),
 //   fit() commits its state in memory every elastic_commit_steps steps,
 //   after their batch-end callbacks, and at every epoch's end: the model
 //   and optimizer, the strategy's own state (Strategy::own_state(): a
@@ -60,9 +61,11 @@
 //   member at the last commit plus this member's since. A member that host
 //   discovery removes returns from fit() at the commit where it leaves,
 //   with the history so far and without on_train_end(); it then has no
-//   world (cohort::initialized() is false). Limit: the program runs no
+//   world (cohort::initialized() is false). Limits: the program runs no
 //   collective of its own between init() and its first fit() (a process
-//   joining would run it alone).
+//   joining would run it alone); over a PipelineInput, every world size the
+//   job may take divides the global batch (else start_epoch() refuses the
+//   new world and the job ends).
 #pragma once
 
 #include <ATen/Tensor.h>

@@ -90,10 +90,18 @@ class PrivateStrategy : public Strategy, private BatchSampler {
 
   const BatchSampler* batch_sampler() const override { return options_.poisson ? this : nullptr; }
   // Elastic jobs: as the wrapped strategy (multi_worker follows the
-  // membership). The accountant's history and the step count (which keys
-  // the noise) are the strategy's own state: a step redone after a loss is
-  // counted once, and draws the same noise as the first time.
-  bool follows_membership() const override { return inner_->follows_membership(); }
+  // membership; zero's split state is not handled here), and only with
+  // designated noise drawn from the seed: then a step redone after a loss,
+  // in whatever world, draws the same noise as the first time (rank 0's,
+  // keyed by the step), so the accountant's history and the step count
+  // (the strategy's own state, committed with the model) count it once.
+  // Split shares are keyed by the rank and the world size, and OpenSSL's
+  // draws are never the same: a redo would be a second release that a
+  // rolled-back accountant would not count.
+  bool follows_membership() const override {
+    return inner_->follows_membership() && !inner_->sharded_checkpoints() &&
+           options_.noise_share == NoiseShare::designated && !options_.secure_noise;
+  }
   void rejoin() override { inner_->rejoin(); }
   std::string own_state() const override;
   void load_own_state(const std::string& bytes) override;

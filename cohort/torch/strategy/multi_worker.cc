@@ -63,8 +63,8 @@ void MultiWorkerStrategy::rejoin() {
 void MultiWorkerStrategy::connect(bool sync_state) {
   torch::nn::Module& module = *model_.module;
   if (options_.style == MultiWorkerOptions::Style::ddp) {
-    // DDP broadcasts rank 0's parameters and buffers and checks that every
-    // rank built the same model.
+    // DDP checks that every rank built the same model and, with
+    // sync_state, broadcasts rank 0's parameters.
     std::shared_ptr<CommHook> hook;
     if (options_.compression == Compression::fp16) hook = fp16_compress_hook();
     COHORT_CHECK_AS(ConfigError, options_.compression != Compression::bf16)

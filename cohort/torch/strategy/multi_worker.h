@@ -6,7 +6,9 @@
 //                  during backward (data_parallel/distributed_data_parallel.h)
 //   style=horovod  DistributedOptimizer: one named allreduce per parameter,
 //                  fused by the engine (data_parallel/distributed_optimizer.h)
-// Both start every rank from rank 0's parameters and optimizer state.
+// Both start every rank from rank 0's parameters and optimizer state
+// (broadcast by prepare(); in an elastic job ElasticState hands them to new
+// members and to a new world instead, see rejoin()).
 //
 // A rank's share of a step's global batch may be smaller than the others',
 // or empty: its loss is weighted by its rows so that the averaged gradient
