@@ -107,21 +107,19 @@ analysis() {
 python3 - "$out_dir" "$models" <<'PY'
 import glob, os, re, statistics, sys
 out, models = sys.argv[1], sys.argv[2].split()
-def confirmed(m):
+# Each setting's step times over the runs of one kind ("fixed", "confirm").
+def step_times(m, kind):
     got = {}
-    for path in glob.glob(f"{out}/{m}.confirm.*.log"):
+    for path in glob.glob(f"{out}/{m}.{kind}.*.log"):
         _, _, t, c, _ = os.path.basename(path)[:-4].split(".")
         hit = re.search(r"median of \d+ steps: ([0-9.]+) ms/step", open(path).read())
         if hit:
             got.setdefault((int(t), int(c)), []).append(float(hit.group(1)))
-    return {k: statistics.median(v) for k, v in got.items()}
+    return got
+def confirmed(m):
+    return {k: statistics.median(v) for k, v in step_times(m, "confirm").items()}
 for m in models:
-    sweep = {}
-    for path in glob.glob(f"{out}/{m}.fixed.*.log"):
-        _, _, t, c, _ = os.path.basename(path)[:-4].split(".")
-        hit = re.search(r"median of \d+ steps: ([0-9.]+) ms/step", open(path).read())
-        if hit:
-            sweep.setdefault((int(t), int(c)), []).append(float(hit.group(1)))
+    sweep = step_times(m, "fixed")
     if not sweep:
         print(f"{m}: no sweep results")
         continue

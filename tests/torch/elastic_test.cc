@@ -158,6 +158,14 @@ JobRun run_job(const TempDir& dir, const std::string& job, std::vector<std::stri
   return run;
 }
 
+// The job ended with a failure whose report says `message`, within 60 s.
+void expect_job_fails_saying(const JobRun& run, const std::string& message) {
+  ASSERT_TRUE(run.result.finished);
+  EXPECT_NE(run.result.exit_code, 0);
+  EXPECT_NE(run.result.err.find(message), std::string::npos) << run.result.err;
+  EXPECT_LT(run.result.seconds, 60);
+}
+
 // Every row of every epoch trained on exactly once: the counts a --fit run
 // of the linear model committed.
 void expect_every_row_once(const JobRun& run) {
@@ -353,12 +361,8 @@ TEST(Elastic, APrivateFitRollsItsAccountantBackWithTheModel) {
   TempDir split_dir("elastic_test");
   const JobRun split = run_job(split_dir, "elasticprivatesplit", {"--min-np", "2", "--max-restarts", "0"},
                                {"--fit", "--private", "--split-noise"}, 8);
-  ASSERT_TRUE(split.result.finished);
-  EXPECT_NE(split.result.exit_code, 0);
-  EXPECT_NE(split.result.err.find("cannot follow its membership changes (multi_worker, zero, and a private strategy "
-                                  "over multi_worker with designated noise can)"),
-            std::string::npos)
-      << split.result.err;
+  expect_job_fails_saying(split, "cannot follow its membership changes (multi_worker, zero, and a private strategy "
+                                 "over multi_worker with designated noise can)");
 }
 
 TEST(Elastic, ZeroLosesACommitOnlyWhenAPartAndItsCopyDieTogether) {
@@ -371,13 +375,8 @@ TEST(Elastic, ZeroLosesACommitOnlyWhenAPartAndItsCopyDieTogether) {
                              {"--fit", "--strategy", "zero:stage=1", "--kill", "0:4:begin", "--kill", "1:4:begin",
                               "--step-delay-ms", "50"},
                              8);
-  ASSERT_TRUE(run.result.finished);
-  EXPECT_NE(run.result.exit_code, 0);
-  EXPECT_NE(run.result.err.find("lost parts (the members holding a part and its copy died together); only 2 of its 3 "
-                                "parts are left, and no older commit is whole"),
-            std::string::npos)
-      << run.result.err;
-  EXPECT_LT(run.result.seconds, 60);
+  expect_job_fails_saying(run, "lost parts (the members holding a part and its copy died together); only 2 of its 3 "
+                               "parts are left, and no older commit is whole");
 }
 
 TEST(Elastic, AcrossHostsTheReplacementStartsOnItsSlotsHost) {
