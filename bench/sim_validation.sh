@@ -17,7 +17,10 @@
 #    - links.shm at 2, 4 and 8 ranks: cohort-bench allreduce on shm;
 #    - links.network at each --links rate: cohort-bench allreduce over gloo
 #      between 2 emulated hosts (scripts/cluster.sh: network namespaces,
-#      tbf-shaped veth links; needs root);
+#      tbf-shaped veth links; needs root); and its CPU costs (cpu_step_s,
+#      cpu_s_per_byte: `cohort-sim fit --cpu`) from the machine's busy time
+#      (/proc/stat) during allreduces of 1K-4M there, a long and a short run
+#      of each size so that the processes' start cancels;
 #    - links.shm for ZeRO's reduce-scatter and allgather at 2 and 4 ranks
 #      (cohort-bench reduce_scatter and allgather on shm: separate code
 #      paths from the allreduce's, with costs of their own);
@@ -141,6 +144,18 @@ logrun() {
   fi
 }
 
+# logrun, and the machine's busy CPU ticks over the run appended to the log
+# ("# busy_ticks N hz H"): user, nice, system, irq, softirq and steal time of
+# every core (/proc/stat), so the kernel's packet work counts too.
+busy_ticks() { awk '/^cpu /{print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat; }
+cpu_logrun() {
+  local name=$1 before after
+  before=$(busy_ticks)
+  logrun "$@" || return 1
+  after=$(busy_ticks)
+  echo "# busy_ticks $((after - before)) hz $(getconf CLK_TCK)" >>"$out_dir/logs/$name.$rep.log"
+}
+
 # --- emulated clusters: one per link rate, 4 hosts each ------------------------
 declare -A bridge hostlist
 if (( cluster && !predict_only )); then
@@ -245,6 +260,15 @@ for (( rep = 1; rep <= reps; rep++ )); do
       on_cluster "$l" 2
       logrun "bench.net.$l" "${on[@]}" "$bench" allreduce --min-bytes 1K --max-bytes "$max" --step-factor 4 \
         --seconds 0.1 --csv || true
+      # The CPU a rank spends per allreduce, by size: a long and a short run
+      # of each, whose busy time over their ops' difference cancels the
+      # processes' start.
+      for size in 1K 64K 256K 1M 4M; do
+        for secs in 0.3 1.5; do
+          cpu_logrun "bench.netcpu.$l.$size.$secs" "${on[@]}" "$bench" allreduce --min-bytes "$size" \
+            --max-bytes "$size" --seconds "$secs" --csv || true
+        done
+      done
     done
   fi
   logrun "bench.ps" "$run" -np 2 "$ps_bench" --sizes 256K,4M,64M --iters 5 --reps 3 || true
@@ -301,6 +325,32 @@ def median_csv(name, ranks, collective="allreduce"):
             f.write(f"{collective},{ranks},{size},0,f32,sum,{statistics.median(got[size]) * 1e6}\n")
     return path
 
+# The CPU per rank and allreduce at each size over link l, from the long and
+# short runs of each rep: (busy_long - busy_short) / (ops_long - ops_short)
+# / 2 ranks; medians over reps, as a cohort-bench CSV whose time is CPU.
+def cpu_csv_of(l):
+    per = {}
+    for path in glob.glob(f"{logs}/bench.netcpu.{l}.*.1.5.*.log"):
+        short = path.replace(".1.5.", ".0.3.")
+        got = []
+        for p in (path, short):
+            text = open(p).read() if os.path.exists(p) else ""
+            ops = re.findall(r"^\[0\] allreduce,2,(\d+),[^\n]*,(\d+)$", text, re.M)
+            busy = re.search(r"^# busy_ticks (\d+) hz (\d+)$", text, re.M)
+            if ops and busy:
+                got.append((int(ops[-1][0]), int(ops[-1][1]), int(busy.group(1)) / int(busy.group(2))))
+        if len(got) == 2 and got[0][1] > got[1][1]:
+            (size, n_long, b_long), (_, n_short, b_short) = got
+            per.setdefault(size, []).append(max(b_long - b_short, 0) / (n_long - n_short) / 2)
+    if len(per) < 2:
+        return None
+    path = os.path.join(out, f"fit.bench.netcpu.{l}.csv")
+    with open(path, "w") as f:
+        f.write("collective,ranks,size_bytes,count,type,op,time_us\n")
+        for size in sorted(per):
+            f.write(f"allreduce,2,{size},0,f32,sum,{max(statistics.median(per[size]), 1e-9) * 1e6}\n")
+    return path
+
 def fit(csv, topo, algorithm, link, collective="allreduce"):
     tpath = os.path.join(out, "fit.topology.json")
     json.dump(topo, open(tpath, "w"))
@@ -346,6 +396,18 @@ if cluster:
             if reduce_rate:
                 topo["reduce_bytes_per_s"] = reduce_rate
             net[l] = fit(csv, topo, "ring", "network")
+            cpu_csv = cpu_csv_of(l)
+            if cpu_csv:
+                # The CPU is the op's share: fitted on the link just fitted.
+                tpath = os.path.join(out, "fit.topology.json")
+                json.dump(dict(topo, links={"network": net[l]}), open(tpath, "w"))
+                r = subprocess.run([sim, "fit", "--cpu", "--csv", cpu_csv, "--topology", tpath, "--algorithm", "ring",
+                                    "--link", "network"], capture_output=True, text=True)
+                if r.returncode != 0:
+                    sys.exit(f"sim_validation.sh: fit of {cpu_csv} failed: {r.stderr.strip()}")
+                print(f"# fit {os.path.basename(cpu_csv)}: {r.stdout.strip()}  "
+                      f"({r.stderr.strip().replace('cohort-sim: ', '')})")
+                net[l].update(json.loads(r.stdout)["network"])
 
 # The ps link: ps_transport_bench's zmq-ipc round trips (B bytes each way),
 # one way = half a round trip = alpha + B / bandwidth, least squares weighted

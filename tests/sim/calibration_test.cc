@@ -38,6 +38,28 @@ TEST(Calibration, RecoversTheNetworkUnderTheRingWithOthersFixed) {
   EXPECT_NEAR(f.link.bytes_per_s, 1.19e8, 1e-3 * 1.19e8);
 }
 
+TEST(Calibration, RecoversTheNetworksCpuCostsFromCpuSamples) {
+  // CPU per rank and op that the model gives for known costs (bcube below
+  // 1 MiB, the ring above): the fit finds them again, on the fitted link.
+  Topology t;
+  t.hosts = 2;
+  t.network = {1.2e-4, 1.2e8};
+  Topology truth = t;
+  truth.network.cpu_step_s = 5e-5;  // below every op's time (capped there)
+  truth.network.cpu_s_per_byte = 3e-10;
+  std::vector<Sample> samples;
+  for (double n = 1024; n <= 16e6; n *= 4) samples.push_back({n, allreduce_cost(truth, Algorithm::ring, n).cpu_s});
+  const LinkFit f = fit_network_cpu(t, Algorithm::ring, samples);
+  EXPECT_NEAR(f.link.cpu_step_s, 5e-5, 1e-11);
+  EXPECT_NEAR(f.link.cpu_s_per_byte, 3e-10, 1e-16);
+  EXPECT_EQ(f.link.alpha_s, 1.2e-4);  // the link itself as given
+  EXPECT_LT(f.max_relative_error, 1e-9);
+  // One host: no network CPU to fit.
+  Topology one;
+  one.ranks_per_host = 2;
+  EXPECT_THROW(fit_network_cpu(one, Algorithm::ring, samples), ConfigError);
+}
+
 TEST(Calibration, NoisySamplesGiveTheirErrorAndPhysicalValues) {
   Topology t;
   t.ranks_per_host = 2;

@@ -34,6 +34,32 @@ TEST(Collectives, RingMatchesTheClosedForm) {
     }
 }
 
+TEST(Collectives, NetworkStepsChargeTheirCpu) {
+  // 2 hosts, 8 MiB (a ring: 1 MiB segments, so 2 x 4 steps of 1 MiB), a
+  // CPU cost per crossing step and per byte: the allreduce's CPU is
+  // 8 (c + 1 MiB x d); on one host the network costs no CPU.
+  Topology t = ring_topology(2, 1e-5, 1e8);
+  t.ring_segment_bytes = 1 << 20;
+  t.network.cpu_step_s = 1e-4;
+  t.network.cpu_s_per_byte = 1e-9;
+  const double n = 8 << 20;
+  const Cost c = allreduce_cost(t, Algorithm::ring, n);
+  EXPECT_NEAR(c.cpu_s, 8 * (1e-4 + (1 << 20) * 1e-9), 1e-15);
+  // A reduce-scatter is the first half; an allgather of the halves' blocks
+  // steps once a peer.
+  EXPECT_NEAR(reduce_scatter_cost(t, Algorithm::ring, n).cpu_s, 4 * (1e-4 + (1 << 20) * 1e-9), 1e-15);
+  EXPECT_NEAR(allgather_cost(t, Algorithm::ring, n / 2).cpu_s, 1e-4 + n / 2 * 1e-9, 1e-15);
+  // Never more CPU than the op takes.
+  t.network.cpu_s_per_byte = 1;
+  const Cost capped = allreduce_cost(t, Algorithm::ring, n);
+  EXPECT_EQ(capped.cpu_s, capped.seconds);
+  Topology one = t;
+  one.hosts = 1;
+  one.ranks_per_host = 2;
+  one.intra = {1e-6, 1e9};
+  EXPECT_EQ(allreduce_cost(one, Algorithm::ring, n).cpu_s, 0);
+}
+
 TEST(Collectives, ReduceScatterAndAllgatherMakeTheAllreduce) {
   // ZeRO's two halves: the ring reduce-scatter of n and the allgather of
   // its n/p blocks cost what the ring allreduce costs; shm's halves too.

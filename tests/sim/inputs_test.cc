@@ -37,7 +37,7 @@ TEST(TopologyFile, ReadsEveryField) {
     "hosts": 4, "ranks_per_host": 2,
     "links": {"shm": {"alpha_s": 2e-6, "bytes_per_s": 3.4e9, "by_ranks": [{"ranks": 4, "alpha_s": 1e-5, "bytes_per_s": 2e9}]},
               "intra": {"alpha_s": 1e-5, "bytes_per_s": 2e9}, "ps": {"alpha_s": 4e-5, "bytes_per_s": 1.1e9},
-              "network": {"alpha_s": 5e-5, "bytes_per_s": 1.25e8}},
+              "network": {"alpha_s": 5e-5, "bytes_per_s": 1.25e8, "cpu_step_s": 1.3e-4, "cpu_s_per_byte": 6e-10}},
     "reduce_bytes_per_s": 6e9, "copy_bytes_per_s": 7e9,
     "algorithms": {"shm_slot_bytes": 65536, "ring_small_bytes": 0},
     "cpu": {"cores_per_host": 2, "one_machine": true, "background_threads": 12.5},
@@ -48,6 +48,8 @@ TEST(TopologyFile, ReadsEveryField) {
   EXPECT_EQ(t.shm_for(4).alpha_s, 1e-5);
   EXPECT_EQ(t.shm_for(2).alpha_s, 2e-6);
   EXPECT_EQ(t.network.alpha_s, 5e-5);
+  EXPECT_EQ(t.network.cpu_step_s, 1.3e-4);
+  EXPECT_EQ(t.network.cpu_s_per_byte, 6e-10);
   EXPECT_EQ(t.ps.bytes_per_s, 1.1e9);
   EXPECT_EQ(t.shm_slot_bytes, 65536);
   EXPECT_EQ(t.ring_small_bytes, 0);
@@ -67,6 +69,8 @@ TEST(TopologyFile, ErrorsNameTheField) {
   EXPECT_MENTIONS(topology_error(R"({"links": {"network": {"alpha_s": -1}}})"), "links.network.alpha_s: must not be negative");
   EXPECT_MENTIONS(topology_error(R"({"links": {"network": {"alpha_s": -1}}})"), "topo.json:1:35");
   EXPECT_MENTIONS(topology_error(R"({"links": {"network": {"bytes_per_s": 0}}})"), "links.network.bytes_per_s: must be positive");
+  EXPECT_MENTIONS(topology_error(R"({"links": {"network": {"cpu_step_s": -1e-4}}})"),
+                  "links.network.cpu_step_s: must not be negative");
   EXPECT_MENTIONS(topology_error(R"({"hosts": 2.5})"), "hosts: must be an integer");
   EXPECT_MENTIONS(topology_error(R"({"hosts": "two"})"), "hosts: expected an integer, got a string");
   EXPECT_MENTIONS(topology_error(R"({"host": 2})"), "host: unknown field");

@@ -39,23 +39,21 @@ double model_time(Topology t, Algorithm a, LinkClass which, Collective c, double
   return allreduce_cost(t, a, n).seconds;
 }
 
-}  // namespace
+// One measurement as the model sees it: t = c + p * a + q * b, with a, b, c
+// read off the model and (p, q) the two parameters fitted.
+struct Row {
+  double a, b, c, t;
+};
 
-LinkFit fit_link(const Topology& t, Algorithm a, LinkClass which, const std::vector<Sample>& samples, Collective k) {
-  COHORT_CHECK_AS(ConfigError, samples.size() >= 2) << "calibration needs at least two sizes, got " << samples.size();
-  // Regressors from the model itself.
-  struct Row {
-    double a, b, c, t;
-  };
-  std::vector<Row> rows;
-  for (const Sample& s : samples) {
-    COHORT_CHECK_AS(ConfigError, s.seconds > 0 && s.bytes > 0) << "calibration samples need positive sizes and times";
-    const double c = model_time(t, a, which, k, 0, 0, s.bytes);
-    rows.push_back({model_time(t, a, which, k, 1, 0, s.bytes) - c, model_time(t, a, which, k, 0, 1, s.bytes) - c, c,
-                    s.seconds});
-  }
-  // Weighted least squares on (t - c) / t = alpha * a / t + x * b / t.
-  auto solve = [&](bool use_alpha, bool use_x, double& alpha, double& x) {
+struct AffineFit {
+  double p = 0, q = 0;
+  double rms_relative_error = 0, max_relative_error = 0;
+};
+
+// p >= 0 and q >= 0 minimising the squared relative error over `rows`
+// (every size counts alike); `what` names the two for errors.
+AffineFit fit_affine(const std::vector<Row>& rows, const char* what) {
+  auto solve = [&](bool use_p, bool use_q, double& p, double& q) {
     double saa = 0, sab = 0, sbb = 0, say = 0, sby = 0;
     for (const Row& r : rows) {
       const double w = 1 / (r.t * r.t);
@@ -66,17 +64,17 @@ LinkFit fit_link(const Topology& t, Algorithm a, LinkClass which, const std::vec
       say += w * r.a * y;
       sby += w * r.b * y;
     }
-    alpha = x = 0;
-    if (use_alpha && use_x) {
+    p = q = 0;
+    if (use_p && use_q) {
       const double det = saa * sbb - sab * sab;
       if (std::fabs(det) > 0) {
-        alpha = (say * sbb - sby * sab) / det;
-        x = (sby * saa - say * sab) / det;
+        p = (say * sbb - sby * sab) / det;
+        q = (sby * saa - say * sab) / det;
       }
-    } else if (use_alpha && saa > 0) {
-      alpha = say / saa;
-    } else if (use_x && sbb > 0) {
-      x = sby / sbb;
+    } else if (use_p && saa > 0) {
+      p = say / saa;
+    } else if (use_q && sbb > 0) {
+      q = sby / sbb;
     }
   };
   bool any_a = false, any_b = false;
@@ -85,28 +83,77 @@ LinkFit fit_link(const Topology& t, Algorithm a, LinkClass which, const std::vec
     any_b = any_b || r.b > 0;
   }
   COHORT_CHECK_AS(ConfigError, any_b)
-      << "the samples do not depend on that link's bandwidth under this algorithm and topology "
+      << "the samples do not depend on that link's " << what << " under this algorithm and topology "
          "(e.g. the network link with one host)";
-  double alpha = 0, x = 0;
-  solve(any_a, true, alpha, x);
+  AffineFit fit;
+  solve(any_a, true, fit.p, fit.q);
   // Physical values only: refit the other parameter with one clamped at 0.
-  if (alpha < 0) solve(false, true, alpha, x);
-  if (x <= 0) {
-    solve(any_a, false, alpha, x);
-    x = 0;
+  if (fit.p < 0) solve(false, true, fit.p, fit.q);
+  if (fit.q <= 0) {
+    solve(any_a, false, fit.p, fit.q);
+    fit.q = 0;
   }
-  COHORT_CHECK_AS(ConfigError, x > 0) << "the samples leave no time for the bandwidth term (times do not grow with size)";
-  LinkFit fit;
-  fit.link.alpha_s = std::max(0.0, alpha);
-  fit.link.bytes_per_s = 1 / x;
-  fit.points = rows.size();
+  fit.p = std::max(0.0, fit.p);
   double ss = 0;
   for (const Row& r : rows) {
-    const double rel = (r.c + fit.link.alpha_s * r.a + x * r.b - r.t) / r.t;
+    const double rel = (r.c + fit.p * r.a + fit.q * r.b - r.t) / r.t;
     ss += rel * rel;
     fit.max_relative_error = std::max(fit.max_relative_error, std::fabs(rel));
   }
   fit.rms_relative_error = std::sqrt(ss / double(rows.size()));
+  return fit;
+}
+
+// A network allreduce's CPU per rank with the network's CPU costs set.
+double model_cpu(Topology t, Algorithm a, double step_s, double s_per_byte, double n) {
+  t.network.cpu_step_s = step_s;
+  t.network.cpu_s_per_byte = s_per_byte;
+  return allreduce_cost(t, a, n).cpu_s;
+}
+
+}  // namespace
+
+LinkFit fit_link(const Topology& t, Algorithm a, LinkClass which, const std::vector<Sample>& samples, Collective k) {
+  COHORT_CHECK_AS(ConfigError, samples.size() >= 2) << "calibration needs at least two sizes, got " << samples.size();
+  // Regressors from the model itself.
+  std::vector<Row> rows;
+  for (const Sample& s : samples) {
+    COHORT_CHECK_AS(ConfigError, s.seconds > 0 && s.bytes > 0) << "calibration samples need positive sizes and times";
+    const double c = model_time(t, a, which, k, 0, 0, s.bytes);
+    rows.push_back({model_time(t, a, which, k, 1, 0, s.bytes) - c, model_time(t, a, which, k, 0, 1, s.bytes) - c, c,
+                    s.seconds});
+  }
+  const AffineFit f = fit_affine(rows, "bandwidth");
+  COHORT_CHECK_AS(ConfigError, f.q > 0) << "the samples leave no time for the bandwidth term (times do not grow with size)";
+  LinkFit fit;
+  fit.link.alpha_s = f.p;
+  fit.link.bytes_per_s = 1 / f.q;
+  fit.points = rows.size();
+  fit.rms_relative_error = f.rms_relative_error;
+  fit.max_relative_error = f.max_relative_error;
+  return fit;
+}
+
+LinkFit fit_network_cpu(const Topology& t, Algorithm a, const std::vector<Sample>& samples) {
+  COHORT_CHECK_AS(ConfigError, samples.size() >= 2) << "calibration needs at least two sizes, got " << samples.size();
+  // The model's CPU is affine in the two costs while below the op's time
+  // (add_cpu's cap): regressors at tiny unit costs, scaled up.
+  constexpr double kUnitStep = 1e-12, kUnitByte = 1e-21;
+  std::vector<Row> rows;
+  for (const Sample& s : samples) {
+    COHORT_CHECK_AS(ConfigError, s.seconds > 0 && s.bytes > 0) << "calibration samples need positive sizes and CPU times";
+    const double c = model_cpu(t, a, 0, 0, s.bytes);
+    rows.push_back({(model_cpu(t, a, kUnitStep, 0, s.bytes) - c) / kUnitStep,
+                    (model_cpu(t, a, 0, kUnitByte, s.bytes) - c) / kUnitByte, c, s.seconds});
+  }
+  const AffineFit f = fit_affine(rows, "CPU per byte");
+  LinkFit fit;
+  fit.link = t.network;
+  fit.link.cpu_step_s = f.p;
+  fit.link.cpu_s_per_byte = f.q;
+  fit.points = rows.size();
+  fit.rms_relative_error = f.rms_relative_error;
+  fit.max_relative_error = f.max_relative_error;
   return fit;
 }
 

@@ -40,6 +40,13 @@ struct LinkFit {
 LinkFit fit_link(const Topology& t, Algorithm a, LinkClass which, const std::vector<Sample>& samples,
                  Collective c = Collective::allreduce);
 
+// Fits the network link's CPU costs (Link::cpu_step_s, cpu_s_per_byte) of
+// `t` to samples of an allreduce's CPU time per rank (Sample::seconds: CPU
+// seconds a rank spent per op, as the machine's busy time measured them),
+// the same way: least squared relative error, both costs >= 0. Returns the
+// network link with them set.
+LinkFit fit_network_cpu(const Topology& t, Algorithm a, const std::vector<Sample>& samples);
+
 // cohort-bench --csv rows of `collective` (the header names the columns);
 // `ranks` gets the ranks column (every row must agree). Rows with size 0
 // are skipped, and so is cohortrun's "[rank] " tag. ConfigError naming the file and line on malformed input.

@@ -38,7 +38,16 @@ struct Edge {
   double alpha = 0;
   double seconds_per_byte = 0;
   bool crosses = false;
+  const Link* network = nullptr;  // when crossing: its CPU costs
+  // CPU a rank spends on `steps` crossing steps of `step_bytes` each.
+  double cpu(double steps, double step_bytes) const {
+    return crosses ? steps * (network->cpu_step_s + step_bytes * network->cpu_s_per_byte) : 0;
+  }
 };
+
+// A link's CPU part of a collective never exceeds its time: a rank cannot
+// spend more CPU on it than it takes.
+void add_cpu(Cost& c, double cpu_s) { c.cpu_s = std::min(c.seconds, c.cpu_s + cpu_s); }
 
 Edge slowest_edge(const Topology& t, int hosts, int per_host, double nic_share) {
   Edge e;
@@ -48,6 +57,7 @@ Edge slowest_edge(const Topology& t, int hosts, int per_host, double nic_share) 
   }
   if (hosts > 1) {
     e.crosses = true;
+    e.network = &t.network;
     e.alpha = std::max(e.alpha, t.network.alpha_s);
     e.seconds_per_byte = std::max(e.seconds_per_byte, nic_share / t.network.bytes_per_s);
   }
@@ -70,6 +80,7 @@ Cost ring_allreduce(const Topology& t, int hosts, int per_host, double n, double
     const double wire = 2.0 * (p - 1) / p * n;
     c.seconds = steps * e.alpha + wire * spb + reduce;
     c.cpu_s = reduce;
+    add_cpu(c, e.cpu(steps, wire / steps));
     if (e.crosses) c.nic_bytes = wire * per_host;
     return c;
   }
@@ -77,6 +88,7 @@ Cost ring_allreduce(const Topology& t, int hosts, int per_host, double n, double
   const double segments = std::max(1.0, std::ceil(chunk / double(t.ring_segment_bytes)));
   c.seconds = 2.0 * (p - 1) * (segments * e.alpha + chunk * e.seconds_per_byte) + reduce;
   c.cpu_s = reduce;
+  add_cpu(c, e.cpu(2.0 * (p - 1) * segments, chunk / segments));
   if (e.crosses) c.nic_bytes = 2.0 * (p - 1) * chunk;
   return c;
 }
@@ -92,6 +104,7 @@ Cost ring_reduce_scatter(const Topology& t, int hosts, int per_host, double n) {
   Cost c;
   c.seconds = (p - 1) * (segments * e.alpha + chunk * e.seconds_per_byte) + reduce;
   c.cpu_s = reduce;
+  add_cpu(c, e.cpu((p - 1) * segments, chunk / segments));
   if (e.crosses) c.nic_bytes = (p - 1) * chunk;
   return c;
 }
@@ -102,6 +115,7 @@ Cost ring_allgather(const Topology& t, int hosts, int per_host, double bytes_per
   const Edge e = slowest_edge(t, hosts, per_host, 1);
   Cost c;
   c.seconds = (p - 1) * (e.alpha + bytes_per_rank * e.seconds_per_byte);
+  add_cpu(c, e.cpu(p - 1, bytes_per_rank));
   if (e.crosses) c.nic_bytes = (p - 1) * bytes_per_rank;
   return c;
 }

@@ -6,6 +6,7 @@
 //                      [--json OUT.json] [--plot OUT.png]
 //   cohort-sim workload --timeline TRACE.json [--out W.json]
 //   cohort-sim fit --csv BENCH.csv --topology T.json --algorithm shm|ring|hierarchical --link shm|intra|network
+//                  [--cpu]
 //   cohort-sim plot --out F.png [--title T] [--x-label L] [--y-label L] [--metric efficiency|step_ms]
 //                   --series LABEL=PREDICTIONS.json ... [--points LABEL=x:y,x:y ...]
 //
@@ -64,7 +65,8 @@ constexpr const char* kUsage = R"(usage:
   cohort-sim fit --csv BENCH.csv --topology T.json --algorithm A --link L [--collective C]
       fits link L (shm, intra, network) of the topology to cohort-bench --csv rows of collective C
       (allreduce, reduce_scatter, allgather; default allreduce) under algorithm A; the topology's
-      ranks_per_host and hosts must match the run
+      ranks_per_host and hosts must match the run. --cpu: the rows' time is the CPU a rank spent
+      per allreduce, and the network link's cpu_step_s and cpu_s_per_byte are fitted
   cohort-sim plot --out F.png --series LABEL=PRED.json [--series ...] [--points LABEL=x:y,x:y]
       [--metric efficiency|step_ms] [--title T] [--x-label L] [--y-label L] [--log-x]
   cohort-sim autotune --topology T.json --workload W.json [--mode M] [--backend B] [--noise F] [--seeds N]
@@ -265,6 +267,7 @@ int workload(const std::vector<std::string>& args) {
 
 int fit(const std::vector<std::string>& args) {
   std::string csv, topology, algorithm, link, collective = "allreduce";
+  bool cpu = false;
   flags::parse_flags(args,
                         {{"--csv", [&](auto&, auto& v) { csv = v; }},
                          {"--topology", [&](auto&, auto& v) { topology = v; }},
@@ -273,7 +276,7 @@ int fit(const std::vector<std::string>& args) {
                          {"--collective", [&](auto& f, auto& v) {
                             collective = flags::one_of(f, v, {"allreduce", "reduce_scatter", "allgather"});
                           }}},
-                        {});
+                        {{"--cpu", [&] { cpu = true; }}});
   COHORT_CHECK_AS(ConfigError, !csv.empty() && !topology.empty() && !algorithm.empty() && !link.empty())
       << "fit needs --csv, --topology, --algorithm and --link";
   const Topology t = read_topology_file(topology);
@@ -281,6 +284,17 @@ int fit(const std::vector<std::string>& args) {
   const std::vector<Sample> samples = read_bench_csv(csv, collective, ranks);
   COHORT_CHECK_AS(ConfigError, ranks == t.ranks())
       << csv << " was measured with " << ranks << " ranks, the topology has " << t.ranks();
+  if (cpu) {
+    // --csv's time column is CPU per rank and op; the network's CPU costs.
+    COHORT_CHECK_AS(ConfigError, link == "network" && collective == "allreduce")
+        << "fit --cpu fits the network link's CPU costs from allreduces (--link network --collective allreduce)";
+    const LinkFit f = fit_network_cpu(t, resolve_algorithm(algorithm, t), samples);
+    std::printf("{\"network\": {\"cpu_step_s\": %.6g, \"cpu_s_per_byte\": %.6g}}\n", f.link.cpu_step_s,
+                f.link.cpu_s_per_byte);
+    std::fprintf(stderr, "cohort-sim: %zu sizes, relative error rms %.1f%%, max %.1f%%\n", f.points,
+                 100 * f.rms_relative_error, 100 * f.max_relative_error);
+    return 0;
+  }
   const LinkFit f = fit_link(t, resolve_algorithm(algorithm, t), parse_link_class(link), samples,
                              parse_collective(collective));
   std::printf("{\"%s\": {\"alpha_s\": %.6g, \"bytes_per_s\": %.6g}}\n", link.c_str(), f.link.alpha_s, f.link.bytes_per_s);

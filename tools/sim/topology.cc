@@ -13,6 +13,8 @@ Link read_link_fields(Fields& f) {
   Link l;
   l.alpha_s = f.number("alpha_s", 0.0, Range::non_negative);
   l.bytes_per_s = f.number("bytes_per_s", kInfinity, Range::positive);
+  l.cpu_step_s = f.number("cpu_step_s", 0.0, Range::non_negative);
+  l.cpu_s_per_byte = f.number("cpu_s_per_byte", 0.0, Range::non_negative);
   return l;
 }
 
@@ -140,6 +142,8 @@ std::string topology_json(const Topology& t) {
   auto fields = [&](const Link& l) {
     os << "\"alpha_s\": " << l.alpha_s;
     if (l.bytes_per_s < kInfinity) os << ", \"bytes_per_s\": " << l.bytes_per_s;
+    if (l.cpu_step_s > 0) os << ", \"cpu_step_s\": " << l.cpu_step_s;
+    if (l.cpu_s_per_byte > 0) os << ", \"cpu_s_per_byte\": " << l.cpu_s_per_byte;
   };
   auto link = [&](const char* name, const Link& l, bool last, const std::vector<ShmLink>& by_ranks = {}) {
     os << "    \"" << name << "\": {";

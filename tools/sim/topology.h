@@ -9,7 +9,8 @@
 //   intra    point to point between two ranks of one host, for ring
 //            algorithms (gloo over TCP loopback; NVLink/PCIe for GPUs);
 //   network  one host's NIC, per direction, shared by every flow leaving
-//            (or entering) the host;
+//            (or entering) the host; with the CPU a rank spends on each
+//            step across it (what competes with compute);
 //   ps       the parameter servers' transport between two processes of one
 //            host (ZeroMQ over ipc://; across hosts they use `network`).
 // Plus per-rank kernel rates (reduction, memcpy), the CPU cores that
@@ -30,6 +31,13 @@ inline constexpr double kInfinity = std::numeric_limits<double>::infinity();
 struct Link {
   double alpha_s = 0;                   // per message (per algorithm step)
   double bytes_per_s = kInfinity;       // per direction
+  // The network link only: CPU a rank spends per algorithm step that
+  // crosses hosts, and per byte it sends in that step (the kernel's TCP
+  // and packet work, the transport's copies). It is the collective's CPU
+  // time, which competes with compute for the cores (calibration.h fits
+  // it from measured CPU).
+  double cpu_step_s = 0;
+  double cpu_s_per_byte = 0;
   double time(double bytes) const { return alpha_s + bytes / bytes_per_s; }
 };
 
