@@ -314,16 +314,20 @@ def rows(name, collective):
                 got.setdefault(int(cells[2]), []).append(float(cells[6]) * 1e-6)
     return got
 
+# {size: seconds} as a cohort-bench CSV for `cohort-sim fit`.
+def write_csv(name, collective, ranks, seconds):
+    path = os.path.join(out, f"fit.{name}.csv")
+    with open(path, "w") as f:
+        f.write("collective,ranks,size_bytes,count,type,op,time_us\n")
+        for size in sorted(seconds):
+            f.write(f"{collective},{ranks},{size},0,f32,sum,{seconds[size] * 1e6}\n")
+    return path
+
 def median_csv(name, ranks, collective="allreduce"):
     got = rows(name, collective)
     if not got:
         return None
-    path = os.path.join(out, f"fit.{name}.csv")
-    with open(path, "w") as f:
-        f.write("collective,ranks,size_bytes,count,type,op,time_us\n")
-        for size in sorted(got):
-            f.write(f"{collective},{ranks},{size},0,f32,sum,{statistics.median(got[size]) * 1e6}\n")
-    return path
+    return write_csv(name, collective, ranks, {size: statistics.median(v) for size, v in got.items()})
 
 # The CPU per rank and allreduce at each size over link l, from the long and
 # short runs of each rep: (busy_long - busy_short) / (ops_long - ops_short)
@@ -344,18 +348,14 @@ def cpu_csv_of(l):
             per.setdefault(size, []).append(max(b_long - b_short, 0) / (n_long - n_short) / 2)
     if len(per) < 2:
         return None
-    path = os.path.join(out, f"fit.bench.netcpu.{l}.csv")
-    with open(path, "w") as f:
-        f.write("collective,ranks,size_bytes,count,type,op,time_us\n")
-        for size in sorted(per):
-            f.write(f"allreduce,2,{size},0,f32,sum,{max(statistics.median(per[size]), 1e-9) * 1e6}\n")
-    return path
+    return write_csv(f"bench.netcpu.{l}", "allreduce", 2, {k: max(statistics.median(v), 1e-9) for k, v in per.items()})
 
-def fit(csv, topo, algorithm, link, collective="allreduce"):
+# `cpu`: the CSV's times are CPU per rank and op (cohort-sim fit --cpu).
+def fit(csv, topo, algorithm, link, collective="allreduce", cpu=False):
     tpath = os.path.join(out, "fit.topology.json")
     json.dump(topo, open(tpath, "w"))
     r = subprocess.run([sim, "fit", "--csv", csv, "--topology", tpath, "--algorithm", algorithm, "--link", link,
-                        "--collective", collective], capture_output=True, text=True)
+                        "--collective", collective] + (["--cpu"] if cpu else []), capture_output=True, text=True)
     if r.returncode != 0:
         sys.exit(f"sim_validation.sh: fit of {csv} failed: {r.stderr.strip()}")
     print(f"# fit {os.path.basename(csv)}: {r.stdout.strip()}  ({r.stderr.strip().replace('cohort-sim: ', '')})")
@@ -398,16 +398,8 @@ if cluster:
             net[l] = fit(csv, topo, "ring", "network")
             cpu_csv = cpu_csv_of(l)
             if cpu_csv:
-                # The CPU is the op's share: fitted on the link just fitted.
-                tpath = os.path.join(out, "fit.topology.json")
-                json.dump(dict(topo, links={"network": net[l]}), open(tpath, "w"))
-                r = subprocess.run([sim, "fit", "--cpu", "--csv", cpu_csv, "--topology", tpath, "--algorithm", "ring",
-                                    "--link", "network"], capture_output=True, text=True)
-                if r.returncode != 0:
-                    sys.exit(f"sim_validation.sh: fit of {cpu_csv} failed: {r.stderr.strip()}")
-                print(f"# fit {os.path.basename(cpu_csv)}: {r.stdout.strip()}  "
-                      f"({r.stderr.strip().replace('cohort-sim: ', '')})")
-                net[l].update(json.loads(r.stdout)["network"])
+                # The CPU is an op's share: fitted on the link just fitted.
+                net[l].update(fit(cpu_csv, dict(topo, links={"network": net[l]}), "ring", "network", cpu=True))
 
 # The ps link: ps_transport_bench's zmq-ipc round trips (B bytes each way),
 # one way = half a round trip = alpha + B / bandwidth, least squares weighted
