@@ -211,8 +211,7 @@ void ElasticController::announce_lost(Member m) {
 }
 
 void ElasticController::watch_heartbeats(Clock::time_point now) {
-  if (options_.heartbeat_timeout_s <= 0 || !terminate_ || now < next_heartbeat_check_) return;
-  next_heartbeat_check_ = now + kHeartbeatCheck;
+  if (options_.heartbeat_timeout_s <= 0 || !terminate_) return;
   const auto limit = std::chrono::duration<double>(options_.heartbeat_timeout_s);
   for (const std::vector<Member>* list : {&survivors_, &pending_})
     for (const Member& m : *list) {
@@ -273,8 +272,11 @@ std::string ElasticController::tick(Clock::time_point now) {
   // Also once training finished: a member that hangs on its way out (a
   // cut link during its last collectives) is then the job's failure, said
   // as such, not a launcher waiting for it.
-  watch_heartbeats(now);
-  watch_starts(now);
+  if (now >= next_watch_) {
+    next_watch_ = now + kWatchPeriod;
+    watch_heartbeats(now);
+    watch_starts(now);
+  }
   if (finished_) return {};
   if (pool_) {
     // Replacements that waited for a host, then new slots up to max_np.

@@ -119,8 +119,9 @@ class ElasticController {
   // result).
   std::string tick(Clock::time_point now);
   static constexpr std::chrono::milliseconds kTickPeriod{20};
-  // How often heartbeats are read (one store read per process).
-  static constexpr std::chrono::milliseconds kHeartbeatCheck{250};
+  // How often heartbeats and replacements' starts are read (a few store
+  // reads per process), rather than every tick.
+  static constexpr std::chrono::milliseconds kWatchPeriod{250};
   // How many epochs before the latest a lost member is announced in.
   static constexpr int64_t kLostEpochs = 2;
 
@@ -148,7 +149,7 @@ class ElasticController {
   Respawn respawn_;
   Terminate terminate_;
   std::map<std::string, Pulse> pulses_;  // by "slot.incarnation"
-  Clock::time_point next_heartbeat_check_{};
+  Clock::time_point next_watch_{};
   // Replacements started through the launch template whose program has not
   // started yet: since when (start_timeout_s).
   std::map<std::string, std::pair<rendezvous::Member, Clock::time_point>> starting_;

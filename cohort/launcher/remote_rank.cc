@@ -8,8 +8,8 @@
 
 #include <cerrno>
 #include <charconv>
-#include <cstdlib>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <vector>
@@ -209,8 +209,9 @@ Outcome run(std::span<const std::string> args, Reporter& report, SignalEvents& s
     // An elastic replacement also says which process of its slot started
     // (the controller's start timeout; the rank's key above is --start-timeout's
     // for the job's first processes, which a replacement may stand in for).
-    if (const auto text = lookup(env, "COHORT_ELASTIC_INCARNATION"); text && std::atoi(text->c_str()) > 0)
-      store->set(started_key(rank, std::atoi(text->c_str())), started);
+    const auto text = lookup(env, "COHORT_ELASTIC_INCARNATION");
+    if (const int incarnation = text ? std::atoi(text->c_str()) : 0; incarnation > 0)
+      store->set(started_key(rank, incarnation), started);
   } catch (const Error& e) {
     report(std::string("cannot record the start in the store: ") + e.what());
   }

@@ -70,6 +70,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <span>
 
 #include "cohort/common/flags.h"
 #include "cohort/models/image_classifiers.h"
@@ -139,9 +140,9 @@ class FitProbe final : public cohort::Callback {
       at::Tensor used = torch::zeros({int64_t(counts_.size())}, torch::kDouble);
       for (const at::Tensor& rows : *seen_)
         used.index_add_(0, rows.to(torch::kLong), torch::ones({rows.numel()}, torch::kDouble));
-      seen_->clear();
-      used = cohort::allreduce(used, {.name = "fit_probe/counts", .op = cohort::ReduceOp::sum});
-      for (size_t i = 0; i < counts_.size(); ++i) counts_[i] += used[int64_t(i)].item<double>();
+      used = cohort::allreduce(used, {.name = "fit_probe/counts", .op = cohort::ReduceOp::sum}).contiguous();
+      const double* u = used.data_ptr<double>();
+      for (size_t i = 0; i < counts_.size(); ++i) counts_[i] += u[i];
     }
     if (delay_ms_ > 0) ::usleep(useconds_t(delay_ms_ * 1000));
     if (cohort::rank() == 0) {
@@ -322,10 +323,8 @@ int main(int argc, char** argv) {
       std::vector<cohort::data::Sample> samples;
       for (int64_t i = 0; i < rows; ++i) {
         cohort::data::Sample s{.index = uint64_t(i)};
-        s.features.set("x", cohort::data::Feature::of(std::vector<double>(x[i].data_ptr<double>(),
-                                                                         x[i].data_ptr<double>() + x.size(1))));
-        s.features.set("y", cohort::data::Feature::of(std::vector<double>(y[i].data_ptr<double>(),
-                                                                         y[i].data_ptr<double>() + y.size(1))));
+        s.features.set("x", cohort::data::Feature::of(std::span<const double>(x[i].data_ptr<double>(), x.size(1))));
+        s.features.set("y", cohort::data::Feature::of(std::span<const double>(y[i].data_ptr<double>(), y.size(1))));
         samples.push_back(std::move(s));
       }
       cohort::PipelineInput stream(std::make_shared<cohort::data::MemorySource>(std::move(samples)),

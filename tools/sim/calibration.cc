@@ -111,49 +111,51 @@ double model_cpu(Topology t, Algorithm a, double step_s, double s_per_byte, doub
   return allreduce_cost(t, a, n).cpu_s;
 }
 
-}  // namespace
-
-LinkFit fit_link(const Topology& t, Algorithm a, LinkClass which, const std::vector<Sample>& samples, Collective k) {
+// Fits (p, q) of `model(p, q, bytes)`, affine in both, to `samples`; the
+// regressors are read off the model at (unit_p, 0) and (0, unit_q), scaled
+// (units small enough that the model stays affine there). `values` names
+// what the samples measure and `q_name` q, for errors. Returns the fit, and
+// a LinkFit with its errors whose link is the caller's to fill.
+template <typename Model>
+std::pair<AffineFit, LinkFit> fit_model(const std::vector<Sample>& samples, Model model, double unit_p, double unit_q,
+                                        const char* values, const char* q_name) {
   COHORT_CHECK_AS(ConfigError, samples.size() >= 2) << "calibration needs at least two sizes, got " << samples.size();
-  // Regressors from the model itself.
   std::vector<Row> rows;
   for (const Sample& s : samples) {
-    COHORT_CHECK_AS(ConfigError, s.seconds > 0 && s.bytes > 0) << "calibration samples need positive sizes and times";
-    const double c = model_time(t, a, which, k, 0, 0, s.bytes);
-    rows.push_back({model_time(t, a, which, k, 1, 0, s.bytes) - c, model_time(t, a, which, k, 0, 1, s.bytes) - c, c,
-                    s.seconds});
+    COHORT_CHECK_AS(ConfigError, s.seconds > 0 && s.bytes > 0)
+        << "calibration samples need positive sizes and " << values;
+    const double c = model(0, 0, s.bytes);
+    rows.push_back({(model(unit_p, 0, s.bytes) - c) / unit_p, (model(0, unit_q, s.bytes) - c) / unit_q, c, s.seconds});
   }
-  const AffineFit f = fit_affine(rows, "bandwidth");
-  COHORT_CHECK_AS(ConfigError, f.q > 0) << "the samples leave no time for the bandwidth term (times do not grow with size)";
+  const AffineFit f = fit_affine(rows, q_name);
   LinkFit fit;
-  fit.link.alpha_s = f.p;
-  fit.link.bytes_per_s = 1 / f.q;
   fit.points = rows.size();
   fit.rms_relative_error = f.rms_relative_error;
   fit.max_relative_error = f.max_relative_error;
+  return {f, fit};
+}
+
+}  // namespace
+
+LinkFit fit_link(const Topology& t, Algorithm a, LinkClass which, const std::vector<Sample>& samples, Collective k) {
+  auto [f, fit] = fit_model(
+      samples, [&](double alpha, double inv_bw, double n) { return model_time(t, a, which, k, alpha, inv_bw, n); }, 1,
+      1, "times", "bandwidth");
+  COHORT_CHECK_AS(ConfigError, f.q > 0) << "the samples leave no time for the bandwidth term (times do not grow with size)";
+  fit.link.alpha_s = f.p;
+  fit.link.bytes_per_s = 1 / f.q;
   return fit;
 }
 
 LinkFit fit_network_cpu(const Topology& t, Algorithm a, const std::vector<Sample>& samples) {
-  COHORT_CHECK_AS(ConfigError, samples.size() >= 2) << "calibration needs at least two sizes, got " << samples.size();
   // The model's CPU is affine in the two costs while below the op's time
-  // (add_cpu's cap): regressors at tiny unit costs, scaled up.
-  constexpr double kUnitStep = 1e-12, kUnitByte = 1e-21;
-  std::vector<Row> rows;
-  for (const Sample& s : samples) {
-    COHORT_CHECK_AS(ConfigError, s.seconds > 0 && s.bytes > 0) << "calibration samples need positive sizes and CPU times";
-    const double c = model_cpu(t, a, 0, 0, s.bytes);
-    rows.push_back({(model_cpu(t, a, kUnitStep, 0, s.bytes) - c) / kUnitStep,
-                    (model_cpu(t, a, 0, kUnitByte, s.bytes) - c) / kUnitByte, c, s.seconds});
-  }
-  const AffineFit f = fit_affine(rows, "CPU per byte");
-  LinkFit fit;
+  // (add_cpu's cap): regressors at tiny unit costs.
+  auto [f, fit] = fit_model(
+      samples, [&](double step_s, double s_per_byte, double n) { return model_cpu(t, a, step_s, s_per_byte, n); },
+      1e-12, 1e-21, "CPU times", "CPU per byte");
   fit.link = t.network;
   fit.link.cpu_step_s = f.p;
   fit.link.cpu_s_per_byte = f.q;
-  fit.points = rows.size();
-  fit.rms_relative_error = f.rms_relative_error;
-  fit.max_relative_error = f.max_relative_error;
   return fit;
 }
 

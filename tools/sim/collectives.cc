@@ -37,11 +37,11 @@ Cost shm_half(const Topology& t, int p, double n, Collective c = Collective::all
 struct Edge {
   double alpha = 0;
   double seconds_per_byte = 0;
-  bool crosses = false;
-  const Link* network = nullptr;  // when crossing: its CPU costs
+  const Link* network = nullptr;  // the link crossed between hosts; null on one host
+  bool crosses() const { return network != nullptr; }
   // CPU a rank spends on `steps` crossing steps of `step_bytes` each.
   double cpu(double steps, double step_bytes) const {
-    return crosses ? steps * (network->cpu_step_s + step_bytes * network->cpu_s_per_byte) : 0;
+    return crosses() ? steps * (network->cpu_step_s + step_bytes * network->cpu_s_per_byte) : 0;
   }
 };
 
@@ -56,7 +56,6 @@ Edge slowest_edge(const Topology& t, int hosts, int per_host, double nic_share) 
     e.seconds_per_byte = 1 / t.intra.bytes_per_s;
   }
   if (hosts > 1) {
-    e.crosses = true;
     e.network = &t.network;
     e.alpha = std::max(e.alpha, t.network.alpha_s);
     e.seconds_per_byte = std::max(e.seconds_per_byte, nic_share / t.network.bytes_per_s);
@@ -75,13 +74,13 @@ Cost ring_allreduce(const Topology& t, int hosts, int per_host, double n, double
     // bcube: every rank exchanges with a partner per step; once partners
     // live on other hosts, a host's ranks all use its NIC at once.
     const double steps = 2 * ceil_log2(p);
-    const double share = e.crosses ? nic_share * per_host : 1;
-    const double spb = std::max(e.seconds_per_byte, e.crosses ? share / t.network.bytes_per_s : 0.0);
+    const double share = e.crosses() ? nic_share * per_host : 1;
+    const double spb = std::max(e.seconds_per_byte, e.crosses() ? share / t.network.bytes_per_s : 0.0);
     const double wire = 2.0 * (p - 1) / p * n;
     c.seconds = steps * e.alpha + wire * spb + reduce;
     c.cpu_s = reduce;
     add_cpu(c, e.cpu(steps, wire / steps));
-    if (e.crosses) c.nic_bytes = wire * per_host;
+    if (e.crosses()) c.nic_bytes = wire * per_host;
     return c;
   }
   const double chunk = n / p;
@@ -89,7 +88,7 @@ Cost ring_allreduce(const Topology& t, int hosts, int per_host, double n, double
   c.seconds = 2.0 * (p - 1) * (segments * e.alpha + chunk * e.seconds_per_byte) + reduce;
   c.cpu_s = reduce;
   add_cpu(c, e.cpu(2.0 * (p - 1) * segments, chunk / segments));
-  if (e.crosses) c.nic_bytes = 2.0 * (p - 1) * chunk;
+  if (e.crosses()) c.nic_bytes = 2.0 * (p - 1) * chunk;
   return c;
 }
 
@@ -105,7 +104,7 @@ Cost ring_reduce_scatter(const Topology& t, int hosts, int per_host, double n) {
   c.seconds = (p - 1) * (segments * e.alpha + chunk * e.seconds_per_byte) + reduce;
   c.cpu_s = reduce;
   add_cpu(c, e.cpu((p - 1) * segments, chunk / segments));
-  if (e.crosses) c.nic_bytes = (p - 1) * chunk;
+  if (e.crosses()) c.nic_bytes = (p - 1) * chunk;
   return c;
 }
 
@@ -116,7 +115,7 @@ Cost ring_allgather(const Topology& t, int hosts, int per_host, double bytes_per
   Cost c;
   c.seconds = (p - 1) * (e.alpha + bytes_per_rank * e.seconds_per_byte);
   add_cpu(c, e.cpu(p - 1, bytes_per_rank));
-  if (e.crosses) c.nic_bytes = (p - 1) * bytes_per_rank;
+  if (e.crosses()) c.nic_bytes = (p - 1) * bytes_per_rank;
   return c;
 }
 

@@ -284,20 +284,19 @@ int fit(const std::vector<std::string>& args) {
   const std::vector<Sample> samples = read_bench_csv(csv, collective, ranks);
   COHORT_CHECK_AS(ConfigError, ranks == t.ranks())
       << csv << " was measured with " << ranks << " ranks, the topology has " << t.ranks();
+  LinkFit f;
   if (cpu) {
     // --csv's time column is CPU per rank and op; the network's CPU costs.
     COHORT_CHECK_AS(ConfigError, link == "network" && collective == "allreduce")
         << "fit --cpu fits the network link's CPU costs from allreduces (--link network --collective allreduce)";
-    const LinkFit f = fit_network_cpu(t, resolve_algorithm(algorithm, t), samples);
+    f = fit_network_cpu(t, resolve_algorithm(algorithm, t), samples);
     std::printf("{\"network\": {\"cpu_step_s\": %.6g, \"cpu_s_per_byte\": %.6g}}\n", f.link.cpu_step_s,
                 f.link.cpu_s_per_byte);
-    std::fprintf(stderr, "cohort-sim: %zu sizes, relative error rms %.1f%%, max %.1f%%\n", f.points,
-                 100 * f.rms_relative_error, 100 * f.max_relative_error);
-    return 0;
+  } else {
+    f = fit_link(t, resolve_algorithm(algorithm, t), parse_link_class(link), samples, parse_collective(collective));
+    std::printf("{\"%s\": {\"alpha_s\": %.6g, \"bytes_per_s\": %.6g}}\n", link.c_str(), f.link.alpha_s,
+                f.link.bytes_per_s);
   }
-  const LinkFit f = fit_link(t, resolve_algorithm(algorithm, t), parse_link_class(link), samples,
-                             parse_collective(collective));
-  std::printf("{\"%s\": {\"alpha_s\": %.6g, \"bytes_per_s\": %.6g}}\n", link.c_str(), f.link.alpha_s, f.link.bytes_per_s);
   std::fprintf(stderr, "cohort-sim: %zu sizes, relative error rms %.1f%%, max %.1f%%\n", f.points,
                100 * f.rms_relative_error, 100 * f.max_relative_error);
   return 0;

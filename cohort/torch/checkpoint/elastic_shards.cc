@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <exception>
 #include <cstdlib>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <map>
