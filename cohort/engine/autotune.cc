@@ -1,6 +1,7 @@
 #include "cohort/engine/autotune.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <numbers>
@@ -24,24 +25,34 @@ size_t index_of(const std::vector<int64_t>& grid, int64_t v) {
 
 }  // namespace
 
+std::vector<int64_t> default_bucket_grid() {
+  return {int64_t(1) << 20, int64_t(4) << 20, int64_t(16) << 20, int64_t(64) << 20, int64_t(256) << 20};
+}
+
 Autotuner::Autotuner(AutotuneParams start, AutotuneOptions options) : o_(std::move(options)), start_(start) {
-  COHORT_CHECK_AS(ConfigError, start.fusion_threshold_bytes >= 0 && start.cycle_time_us >= 0)
+  COHORT_CHECK_AS(ConfigError, start.fusion_threshold_bytes >= 0 && start.cycle_time_us >= 0 &&
+                                    start.bucket_bytes >= 0)
       << "autotune: negative start parameters";
   COHORT_CHECK_AS(ConfigError, o_.steps_per_sample >= 1 && o_.warmup_steps >= 0 && o_.settle_steps >= 0)
       << "autotune: steps_per_sample must be positive, warm-up and settle steps non-negative";
   for (int64_t v : o_.fusion_thresholds) COHORT_CHECK_AS(ConfigError, v >= 0) << "autotune: negative threshold " << v;
   for (int64_t v : o_.cycle_times_us) COHORT_CHECK_AS(ConfigError, v >= 0) << "autotune: negative cycle time " << v;
+  for (int64_t v : o_.bucket_bytes)
+    COHORT_CHECK_AS(ConfigError, v > 0) << "autotune: bucket cap " << v << " is not positive";
+  COHORT_CHECK_AS(ConfigError, o_.bucket_bytes.empty() || start.bucket_bytes > 0)
+      << "autotune: bucket caps to try but no start cap";
   insert_sorted(o_.fusion_thresholds, start.fusion_threshold_bytes);
   insert_sorted(o_.cycle_times_us, start.cycle_time_us);
+  insert_sorted(o_.bucket_bytes, start.bucket_bytes);
   start_point_ = {index_of(o_.fusion_thresholds, start.fusion_threshold_bytes),
-                  index_of(o_.cycle_times_us, start.cycle_time_us)};
+                  index_of(o_.cycle_times_us, start.cycle_time_us), index_of(o_.bucket_bytes, start.bucket_bytes)};
   point_ = best_ = start_point_;
   current_ = start_;
   skip_ = o_.warmup_steps;
 }
 
 AutotuneParams Autotuner::params(const Point& p) const {
-  return {o_.fusion_thresholds[p.i], o_.cycle_times_us[p.j]};
+  return {o_.fusion_thresholds[p.i], o_.cycle_times_us[p.j], o_.bucket_bytes[p.k]};
 }
 
 int Autotuner::samples_of(const Point& p) const {
@@ -99,12 +110,13 @@ std::optional<Autotuner::Point> Autotuner::propose_coordinate() {
     return std::nullopt;
   };
   if (!first(start_point_)) return start_point_;
-  size_t bi = start_point_.i, bj = start_point_.j;
-  if (auto need = search(o_.fusion_thresholds.size(), start_point_.i, [&](size_t k) { return Point{k, start_point_.j}; }, bi))
+  const Point s = start_point_;
+  size_t bi = s.i, bj = s.j, bk = s.k;
+  if (auto need = search(o_.bucket_bytes.size(), s.k, [&](size_t k) { return Point{s.i, s.j, k}; }, bk)) return need;
+  if (auto need = search(o_.fusion_thresholds.size(), s.i, [&](size_t i) { return Point{i, s.j, bk}; }, bi))
     return need;
-  if (auto need = search(o_.cycle_times_us.size(), start_point_.j, [&](size_t k) { return Point{bi, k}; }, bj))
-    return need;
-  const Point winner{bi, bj};
+  if (auto need = search(o_.cycle_times_us.size(), s.j, [&](size_t j) { return Point{bi, j, bk}; }, bj)) return need;
+  const Point winner{bi, bj, bk};
   // A second sample of the winner and of the baseline; the better mean wins.
   if (!(winner == start_point_)) {
     if (samples_of(winner) < 2) return winner;
@@ -119,7 +131,7 @@ std::optional<Autotuner::Point> Autotuner::propose_coordinate() {
 // coordinates, scores standardised; the baseline and two seeded random
 // points first; the best mean observed at the end of the budget.
 std::optional<Autotuner::Point> Autotuner::propose_bayesian() {
-  const size_t ni = o_.fusion_thresholds.size(), nj = o_.cycle_times_us.size();
+  const size_t ni = o_.fusion_thresholds.size(), nj = o_.cycle_times_us.size(), nk = o_.bucket_bytes.size();
   std::vector<Point> seen;
   std::vector<double> y;
   for (const auto& [p, s] : results_)
@@ -127,7 +139,7 @@ std::optional<Autotuner::Point> Autotuner::propose_bayesian() {
       seen.push_back(p);
       y.push_back(*score(p));
     }
-  if (int(results_.size()) >= o_.max_samples || seen.size() == ni * nj) {
+  if (int(results_.size()) >= o_.max_samples || seen.size() == ni * nj * nk) {
     best_ = *std::min_element(seen.begin(), seen.end(), [&](const Point& a, const Point& b) { return *score(a) < *score(b); });
     return std::nullopt;
   }
@@ -136,18 +148,17 @@ std::optional<Autotuner::Point> Autotuner::propose_bayesian() {
     uint64_t state = o_.seed * 6364136223846793005ull + 1442695040888963407ull + results_.size();
     for (int tries = 0; tries < 64; ++tries) {
       state = state * 6364136223846793005ull + 1442695040888963407ull;
-      const Point p{size_t((state >> 33) % ni), size_t((state >> 17) % nj)};
+      const Point p{size_t((state >> 33) % ni), size_t((state >> 17) % nj), size_t((state >> 49) % nk)};
       if (std::find(seen.begin(), seen.end(), p) == seen.end()) return p;
     }
   }
-  auto coord = [&](const Point& p) {
-    return std::pair<double, double>{ni > 1 ? double(p.i) / double(ni - 1) : 0, nj > 1 ? double(p.j) / double(nj - 1) : 0};
-  };
+  auto unit = [](size_t v, size_t n) { return n > 1 ? double(v) / double(n - 1) : 0.0; };
+  auto coord = [&](const Point& p) { return std::array<double, 3>{unit(p.i, ni), unit(p.j, nj), unit(p.k, nk)}; };
   constexpr double kLength = 0.35, kNoise = 0.05;
   auto kernel = [&](const Point& a, const Point& b) {
-    const auto [ax, ay] = coord(a);
-    const auto [bx, by] = coord(b);
-    const double d2 = (ax - bx) * (ax - bx) + (ay - by) * (ay - by);
+    const auto ca = coord(a), cb = coord(b);
+    double d2 = 0;
+    for (size_t d = 0; d < ca.size(); ++d) d2 += (ca[d] - cb[d]) * (ca[d] - cb[d]);
     return std::exp(-0.5 * d2 / (kLength * kLength));
   };
   const size_t n = seen.size();
@@ -177,26 +188,28 @@ std::optional<Autotuner::Point> Autotuner::propose_bayesian() {
   double best_ei = -1;
   Point choice = seen.front();
   for (size_t i = 0; i < ni; ++i)
-    for (size_t j = 0; j < nj; ++j) {
-      const Point p{i, j};
-      if (std::find(seen.begin(), seen.end(), p) != seen.end()) continue;
-      std::vector<double> k(n);
-      for (size_t r = 0; r < n; ++r) k[r] = kernel(p, seen[r]);
-      const std::vector<double> v = solve_lower(k);  // L^-1 k
-      double mu = 0, reduction = 0;
-      for (size_t r = 0; r < n; ++r) {
-        mu += v[r] * w[r];
-        reduction += v[r] * v[r];
+    for (size_t j = 0; j < nj; ++j)
+      for (size_t b = 0; b < nk; ++b) {
+        const Point p{i, j, b};
+        if (std::find(seen.begin(), seen.end(), p) != seen.end()) continue;
+        std::vector<double> k(n);
+        for (size_t r = 0; r < n; ++r) k[r] = kernel(p, seen[r]);
+        const std::vector<double> v = solve_lower(k);  // L^-1 k
+        double mu = 0, reduction = 0;
+        for (size_t r = 0; r < n; ++r) {
+          mu += v[r] * w[r];
+          reduction += v[r] * v[r];
+        }
+        const double sigma = std::sqrt(std::max(1e-12, 1 + kNoise - reduction));
+        const double gain = best_z - mu - 0.01;
+        const double u = gain / sigma;
+        const double ei = gain * 0.5 * std::erfc(-u / std::sqrt(2.0)) +
+                          sigma * std::exp(-0.5 * u * u) / std::sqrt(2 * std::numbers::pi);
+        if (ei > best_ei) {
+          best_ei = ei;
+          choice = p;
+        }
       }
-      const double sigma = std::sqrt(std::max(1e-12, 1 + kNoise - reduction));
-      const double gain = best_z - mu - 0.01;
-      const double u = gain / sigma;
-      const double ei = gain * 0.5 * std::erfc(-u / std::sqrt(2.0)) + sigma * std::exp(-0.5 * u * u) / std::sqrt(2 * std::numbers::pi);
-      if (ei > best_ei) {
-        best_ei = ei;
-        choice = p;
-      }
-    }
   return choice;
 }
 
@@ -238,10 +251,10 @@ uint64_t op_identity(uint64_t signature, uint64_t count) {
 
 std::string autotune_csv(const Autotuner& tuner) {
   std::ostringstream os;
-  os << "step,fusion_threshold_bytes,cycle_time_us,seconds_per_step\n";
+  os << "step,fusion_threshold_bytes,cycle_time_us,seconds_per_step,bucket_bytes\n";
   for (const AutotuneTrial& t : tuner.trials())
     os << t.step << "," << t.params.fusion_threshold_bytes << "," << t.params.cycle_time_us << ","
-       << t.seconds_per_step << "\n";
+       << t.seconds_per_step << "," << t.params.bucket_bytes << "\n";
   return os.str();
 }
 

@@ -1,10 +1,14 @@
 // Autotuner: finds the engine's fusion threshold and cycle time online,
-// during a job's first steps, from the job's own step times (COHORT_AUTOTUNE).
+// during a job's first steps, from the job's own step times (COHORT_AUTOTUNE),
+// and with them DDP's bucket cap when DDP drives the steps (one search: the
+// three interact, and two tuners measuring the same steps would confound
+// each other's samples).
 //
 // It is fed one number per training step (the step's duration on rank 0)
 // and says which parameters to run with; the engine agrees on rank 0's
 // choice through its cycle records, so every rank switches at the same
-// cycle. Protocol:
+// cycle, and DDP agrees on its bucket cap by a broadcast at a step's start
+// (engine.h, tune_step). Protocol:
 //   - the first warmup_steps are ignored (names negotiated, DDP's bucket
 //     rebuild, cold caches);
 //   - a sample is settle_steps ignored after a change (the step that straddles
@@ -14,8 +18,9 @@
 //   - once converged, the best point is fixed for the rest of the job.
 //
 // The search (method coordinate): the start (the configured values) first,
-// as the baseline; then the fusion thresholds with the cycle time fixed,
-// then the cycle times with the threshold found, each coarse to fine: the
+// as the baseline; then the bucket caps (when tuned), then the fusion
+// thresholds with the cycle time fixed, then the cycle times with the
+// threshold found, each coarse to fine: the
 // grid's two ends and middle, then from the best so far to its better
 // neighbours until none is better; finally the winner and the baseline are
 // measured once more each and the better mean wins, so that a lucky sample
@@ -26,7 +31,9 @@
 // collectives and cycles; too large: less overlap, larger copies). With the
 // default grids (7 thresholds, 4 cycle times) it takes about 11 samples:
 // under 50 steps with 3 warm-up steps, 3 per sample and 1 to settle after a
-// change.
+// change. DDP's 6 bucket caps add 3 or 4 samples, and its changes take
+// effect at a step's start on every rank, so no step straddles one and
+// nothing needs to settle (settle_steps 0): still under 50 steps.
 //
 // Why not Bayesian optimisation (Horovod's): with two parameters, a few
 // dozen points and samples that must stay within a job's first ~50 steps, a
@@ -50,8 +57,13 @@ namespace cohort::engine {
 struct AutotuneParams {
   int64_t fusion_threshold_bytes = 0;
   int64_t cycle_time_us = 0;
+  int64_t bucket_bytes = 0;  // DDP's bucket cap; 0: not tuned
   bool operator==(const AutotuneParams&) const = default;
 };
+
+// DDP's bucket caps to try (the start's, 25 MiB by default, is added): 1 to
+// 256 MiB, whole MiB as multi_worker's bucket_mb can say them.
+std::vector<int64_t> default_bucket_grid();
 
 enum class AutotuneMethod { coordinate, bayesian };
 
@@ -59,6 +71,8 @@ struct AutotuneOptions {
   // Candidate values, ascending. The start's values are added when missing.
   std::vector<int64_t> fusion_thresholds = {0, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20};
   std::vector<int64_t> cycle_times_us = {0, 250, 1000, 4000};
+  // Empty: the bucket cap is not tuned (it stays the start's).
+  std::vector<int64_t> bucket_bytes = {};
   AutotuneMethod method = AutotuneMethod::coordinate;
   int warmup_steps = 3;
   int settle_steps = 1;
@@ -92,7 +106,7 @@ class Autotuner {
 
  private:
   struct Point {
-    size_t i = 0, j = 0;  // indices into the two grids
+    size_t i = 0, j = 0, k = 0;  // indices into the grids: threshold, cycle time, bucket cap
     bool operator==(const Point&) const = default;
   };
   // The next point to measure, or nullopt when the search is over (best_
@@ -154,7 +168,7 @@ class StepClock {
 uint64_t op_identity(const std::string& name);
 uint64_t op_identity(uint64_t signature, uint64_t count);
 
-// A CSV line per trial ("step,fusion_threshold_bytes,cycle_time_us,seconds_per_step").
+// A CSV line per trial ("step,fusion_threshold_bytes,cycle_time_us,seconds_per_step,bucket_bytes").
 std::string autotune_csv(const Autotuner& tuner);
 
 }  // namespace cohort::engine

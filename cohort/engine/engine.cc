@@ -111,6 +111,14 @@ struct Counters {
 
 void add(std::atomic<uint64_t>& c, uint64_t n = 1) { c.fetch_add(n, std::memory_order_relaxed); }
 
+// A tuner's setting, for the log.
+std::string describe(const AutotuneParams& p) {
+  std::ostringstream os;
+  if (p.bucket_bytes > 0) os << "bucket cap " << p.bucket_bytes << " B, ";
+  os << "fusion threshold " << p.fusion_threshold_bytes << " B, cycle time " << p.cycle_time_us << " us";
+  return os.str();
+}
+
 uint64_t ns(Clock::duration d) {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
 }
@@ -270,11 +278,20 @@ struct Engine::Impl {
   Clock::time_point last_busy{}, last_pass{};
   Clock::time_point cycle_started{};
   // The parameters this cycle runs with (rank 0's, agreed in the records);
-  // the autotuner and its step clock on rank 0 (autotune.h).
+  // the autotuner and its step clock on rank 0 (autotune.h). The tuner is
+  // fed by the engine's thread (its own step clock) or, once a wrapper
+  // drives the steps (tune_step), by the wrapper's thread: tune_mutex
+  // guards it, the clock and the step marks.
   std::chrono::microseconds cycle_time{0};
+  bool autotuning = false;  // rank 0 and COHORT_AUTOTUNE: tuner is set
+  std::mutex tune_mutex;
   std::unique_ptr<Autotuner> tuner;
   StepClock step_clock;
+  bool caller_steps = false;  // tune_step() drives the steps
+  Clock::time_point last_step_mark{};
   void autotune_observe(const Request& r);
+  void autotune_on_step(double seconds);  // tune_mutex held
+  AutotuneParams autotune_current();
 
   std::thread thread;
 };
@@ -321,7 +338,8 @@ Engine::Impl::Impl(std::shared_ptr<comm::Communicator> c, std::shared_ptr<rendez
   error_key = prefix + "error";
   doorbell = std::make_unique<Doorbell>(store, prefix);
   cycle_time = opt.cycle_time;
-  if (rank == 0 && opt.autotune)
+  autotuning = rank == 0 && opt.autotune;
+  if (autotuning)
     tuner = std::make_unique<Autotuner>(
         AutotuneParams{opt.fusion_threshold_bytes, int64_t(opt.cycle_time.count())});
   last_busy = last_pass = Clock::now();
@@ -504,7 +522,10 @@ Engine::Impl::Outcome Engine::Impl::run_cycle() {
   if (want_shutdown) w.set_flag(kShutdown);
   if (abort_now) w.set_flag(kFailed);
   if (rank == 0 && t0 - last_busy >= opt.linger) w.set_flag(kLingerExpired);
-  if (tuner) w.set_tuning(uint64_t(tuner->current().fusion_threshold_bytes), uint64_t(tuner->current().cycle_time_us));
+  if (autotuning) {
+    const AutotuneParams p = autotune_current();
+    w.set_tuning(uint64_t(p.fusion_threshold_bytes), uint64_t(p.cycle_time_us));
+  }
   payload = payload_entries ? finish_payload(payload_body, payload_entries) : std::string();
   payload_body.clear();
   payload_entries = 0;
@@ -663,7 +684,7 @@ void Engine::Impl::complete_group(std::span<Work* const> group) {
     if (!w->local) continue;
     Request& r = *w->local;
     if (timeline) emit_timeline(r, *w);
-    if (tuner && !w->error) autotune_observe(r);
+    if (autotuning && !w->error) autotune_observe(r);
     if (r.ordered) {
       if (w->error) {
         add(counters.ops_failed);
@@ -716,26 +737,34 @@ void Engine::Impl::emit_timeline(const Request& r, const Work& w) {
   timeline->span(lane, upper(op_kind_name(r.meta.kind)).c_str(), r.submitted, w.end, args.str());
 }
 
+AutotuneParams Engine::Impl::autotune_current() {
+  std::lock_guard lock(tune_mutex);
+  return tuner->current();
+}
+
 // Rank 0 times training steps by the recurrence of one op (StepClock) and
-// feeds them to the autotuner; its choice reaches every rank through the
-// next cycle's records.
+// feeds them to the autotuner, until a wrapper drives the steps; its choice
+// reaches every rank through the next cycle's records.
 void Engine::Impl::autotune_observe(const Request& r) {
   const uint64_t id = r.ordered ? op_identity(OrderedSignature::of(r.meta).a, r.meta.count)
                                 : op_identity(r.name);
+  std::lock_guard lock(tune_mutex);
+  if (caller_steps) return;
   const auto step = step_clock.observe(id, Clock::now());
   if (!step || tuner->converged()) return;
-  tuner->on_step(std::chrono::duration<double>(*step).count());
+  autotune_on_step(std::chrono::duration<double>(*step).count());
+}
+
+void Engine::Impl::autotune_on_step(double seconds) {
+  tuner->on_step(seconds);
   const AutotuneTrial* last = tuner->trials().empty() ? nullptr : &tuner->trials().back();
   if (last && last->step == tuner->steps())
-    COHORT_LOG(info) << "engine '" << label << "': autotune: fusion threshold " << last->params.fusion_threshold_bytes
-                     << " B, cycle time " << last->params.cycle_time_us << " us: " << 1e3 * last->seconds_per_step
-                     << " ms per step";
+    COHORT_LOG(info) << "engine '" << label << "': autotune: " << describe(last->params) << ": "
+                     << 1e3 * last->seconds_per_step << " ms per step";
   if (tuner->converged() && tuner->converged_at_step() == tuner->steps()) {
-    const AutotuneParams& p = tuner->current();
     COHORT_LOG(info) << "engine '" << label << "': autotune converged after " << tuner->steps()
-                     << " steps: fusion threshold " << p.fusion_threshold_bytes << " B, cycle time "
-                     << p.cycle_time_us << " us (configured: " << tuner->start().fusion_threshold_bytes << " B, "
-                     << tuner->start().cycle_time_us << " us)";
+                     << " steps: " << describe(tuner->current()) << " (configured: " << describe(tuner->start())
+                     << ")";
     if (!opt.autotune_log->empty()) {
       if (std::FILE* f = std::fopen(opt.autotune_log->c_str(), "w")) {
         const std::string csv = autotune_csv(*tuner);
@@ -894,6 +923,32 @@ Engine::~Engine() {
 }
 
 int Engine::rank() const { return impl_->rank; }
+
+bool Engine::autotunes() const { return impl_->opt.autotune != 0; }
+
+std::optional<Engine::StepTuning> Engine::tune_step(int64_t bucket_bytes) {
+  Impl& m = *impl_;
+  if (!m.autotuning) return std::nullopt;
+  std::lock_guard lock(m.tune_mutex);
+  const auto now = Clock::now();
+  if (!m.caller_steps) {
+    if (m.tuner->converged()) return std::nullopt;
+    // A fresh search over the three knobs: samples the engine's own clock
+    // took so far had another bucket layout. The caller's changes take
+    // effect at a step's start on every rank, so no step needs settling.
+    const AutotuneParams configured = m.tuner->start();
+    AutotuneOptions o;
+    o.bucket_bytes = default_bucket_grid();
+    o.settle_steps = 0;
+    m.tuner = std::make_unique<Autotuner>(
+        AutotuneParams{configured.fusion_threshold_bytes, configured.cycle_time_us, bucket_bytes}, o);
+    m.caller_steps = true;
+  } else if (!m.tuner->converged()) {
+    m.autotune_on_step(std::chrono::duration<double>(now - m.last_step_mark).count());
+  }
+  m.last_step_mark = now;
+  return StepTuning{m.tuner->current().bucket_bytes, !m.tuner->converged()};
+}
 int Engine::size() const { return impl_->size; }
 const EngineOptions& Engine::options() const { return impl_->opt; }
 EngineStats Engine::stats() const { return impl_->counters.snapshot(); }

@@ -51,7 +51,9 @@
 //   with a MismatchError.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "cohort/comm/communicator.h"
@@ -120,6 +122,26 @@ class Engine {
   void abort(const std::string& reason);
 
   EngineStats stats() const;
+
+  // Autotuning from the caller's training steps (autotune.h), for a wrapper
+  // with a knob of its own: DDP's bucket cap joins the engine's fusion
+  // threshold and cycle time in one search.
+  // - autotunes(): whether this rank's engine was configured to
+  //   (COHORT_AUTOTUNE); callers agree on rank 0's.
+  // - tune_step(bucket_bytes): on rank 0, at each training step's start.
+  //   The first call replaces the engine's own step clock (an op's
+  //   recurrence) with the caller's steps and starts the search again with
+  //   bucket caps (default_bucket_grid(), `bucket_bytes` the start); each
+  //   later call ends a step. Returns the cap for the step that starts and
+  //   whether the search goes on (false once converged: the caller stops
+  //   calling). nullopt on other ranks, where the engine does not tune, and
+  //   where its own search converged before the first call.
+  struct StepTuning {
+    int64_t bucket_bytes = 0;
+    bool searching = false;
+  };
+  bool autotunes() const;
+  std::optional<StepTuning> tune_step(int64_t bucket_bytes);
 
  private:
   struct Impl;

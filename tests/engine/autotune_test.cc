@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -77,6 +78,65 @@ TEST(Autotune, WithinFivePercentOfTheOptimumUnderNoise) {
       EXPECT_LT(t.converged_at_step(), 50);
       EXPECT_LE(cost(t.current()), 1.05 * cost({thr, 1000})) << seed << " " << thr;
     }
+}
+
+// The bowl with a third coordinate, DDP's bucket cap (log2 as the threshold).
+Cost bowl3(int64_t threshold_opt, int64_t cycle_opt, int64_t bucket_opt) {
+  const Cost two = bowl(threshold_opt, cycle_opt);
+  return [=](const AutotuneParams& p) {
+    const double lb = std::log2(double(p.bucket_bytes)) - std::log2(double(bucket_opt));
+    return two(p) + 0.100 * 0.03 * lb * lb;
+  };
+}
+
+// As the engine sets it up when DDP drives the steps (engine.h, tune_step).
+AutotuneOptions with_buckets() {
+  AutotuneOptions o;
+  o.bucket_bytes = default_bucket_grid();
+  o.settle_steps = 0;
+  return o;
+}
+
+TEST(Autotune, TunesTheBucketCapWithTheEnginesKnobsInUnder50Steps) {
+  for (int64_t bucket : default_bucket_grid())
+    for (int64_t thr : {int64_t(0), int64_t(1) << 20, int64_t(64) << 20})
+      for (int64_t cyc : {int64_t(0), int64_t(4000)}) {
+        Autotuner t({256 << 10, 0, 25 << 20}, with_buckets());
+        const Outcome r = drive(t, bowl3(thr, cyc, bucket));
+        ASSERT_TRUE(t.converged());
+        EXPECT_LT(r.steps, 50) << bucket << " " << thr << " " << cyc;
+        EXPECT_EQ(r.result, (AutotuneParams{thr, cyc, bucket}));
+      }
+  // Under noise that only adds up to 5%: within 5% of the optimum.
+  for (uint64_t seed : {1, 2, 3, 4, 5, 6}) {
+    const Cost cost = bowl3(4 << 20, 1000, 1 << 20);
+    Autotuner t({256 << 10, 0, 25 << 20}, with_buckets());
+    Noise n{seed, 0.05};
+    while (!t.converged()) t.on_step(cost(t.current()) * n());
+    EXPECT_LT(t.converged_at_step(), 50) << seed;
+    EXPECT_LE(cost(t.current()), 1.05 * cost({4 << 20, 1000, 1 << 20})) << seed;
+  }
+  // Without a bucket grid the cap is not a coordinate: it stays the start's.
+  Autotuner u({256 << 10, 0});
+  drive(u, bowl(1 << 20, 0));
+  EXPECT_EQ(u.current().bucket_bytes, 0);
+  EXPECT_THROW(Autotuner({256 << 10, 0, 0}, with_buckets()), ConfigError);
+  AutotuneOptions bad = with_buckets();
+  bad.bucket_bytes.push_back(-1);
+  EXPECT_THROW(Autotuner({256 << 10, 0, 1 << 20}, bad), ConfigError);
+}
+
+TEST(Autotune, BayesianSearchesTheBucketCapToo) {
+  AutotuneOptions o = with_buckets();
+  o.method = AutotuneMethod::bayesian;
+  o.max_samples = 14;
+  Autotuner t({256 << 10, 0, 25 << 20}, o);
+  drive(t, bowl3(4 << 20, 1000, 1 << 20));
+  ASSERT_TRUE(t.converged());
+  EXPECT_EQ(t.trials().size(), 14u);
+  bool other_cap = false;
+  for (const auto& tr : t.trials()) other_cap |= tr.params.bucket_bytes != (25 << 20);
+  EXPECT_TRUE(other_cap);
 }
 
 TEST(Autotune, KeepsTheBaselineWhenItIsBest) {
@@ -185,9 +245,70 @@ TEST(Autotune, EnginesAgreeOnRankZerosChoice) {
   std::stringstream buffer;
   buffer << in.rdbuf();
   const std::string text = buffer.str();
-  EXPECT_EQ(text.rfind("step,fusion_threshold_bytes,cycle_time_us,seconds_per_step\n", 0), 0u);
+  EXPECT_EQ(text.rfind("step,fusion_threshold_bytes,cycle_time_us,seconds_per_step,bucket_bytes\n", 0), 0u);
   EXPECT_GE(std::count(text.begin(), text.end(), '\n'), 5);
   std::remove(log.c_str());
+}
+
+TEST(Autotune, TuneStepHandsTheStepsToRankZerosCaller) {
+  // A wrapper (DDP) marks the steps on rank 0: the search then covers its
+  // bucket cap too, converges, and says so; other ranks are not asked.
+  const std::string log = ::testing::TempDir() + "autotune_steps_" + std::to_string(::getpid()) + ".csv";
+  std::remove(log.c_str());
+  auto options = testing::engine_test_options();
+  options.autotune = 1;
+  options.autotune_log = log;
+  std::vector<int64_t> caps;
+  int calls = 0;
+  testing::run_engine_ranks(2, [&](testing::EngineRank& info, Engine& e) {
+    EXPECT_TRUE(e.autotunes());
+    bool searching = true;
+    for (int step = 0; step < 200 && searching; ++step) {
+      const auto t = e.tune_step(25 << 20);
+      if (info.rank == 0) {
+        ASSERT_TRUE(t.has_value());
+        if (step == 0) {
+          EXPECT_EQ(t->bucket_bytes, 25 << 20);
+        }
+        caps.push_back(t->bucket_bytes);
+        searching = t->searching;
+        ++calls;
+      } else {
+        EXPECT_FALSE(t.has_value());
+      }
+      // Stands in for the step's work; rank 0's end of the search reaches
+      // rank 1 the way DDP's broadcast does.
+      std::vector<float> b(1000, float(info.rank + 1));
+      int64_t more = searching ? 1 : 0;
+      e.allreduce_async("g", BufferView{b.data(), b.size(), DType::f32}).wait();
+      e.broadcast_async("more", BufferView{&more, 1, DType::i64}, 0).wait();
+      searching = more != 0;
+      ASSERT_EQ(b[0], 3.0f);
+    }
+    EXPECT_FALSE(searching) << "rank " << info.rank;
+  }, options);
+  // Whatever the timings: at most every point of each coordinate's grid
+  // once (5 + 1 caps, 7 + 1 thresholds, 4 + 1 cycle times, sharing the
+  // start) and the last two samples, 3 steps each, after 3 warm-up steps.
+  EXPECT_LE(calls, 1 + 3 + 3 * (6 + 7 + 4 + 2));
+  EXPECT_GT(std::set<int64_t>(caps.begin(), caps.end()).size(), 1u);
+  std::ifstream in(log);
+  ASSERT_TRUE(in.good()) << "no autotune log at " << log;
+  std::string line;
+  std::getline(in, line);
+  int trials = 0;
+  while (std::getline(in, line)) {
+    ++trials;
+    EXPECT_NE(line.substr(line.rfind(',') + 1), "0") << "a trial without a bucket cap: " << line;
+  }
+  EXPECT_GT(trials, 5);
+  std::remove(log.c_str());
+  // An engine that does not tune has nothing to say.
+  options.autotune = 0;
+  testing::run_engine_ranks(2, [&](testing::EngineRank&, Engine& e) {
+    EXPECT_FALSE(e.autotunes());
+    EXPECT_FALSE(e.tune_step(25 << 20).has_value());
+  }, options);
 }
 
 }  // namespace

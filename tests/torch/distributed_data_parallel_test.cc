@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <set>
+
 #include "cohort/common/error.h"
 #include "cohort/torch/core/zero_grad.h"
 #include "tests/torch/torch_ranks.h"
@@ -213,6 +215,74 @@ TEST_P(DdpWorld, DefaultBucketsMatchSingleProcess) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Worlds, DdpWorld, ::testing::Values(1, 2, 3));
+
+// COHORT_AUTOTUNE with DDP: the bucket cap joins the engine's search, driven
+// by DDP's steps. Every rank builds its buckets with the cap rank 0's tuner
+// chose, at the same step; the gradients stay the average (against one
+// process on the concatenated batch) while the caps change under them; once
+// converged the cap stays and the per-step broadcast of the cap stops.
+TEST(DdpAutotune, EveryRankTakesRankZerosBucketCapAndTrainingStaysExact) {
+  constexpr int kWorld = 2, kSteps = 70, kHidden = 512;  // fc2.weight: 1 MiB, the grid's smallest cap
+  torch::manual_seed(7);
+  Net init(kHidden);
+  const auto initial = cohort::testing::copy_parameters(*init);
+  at::Tensor xs = at::randn({kSteps, kWorld * kBatch, 4}, at::kFloat);
+  at::Tensor ys = at::randn({kSteps, kWorld * kBatch, 3}, at::kFloat);
+  Net ref(kHidden);
+  copy_into(*ref, initial);
+  torch::optim::SGD ref_opt(ref->parameters(), torch::optim::SGDOptions(0.01));  // stays finite over 70 steps
+  for (int k = 0; k < kSteps; ++k) {
+    ref_opt.zero_grad();
+    torch::mse_loss(ref(xs[k]), ys[k]).backward();
+    ref_opt.step();
+  }
+
+  auto options = cohort::testing::engine_test_options();
+  options.autotune = 1;
+  options.autotune_log = "";
+  PerRank<std::vector<at::Tensor>> finals(kWorld);
+  PerRank<std::vector<int64_t>> caps(kWorld);
+  PerRank<std::vector<int64_t>> extra_ops(kWorld);  // per step: ops beyond one per bucket
+  run_torch_ranks(kWorld, [&](int rank, int) {
+    Net net(kHidden);
+    if (rank == 0) copy_into(*net, initial);
+    DistributedDataParallel<Net> ddp(net);
+    torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.01));
+    std::vector<int64_t> my_caps, my_extra;
+    for (int k = 0; k < kSteps; ++k) {
+      const uint64_t ops_before = ddp.engine().stats().ops_completed;
+      opt.zero_grad();
+      at::Tensor x = xs[k].narrow(0, rank * kBatch, kBatch), y = ys[k].narrow(0, rank * kBatch, kBatch);
+      torch::mse_loss(ddp(x), y).backward();
+      opt.step();
+      my_caps.push_back(ddp.reducer().bucket_bytes());
+      const auto buckets = int64_t(ddp.reducer().bucket_indices().size());
+      my_extra.push_back(int64_t(ddp.engine().stats().ops_completed - ops_before) - buckets);
+    }
+    finals.add(rank, cohort::testing::copy_parameters(*net));
+    caps.add(rank, my_caps);
+    extra_ops.add(rank, my_extra);
+  }, options);
+  const auto expected = cohort::testing::copy_parameters(*ref);
+  for (int r = 0; r < kWorld; ++r) {
+    EXPECT_TRUE(cohort::testing::bitwise_equal(finals.of(r)[0], finals.of(0)[0])) << "rank " << r;
+    const auto& got = finals.of(r)[0];
+    for (size_t i = 0; i < got.size(); ++i)
+      EXPECT_LT(cohort::testing::max_relative_difference(got[i].to(at::kDouble), expected[i].to(at::kDouble), 1e-3),
+                1e-4)
+          << "rank " << r << " parameter " << i;
+    EXPECT_EQ(caps.of(r)[0], caps.of(0)[0]) << "rank " << r << " built other buckets than rank 0";
+    // Step 1 is the first with a step mark (after the first synchronised
+    // backward; it also rebuilds the buckets in arrival order); from then on
+    // one broadcast per step while the search runs, none once it has
+    // converged (at most 61 marks: the search's bound, autotune_test.cc).
+    const auto& extra = extra_ops.of(r)[0];
+    EXPECT_EQ(extra[2], 1) << "rank " << r;
+    EXPECT_EQ(extra.back(), 0) << "rank " << r << ": still tuning after " << kSteps << " steps";
+  }
+  const auto& c = caps.of(0)[0];
+  EXPECT_GT(std::set<int64_t>(c.begin(), c.end()).size(), 1u) << "the tuner tried no other cap";
+}
 
 // The case find_unused_parameters exists for: a module only some ranks use
 // (rank 0 here). Reference: one model where `extra` applies to rank 0's rows.

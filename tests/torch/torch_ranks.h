@@ -16,14 +16,15 @@
 namespace cohort::testing {
 
 // Runs fn(rank, size) on n rank threads with their engines bound.
-inline void run_torch_ranks(int n, const std::function<void(int rank, int size)>& fn) {
+inline void run_torch_ranks(int n, const std::function<void(int rank, int size)>& fn,
+                            const engine::EngineOptions& options = engine_test_options()) {
   // One intra-op thread: the ranks are the parallelism, and results must not
   // depend on how a machine splits the work.
   torch::set_num_threads(1);
   run_engine_ranks(n, [&](EngineRank& info, engine::Engine& e) {
     cohort::EngineScope scope(e);
     fn(info.rank, info.size);
-  });
+  }, options);
 }
 
 // What f() raised: what() of an E, "wrong error kind: what()" of another

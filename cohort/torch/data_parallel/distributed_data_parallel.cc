@@ -57,13 +57,22 @@ DistributedDataParallelBase::DistributedDataParallelBase(torch::nn::Module& modu
     names.push_back(item.key());
     params.push_back(item.value());
   }
+  // Whether the bucket cap is tuned: rank 0's word for everyone, since the
+  // tuning adds a collective to each step while it lasts.
+  bool tune_buckets = false;
+  if (engine_.size() > 1) {
+    at::Tensor flag = at::tensor({int64_t(options_.autotune_bucket_bytes && engine().autotunes())}, at::kLong);
+    broadcast_(flag, {.root = 0, .engine = engine_.get()});
+    tune_buckets = flag.item<int64_t>() != 0;
+  }
   reducer_ = std::make_unique<Reducer>(std::move(names), std::move(params),
                                        ReducerOptions{.first_bucket_bytes = options_.first_bucket_bytes,
                                                       .bucket_bytes = options_.bucket_bytes,
                                                       .find_unused_parameters = options_.find_unused_parameters,
                                                       .gradient_as_bucket_view = options_.gradient_as_bucket_view,
                                                       .comm_hook = options_.comm_hook,
-                                                      .engine = engine_.get()});
+                                                      .engine = engine_.get(),
+                                                      .autotune_bucket_bytes = tune_buckets});
 }
 
 DistributedDataParallelBase::~DistributedDataParallelBase() = default;

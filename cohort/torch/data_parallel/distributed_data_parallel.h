@@ -68,6 +68,10 @@ struct DistributedDataParallelOptions {
   // forward and every this many (replica_agreement.h); -1:
   // COHORT_AGREEMENT_CHECK_STEPS, 0: off.
   int64_t agreement_check_steps = -1;
+  // When the engine autotunes (COHORT_AUTOTUNE, rank 0's), the bucket cap
+  // joins its search during the first steps (reducer.h); false: it stays
+  // bucket_bytes. Rank 0's choice holds for every rank.
+  bool autotune_bucket_bytes = true;
   std::shared_ptr<CommHook> comm_hook;  // null: allreduce_hook()
   engine::Engine* engine = nullptr;     // null: see runtime.h
 };

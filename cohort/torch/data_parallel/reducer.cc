@@ -92,6 +92,21 @@ struct Reducer::Impl : std::enable_shared_from_this<Reducer::Impl> {
   bool rebuilt = false;
   std::vector<size_t> arrival;
   int64_t iterations = 0;
+  // The order buckets are filled in (reverse registration, then rank 0's
+  // arrival order) and the cap; while autotuning, the iteration the last
+  // step mark was at.
+  std::vector<size_t> order;
+  int64_t cap = 0;
+  bool tuning = false;
+  int64_t tuned_at = 0;
+
+  std::vector<std::vector<size_t>> assignment() const {
+    // A cap the tuner chose bounds the first bucket too (the configured
+    // ones are PyTorch's: the first bucket's cap whatever the others').
+    const int64_t first =
+        cap == options.bucket_bytes ? options.first_bucket_bytes : std::min(options.first_bucket_bytes, cap);
+    return assign_buckets(params, order, first, cap);
+  }
 
   void build(const std::vector<std::vector<size_t>>& assignment) {
     std::vector<Bucket> next;
@@ -284,21 +299,40 @@ struct Reducer::Impl : std::enable_shared_from_this<Reducer::Impl> {
 
   void rebuild() {
     const size_t n = params.size();
-    std::vector<int64_t> order;
+    std::vector<int64_t> arrived;
     std::vector<char> seen(n, 0);
     for (size_t i : arrival)
-      if (!seen[i]) seen[i] = 1, order.push_back(int64_t(i));
+      if (!seen[i]) seen[i] = 1, arrived.push_back(int64_t(i));
     for (size_t k = n; k-- > 0;)
-      if (!seen[k]) order.push_back(int64_t(k));
-    at::Tensor t = at::tensor(order, at::kLong);
+      if (!seen[k]) arrived.push_back(int64_t(k));
+    at::Tensor t = at::tensor(arrived, at::kLong);
     // Rank 0's order for everyone: ranks may see gradients in different orders.
     engine.lock()->submit_ordered_broadcast(view_of(t, "DistributedDataParallel bucket order"), 0).wait();
-    std::vector<size_t> agreed(n);
-    for (size_t k = 0; k < n; ++k) agreed[k] = size_t(t[int64_t(k)].item<int64_t>());
-    build(assign_buckets(params, agreed, options.first_bucket_bytes, options.bucket_bytes));
+    const int64_t* agreed = t.data_ptr<int64_t>();
+    for (size_t k = 0; k < n; ++k) order[k] = size_t(agreed[k]);
+    build(assignment());
     hook->buckets_rebuilt();
     rebuilt = true;
     arrival.clear();
+  }
+
+  // A training step starts: rank 0's tuner takes the step that ended and
+  // chooses the next cap, which every rank gets by broadcast (collective).
+  void tune() {
+    tuned_at = iterations;
+    std::shared_ptr<engine::Engine> eng = engine.lock();
+    int64_t next_cap = 0, searching = 0;
+    if (eng->rank() == 0)
+      if (const auto t = eng->tune_step(cap)) next_cap = t->bucket_bytes, searching = t->searching ? 1 : 0;
+    at::Tensor agreed = at::tensor({next_cap, searching}, at::kLong);
+    eng->submit_ordered_broadcast(view_of(agreed, "DistributedDataParallel bucket cap"), 0).wait();
+    next_cap = agreed[0].item<int64_t>();
+    tuning = agreed[1].item<int64_t>() != 0;
+    if (next_cap > 0 && next_cap != cap) {
+      cap = next_cap;
+      build(assignment());
+      hook->buckets_rebuilt();
+    }
   }
 
   std::string missing_message() const {
@@ -347,9 +381,11 @@ Reducer::Reducer(std::vector<std::string> names, std::vector<at::Tensor> params,
   impl.params = std::move(params);
   impl.ready.assign(impl.params.size(), 0);
   if (impl.options.find_unused_parameters) impl.used = at::zeros({int64_t(impl.params.size())}, at::kInt);
-  std::vector<size_t> reverse(impl.params.size());
-  for (size_t k = 0; k < reverse.size(); ++k) reverse[k] = reverse.size() - 1 - k;
-  impl.build(assign_buckets(impl.params, reverse, impl.options.first_bucket_bytes, impl.options.bucket_bytes));
+  impl.order.resize(impl.params.size());
+  for (size_t k = 0; k < impl.order.size(); ++k) impl.order[k] = impl.order.size() - 1 - k;
+  impl.cap = impl.options.bucket_bytes;
+  impl.tuning = impl.options.autotune_bucket_bytes;
+  impl.build(impl.assignment());
   // After accumulation (not a tensor hook, which runs before it): the
   // bucket then sees the accumulated .grad(), which no_sync relies on.
   std::weak_ptr<Impl> weak = impl_;
@@ -381,6 +417,9 @@ void Reducer::prepare_for_forward() {
   std::lock_guard lock(impl.mutex);
   COHORT_CHECK_AS(ConfigError, impl.ready_count == 0) << impl.missing_message();
   if (!impl.rebuilt && impl.iterations >= 1) impl.rebuild();
+  // After a synchronised backward (the same iteration count on every rank):
+  // not before evaluation forwards or no_sync passes.
+  if (impl.tuning && impl.iterations > impl.tuned_at) impl.tune();
 }
 
 void Reducer::prepare_for_backward(const std::vector<at::Tensor>& outputs) {
@@ -431,6 +470,11 @@ bool Reducer::buckets_rebuilt() const {
 int64_t Reducer::iterations() const {
   std::lock_guard lock(impl_->mutex);
   return impl_->iterations;
+}
+
+int64_t Reducer::bucket_bytes() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->cap;
 }
 
 }  // namespace cohort

@@ -17,6 +17,13 @@
 // - The first synchronised iteration records the order gradients arrived in;
 //   at the next prepare_for_forward() the buckets are rebuilt once in rank 0's
 //   arrival order (broadcast, so all ranks agree).
+// - autotune_bucket_bytes (the caller agreed on it across ranks): while the
+//   engine's autotuner searches (engine.h, tune_step), each prepare_for_
+//   forward() after a synchronised backward ends a step on rank 0 and
+//   broadcasts the bucket cap for the next one; the buckets are built again
+//   in the agreed order with that cap (the first capped at the smaller of
+//   first_bucket_bytes and the cap). Once the search has converged the cap
+//   stays and the broadcasts stop.
 // - set_require_sync(false) (no_sync): gradients only accumulate locally in
 //   .grad(); the next synchronised backward reduces the accumulated sum.
 // - find_unused_parameters: prepare_for_backward(outputs) walks the autograd
@@ -51,6 +58,7 @@ struct ReducerOptions {
   bool gradient_as_bucket_view = false;
   std::shared_ptr<CommHook> comm_hook;  // null: allreduce_hook()
   engine::Engine* engine = nullptr;     // null: see runtime.h
+  bool autotune_bucket_bytes = false;   // the same on every rank (file comment)
 };
 
 class Reducer {
@@ -77,6 +85,8 @@ class Reducer {
   bool buckets_rebuilt() const;
   // Synchronised backward passes completed.
   int64_t iterations() const;
+  // The bucket cap in use (options' bucket_bytes, or the autotuner's).
+  int64_t bucket_bytes() const;
 
   struct Impl;
 

@@ -106,7 +106,9 @@ std::vector<std::vector<size_t>> ZeroStrategy::plan_wrapped_units(torch::nn::Mod
 void ZeroStrategy::prepare(TrainingModel model) {
   detail::check_training_model(model, prepared_);
   model_ = std::move(model);
-  build();
+  // A process joining an elastic job meets the members in their rejoin(),
+  // which broadcasts nothing (see there).
+  build(/*sync_parameters=*/!(initialized() && elastic() && elastic_joining()));
   prepared_ = true;
 }
 
@@ -127,7 +129,10 @@ void ZeroStrategy::rejoin() {
     torch::NoGradGuard no_grad;
     for (at::Tensor& p : trainable(model_.module->parameters())) p.set_data(at::zeros(p.sizes(), p.options()));
   }
-  build();
+  // The restore that follows (ElasticState::sync()) writes every rank's
+  // blocks and, but at stage 3, gathers whole parameters from them: rank 0's
+  // parameters are not broadcast first (a copy of the model for nothing).
+  build(/*sync_parameters=*/false);
 }
 
 ElasticShards* ZeroStrategy::elastic_shards() {
@@ -139,9 +144,9 @@ ElasticShards* ZeroStrategy::elastic_shards() {
   return elastic_.get();
 }
 
-void ZeroStrategy::build() {
+void ZeroStrategy::build(bool sync_parameters) {
   torch::nn::Module& module = *model_.module;
-  broadcast_parameters(module, 0, engine_.get());
+  if (sync_parameters) broadcast_parameters(module, 0, engine_.get());
   ZeroOptions options{.stage = options_.stage, .bucket_bytes = options_.bucket_bytes, .engine = engine_.get()};
   const int world = process_count(), group = options_.shard_group;
   if (group > 0 && group != world) {

@@ -115,8 +115,10 @@ class ZeroStrategy : public RankStrategy {
   ZeroMemory memory() const { return sharded().memory(); }
 
  private:
-  // prepare()'s work after its checks (rejoin() does it again).
-  void build();
+  // prepare()'s work after its checks (rejoin() does it again);
+  // sync_parameters: rank 0's parameters broadcast first (not where an
+  // elastic restore follows).
+  void build(bool sync_parameters);
   // This rank's records of a sharded checkpoint, and all of them read back.
   void write_own_records(ShardWriter& out, const TrainingState& state);
   TrainingState read_records(const ShardedCheckpoint& in);
