@@ -217,15 +217,21 @@ TEST(Autotune, StepClockSkipsOpsThatRunOnce) {
   EXPECT_EQ(c.observe(7, t0 + ms(40)), ms(20));
 }
 
+// Engine options with autotune on, its log a fresh file named after `what`.
+std::pair<EngineOptions, std::string> tuning_options(const std::string& what) {
+  const std::string log = ::testing::TempDir() + what + "_" + std::to_string(::getpid()) + ".csv";
+  std::remove(log.c_str());
+  EngineOptions options = testing::engine_test_options();
+  options.autotune = 1;
+  options.autotune_log = log;
+  return {options, log};
+}
+
 TEST(Autotune, EnginesAgreeOnRankZerosChoice) {
   // Two ranks "train" 60 steps of named allreduces with autotune on; every
   // result stays exact while the threshold and cycle time change under them,
   // and rank 0 logs its trials.
-  const std::string log = ::testing::TempDir() + "autotune_" + std::to_string(::getpid()) + ".csv";
-  std::remove(log.c_str());
-  auto options = testing::engine_test_options();
-  options.autotune = 1;
-  options.autotune_log = log;
+  const auto [options, log] = tuning_options("autotune");
   testing::run_engine_ranks(2, [&](testing::EngineRank& info, Engine& e) {
     std::vector<std::vector<float>> bufs(8);
     for (int step = 0; step < 60; ++step) {
@@ -253,11 +259,7 @@ TEST(Autotune, EnginesAgreeOnRankZerosChoice) {
 TEST(Autotune, TuneStepHandsTheStepsToRankZerosCaller) {
   // A wrapper (DDP) marks the steps on rank 0: the search then covers its
   // bucket cap too, converges, and says so; other ranks are not asked.
-  const std::string log = ::testing::TempDir() + "autotune_steps_" + std::to_string(::getpid()) + ".csv";
-  std::remove(log.c_str());
-  auto options = testing::engine_test_options();
-  options.autotune = 1;
-  options.autotune_log = log;
+  auto [options, log] = tuning_options("autotune_steps");
   std::vector<int64_t> caps;
   int calls = 0;
   testing::run_engine_ranks(2, [&](testing::EngineRank& info, Engine& e) {

@@ -69,6 +69,21 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(Net& net, bool adam) {
 
 constexpr int64_t kBatch = 5;  // per rank and micro-batch
 
+// Every rank's final parameters bitwise equal to rank 0's and to the
+// reference's within float32 rounding.
+void expect_ranks_equal_reference(const PerRank<std::vector<at::Tensor>>& finals, int world,
+                                  const std::vector<at::Tensor>& expected) {
+  for (int r = 0; r < world; ++r) {
+    ASSERT_EQ(finals.of(r).size(), 1u);
+    EXPECT_TRUE(cohort::testing::bitwise_equal(finals.of(r)[0], finals.of(0)[0])) << "rank " << r;
+    const auto& got = finals.of(r)[0];
+    for (size_t i = 0; i < got.size(); ++i)
+      EXPECT_LT(cohort::testing::max_relative_difference(got[i].to(at::kDouble), expected[i].to(at::kDouble), 1e-3),
+                1e-4)
+          << "rank " << r << " parameter " << i;
+  }
+}
+
 // Trains on every rank with DDP; returns rank 0's final parameters and checks
 // all ranks end bitwise identical. The reference trains one model on all
 // ranks' micro-batches of a step at once, with the same effective loss.
@@ -118,15 +133,8 @@ void expect_matches_reference(const TrainSetup& s) {
     finals.add(rank, cohort::testing::copy_parameters(*net));
     rebuilt.add(rank, ddp.reducer().buckets_rebuilt() && ddp.reducer().bucket_indices() != before ? 1 : 0);
   });
-  const auto expected = cohort::testing::copy_parameters(*ref);
+  expect_ranks_equal_reference(finals, s.world, cohort::testing::copy_parameters(*ref));
   for (int r = 0; r < s.world; ++r) {
-    ASSERT_EQ(finals.of(r).size(), 1u);
-    EXPECT_TRUE(cohort::testing::bitwise_equal(finals.of(r)[0], finals.of(0)[0])) << "rank " << r;
-    const auto& got = finals.of(r)[0];
-    for (size_t i = 0; i < got.size(); ++i)
-      EXPECT_LT(cohort::testing::max_relative_difference(got[i].to(at::kDouble), expected[i].to(at::kDouble), 1e-3),
-                1e-4)
-          << "rank " << r << " parameter " << i;
     if (s.steps >= 2) {
       EXPECT_EQ(rebuilt.of(r)[0], 1) << "buckets not rebuilt in arrival order on rank " << r;
     }
@@ -263,14 +271,8 @@ TEST(DdpAutotune, EveryRankTakesRankZerosBucketCapAndTrainingStaysExact) {
     caps.add(rank, my_caps);
     extra_ops.add(rank, my_extra);
   }, options);
-  const auto expected = cohort::testing::copy_parameters(*ref);
+  expect_ranks_equal_reference(finals, kWorld, cohort::testing::copy_parameters(*ref));
   for (int r = 0; r < kWorld; ++r) {
-    EXPECT_TRUE(cohort::testing::bitwise_equal(finals.of(r)[0], finals.of(0)[0])) << "rank " << r;
-    const auto& got = finals.of(r)[0];
-    for (size_t i = 0; i < got.size(); ++i)
-      EXPECT_LT(cohort::testing::max_relative_difference(got[i].to(at::kDouble), expected[i].to(at::kDouble), 1e-3),
-                1e-4)
-          << "rank " << r << " parameter " << i;
     EXPECT_EQ(caps.of(r)[0], caps.of(0)[0]) << "rank " << r << " built other buckets than rank 0";
     // Step 1 is the first with a step mark (after the first synchronised
     // backward; it also rebuilds the buckets in arrival order); from then on

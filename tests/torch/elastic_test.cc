@@ -379,6 +379,28 @@ TEST(Elastic, ZeroLosesACommitOnlyWhenAPartAndItsCopyDieTogether) {
                                "parts are left, and no older commit is whole");
 }
 
+TEST(Elastic, ZeroSurvivesASecondDeathBeforeItsNextCommit) {
+  // zero:stage=1, a commit every 2 steps (after steps 1, 3, 5, ...). Slot 0
+  // dies at step 4: the survivors restore the commit of step 3, after which
+  // each holds all its parts (no commit of their own then); slot 1 dies at
+  // step 5, before the next commit: slot 2 alone restores the same commit
+  // again from what it holds, and the job trains on to one process's result.
+  TempDir dir("elastic_test");
+  const JobRun run = run_job(dir, "elasticzerotwice", {"--min-np", "1", "--max-restarts", "0"},
+                             {"--fit", "--strategy", "zero:stage=1", "--commit-steps", "2", "--kill", "0:4:begin",
+                              "--kill", "1:5:begin", "--step-delay-ms", "50"},
+                             8);
+  ASSERT_TRUE(run.result.finished);
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.err;
+  const auto& sizes = run.out.at("sizes");
+  ASSERT_EQ(sizes.size(), size_t(kEpochs * kRows / 8));
+  // Steps 0-3 at 3; step 4 (redone from the commit of step 3) at 2; step 4
+  // again and on at 1 (the commit of step 3 again).
+  EXPECT_EQ(std::vector<double>(sizes.begin(), sizes.begin() + 5), (std::vector<double>{3, 3, 3, 3, 1}));
+  EXPECT_EQ(sizes.back(), 1);
+  expect_one_process_fit(run, 8);
+}
+
 TEST(Elastic, AcrossHostsTheReplacementStartsOnItsSlotsHost) {
   // Two "hosts" (the launch template runs their ranks here through
   // cohortrun --remote-rank, as ssh would): hosta holds slots 0 and 1

@@ -21,9 +21,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Commits a member reports holding: 2 commits x (its part, its copy).
-constexpr int64_t kSlots = 4;
-
 // The file's bytes, read once straight into the tensor that carries them.
 at::Tensor read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary | std::ios::ate);
@@ -116,29 +113,19 @@ void ElasticShardFiles::commit(int64_t serial) {
 }
 
 int64_t ElasticShardFiles::restore(int64_t serial_if_none) {
-  const int64_t world = initialized() ? size() : 1;
-  // Every member's holdings: kSlots rows of [serial, world, part], -1 unused.
-  at::Tensor mine = at::full({kSlots, 3}, -1, at::kLong);
-  auto rows = mine.accessor<int64_t, 2>();
-  int64_t slot = 0;
-  for (auto c = commits_.rbegin(); c != commits_.rend(); ++c)
-    for (const Part& p : *c)
-      if (slot < kSlots) {
-        rows[slot][0] = p.serial;
-        rows[slot][1] = p.world;
-        rows[slot][2] = p.part;
-        ++slot;
-      }
-  const at::Tensor all = world > 1 ? allgather(mine.reshape({1, kSlots * 3}), {.name = "elastic.parts_held"})
-                                          .reshape({world * kSlots, 3})
-                                   : mine;
-  // Per commit (serial, world): the lowest member holding each part.
-  std::map<std::pair<int64_t, int64_t>, std::map<int64_t, int>> holders;
+  const int64_t world = initialized() ? size() : 1, me = initialized() ? rank() : 0;
+  // Every member's holdings, a row [member, serial, world, part] per part
+  // file (members hold different numbers of them).
+  std::vector<int64_t> held;
+  for (const auto& parts : commits_)
+    for (const Part& p : parts) held.insert(held.end(), {me, p.serial, p.world, p.part});
+  const at::Tensor mine = at::tensor(held, at::kLong).reshape({-1, 4});
+  const at::Tensor all = world > 1 ? allgather(mine, {.name = "elastic.parts_held"}) : mine;
+  // Per commit (serial, world): each part's holders, lowest first.
+  std::map<std::pair<int64_t, int64_t>, std::map<int64_t, std::set<int>>> holders;
   const auto table = all.accessor<int64_t, 2>();
-  for (int64_t row = 0; row < table.size(0); ++row) {
-    if (table[row][0] < 0) continue;
-    holders[{table[row][0], table[row][1]}].emplace(table[row][2], int(row / kSlots));  // rows go by member
-  }
+  for (int64_t row = 0; row < table.size(0); ++row)
+    holders[{table[row][1], table[row][2]}][table[row][3]].insert(int(table[row][0]));
   if (holders.empty()) {
     // Nobody committed yet: the state is everyone's as prepared.
     commit(serial_if_none);
@@ -155,44 +142,47 @@ int64_t ElasticShardFiles::restore(int64_t serial_if_none) {
                         << " parts are left, and no older commit is whole";
   }
   const auto [serial, old_world] = *chosen;
-  const std::map<int64_t, int>& by_part = holders.at(*chosen);
-  // Only the chosen commit's parts stay (newer ones are not whole, and the
-  // work after the chosen one is redone), until this world's are kept.
-  std::erase_if(commits_, [&](const std::vector<Part>& parts) {
-    const bool chosen_one = !parts.empty() && parts[0].serial == serial && parts[0].world == old_world;
-    if (!chosen_one)
-      for (const Part& p : parts) ::unlink(path_of(p).c_str());
-    return !chosen_one;
-  });
-  // Each part from its holder, one at a time, into a checkpoint of them all.
+  // Every part into a checkpoint of them all: a part this member holds is
+  // linked in (tmpfs: no copy), one it lacks comes from its lowest holder,
+  // one at a time; parts every member holds travel nowhere.
   const std::string dir = prefix_ + "restore";
   std::error_code ignored;
   fs::remove_all(dir, ignored);
   fs::create_directories(dir);
-  for (const auto& [part, holder] : by_part) {
-    at::Tensor bytes;
-    if (holder == (initialized() ? rank() : 0)) {
-      const Part* held = find(serial, old_world, part);
-      COHORT_CHECK(held != nullptr) << "elastic: part " << part << " of commit " << serial << " went missing";
-      bytes = read_bytes(path_of(*held));
-    }
-    if (world > 1) {
-      const at::Tensor length = broadcast(at::tensor({bytes.defined() ? bytes.numel() : int64_t(0)}, at::kLong),
-                                          {.name = "elastic.part_length", .root = holder});
-      if (!bytes.defined()) bytes = at::empty({length.item<int64_t>()}, at::kByte);
-      bytes = broadcast(bytes, {.name = "elastic.part", .root = holder});
-    }
-    write_bytes(shard_path(dir, int(part), int(old_world), uint64_t(serial)), bytes);
+  for (const auto& [part, by] : holders.at(*chosen)) {
+    const std::string path = shard_path(dir, int(part), int(old_world), uint64_t(serial));
+    const Part* own = by.count(int(me)) ? find(serial, old_world, part) : nullptr;
+    COHORT_CHECK(!by.count(int(me)) || own != nullptr)
+        << "elastic: part " << part << " of commit " << serial << " went missing";
+    if (own) fs::create_hard_link(path_of(*own), path);
+    if (int64_t(by.size()) == world) continue;
+    const int holder = *by.begin();
+    at::Tensor bytes = holder == me ? read_bytes(path_of(*own)) : at::Tensor();
+    const at::Tensor length = broadcast(at::tensor({bytes.defined() ? bytes.numel() : int64_t(0)}, at::kLong),
+                                        {.name = "elastic.part_length", .root = holder});
+    if (!bytes.defined()) bytes = at::empty({length.item<int64_t>()}, at::kByte);
+    bytes = broadcast(bytes, {.name = "elastic.part", .root = holder});
+    if (!own) write_bytes(path, bytes);
   }
   write_manifest(dir, int(old_world), uint64_t(serial));
   {
     const ShardedCheckpoint in(dir);
     read_(in);
   }
+  // Every member now holds the whole commit: kept so, under this member's
+  // names, in place of the commits before it (newer ones are not whole, and
+  // the work after this one is redone), until two commits in this world's
+  // layout replace it. No death before then can lose it, and no commit in
+  // the new layout is needed now.
+  std::vector<Part> whole;
+  const int64_t generation = generation_++;
+  for (int64_t part = 0; part < old_world; ++part) {
+    whole.push_back(Part{generation, serial, old_world, part});
+    fs::create_hard_link(shard_path(dir, int(part), int(old_world), uint64_t(serial)), path_of(whole.back()));
+  }
+  keep_newest(0);
+  commits_.push_back(std::move(whole));
   fs::remove_all(dir, ignored);
-  // Kept again in this world's layout; the old parts stay until that is
-  // done (a member lost meanwhile leaves them to the next restore).
-  commit(serial);
   COHORT_LOG(info) << "elastic: restored commit " << serial << " of a world of " << old_world << " in a world of "
                    << world;
   return serial;

@@ -10,19 +10,23 @@
 // written (one small allreduce), and each sends a copy of its part to the
 // next member in rank order, which keeps it beside its own. Part p of a
 // world of W is then held by members p and p+1 (mod W): no single death
-// loses it, and no member holds more than two parts of a commit. The two
-// newest commits are kept, since a member lost during a commit's exchange
-// leaves some members holding it and others only the one before.
+// loses it, and no member holds more than two parts of a commit (but after
+// a restore, below). The two newest commits are kept, since a member lost
+// during a commit's exchange leaves some members holding it and others only
+// the one before.
 //
 // A restore (collective over the new world): the members say which parts
-// of which commits they hold, choose the newest commit held whole, and its
-// holders broadcast each part in turn, one in flight. Every member writes
-// the parts as a sharded checkpoint (in /dev/shm: for the time of a
-// restore, every member holds the whole state there, though never in its
-// heap; fetching only the ranges each new block needs would avoid it) and
-// reads it back at the new world's size (the checkpoint format reshards),
-// then commits again in the new layout. Two members that held the same
-// part dying together lose that commit (Error, naming it).
+// of which commits they hold, choose the newest commit held whole, and
+// gather its parts as a sharded checkpoint in /dev/shm: a part a member
+// holds is linked in (no copy), a part some member lacks is broadcast by its
+// lowest holder, one in flight, and a part every member holds travels
+// nowhere. Every member reads the checkpoint back at the new world's size
+// (the checkpoint format reshards) and keeps it whole (every part, never
+// in its heap) in place of its older commits, until two commits in the new
+// layout replace it: no death before then loses it, and the restore needs
+// no commit of its own (fetching only the ranges each new block needs would
+// spare the whole copy). Two members that held the same part dying together
+// lose that commit (Error, naming it).
 //
 // The copy travels by the engine's alltoall, which pads every block to the
 // largest: each member sends W blocks of one part's size. Fine for the

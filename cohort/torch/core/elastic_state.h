@@ -73,7 +73,8 @@ class ElasticShards {
   virtual void commit(int64_t serial) = 0;
   // Collective over the current world, new members included: the newest
   // commit whose parts the members hold together, loaded into the state
-  // and kept again in this world's layout; returns its serial. When no
+  // and kept so that no single death loses it before the next commits;
+  // returns its serial. When no
   // member holds any commit, the state stays as it is and is kept as commit
   // `serial_if_none`, which is returned. Error when a commit's parts were
   // lost (two members that held the same part died together).
