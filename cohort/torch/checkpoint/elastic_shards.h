@@ -28,10 +28,12 @@
 // spare the whole copy). Two members that held the same part dying together
 // lose that commit (Error, naming it).
 //
-// The copy travels by the engine's alltoall, which pads every block to the
-// largest: each member sends W blocks of one part's size. Fine for the
-// worlds of a few members this serves today; a ring of point-to-point sends
-// would cost one.
+// The copy travels by the engine's allgather: each member receives every
+// part and keeps its predecessor's (the engine's uneven alltoall pads every
+// block to the largest: 0.35-0.65 s of a 0.45-0.78 s commit of the 20M mlp's
+// zero parts at 3 ranks, against 0.17 s by allgather). Fine for
+// the worlds of a few members this serves today; a ring of point-to-point
+// sends would cost one part.
 #pragma once
 
 #include <functional>
