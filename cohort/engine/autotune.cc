@@ -219,6 +219,14 @@ void Autotuner::begin_sample(const Point& p) {
   current_ = params(p);
 }
 
+void Autotuner::stop() {
+  if (converged_) return;
+  converged_ = true;
+  converged_at_ = steps_;
+  point_ = best_ = start_point_;
+  current_ = start_;
+}
+
 bool Autotuner::on_step(double seconds) {
   ++steps_;
   if (converged_) return false;

@@ -96,6 +96,10 @@ class Autotuner {
   // current() changed (the caller applies it from the next step on).
   bool on_step(double seconds);
 
+  // Ends the search now, at the start's parameters (a search cut short has
+  // too few samples to trust its best so far).
+  void stop();
+
   const AutotuneParams& current() const { return current_; }
   bool converged() const { return converged_; }
   // Steps seen so far, and when the search converged (-1: not yet).

@@ -280,18 +280,27 @@ struct Engine::Impl {
   // The parameters this cycle runs with (rank 0's, agreed in the records);
   // the autotuner and its step clock on rank 0 (autotune.h). The tuner is
   // fed by the engine's thread (its own step clock) or, once a wrapper
-  // drives the steps (tune_step), by the wrapper's thread: tune_mutex
-  // guards it, the clock and the step marks.
+  // drives the steps (tune_step), by that wrapper's thread: tune_mutex
+  // guards it, the clock, the driver and the step marks. What the records
+  // carry is published in atomics, and whether the engine's own clock still
+  // feeds the tuner: the engine thread reads them every cycle and every
+  // completed op without the lock.
   std::chrono::microseconds cycle_time{0};
   bool autotuning = false;  // rank 0 and COHORT_AUTOTUNE: tuner is set
   std::mutex tune_mutex;
   std::unique_ptr<Autotuner> tuner;
   StepClock step_clock;
-  bool caller_steps = false;  // tune_step() drives the steps
+  const void* tune_driver = nullptr;  // tune_step()'s caller, once one drives the steps
   Clock::time_point last_step_mark{};
+  std::atomic<int64_t> tuned_fusion_threshold{0}, tuned_cycle_time_us{0};
+  std::atomic<bool> own_step_clock{false};
   void autotune_observe(const Request& r);
-  void autotune_on_step(double seconds);  // tune_mutex held
-  AutotuneParams autotune_current();
+  // tune_mutex held: one step's time to the tuner, logged; the CSV of the
+  // trials when the search converged with it, for the caller to write once
+  // it let go of the lock.
+  std::optional<std::string> autotune_on_step(double seconds);
+  void publish_tuning();  // tune_mutex held
+  void write_autotune_log(const std::string& csv) const;
 
   std::thread thread;
 };
@@ -339,9 +348,12 @@ Engine::Impl::Impl(std::shared_ptr<comm::Communicator> c, std::shared_ptr<rendez
   doorbell = std::make_unique<Doorbell>(store, prefix);
   cycle_time = opt.cycle_time;
   autotuning = rank == 0 && opt.autotune;
-  if (autotuning)
+  if (autotuning) {
     tuner = std::make_unique<Autotuner>(
         AutotuneParams{opt.fusion_threshold_bytes, int64_t(opt.cycle_time.count())});
+    publish_tuning();
+    own_step_clock = true;
+  }
   last_busy = last_pass = Clock::now();
   thread = std::thread([this] { run(); });
 }
@@ -522,10 +534,9 @@ Engine::Impl::Outcome Engine::Impl::run_cycle() {
   if (want_shutdown) w.set_flag(kShutdown);
   if (abort_now) w.set_flag(kFailed);
   if (rank == 0 && t0 - last_busy >= opt.linger) w.set_flag(kLingerExpired);
-  if (autotuning) {
-    const AutotuneParams p = autotune_current();
-    w.set_tuning(uint64_t(p.fusion_threshold_bytes), uint64_t(p.cycle_time_us));
-  }
+  if (autotuning)
+    w.set_tuning(uint64_t(tuned_fusion_threshold.load(std::memory_order_relaxed)),
+                 uint64_t(tuned_cycle_time_us.load(std::memory_order_relaxed)));
   payload = payload_entries ? finish_payload(payload_body, payload_entries) : std::string();
   payload_body.clear();
   payload_entries = 0;
@@ -737,26 +748,44 @@ void Engine::Impl::emit_timeline(const Request& r, const Work& w) {
   timeline->span(lane, upper(op_kind_name(r.meta.kind)).c_str(), r.submitted, w.end, args.str());
 }
 
-AutotuneParams Engine::Impl::autotune_current() {
-  std::lock_guard lock(tune_mutex);
-  return tuner->current();
+void Engine::Impl::publish_tuning() {
+  tuned_fusion_threshold.store(tuner->current().fusion_threshold_bytes, std::memory_order_relaxed);
+  tuned_cycle_time_us.store(tuner->current().cycle_time_us, std::memory_order_relaxed);
 }
 
 // Rank 0 times training steps by the recurrence of one op (StepClock) and
-// feeds them to the autotuner, until a wrapper drives the steps; its choice
-// reaches every rank through the next cycle's records.
+// feeds them to the autotuner, until a wrapper drives the steps or the
+// search converged; its choice reaches every rank through the next cycle's
+// records.
 void Engine::Impl::autotune_observe(const Request& r) {
+  if (!own_step_clock.load(std::memory_order_relaxed)) return;
   const uint64_t id = r.ordered ? op_identity(OrderedSignature::of(r.meta).a, r.meta.count)
                                 : op_identity(r.name);
-  std::lock_guard lock(tune_mutex);
-  if (caller_steps) return;
-  const auto step = step_clock.observe(id, Clock::now());
-  if (!step || tuner->converged()) return;
-  autotune_on_step(std::chrono::duration<double>(*step).count());
+  std::optional<std::string> csv;
+  {
+    std::lock_guard lock(tune_mutex);
+    if (tune_driver || tuner->converged()) return;
+    const auto step = step_clock.observe(id, Clock::now());
+    if (!step) return;
+    csv = autotune_on_step(std::chrono::duration<double>(*step).count());
+    if (tuner->converged()) own_step_clock = false;
+  }
+  if (csv) write_autotune_log(*csv);
 }
 
-void Engine::Impl::autotune_on_step(double seconds) {
+void Engine::Impl::write_autotune_log(const std::string& csv) const {
+  if (opt.autotune_log->empty()) return;
+  if (std::FILE* f = std::fopen(opt.autotune_log->c_str(), "w")) {
+    std::fwrite(csv.data(), 1, csv.size(), f);
+    std::fclose(f);
+  } else {
+    COHORT_LOG(warn) << "engine '" << label << "': cannot write COHORT_AUTOTUNE_LOG '" << *opt.autotune_log << "'";
+  }
+}
+
+std::optional<std::string> Engine::Impl::autotune_on_step(double seconds) {
   tuner->on_step(seconds);
+  publish_tuning();
   const AutotuneTrial* last = tuner->trials().empty() ? nullptr : &tuner->trials().back();
   if (last && last->step == tuner->steps())
     COHORT_LOG(info) << "engine '" << label << "': autotune: " << describe(last->params) << ": "
@@ -765,16 +794,9 @@ void Engine::Impl::autotune_on_step(double seconds) {
     COHORT_LOG(info) << "engine '" << label << "': autotune converged after " << tuner->steps()
                      << " steps: " << describe(tuner->current()) << " (configured: " << describe(tuner->start())
                      << ")";
-    if (!opt.autotune_log->empty()) {
-      if (std::FILE* f = std::fopen(opt.autotune_log->c_str(), "w")) {
-        const std::string csv = autotune_csv(*tuner);
-        std::fwrite(csv.data(), 1, csv.size(), f);
-        std::fclose(f);
-      } else {
-        COHORT_LOG(warn) << "engine '" << label << "': cannot write COHORT_AUTOTUNE_LOG '" << *opt.autotune_log << "'";
-      }
-    }
+    return autotune_csv(*tuner);
   }
+  return std::nullopt;
 }
 
 bool Engine::Impl::has_pending_requests() const {
@@ -926,28 +948,50 @@ int Engine::rank() const { return impl_->rank; }
 
 bool Engine::autotunes() const { return impl_->opt.autotune != 0; }
 
-std::optional<Engine::StepTuning> Engine::tune_step(int64_t bucket_bytes) {
+std::optional<Engine::StepTuning> Engine::tune_step(const void* driver, int64_t bucket_bytes) {
   Impl& m = *impl_;
   if (!m.autotuning) return std::nullopt;
-  std::lock_guard lock(m.tune_mutex);
-  const auto now = Clock::now();
-  if (!m.caller_steps) {
-    if (m.tuner->converged()) return std::nullopt;
-    // A fresh search over the three knobs: samples the engine's own clock
-    // took so far had another bucket layout. The caller's changes take
-    // effect at a step's start on every rank, so no step needs settling.
-    const AutotuneParams configured = m.tuner->start();
-    AutotuneOptions o;
-    o.bucket_bytes = default_bucket_grid();
-    o.settle_steps = 0;
-    m.tuner = std::make_unique<Autotuner>(
-        AutotuneParams{configured.fusion_threshold_bytes, configured.cycle_time_us, bucket_bytes}, o);
-    m.caller_steps = true;
-  } else if (!m.tuner->converged()) {
-    m.autotune_on_step(std::chrono::duration<double>(now - m.last_step_mark).count());
+  std::optional<std::string> csv;
+  StepTuning next;
+  {
+    std::lock_guard lock(m.tune_mutex);
+    const auto now = Clock::now();
+    if (!m.tune_driver) {
+      if (m.tuner->converged()) return std::nullopt;
+      // A fresh search over the three knobs: samples the engine's own clock
+      // took so far had another bucket layout. The caller's changes take
+      // effect at a step's start on every rank, so no step needs settling.
+      const AutotuneParams configured = m.tuner->start();
+      AutotuneOptions o;
+      o.bucket_bytes = default_bucket_grid();
+      o.settle_steps = 0;
+      m.tuner = std::make_unique<Autotuner>(
+          AutotuneParams{configured.fusion_threshold_bytes, configured.cycle_time_us, bucket_bytes}, o);
+      m.tune_driver = driver;
+      m.own_step_clock = false;
+      m.publish_tuning();
+    } else if (m.tune_driver != driver) {
+      return std::nullopt;  // another wrapper drives the search
+    } else if (!m.tuner->converged()) {
+      csv = m.autotune_on_step(std::chrono::duration<double>(now - m.last_step_mark).count());
+    }
+    m.last_step_mark = now;
+    next = StepTuning{m.tuner->current().bucket_bytes, !m.tuner->converged()};
   }
-  m.last_step_mark = now;
-  return StepTuning{m.tuner->current().bucket_bytes, !m.tuner->converged()};
+  if (csv) m.write_autotune_log(*csv);
+  return next;
+}
+
+void Engine::end_tune_steps(const void* driver) {
+  Impl& m = *impl_;
+  if (!m.autotuning) return;
+  std::lock_guard lock(m.tune_mutex);
+  if (m.tune_driver != driver || m.tuner->converged()) return;
+  m.tuner->stop();
+  m.publish_tuning();
+  COHORT_LOG(info) << "engine '" << m.label << "': autotune stopped after " << m.tuner->steps()
+                   << " steps, before it converged (its driver went): " << describe(m.tuner->current())
+                   << ", as configured";
 }
 int Engine::size() const { return impl_->size; }
 const EngineOptions& Engine::options() const { return impl_->opt; }

@@ -128,20 +128,24 @@ class Engine {
   // threshold and cycle time in one search.
   // - autotunes(): whether this rank's engine was configured to
   //   (COHORT_AUTOTUNE); callers agree on rank 0's.
-  // - tune_step(bucket_bytes): on rank 0, at each training step's start.
-  //   The first call replaces the engine's own step clock (an op's
-  //   recurrence) with the caller's steps and starts the search again with
-  //   bucket caps (default_bucket_grid(), `bucket_bytes` the start); each
-  //   later call ends a step. Returns the cap for the step that starts and
-  //   whether the search goes on (false once converged: the caller stops
-  //   calling). nullopt on other ranks, where the engine does not tune, and
-  //   where its own search converged before the first call.
+  // - tune_step(driver, bucket_bytes): on rank 0, at each training step's
+  //   start. The first call makes `driver` (the caller's identity) the one
+  //   whose steps the tuner takes, instead of the engine's own step clock
+  //   (an op's recurrence), and starts the search again with bucket caps
+  //   (default_bucket_grid(), `bucket_bytes` the start); each later call
+  //   ends a step. Returns the cap for the step that starts and whether the
+  //   search goes on (false once converged: the caller stops calling).
+  //   nullopt on other ranks, where the engine does not tune, where its own
+  //   search converged before the first call, and for any other driver.
+  // - end_tune_steps(driver): the driver goes (a destructor): a search it
+  //   left unfinished stops at the configured settings.
   struct StepTuning {
     int64_t bucket_bytes = 0;
     bool searching = false;
   };
   bool autotunes() const;
-  std::optional<StepTuning> tune_step(int64_t bucket_bytes);
+  std::optional<StepTuning> tune_step(const void* driver, int64_t bucket_bytes);
+  void end_tune_steps(const void* driver);
 
  private:
   struct Impl;

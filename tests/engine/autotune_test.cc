@@ -262,11 +262,14 @@ TEST(Autotune, TuneStepHandsTheStepsToRankZerosCaller) {
   auto [options, log] = tuning_options("autotune_steps");
   std::vector<int64_t> caps;
   int calls = 0;
+  const int driver = 0, other = 0;
   testing::run_engine_ranks(2, [&](testing::EngineRank& info, Engine& e) {
     EXPECT_TRUE(e.autotunes());
     bool searching = true;
     for (int step = 0; step < 200 && searching; ++step) {
-      const auto t = e.tune_step(25 << 20);
+      const auto t = e.tune_step(&driver, 25 << 20);
+      // One driver at a time: another wrapper on the same engine is not asked.
+      EXPECT_FALSE(e.tune_step(&other, 25 << 20).has_value());
       if (info.rank == 0) {
         ASSERT_TRUE(t.has_value());
         if (step == 0) {
@@ -305,11 +308,22 @@ TEST(Autotune, TuneStepHandsTheStepsToRankZerosCaller) {
   }
   EXPECT_GT(trials, 5);
   std::remove(log.c_str());
+  // A driver that goes mid-search leaves the configured settings: the cap
+  // it started from, and no search.
+  testing::run_engine_ranks(2, [&](testing::EngineRank& info, Engine& e) {
+    if (info.rank != 0) return;
+    for (int step = 0; step < 8; ++step) ASSERT_TRUE(e.tune_step(&driver, 25 << 20).has_value());
+    e.end_tune_steps(&driver);
+    const auto t = e.tune_step(&driver, 25 << 20);
+    ASSERT_TRUE(t.has_value());
+    EXPECT_EQ(t->bucket_bytes, 25 << 20);
+    EXPECT_FALSE(t->searching);
+  }, options);
   // An engine that does not tune has nothing to say.
   options.autotune = 0;
   testing::run_engine_ranks(2, [&](testing::EngineRank&, Engine& e) {
     EXPECT_FALSE(e.autotunes());
-    EXPECT_FALSE(e.tune_step(25 << 20).has_value());
+    EXPECT_FALSE(e.tune_step(&driver, 25 << 20).has_value());
   }, options);
 }
 

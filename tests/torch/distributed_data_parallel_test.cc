@@ -229,7 +229,8 @@ INSTANTIATE_TEST_SUITE_P(Worlds, DdpWorld, ::testing::Values(1, 2, 3));
 // chose, at the same step; the gradients stay the average (against one
 // process on the concatenated batch) while the caps change under them; once
 // converged the cap stays and the per-step broadcast of the cap stops.
-TEST(DdpAutotune, EveryRankTakesRankZerosBucketCapAndTrainingStaysExact) {
+void expect_tuned_ddp_exact(bool bucket_view) {
+  SCOPED_TRACE(bucket_view ? "gradient_as_bucket_view" : "gradients copied");
   constexpr int kWorld = 2, kSteps = 70, kHidden = 512;  // fc2.weight: 1 MiB, the grid's smallest cap
   torch::manual_seed(7);
   Net init(kHidden);
@@ -254,7 +255,9 @@ TEST(DdpAutotune, EveryRankTakesRankZerosBucketCapAndTrainingStaysExact) {
   run_torch_ranks(kWorld, [&](int rank, int) {
     Net net(kHidden);
     if (rank == 0) copy_into(*net, initial);
-    DistributedDataParallel<Net> ddp(net);
+    DistributedDataParallelOptions o;
+    o.gradient_as_bucket_view = bucket_view;  // rebuilt buckets then take .grad() over
+    DistributedDataParallel<Net> ddp(net, o);
     torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.01));
     std::vector<int64_t> my_caps, my_extra;
     for (int k = 0; k < kSteps; ++k) {
@@ -284,6 +287,35 @@ TEST(DdpAutotune, EveryRankTakesRankZerosBucketCapAndTrainingStaysExact) {
   }
   const auto& c = caps.of(0)[0];
   EXPECT_GT(std::set<int64_t>(c.begin(), c.end()).size(), 1u) << "the tuner tried no other cap";
+}
+
+TEST(DdpAutotune, EveryRankTakesRankZerosBucketCapAndTrainingStaysExact) {
+  expect_tuned_ddp_exact(false);
+  expect_tuned_ddp_exact(true);
+}
+
+TEST(DdpAutotune, AnEvaluationForwardOnOneRankMakesNoCollective) {
+  // Mid-search, after the last training step, rank 0 alone evaluates (no
+  // grad): were the cap's broadcast made there, rank 0 would wait for a
+  // partner that has finished (and fail when it shuts down).
+  auto options = cohort::testing::engine_test_options();
+  options.autotune = 1;
+  options.autotune_log = "";
+  run_torch_ranks(2, [&](int rank, int) {
+    torch::manual_seed(3);
+    Net net(8);
+    DistributedDataParallel<Net> ddp(net);
+    torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.01));
+    for (int k = 0; k < 6; ++k) {
+      opt.zero_grad();
+      torch::mse_loss(ddp(at::ones({kBatch, 4})), at::zeros({kBatch, 3})).backward();
+      opt.step();
+    }
+    if (rank == 0) {
+      torch::NoGradGuard no_grad;
+      EXPECT_EQ(ddp(at::ones({1, 4})).size(0), 1);
+    }
+  }, options);
 }
 
 // The case find_unused_parameters exists for: a module only some ranks use

@@ -180,9 +180,15 @@ int64_t ElasticShardFiles::restore(int64_t serial_if_none) {
   // the new layout is needed now.
   std::vector<Part> whole;
   const int64_t generation = generation_++;
-  for (int64_t part = 0; part < old_world; ++part) {
-    whole.push_back(Part{generation, serial, old_world, part});
-    fs::create_hard_link(shard_path(dir, int(part), int(old_world), uint64_t(serial)), path_of(whole.back()));
+  try {
+    for (int64_t part = 0; part < old_world; ++part) {
+      const Part kept{generation, serial, old_world, part};
+      fs::create_hard_link(shard_path(dir, int(part), int(old_world), uint64_t(serial)), path_of(kept));
+      whole.push_back(kept);
+    }
+  } catch (...) {
+    for (const Part& p : whole) ::unlink(path_of(p).c_str());
+    throw;
   }
   keep_newest(0);
   commits_.push_back(std::move(whole));

@@ -20,7 +20,9 @@
 // rank, so a hook's ordered submissions line up across ranks as long as it
 // makes the same submissions for the same bucket on every rank.
 // buckets_rebuilt() is called when the Reducer rebuilds its buckets (once,
-// after the first iteration): per-bucket state keyed by index is stale then.
+// after the first iteration, and at each bucket cap the autotuner tries):
+// per-bucket state keyed by index is stale then. A hook whose state should
+// outlive that says so (keeps_bucket_state()), and DDP does not tune its cap.
 #pragma once
 
 #include <ATen/Tensor.h>
@@ -55,6 +57,9 @@ class CommHook {
   // with an avg allreduce whose division rides on the reduction (a bucket
   // that autograd filled in place then costs no scaling pass at all).
   virtual bool averages_over_ranks() const { return false; }
+  // True: per-bucket state that a rebuild loses (PowerSGD's error feedback
+  // and warm start); DDP then keeps its bucket cap out of the autotuner.
+  virtual bool keeps_bucket_state() const { return false; }
 };
 
 // The default: the bucket is averaged in place over ranks by one allreduce,

@@ -58,10 +58,13 @@ DistributedDataParallelBase::DistributedDataParallelBase(torch::nn::Module& modu
     params.push_back(item.value());
   }
   // Whether the bucket cap is tuned: rank 0's word for everyone, since the
-  // tuning adds a collective to each step while it lasts.
+  // tuning adds a collective to each step while it lasts. Not under a hook
+  // whose per-bucket state every rebuild would reset (PowerSGD's).
   bool tune_buckets = false;
   if (engine_.size() > 1) {
-    at::Tensor flag = at::tensor({int64_t(options_.autotune_bucket_bytes && engine().autotunes())}, at::kLong);
+    const bool tunable = !options_.comm_hook || !options_.comm_hook->keeps_bucket_state();
+    at::Tensor flag =
+        at::tensor({int64_t(options_.autotune_bucket_bytes && tunable && engine().autotunes())}, at::kLong);
     broadcast_(flag, {.root = 0, .engine = engine_.get()});
     tune_buckets = flag.item<int64_t>() != 0;
   }

@@ -69,8 +69,9 @@ struct DistributedDataParallelOptions {
   // COHORT_AGREEMENT_CHECK_STEPS, 0: off.
   int64_t agreement_check_steps = -1;
   // When the engine autotunes (COHORT_AUTOTUNE, rank 0's), the bucket cap
-  // joins its search during the first steps (reducer.h); false: it stays
-  // bucket_bytes. Rank 0's choice holds for every rank.
+  // joins its search during the first steps (reducer.h), unless the comm
+  // hook keeps per-bucket state (PowerSGD); false: it stays bucket_bytes.
+  // Rank 0's choice holds for every rank.
   bool autotune_bucket_bytes = true;
   std::shared_ptr<CommHook> comm_hook;  // null: allreduce_hook()
   engine::Engine* engine = nullptr;     // null: see runtime.h

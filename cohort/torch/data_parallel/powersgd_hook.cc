@@ -22,6 +22,7 @@ class PowerSgdHook final : public CommHook {
   std::string name() const override { return "powersgd"; }
 
   void buckets_rebuilt() override { state_.clear(); }
+  bool keeps_bucket_state() const override { return true; }
 
   void launch(GradBucket& bucket, engine::Engine& engine) override {
     if (bucket.index == 0) ++launched_iterations_;

@@ -323,7 +323,7 @@ struct Reducer::Impl : std::enable_shared_from_this<Reducer::Impl> {
     std::shared_ptr<engine::Engine> eng = engine.lock();
     int64_t next_cap = 0, searching = 0;
     if (eng->rank() == 0)
-      if (const auto t = eng->tune_step(cap)) next_cap = t->bucket_bytes, searching = t->searching ? 1 : 0;
+      if (const auto t = eng->tune_step(this, cap)) next_cap = t->bucket_bytes, searching = t->searching ? 1 : 0;
     at::Tensor agreed = at::tensor({next_cap, searching}, at::kLong);
     eng->submit_ordered_broadcast(view_of(agreed, "DistributedDataParallel bucket cap"), 0).wait();
     next_cap = agreed[0].item<int64_t>();
@@ -401,6 +401,9 @@ Reducer::~Reducer() {
   // (After cohort::shutdown() there is none: the engine stopped first.)
   try {
     std::shared_ptr<engine::Engine> eng = impl.engine.lock();
+    // A search this Reducer drove and leaves unfinished stops at the
+    // configured settings (no-op unless rank 0 drove one).
+    if (impl.tuning) eng->end_tune_steps(&impl);
     for (size_t b = 0; b < impl.next_launch; ++b) {
       try {
         impl.hook->finish(impl.buckets[b].grad_bucket, *eng);
@@ -417,9 +420,10 @@ void Reducer::prepare_for_forward() {
   std::lock_guard lock(impl.mutex);
   COHORT_CHECK_AS(ConfigError, impl.ready_count == 0) << impl.missing_message();
   if (!impl.rebuilt && impl.iterations >= 1) impl.rebuild();
-  // After a synchronised backward (the same iteration count on every rank):
-  // not before evaluation forwards or no_sync passes.
-  if (impl.tuning && impl.iterations > impl.tuned_at) impl.tune();
+  // At a training step's start after a synchronised backward (the same
+  // iteration count on every rank): not at evaluation forwards (a rank may
+  // evaluate alone) or no_sync passes.
+  if (impl.tuning && impl.iterations > impl.tuned_at && torch::GradMode::is_enabled()) impl.tune();
 }
 
 void Reducer::prepare_for_backward(const std::vector<at::Tensor>& outputs) {

@@ -18,12 +18,13 @@
 //   at the next prepare_for_forward() the buckets are rebuilt once in rank 0's
 //   arrival order (broadcast, so all ranks agree).
 // - autotune_bucket_bytes (the caller agreed on it across ranks): while the
-//   engine's autotuner searches (engine.h, tune_step), each prepare_for_
-//   forward() after a synchronised backward ends a step on rank 0 and
-//   broadcasts the bucket cap for the next one; the buckets are built again
-//   in the agreed order with that cap (the first capped at the smaller of
-//   first_bucket_bytes and the cap). Once the search has converged the cap
-//   stays and the broadcasts stop.
+//   engine's autotuner searches (engine.h, tune_step), each training
+//   forward's prepare_for_forward() after a synchronised backward ends a
+//   step on rank 0 and broadcasts the bucket cap for the next one; the
+//   buckets are built again in the agreed order with that cap (a cap other
+//   than the configured one bounds the first bucket too). Once the search
+//   has converged the cap stays and the broadcasts stop; a Reducer
+//   destroyed mid-search stops it at the configured settings.
 // - set_require_sync(false) (no_sync): gradients only accumulate locally in
 //   .grad(); the next synchronised backward reduces the accumulated sum.
 // - find_unused_parameters: prepare_for_backward(outputs) walks the autograd
