@@ -20,9 +20,9 @@
 // The search (method coordinate): the start (the configured values) first,
 // as the baseline; then the bucket caps (when tuned), then the fusion
 // thresholds with the cycle time fixed, then the cycle times with the
-// threshold found, each coarse to fine: the
-// grid's two ends and middle, then from the best so far to its better
-// neighbours until none is better; finally the winner and the baseline are
+// threshold found, each coarse to fine: the grid's two ends and middle, then
+// from the best so far to its better neighbours until none is better;
+// finally the winner and the baseline are
 // measured once more each and the better mean wins, so that a lucky sample
 // cannot make the job slower than it was configured. The coarse points
 // first make the early comparisons between settings far apart, whose
@@ -31,9 +31,10 @@
 // collectives and cycles; too large: less overlap, larger copies). With the
 // default grids (7 thresholds, 4 cycle times) it takes about 11 samples:
 // under 50 steps with 3 warm-up steps, 3 per sample and 1 to settle after a
-// change. DDP's 6 bucket caps add 3 or 4 samples, and its changes take
-// effect at a step's start on every rank, so no step straddles one and
-// nothing needs to settle (settle_steps 0): still under 50 steps.
+// change. DDP's 6 bucket caps add 3 to 5 samples (the ends, the middle,
+// better neighbours), and its changes take effect at a step's start on
+// every rank, so no step straddles one and nothing needs to settle
+// (settle_steps 0): 42-48 steps in bench/README.md's runs.
 //
 // Why not Bayesian optimisation (Horovod's): with two parameters, a few
 // dozen points and samples that must stay within a job's first ~50 steps, a

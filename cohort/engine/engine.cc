@@ -945,6 +945,9 @@ Engine::~Engine() {
 }
 
 int Engine::rank() const { return impl_->rank; }
+int Engine::size() const { return impl_->size; }
+const EngineOptions& Engine::options() const { return impl_->opt; }
+EngineStats Engine::stats() const { return impl_->counters.snapshot(); }
 
 bool Engine::autotunes() const { return impl_->opt.autotune != 0; }
 
@@ -993,9 +996,6 @@ void Engine::end_tune_steps(const void* driver) {
                    << " steps, before it converged (its driver went): " << describe(m.tuner->current())
                    << ", as configured";
 }
-int Engine::size() const { return impl_->size; }
-const EngineOptions& Engine::options() const { return impl_->opt; }
-EngineStats Engine::stats() const { return impl_->counters.snapshot(); }
 
 void Engine::shutdown() {
   impl_->request_shutdown();

@@ -221,10 +221,7 @@ TEST(Autotune, StepClockSkipsOpsThatRunOnce) {
 std::pair<EngineOptions, std::string> tuning_options(const std::string& what) {
   const std::string log = ::testing::TempDir() + what + "_" + std::to_string(::getpid()) + ".csv";
   std::remove(log.c_str());
-  EngineOptions options = testing::engine_test_options();
-  options.autotune = 1;
-  options.autotune_log = log;
-  return {options, log};
+  return {testing::autotune_test_options(log), log};
 }
 
 TEST(Autotune, EnginesAgreeOnRankZerosChoice) {

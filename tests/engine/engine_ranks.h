@@ -39,6 +39,15 @@ inline engine::EngineOptions engine_test_options() {
   return o;
 }
 
+// engine_test_options() with the autotuner on, its trials written to `log`
+// ("": nowhere).
+inline engine::EngineOptions autotune_test_options(std::string log = "") {
+  engine::EngineOptions o = engine_test_options();
+  o.autotune = 1;
+  o.autotune_log = std::move(log);
+  return o;
+}
+
 struct EngineRank {
   int rank = 0;
   int size = 0;

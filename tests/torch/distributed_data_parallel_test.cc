@@ -246,9 +246,6 @@ void expect_tuned_ddp_exact(bool bucket_view) {
     ref_opt.step();
   }
 
-  auto options = cohort::testing::engine_test_options();
-  options.autotune = 1;
-  options.autotune_log = "";
   PerRank<std::vector<at::Tensor>> finals(kWorld);
   PerRank<std::vector<int64_t>> caps(kWorld);
   PerRank<std::vector<int64_t>> extra_ops(kWorld);  // per step: ops beyond one per bucket
@@ -273,7 +270,7 @@ void expect_tuned_ddp_exact(bool bucket_view) {
     finals.add(rank, cohort::testing::copy_parameters(*net));
     caps.add(rank, my_caps);
     extra_ops.add(rank, my_extra);
-  }, options);
+  }, cohort::testing::autotune_test_options());
   expect_ranks_equal_reference(finals, kWorld, cohort::testing::copy_parameters(*ref));
   for (int r = 0; r < kWorld; ++r) {
     EXPECT_EQ(caps.of(r)[0], caps.of(0)[0]) << "rank " << r << " built other buckets than rank 0";
@@ -298,9 +295,6 @@ TEST(DdpAutotune, AnEvaluationForwardOnOneRankMakesNoCollective) {
   // Mid-search, after the last training step, rank 0 alone evaluates (no
   // grad): were the cap's broadcast made there, rank 0 would wait for a
   // partner that has finished (and fail when it shuts down).
-  auto options = cohort::testing::engine_test_options();
-  options.autotune = 1;
-  options.autotune_log = "";
   run_torch_ranks(2, [&](int rank, int) {
     torch::manual_seed(3);
     Net net(8);
@@ -315,7 +309,7 @@ TEST(DdpAutotune, AnEvaluationForwardOnOneRankMakesNoCollective) {
       torch::NoGradGuard no_grad;
       EXPECT_EQ(ddp(at::ones({1, 4})).size(0), 1);
     }
-  }, options);
+  }, cohort::testing::autotune_test_options());
 }
 
 // The case find_unused_parameters exists for: a module only some ranks use

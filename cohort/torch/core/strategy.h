@@ -220,6 +220,9 @@ class Strategy {
   // Default: no, and rejoin() is a ConfigError.
   virtual bool follows_membership() const { return false; }
   virtual void rejoin();
+  // The ones that do, for the errors that say so.
+  static constexpr const char* kStrategiesThatFollowMembership =
+      "multi_worker, zero, and a private strategy over multi_worker with designated noise";
   // A strategy whose state is split over its processes (zero) commits and
   // restores it through this (ElasticState::shard()); null: the module and
   // optimizer are replicated and ElasticState keeps them itself. Each call
@@ -251,9 +254,8 @@ inline TrainingState Strategy::load_sharded(const std::string&, const std::strin
 }
 
 inline void Strategy::rejoin() {
-  COHORT_THROW(ConfigError) << "the " << spec() << " strategy cannot follow an elastic job's membership changes "
-                            << "(multi_worker, zero, and a private strategy over multi_worker with designated "
-                            << "noise can)";
+  COHORT_THROW(ConfigError) << "the " << spec() << " strategy cannot follow an elastic job's membership changes ("
+                            << kStrategiesThatFollowMembership << " can)";
 }
 
 inline void Strategy::load_own_state(const std::string& bytes) {

@@ -324,10 +324,10 @@ struct Reducer::Impl : std::enable_shared_from_this<Reducer::Impl> {
     int64_t next_cap = 0, searching = 0;
     if (eng->rank() == 0)
       if (const auto t = eng->tune_step(this, cap)) next_cap = t->bucket_bytes, searching = t->searching ? 1 : 0;
-    at::Tensor agreed = at::tensor({next_cap, searching}, at::kLong);
-    eng->submit_ordered_broadcast(view_of(agreed, "DistributedDataParallel bucket cap"), 0).wait();
-    next_cap = agreed[0].item<int64_t>();
-    tuning = agreed[1].item<int64_t>() != 0;
+    int64_t agreed[2] = {next_cap, searching};
+    eng->submit_ordered_broadcast(BufferView{agreed, 2, DType::i64}, 0).wait();
+    next_cap = agreed[0];
+    tuning = agreed[1] != 0;
     if (next_cap > 0 && next_cap != cap) {
       cap = next_cap;
       build(assignment());

@@ -237,8 +237,7 @@ History Model::fit(BatchStream& train, FitOptions options) {
   const bool elastic_fit = elastic_job && strategy_.follows_membership();
   COHORT_CHECK_AS(ConfigError, !elastic_job || elastic_fit || strategy_.process_count() == 1)
       << "fit: this is an elastic job (cohortrun --min-np), and the " << strategy_.spec()
-      << " strategy cannot follow its membership changes (multi_worker, zero, and a private strategy over "
-         "multi_worker with designated noise can)";
+      << " strategy cannot follow its membership changes (" << Strategy::kStrategiesThatFollowMembership << " can)";
   fit_options_ = std::move(options);
   const FitOptions& o = fit_options_;
   const BatchSampler* sampler = strategy_.batch_sampler();

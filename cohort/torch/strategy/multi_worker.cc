@@ -40,9 +40,7 @@ void MultiWorkerStrategy::prepare(TrainingModel model) {
   model_ = std::move(model);
   torch::nn::Module& module = *model_.module;
   optimizer_ = detail::make_optimizer(model_, module.parameters());
-  // A process joining an elastic job meets the members in their rejoin(),
-  // which hands no state around (see there).
-  connect(/*sync_state=*/!(initialized() && elastic() && elastic_joining()));
+  connect(/*sync_state=*/detail::prepare_syncs_state());
   prepared_ = true;
 }
 

@@ -1,6 +1,7 @@
 #include "cohort/torch/strategy/prepared_model.h"
 
 #include "cohort/common/check.h"
+#include "cohort/torch/core/runtime.h"
 #include "cohort/torch/strategy/single_process.h"
 
 namespace cohort::detail {
@@ -36,5 +37,7 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainingModel& mod
   COHORT_CHECK_AS(ConfigError, optimizer != nullptr) << "TrainingModel: the optimizer factory returned null";
   return optimizer;
 }
+
+bool prepare_syncs_state() { return !(initialized() && elastic_joining()); }
 
 }  // namespace cohort::detail

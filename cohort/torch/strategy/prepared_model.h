@@ -25,6 +25,12 @@ const TrainingModel& prepared(const TrainingModel& model, bool is_prepared);
 at::Tensor data_parallel_loss(const TrainingModel& model, const Batch& mine, int64_t global_rows, int processes,
                               StepResult& result);
 
+// Whether prepare() hands rank 0's state to every rank: not in a process
+// joining an elastic job, which gets the members' state from its first
+// ElasticState::sync() (the members meet it in their rejoin(), which hands
+// nothing around either, so the collectives match).
+bool prepare_syncs_state();
+
 // model.optimizer(parameters), checked to return an optimizer.
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainingModel& model,
                                                         const std::vector<at::Tensor>& parameters);

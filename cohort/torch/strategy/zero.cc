@@ -106,9 +106,7 @@ std::vector<std::vector<size_t>> ZeroStrategy::plan_wrapped_units(torch::nn::Mod
 void ZeroStrategy::prepare(TrainingModel model) {
   detail::check_training_model(model, prepared_);
   model_ = std::move(model);
-  // A process joining an elastic job meets the members in their rejoin(),
-  // which broadcasts nothing (see there).
-  build(/*sync_parameters=*/!(initialized() && elastic() && elastic_joining()));
+  build(/*sync_parameters=*/detail::prepare_syncs_state());
   prepared_ = true;
 }
 
