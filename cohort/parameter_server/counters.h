@@ -14,6 +14,7 @@ struct PartitionCounters {
   int64_t discarded_steps = 0;   // uncommitted steps of dead or departed workers
   int64_t max_staleness = 0;     // the largest (reader clock - slowest clock) served
   int64_t reads = 0;
+  int64_t restores = 0;          // rollbacks to a commit (elastic jobs)
 };
 
 // Adds `more` into `total`: counts add up, max_staleness is the larger.
@@ -24,6 +25,7 @@ inline void merge(PartitionCounters& total, const PartitionCounters& more) {
   total.discarded_steps += more.discarded_steps;
   total.max_staleness = std::max(total.max_staleness, more.max_staleness);
   total.reads += more.reads;
+  total.restores += more.restores;
 }
 
 }  // namespace cohort::ps

@@ -345,12 +345,26 @@ void Partition::apply_to_shard(Shard& shard, const std::vector<const StagedShard
 }
 
 void Partition::applied_update() {
+  if (pending_commit_ && *pending_commit_ == applied_) take_commit();
   if (config_.replicated && !snapshot_in_flight_ && applied_ % config_.replicate_every == 0) snapshot_due_ = true;
   if (!synchronous() || (!snapshot_due_ && !snapshot_in_flight_)) visible_ = applied_;
 }
 
+void Partition::snapshot_sent() {
+  snapshot_due_ = false;
+  snapshot_in_flight_ = true;
+  last_snapshot_version_ = applied_;
+  marker_in_flight_ = marker_due_;
+  marker_due_ = Marker::none;
+}
+
 void Partition::replicated() {
   snapshot_in_flight_ = false;
+  if (marker_in_flight_ == Marker::keep) replica_commit_ = std::max(replica_commit_, marker_version_);
+  if (marker_in_flight_ == Marker::restore) replica_restore_ = marker_version_;
+  marker_in_flight_ = Marker::none;
+  // A marker that came due while this snapshot was in flight goes next.
+  if (marker_due_ != Marker::none) snapshot_due_ = true;
   if (!synchronous() || !snapshot_due_) visible_ = applied_;
 }
 
@@ -376,6 +390,19 @@ void Partition::request_snapshot() {
 }
 
 void Partition::replica_lost() {
+  // The new replica gets a whole snapshot of the current state and none of
+  // the commits: a commit or restore the lost one had not acknowledged is
+  // kept here only (a second death, of this server, would lose it).
+  if (marker_in_flight_ != Marker::none || marker_due_ != Marker::none) {
+    const bool restore = marker_in_flight_ == Marker::restore || marker_due_ == Marker::restore;
+    COHORT_LOG(warn) << "partition " << config_.id << ": its replica was lost before it acknowledged "
+                     << (restore ? "the restore of the commit at version " : "the commit at version ")
+                     << marker_version_ << "; that commit is kept on the partition's own server only";
+    replica_commit_ = std::max(replica_commit_, marker_version_);
+    replica_restore_ = marker_version_;
+  }
+  marker_in_flight_ = marker_due_ = Marker::none;
+  last_snapshot_version_ = -1;
   snapshot_in_flight_ = false;
   for (auto& [key, s] : shards_) s.replica_full = false;
   snapshot_due_ = config_.replicated;
@@ -388,6 +415,118 @@ void Partition::reset_progress(int64_t version, const std::map<uint32_t, int64_t
     workers_[w].clock = it == clocks.end() ? version : it->second;
     workers_[w].staged.clear();
   }
+}
+
+// ----------------------------------------------------------------- commits
+
+void Partition::keep_commit(int64_t version) {
+  COHORT_CHECK_AS(ConfigError, synchronous() && config_.backup_workers == 0)
+      << "partition " << config_.id << ": commits need synchronous steps without backup workers (staleness=0, "
+      << "backup_workers=0), got staleness=" << config_.staleness << " backup_workers=" << config_.backup_workers;
+  COHORT_CHECK(version >= applied_) << "partition " << config_.id << " was asked to keep a commit at version "
+                                    << version << " but is at version " << applied_
+                                    << " already (a step was applied before every worker kept the commit)";
+  if (!commits_.empty() && commits_.back().version == version && version == applied_) return;  // kept already
+  pending_commit_ = version;
+  if (version == applied_) take_commit();
+}
+
+void Partition::take_commit() {
+  pending_commit_.reset();
+  while (!commits_.empty() && commits_.back().version >= applied_) commits_.pop_back();
+  Commit c{.version = applied_, .shards = {}};
+  for (const auto& [key, s] : shards_) {
+    Shard copy;
+    copy.info = s.info;
+    copy.spec = s.spec;
+    copy.values = s.values;
+    copy.slots = s.slots;
+    copy.updates = s.updates;
+    c.shards.emplace(key, std::move(copy));
+  }
+  commits_.push_back(std::move(c));
+  if (commits_.size() > 2) commits_.pop_front();
+  if (!config_.replicated) return;
+  marker_due_ = Marker::keep;
+  marker_version_ = applied_;
+  if (!snapshot_in_flight_) snapshot_due_ = true;
+}
+
+const Partition::Commit* Partition::find_commit(int64_t version) const {
+  for (const Commit& c : commits_)
+    if (c.version == version) return &c;
+  return nullptr;
+}
+
+std::vector<int64_t> Partition::commit_versions() const {
+  std::vector<int64_t> out;
+  for (const Commit& c : commits_) out.push_back(c.version);
+  return out;
+}
+
+bool Partition::commit_kept(int64_t version) const {
+  return find_commit(version) && (!config_.replicated || replica_commit_ >= version);
+}
+
+bool Partition::restore_replicated(int64_t version) const {
+  return !config_.replicated || (replica_restore_ == version && marker_due_ == Marker::none &&
+                                 marker_in_flight_ == Marker::none);
+}
+
+void Partition::restore_commit(int64_t version, std::span<const uint32_t> live, uint64_t timeline) {
+  const Commit* c = find_commit(version);
+  if (!c) {
+    std::string kept;
+    for (int64_t v : commit_versions()) kept += (kept.empty() ? "" : ", ") + std::to_string(v);
+    COHORT_THROW(Error) << "partition " << config_.id << " holds no commit at version " << version << " (it holds "
+                       << (kept.empty() ? "none" : kept) << ")";
+  }
+  for (auto& [key, s] : shards_) {
+    const auto it = c->shards.find(key);
+    COHORT_CHECK(it != c->shards.end()) << "partition " << config_.id << ": '" << s.spec.name << "' shard "
+                                        << s.info.index << " was declared after commit " << version;
+    s.values = it->second.values;
+    s.slots = it->second.slots;
+    s.updates = it->second.updates;
+  }
+  while (!commits_.empty() && commits_.back().version > version) commits_.pop_back();
+  pending_commit_.reset();
+  set_timeline(timeline);
+  applied_ = visible_ = version;
+  for (uint32_t w = 0; w < workers_.size(); ++w) {
+    WorkerState& ws = workers_[w];
+    ws.staged.clear();
+    ws.clock = version;
+    const bool goes_on = std::find(live.begin(), live.end(), w) != live.end();
+    ws.live = goes_on;
+    ws.joined = goes_on || ws.joined;
+    ws.departed = false;
+  }
+  any_joined_ = any_joined_ || !live.empty();
+  ++counters_.restores;
+  if (!config_.replicated) return;
+  // The replica takes the restored state whole (as after a load), and
+  // forgets its own commits after `version`.
+  for (auto& [key, s] : shards_) {
+    s.replica_full = false;
+    s.dirty_rows.clear();
+    if (!s.dirty.empty()) std::fill(s.dirty.begin(), s.dirty.end(), false);
+  }
+  marker_due_ = Marker::restore;
+  marker_version_ = version;
+  replica_restore_ = -1;
+  last_snapshot_version_ = -1;
+  if (!snapshot_in_flight_) snapshot_due_ = true;
+}
+
+void Partition::replica_keeps_commit(int64_t version) {
+  // A replica is driven only by snapshots: its version is the snapshot's.
+  COHORT_CHECK_EQ(applied_, version) << "replica of partition " << config_.id << ": a commit marker";
+  take_commit();
+}
+
+void Partition::replica_restored(int64_t version) {
+  while (!commits_.empty() && commits_.back().version > version) commits_.pop_back();
 }
 
 // ------------------------------------------------------------------- reads

@@ -24,10 +24,20 @@
 // Workers die (declare_dead: their uncommitted step is dropped and the live
 // set shrinks), leave (depart), or come back as a new incarnation of the
 // same index (hello), which joins at a clock it names (join).
+//
+// Commits (synchronous partitions): an elastic job (cohort/torch/strategy/
+// parameter_server.h) redoes the steps since its last commit after a
+// membership change, so the servers' state must go back with it.
+// keep_commit(v) keeps the state at version v (the two newest are kept) and
+// restore_commit(v) rolls back to it. A replicated partition sends both to
+// its replica as markers on its snapshots, so that the partition's commits
+// survive its server: commit_kept() and restore_replicated() say when the
+// replica has acknowledged them.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <optional>
 #include <span>
@@ -134,7 +144,7 @@ class Partition {
   // replicate_every and none is in flight; in synchronous mode the new
   // version becomes visible once replicated() confirms it.
   bool snapshot_due() const { return snapshot_due_; }
-  void snapshot_sent() { snapshot_due_ = false; snapshot_in_flight_ = true; }
+  void snapshot_sent();  // the snapshot due was made (make_snapshot)
   void replicated();
   // Replication switched on or off (a promoted partition replicates again
   // when a server is left for it); on resends whole shards.
@@ -148,9 +158,53 @@ class Partition {
   // checkpoint) as this partition's, at `version`, every worker at `clock`.
   void reset_progress(int64_t version, const std::map<uint32_t, int64_t>& clocks);
 
+  // --- commits
+  // Keeps the state at applied version `version` (values, optimizer state,
+  // update counts) as a commit: now when the partition is at it, else once
+  // updates bring it there. A commit at the same version replaces the one
+  // kept; the two newest are kept. ConfigError unless synchronous without
+  // backup workers (a step could then apply before the last worker kept its
+  // commit); Error when the partition is already past `version`.
+  void keep_commit(int64_t version);
+  // Whether commit `version` is kept here and, when replicated, on the
+  // replica too (or the replica was lost: kept here only).
+  bool commit_kept(int64_t version) const;
+  std::vector<int64_t> commit_versions() const;  // oldest first
+  // Back to commit `version` (Error naming the kept ones when it is not):
+  // values, optimizer state, version (visible at once), every worker's
+  // clock at it and its staged steps dropped, commits after it forgotten.
+  // The workers in `live` go on (live, joined); the others are dead until
+  // they come back as a new incarnation. A replicated partition sends its
+  // replica the restored state, whole (restore_replicated() once acked).
+  // Requests of workers' timelines before `timeline` are refused from then
+  // on (current_timeline()): replays of the steps rolled back.
+  void restore_commit(int64_t version, std::span<const uint32_t> live, uint64_t timeline);
+  uint64_t timeline() const { return timeline_; }
+  bool current_timeline(uint64_t timeline) const { return timeline >= timeline_; }
+  void set_timeline(uint64_t timeline) { timeline_ = std::max(timeline_, timeline); }  // a replica's, from a snapshot
+  bool restore_replicated(int64_t version) const;
+  // The replica's side of the markers (replica.cc): the snapshot just
+  // applied is commit `version`, or the primary restored commit `version`.
+  void replica_keeps_commit(int64_t version);
+  void replica_restored(int64_t version);
+
+  // The marker the next snapshot carries (replica.cc).
+  enum class Marker : uint64_t { none = 0, keep = 1, restore = 2 };
+  Marker marker_due() const { return marker_due_; }
+  int64_t marker_version() const { return marker_version_; }
+  // Whether the replica already holds the state of the snapshot due (a
+  // keep marker after a snapshot of the same version): no shard records.
+  bool marker_only() const { return marker_due_ == Marker::keep && last_snapshot_version_ == applied_; }
+
   const PartitionCounters& counters() const { return counters_; }
 
  private:
+  struct Commit {
+    int64_t version = 0;
+    std::map<uint64_t, Shard> shards;  // values, slots, updates
+  };
+  void take_commit();
+  const Commit* find_commit(int64_t version) const;
   struct StagedShard {
     bool sparse = false;
     Bytes dense;
@@ -189,6 +243,16 @@ class Partition {
   bool snapshot_in_flight_ = false;
   bool any_joined_ = false;
   PartitionCounters counters_;
+
+  std::deque<Commit> commits_;                // oldest first, at most two
+  std::optional<int64_t> pending_commit_;     // kept once applied_ reaches it
+  Marker marker_due_ = Marker::none;           // for the next snapshot
+  Marker marker_in_flight_ = Marker::none;     // on the snapshot not yet acknowledged
+  int64_t marker_version_ = -1;                // the version the marker due or in flight names
+  int64_t replica_commit_ = -1;                // newest commit the replica acknowledged (or was given up on)
+  int64_t replica_restore_ = -1;               // newest restore the replica acknowledged (or given up on)
+  int64_t last_snapshot_version_ = -1;         // the version of the last snapshot sent
+  uint64_t timeline_ = 0;                      // the newest restore's (refuses older steps)
 };
 
 // Dispatches on a shard's element type (f32 or f64).

@@ -30,8 +30,14 @@ Message make_snapshot(Partition& primary) {
   Message m(Op::replicate);
   m.header.partition = static_cast<uint32_t>(primary.id());
   m.header.version = primary.applied_version();
+  m.header.aux = static_cast<uint64_t>(primary.marker_due());
+  m.header.step = primary.marker_version();
+  m.header.timeline = primary.timeline();
   m.add(encode_clocks(primary));
+  // A commit of the state the replica has already: the marker alone.
+  const bool records = !primary.marker_only();
   for (const auto& [key, const_shard] : primary.shards()) {
+    if (!records) break;
     Shard& s = primary.shard(key);
     const bool partial = !s.dirty.empty() && s.replica_full;
     const uint64_t rows = partial ? s.dirty_rows.size() : static_cast<uint64_t>(s.info.rows());
@@ -85,6 +91,17 @@ int64_t apply_snapshot(Partition& replica, Message& m) {
     s.updates = h.updates;
   }
   replica.reset_progress(m.header.version, decode_clocks(m.text(0)));
+  replica.set_timeline(m.header.timeline);
+  switch (static_cast<Partition::Marker>(m.header.aux)) {
+    case Partition::Marker::keep:
+      replica.replica_keeps_commit(m.header.step);
+      break;
+    case Partition::Marker::restore:
+      replica.replica_restored(m.header.step);
+      break;
+    case Partition::Marker::none:
+      break;
+  }
   return m.header.version;
 }
 

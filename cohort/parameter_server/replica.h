@@ -9,6 +9,13 @@
 // (Partition::snapshot_due), so with replicate_every=1 no update a worker
 // has seen is ever lost; with larger values up to replicate_every - 1
 // updates can be, and the server that takes over says how many.
+//
+// A snapshot may carry a marker (Partition::Marker, in header.aux, its
+// version in header.step): keep the state just applied as a commit (with no
+// shard records when the replica has that state already), or the primary
+// restored a commit (the snapshot is then whole): the replica's commits
+// follow the primary's, so that the partition's server can die without
+// losing them.
 #pragma once
 
 #include "cohort/parameter_server/partition.h"

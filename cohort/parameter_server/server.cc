@@ -3,6 +3,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -141,6 +142,8 @@ struct Server::Impl {
     if (step) out.header.step = *step;
     if (partition) {
       out.header.version = partition->version();
+      // A worker that says hello (a replacement) goes on in the partition's timeline.
+      if (request.kind() == Op::hello) out.header.timeline = partition->timeline();
       if (request.header.worker < workers.size()) out.header.settled = partition->settled(request.header.worker);
     }
     socket.reply(peer, out);
@@ -257,13 +260,65 @@ struct Server::Impl {
     return true;
   }
 
+  // A commit is answered once its partition (and the replica) keep it, a
+  // restore once the replica took the restored state: a worker that goes on
+  // after the reply finds them in place even if this server dies next.
+  bool try_answer_commit(const std::string& peer, Message& m) {
+    Partition* p = partition_of(m);
+    if (!p) {
+      reply_error(peer, m, "partition " + std::to_string(m.header.partition) + " is not here",
+                  Status::unknown_partition);
+      return true;
+    }
+    const bool done = m.kind() == Op::keep_commit ? p->commit_kept(m.header.step)
+                                                  : p->restore_replicated(m.header.step);
+    if (done) reply(peer, m, p, Message());
+    return done;
+  }
+
+  bool try_serve(const std::string& peer, Message& m) {
+    switch (m.kind()) {
+      case Op::save:
+        return try_save(peer, m);
+      case Op::keep_commit:
+      case Op::restore_commit:
+        return try_answer_commit(peer, m);
+      default:
+        return try_read(peer, m);
+    }
+  }
+
+  // The workers an elastic restore names go on, the others are dead: the
+  // server stops waiting for them at once (not after the worker timeout).
+  void restore_commit(Partition& p, const Message& m) {
+    std::vector<uint32_t> live;
+    for (const std::string& field : split_fields(m.text(0), ',')) {
+      if (field.empty()) continue;
+      const unsigned long w = std::stoul(field);
+      COHORT_CHECK(w < workers.size()) << "restore_commit names worker " << w << " of " << workers.size();
+      live.push_back(static_cast<uint32_t>(w));
+    }
+    p.restore_commit(m.header.step, live, m.header.timeline);
+    for (uint32_t w = 0; w < workers.size(); ++w) {
+      const bool goes_on = std::find(live.begin(), live.end(), w) != live.end();
+      if (goes_on) {
+        workers[w].presence = Presence::alive;
+        workers[w].last_heard = Clock::now();
+      } else if (workers[w].presence == Presence::alive || workers[w].presence == Presence::unknown) {
+        workers[w].presence = Presence::dead;
+      }
+    }
+    COHORT_LOG(info) << "parameter server " << options.server << ": partition " << p.id()
+                     << " restored its commit at version " << m.header.step << " for worker(s) " << m.text(0);
+  }
+
   void serve_parked() {
     for (size_t n = parked.size(); n > 0; --n) {
       Parked item = std::move(parked.front());
       parked.pop_front();
       bool done = false;
       try {
-        done = item.request.kind() == Op::save ? try_save(item.peer, item.request) : try_read(item.peer, item.request);
+        done = try_serve(item.peer, item.request);
       } catch (const std::exception& e) {
         reply_error(item.peer, item.request, e.what());
         done = true;
@@ -326,9 +381,22 @@ struct Server::Impl {
       reply(peer, m, p, Message(), Status::ok, hello.clock);
       return;
     }
-    if (from_worker && !p->accepts(w, h.incarnation)) {
+    // A declaration is idempotent and names no step: a replacement makes
+    // its declarations before its hello.
+    if (from_worker && h.kind() != Op::declare && !p->accepts(w, h.incarnation)) {
       reply_error(peer, m, "worker " + std::to_string(w) + " (incarnation " + std::to_string(h.incarnation) +
                                ") was declared dead or replaced; restart it to rejoin");
+      return;
+    }
+    // A step of a timeline an elastic restore rolled back (a retained
+    // request replayed to a partition's new owner): never applied.
+    const Op kind = h.kind();
+    const bool steps = kind == Op::push || kind == Op::push_rows || kind == Op::push_pull || kind == Op::commit ||
+                       kind == Op::join || kind == Op::keep_commit;
+    if (from_worker && steps && !p->current_timeline(h.timeline)) {
+      reply_error(peer, m, std::string(op_name(kind)) + " of step " + std::to_string(h.step) + " from timeline " +
+                               std::to_string(h.timeline) + ", which a restore to timeline " +
+                               std::to_string(p->timeline()) + " rolled back", Status::stale);
       return;
     }
     switch (h.kind()) {
@@ -374,6 +442,14 @@ struct Server::Impl {
         break;
       case Op::save:
         if (!try_save(peer, m)) parked.push_back({peer, std::move(m)});
+        break;
+      case Op::keep_commit:
+        p->keep_commit(h.step);
+        if (!try_answer_commit(peer, m)) parked.push_back({peer, std::move(m)});
+        break;
+      case Op::restore_commit:
+        restore_commit(*p, m);
+        if (!try_answer_commit(peer, m)) parked.push_back({peer, std::move(m)});
         break;
       case Op::load: {
         const std::string dir(m.text(0));
@@ -546,7 +622,8 @@ struct Server::Impl {
           << prefix << "stale_ignored=" << c.stale_ignored << "\n"
           << prefix << "discarded_steps=" << c.discarded_steps << "\n"
           << prefix << "max_staleness=" << c.max_staleness << "\n"
-          << prefix << "reads=" << c.reads << "\n";
+          << prefix << "reads=" << c.reads << "\n"
+          << prefix << "restores=" << c.restores << "\n";
         for (const auto& [key, shard] : p->shards())
           s << prefix << "shard." << shard.spec.name << "." << shard.info.index << ".updates=" << shard.updates
             << "\n";

@@ -281,6 +281,7 @@ struct Client::Impl {
   std::map<int, bool> lost_servers;
   TransportCounters counters;
   std::atomic<uint64_t> next_id{1};
+  std::atomic<uint64_t> timeline{0};
 
   // Owned by the I/O thread.
   std::map<int, Peer> peers;
@@ -680,6 +681,7 @@ void Client::request_part(const std::shared_ptr<HandleState>& group, Target targ
 void Client::submit(Target target, Message message, ReplyFn on_reply, std::shared_ptr<HandleState> state,
                     RequestOptions options) {
   message.header.request_id = impl_->next_id++;
+  message.header.timeline = impl_->timeline.load();
   if (target.partition >= 0) message.header.partition = static_cast<uint32_t>(target.partition);
   {
     std::lock_guard lock(impl_->mutex);
@@ -697,10 +699,15 @@ void Client::set_lost_handler(std::function<void(int, const std::string&)> handl
 
 void Client::reroute(int partition, int server, Message preamble) {
   preamble.header.partition = static_cast<uint32_t>(partition);
+  preamble.header.timeline = impl_->timeline.load();
   impl_->post(Reroute{partition, server, std::move(preamble)});
 }
 
 void Client::fail_partition(int partition, const std::string& why) { impl_->post(FailPartition{partition, why}); }
+
+void Client::set_timeline(uint64_t timeline) { impl_->timeline = timeline; }
+
+uint64_t Client::timeline() const { return impl_->timeline.load(); }
 
 bool Client::lost(int server) const {
   std::lock_guard lock(impl_->mutex);

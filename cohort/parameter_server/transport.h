@@ -119,8 +119,13 @@ class Client {
   // Moves `partition` to `server`: sends `preamble` there first, then the
   // partition's retained and pending requests in their original order.
   void reroute(int partition, int server, Message preamble);
-  // Fails the pending requests of `partition` (nothing to reroute to).
+  // Fails the pending requests of `partition` (nothing to reroute to) and
+  // forgets its retained ones.
   void fail_partition(int partition, const std::string& why);
+  // The timeline stamped into requests from now on (Header::timeline);
+  // requests made before keep theirs, replayed or not.
+  void set_timeline(uint64_t timeline);
+  uint64_t timeline() const;
 
   bool lost(int server) const;
   TransportCounters counters() const;

@@ -23,6 +23,8 @@ const char* op_name(Op op) {
     case Op::promote: return "promote";
     case Op::stats: return "stats";
     case Op::shutdown: return "shutdown";
+    case Op::keep_commit: return "keep_commit";
+    case Op::restore_commit: return "restore_commit";
   }
   return "unknown";
 }

@@ -41,6 +41,8 @@ enum class Op : uint16_t {
   promote,     // worker -> successor: take over partition (frames: shard specs)
   stats,       // server counters as text
   shutdown,    // stop serving (from the chief once every worker is done)
+  keep_commit,     // partition: keep the state at version `step` as a commit (elastic jobs)
+  restore_commit,  // partition: back to the commit at version `step` (text frame: live workers)
 };
 const char* op_name(Op op);
 
@@ -65,7 +67,10 @@ struct Header {
   int64_t settled = 0;  // replies: this worker's steps the partition will never need again
   uint64_t count = 0;   // elements or rows
   uint64_t aux = 0;     // op specific
-  uint64_t reserved = 0;
+  // The worker's timeline when the request was made: an elastic restore
+  // starts a new one, and a partition refuses steps of an older one (a
+  // retained push replayed after the restore). Snapshots: the partition's.
+  uint64_t timeline = 0;
 
   Op kind() const { return static_cast<Op>(op); }
 };

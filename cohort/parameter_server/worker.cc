@@ -117,6 +117,7 @@ int64_t Worker::start() {
   else
     store_->get("ready");
   std::vector<int64_t> versions(options_.num_servers), clocks(options_.num_servers);
+  std::vector<uint64_t> timelines(options_.num_servers);
   std::vector<Handle> handles;
   for (int p = 0; p < options_.num_servers; ++p) {
     handles.push_back(client_->request(
@@ -124,11 +125,15 @@ int64_t Worker::start() {
         [&, p](Message& reply) {
           versions[p] = reply.header.version;
           clocks[p] = reply.header.step;
+          timelines[p] = reply.header.timeline;
           track(p, reply.header.version);
         },
         "hello to partition " + std::to_string(p)));
   }
   wait_all(handles);
+  // A worker joining an elastic job goes on in the timeline of the
+  // partitions' last restore (its own steps are refused otherwise).
+  client_->set_timeline(*std::max_element(timelines.begin(), timelines.end()));
   // Synchronous: a replacement joins at the step in progress; otherwise a
   // worker index resumes its own clock.
   int64_t clock = 0;
@@ -307,6 +312,51 @@ void Worker::save(const std::string& dir) {
   for (const std::string& text : replies)
     for (const std::string& line : split_fields(text)) manifest.entries.push_back(CheckpointEntry::decode(line));
   write_manifest(dir, manifest);
+}
+
+void Worker::keep_commit() {
+  const int64_t version = clock_.load();
+  std::vector<Handle> handles;
+  for (int p = 0; p < options_.num_servers; ++p) {
+    Message m(Op::keep_commit);
+    m.header.step = version;
+    handles.push_back(client_->request(Target::to_partition(p), std::move(m), nullptr,
+                                       "commit of step " + std::to_string(version) + " on partition " +
+                                           std::to_string(p)));
+  }
+  wait_all(handles);
+}
+
+void Worker::rewind(int64_t clock, uint64_t timeline) {
+  // Before anything of the redone steps is sent: the client runs its
+  // commands in order, so what follows is not failed with the rest.
+  for (int p = 0; p < options_.num_servers; ++p)
+    client_->fail_partition(p, "worker " + std::to_string(options_.worker) + " went back to its commit at step " +
+                                   std::to_string(clock));
+  client_->set_timeline(timeline);
+  clock_ = clock;
+}
+
+uint64_t Worker::timeline() const { return client_->timeline(); }
+
+void Worker::restore_commit(int64_t clock, std::span<const int> live, uint64_t timeline) {
+  rewind(clock, timeline);
+  std::string names;
+  for (int w : live) {
+    COHORT_CHECK_AS(ConfigError, w >= 0 && w < options_.num_workers)
+        << "restore_commit: worker " << w << " of " << options_.num_workers;
+    names += (names.empty() ? "" : ",") + std::to_string(w);
+  }
+  std::vector<Handle> handles;
+  for (int p = 0; p < options_.num_servers; ++p) {
+    Message m(Op::restore_commit);
+    m.header.step = clock;
+    m.add(names);
+    handles.push_back(client_->request(Target::to_partition(p), std::move(m), nullptr,
+                                       "restore of the commit at step " + std::to_string(clock) +
+                                           " on partition " + std::to_string(p)));
+  }
+  wait_all(handles);
 }
 
 void Worker::finish() {

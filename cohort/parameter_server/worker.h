@@ -89,6 +89,27 @@ class Worker {
   // Commits this worker's step on every partition and advances its clock.
   Handle end_step();
 
+  // ---- commits (elastic jobs: cohort/torch/strategy/parameter_server.h)
+  // Synchronous jobs without backup workers. Every partition keeps its state
+  // at this worker's clock (the steps every worker has ended) as a commit,
+  // on its replica too; returns once they all have. Each worker may call it
+  // at the same clock: a partition keeps a version once.
+  void keep_commit();
+  // This worker's clock back to `clock` (a commit's), its requests of the
+  // steps after it forgotten: pending ones fail, retained ones are never
+  // replayed (those steps are redone), and what it sends from now on is of
+  // `timeline` (every worker of the restore passes the same, larger than
+  // any before; partitions refuse steps of older ones).
+  void rewind(int64_t clock, uint64_t timeline);
+  uint64_t timeline() const;
+  // One worker (the chief): rewind(clock, timeline), then every partition
+  // goes back to its commit at `clock` in `timeline`, with the workers
+  // `live` going on and the others dead (partition.h); returns once every
+  // replica has the restored state. Error naming the kept commits when a
+  // partition lacks it. The others rewind() and must not push before this
+  // returned.
+  void restore_commit(int64_t clock, std::span<const int> live, uint64_t timeline);
+
   // Chief: every partition writes its shards under `dir` once the current
   // step is applied, then the manifest; returns when it is written.
   void save(const std::string& dir);

@@ -274,6 +274,165 @@ TEST(Partition, SnapshotsKeepAReplicaEqualToThePrimary) {
   EXPECT_EQ(replica.clock(0), 3);
 }
 
+// An elastic job's rollback: the state after a restore equals that of a
+// partition that never went ahead (the same steps applied, the restored-away
+// ones not), and the workers not named live are out of the steps.
+TEST(Partition, RestoringACommitEqualsNeverHavingGoneAhead) {
+  PartitionConfig c{.num_workers = 2, .optimizer = {.rule = UpdateRule::sgd, .lr = 0.5, .momentum = 0.9}};
+  Fixture rolled(c), reference(c);
+  auto step = [](Fixture& f, int64_t s, std::vector<uint32_t> workers) {
+    for (uint32_t w : workers) {
+      f.push(w, s, {1.0 + s + w, -2.0 * w, 0.25 * s, 3.0});
+      f.p->commit(w, s);
+    }
+  };
+  for (Fixture* f : {&rolled, &reference}) {
+    step(*f, 0, {0, 1});
+    step(*f, 1, {0, 1});
+  }
+  rolled.p->keep_commit(2);
+  EXPECT_EQ(rolled.p->commit_versions(), (std::vector<int64_t>{2}));
+  EXPECT_TRUE(rolled.p->commit_kept(2));  // not replicated: kept here is enough
+  // Ahead: two steps, a commit of the first (taken when it is applied), and
+  // worker 1's half of a third.
+  rolled.p->keep_commit(3);
+  EXPECT_EQ(rolled.p->commit_versions(), (std::vector<int64_t>{2}));
+  step(rolled, 2, {0, 1});
+  EXPECT_EQ(rolled.p->commit_versions(), (std::vector<int64_t>{2, 3}));
+  step(rolled, 3, {0, 1});
+  rolled.push(1, 4, {9, 9, 9, 9});
+  rolled.p->commit(1, 4);
+  EXPECT_THROW(rolled.p->keep_commit(3), Error);  // already past it
+  ASSERT_NE(values(*rolled.p, rolled.key), values(*reference.p, reference.key));
+
+  // Back to version 2 with worker 0 alone; the reference loses worker 1 there.
+  const std::vector<uint32_t> live{0};
+  rolled.p->restore_commit(2, live, /*timeline=*/1);
+  reference.p->declare_dead(1);
+  // Steps of the timeline rolled back (a replay) are refused from now on.
+  EXPECT_FALSE(rolled.p->current_timeline(0));
+  EXPECT_TRUE(rolled.p->current_timeline(1));
+  EXPECT_EQ(rolled.p->version(), 2);
+  EXPECT_EQ(rolled.p->clock(0), 2);
+  EXPECT_EQ(rolled.p->clock(1), 2);
+  EXPECT_FALSE(rolled.p->live(1));
+  EXPECT_EQ(rolled.p->commit_versions(), (std::vector<int64_t>{2}));  // 3 was after it
+  EXPECT_EQ(values(*rolled.p, rolled.key), values(*reference.p, reference.key));
+  EXPECT_EQ(rolled.p->shard(rolled.key).slots, reference.p->shard(reference.key).slots);
+  for (Fixture* f : {&rolled, &reference}) {
+    step(*f, 2, {0});
+    step(*f, 3, {0});
+  }
+  EXPECT_EQ(rolled.p->version(), 4);
+  EXPECT_EQ(values(*rolled.p, rolled.key), values(*reference.p, reference.key));
+  EXPECT_EQ(rolled.p->shard(rolled.key).slots, reference.p->shard(reference.key).slots);
+  EXPECT_EQ(rolled.p->shard(rolled.key).updates, reference.p->shard(reference.key).updates);
+
+  // A replacement of worker 1 (a new incarnation) goes on after the next restore.
+  rolled.p->keep_commit(4);
+  rolled.p->hello(1, 555);
+  rolled.p->join(1, 555, 4);
+  EXPECT_TRUE(rolled.p->accepts(1, 555));
+  try {
+    rolled.p->restore_commit(1, live, 2);
+    FAIL() << "restored a commit it does not hold";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("holds no commit at version 1 (it holds 2, 4)"), std::string::npos)
+        << e.what();
+  }
+  const std::vector<uint32_t> both{0, 1};
+  rolled.p->restore_commit(4, both, 2);
+  EXPECT_TRUE(rolled.p->live(1));
+  EXPECT_EQ(rolled.p->counters().restores, 2);
+
+  Fixture stale(sgd(2, /*staleness=*/1));
+  EXPECT_THROW(stale.p->keep_commit(0), ConfigError);
+  Fixture backup(sgd(2, 0, /*backup=*/1));
+  EXPECT_THROW(backup.p->keep_commit(0), ConfigError);
+}
+
+// The replica keeps the primary's commits (a marker on the snapshot, with
+// no shard records when it has that state already) and takes its restores,
+// so that a promoted replica can restore the commit itself.
+TEST(Partition, TheReplicaKeepsThePrimarysCommitsAndFollowsItsRestores) {
+  PartitionConfig c{.num_workers = 1, .optimizer = {.rule = UpdateRule::adam, .lr = 0.1}, .replicated = true};
+  PartitionConfig rc = c;
+  rc.replicated = false;
+  VariableSpec dense{.name = "w", .rows = 3, .cols = 1, .dtype = DType::f64};
+  VariableSpec table{.name = "emb", .rows = 5, .cols = 2, .dtype = DType::f64, .sparse = true};
+  Partition primary(c), replica(rc);
+  primary.declare({.variable = 0, .index = 0, .row_begin = 0, .row_end = 3}, dense, as_bytes({1, 2, 3}));
+  primary.declare({.variable = 1, .index = 0, .row_begin = 0, .row_end = 5}, table,
+                  as_bytes({0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
+  primary.join(0, 7, 0);
+  auto replicate = [&]() -> size_t {
+    EXPECT_TRUE(primary.snapshot_due());
+    Message snap = make_snapshot(primary);
+    apply_snapshot(replica, snap);
+    primary.replicated();
+    return snap.frames.size();
+  };
+  auto step = [&](int64_t s) {
+    primary.stage_dense(0, s, shard_key(0, 0), as_bytes({0.5, -0.5, 1.0 + s}));
+    const std::vector<int64_t> rows = {s % 4, 4};
+    primary.stage_rows(0, s, shard_key(1, 0), rows, as_bytes({1, 1, -1, -1}));
+    primary.commit(0, s);
+  };
+  replicate();
+  step(0);
+  replicate();
+  step(1);
+  replicate();
+  primary.keep_commit(2);
+  EXPECT_FALSE(primary.commit_kept(2));  // not on the replica yet
+  EXPECT_EQ(replicate(), 1u);             // the marker alone: the clocks, no shard records
+  EXPECT_TRUE(primary.commit_kept(2));
+  EXPECT_EQ(replica.commit_versions(), (std::vector<int64_t>{2}));
+  const std::vector<double> committed_w = values(primary, shard_key(0, 0));
+  const std::vector<double> committed_emb = values(primary, shard_key(1, 0));
+
+  for (int64_t s = 2; s < 4; ++s) {
+    step(s);
+    replicate();
+  }
+  const std::vector<uint32_t> live{0};
+  primary.restore_commit(2, live, /*timeline=*/3);
+  EXPECT_FALSE(primary.restore_replicated(2));
+  EXPECT_GT(replicate(), 1u);  // the restored state, whole
+  EXPECT_TRUE(primary.restore_replicated(2));
+  EXPECT_EQ(replica.version(), 2);
+  EXPECT_EQ(replica.timeline(), 3);  // a promoted replica refuses the old timeline too
+  for (uint64_t key : {shard_key(0, 0), shard_key(1, 0)}) {
+    EXPECT_EQ(values(replica, key), values(primary, key));
+    EXPECT_EQ(replica.shard(key).slots, primary.shard(key).slots);
+    EXPECT_EQ(replica.shard(key).updates, primary.shard(key).updates);
+  }
+  EXPECT_EQ(values(replica, shard_key(0, 0)), committed_w);
+  EXPECT_EQ(values(replica, shard_key(1, 0)), committed_emb);
+
+  // The primary's server dies after two more steps: the replica, promoted,
+  // still holds commit 2 and restores it itself.
+  for (int64_t s = 2; s < 4; ++s) {
+    step(s);
+    replicate();
+  }
+  EXPECT_EQ(replica.commit_versions(), (std::vector<int64_t>{2}));
+  replica.restore_commit(2, live, 4);
+  EXPECT_EQ(values(replica, shard_key(0, 0)), committed_w);
+  EXPECT_EQ(values(replica, shard_key(1, 0)), committed_emb);
+
+  // A replica lost before it acknowledged a commit: kept here only, and the
+  // commit is answered (no worker waits for a replica that is gone).
+  step(4);
+  replicate();
+  primary.keep_commit(5);
+  ASSERT_TRUE(primary.snapshot_due());
+  Message lost = make_snapshot(primary);
+  EXPECT_FALSE(primary.commit_kept(5));
+  primary.replica_lost();
+  EXPECT_TRUE(primary.commit_kept(5));
+}
+
 class CheckpointTest : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -2,7 +2,8 @@
 // real ZeroMQ sockets (ipc:// and tcp:// with CURVE): synchronous training
 // equals the single-process float64 reference, bounded staleness keeps its
 // bound, async converges, strangers are refused, a stopped server's
-// partition moves to its replica.
+// partition moves to its replica, and an elastic job's commit is restored
+// through that move.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -288,6 +289,66 @@ TEST(Failover, AStoppedServersPartitionMovesToItsReplicaWithNothingLost) {
     expect_near(results[k].w, expected.w, 1e-12, "w of worker " + std::to_string(k));
     expect_near(results[k].emb, expected.emb, 1e-12, "emb of worker " + std::to_string(k));
   }
+}
+
+
+// An elastic job's commits over real sockets: every partition keeps its
+// state at the worker's commit (answered once its replica has it too); a
+// server lost after that leaves its partition to the replica, and the
+// chief's restore still takes every partition back to the commit (the
+// promoted replica's own copy); the redone steps give what they gave the
+// first time, and steps of the rolled-back timeline are refused.
+TEST(Commits, ARestoreTakesEveryPartitionBackThroughAFailover) {
+  JobOptions o;
+  o.servers = 2;
+  o.replicas = 1;
+  o.optimizer = {.rule = UpdateRule::sgd, .lr = 0.1, .momentum = 0.9};
+  o.partition.num_shards = 2;  // a shard on each server
+  Job job(o, 1);
+  Worker worker(job.store, job.worker_options(0));
+  const VariableSpec spec{.name = "w", .rows = 4, .cols = 3, .dtype = DType::f64};
+  std::vector<double> init(12);
+  for (size_t i = 0; i < init.size(); ++i) init[i] = 0.5 * double(i) - 2;
+  const void* initial[] = {init.data()};
+  worker.declare({spec}, initial);
+  worker.start();
+  auto step = [&](int64_t s) {
+    std::vector<double> g(12);
+    for (size_t i = 0; i < g.size(); ++i) g[i] = 0.1 * double(i + 1) * double(s + 1) - 0.3;
+    worker.push(0, g.data()).wait();
+    worker.end_step().wait();
+  };
+  auto values = [&] {
+    std::vector<double> v(12);
+    worker.pull(0, v.data()).wait();
+    return v;
+  };
+  step(0);
+  step(1);
+  worker.keep_commit();
+  const std::vector<double> committed = values();
+  step(2);
+  step(3);
+  const std::vector<double> ahead = values();
+  ASSERT_NE(ahead, committed);
+
+  job.servers[1]->stop();  // silent from now on: its partition moves to server 0
+  const std::vector<int> live{0};
+  worker.restore_commit(2, live, /*timeline=*/1);
+  EXPECT_EQ(worker.clock(), 2);
+  EXPECT_EQ(values(), committed);
+  step(2);
+  step(3);
+  EXPECT_EQ(values(), ahead);
+  const std::string stats = worker.server_stats(0);
+  EXPECT_NE(stats.find("partition.0.restores=1"), std::string::npos) << stats;
+  EXPECT_NE(stats.find("partition.1.restores=1"), std::string::npos) << stats;
+
+  // A request of the old timeline (a push retained before the restore and
+  // replayed after it) is refused, not staged.
+  worker.rewind(worker.clock(), 0);
+  std::vector<double> g(12, 1.0);
+  EXPECT_THROW(worker.push(0, g.data()).wait(), Error);
 }
 
 }  // namespace

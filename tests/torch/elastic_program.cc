@@ -12,7 +12,9 @@
 // it (before the commit), after the "commit", or "late" (it sleeps 1 s
 // first, before its allreduce: the others form a world it never joins); it
 // first prints "kill at
-// T" (T: CLOCK_REALTIME seconds), and rank 0 prints "step K world W epoch
+// T" (T: CLOCK_REALTIME seconds); SLOT:STEP:PHASE:BY makes the first process
+// of slot BY kill SLOT's process instead (once: a parameter server, which
+// runs no steps of its own; every process publishes its pid in the store), and rank 0 prints "step K world W epoch
 // E at T" (E: the membership epoch) as it commits each step
 // (bench/elastic.sh measures recovery from them). At the end rank 0 writes
 // to --out: "steps N", "sizes s0 s1 ...", "counts c0 c1 ...", "params p0
@@ -74,6 +76,7 @@
 
 #include "cohort/common/flags.h"
 #include "cohort/models/image_classifiers.h"
+#include "cohort/torch/strategy/parameter_server.h"
 #include "tests/torch/elastic_rows.h"
 #include "cohort/rendezvous/discovery.h"
 #include "cohort/rendezvous/membership.h"
@@ -95,7 +98,11 @@ struct Kill {
   int slot = 0;
   int64_t step = 0;
   std::string phase;
+  int by = -1;  // the slot whose process kills `slot`'s; -1: `slot`'s itself
+  bool done = false;
 };
+
+std::string pid_key(int slot) { return "elastic_program/pid/" + std::to_string(slot); }
 
 void write_values(std::ofstream& f, const char* name, const std::vector<double>& values) {
   char text[32];
@@ -118,9 +125,11 @@ class FitProbe final : public cohort::Callback {
  public:
   // `seen`: the row numbers the loss was given in the step (null: not
   // counted), `rows` the data set's.
-  FitProbe(std::function<void(int64_t, const char*)> maybe_kill, int64_t delay_ms, std::vector<Write> writes,
-           std::vector<int64_t> holds, std::shared_ptr<std::vector<at::Tensor>> seen, int64_t rows)
-      : maybe_kill_(std::move(maybe_kill)),
+  FitProbe(cohort::Strategy& strategy, std::function<void(int64_t, const char*)> maybe_kill, int64_t delay_ms,
+           std::vector<Write> writes, std::vector<int64_t> holds, std::shared_ptr<std::vector<at::Tensor>> seen,
+           int64_t rows)
+      : strategy_(strategy),
+        maybe_kill_(std::move(maybe_kill)),
         delay_ms_(delay_ms),
         writes_(std::move(writes)),
         holds_(std::move(holds)),
@@ -134,25 +143,27 @@ class FitProbe final : public cohort::Callback {
   void on_train_batch_end(cohort::Model& model, int64_t, const cohort::Logs&) override {
     const int64_t step = model.position().step - 1;
     sizes_.resize(size_t(step + 1), 0);
-    sizes_[size_t(step)] = double(cohort::size());
+    // The processes that train (a parameter-server job's world holds its
+    // servers too), and their collectives.
+    sizes_[size_t(step)] = double(strategy_.process_count());
     if (seen_) {
       // The step's rows over every member, counted into the committed state.
       at::Tensor used = torch::zeros({int64_t(counts_.size())}, torch::kDouble);
       for (const at::Tensor& rows : *seen_)
         used.index_add_(0, rows.to(torch::kLong), torch::ones({rows.numel()}, torch::kDouble));
-      used = cohort::allreduce(used, {.name = "fit_probe/counts", .op = cohort::ReduceOp::sum}).contiguous();
+      used = strategy_.all_sum(used).contiguous();
       const double* u = used.data_ptr<double>();
       for (size_t i = 0; i < counts_.size(); ++i) counts_[i] += u[i];
     }
     if (delay_ms_ > 0) ::usleep(useconds_t(delay_ms_ * 1000));
-    if (cohort::rank() == 0) {
-      std::printf("step %lld world %d epoch %lld at %.6f\n", (long long)step, cohort::size(),
+    if (strategy_.process_index() == 0) {
+      std::printf("step %lld world %d epoch %lld at %.6f\n", (long long)step, strategy_.process_count(),
                   (long long)cohort::membership_epoch(), now());
       std::fflush(stdout);
     }
     maybe_kill_(step, "end");
     for (const Write& w : writes_)
-      if (w.step == step && cohort::rank() == 0) {
+      if (w.step == step && strategy_.process_index() == 0) {
         std::string text = w.text;
         std::replace(text.begin(), text.end(), ',', '\n');
         std::ofstream(w.file + ".new") << text << "\n";
@@ -175,6 +186,7 @@ class FitProbe final : public cohort::Callback {
   const std::vector<double>& counts() const { return counts_; }
 
  private:
+  cohort::Strategy& strategy_;
   std::function<void(int64_t, const char*)> maybe_kill_;
   int64_t delay_ms_;
   std::vector<Write> writes_;
@@ -215,8 +227,8 @@ int main(int argc, char** argv) {
             Kill k;
             char phase[16] = {};
             long long step = 0;
-            if (std::sscanf(v.c_str(), "%d:%lld:%15s", &k.slot, &step, phase) != 3)
-              throw cohort::ConfigError(f + " expects SLOT:STEP:PHASE, got '" + v + "'");
+            if (std::sscanf(v.c_str(), "%d:%lld:%15[^:]:%d", &k.slot, &step, phase, &k.by) < 3)
+              throw cohort::ConfigError(f + " expects SLOT:STEP:PHASE[:BY], got '" + v + "'");
             k.step = step;
             k.phase = phase;
             kills.push_back(k);
@@ -234,8 +246,16 @@ int main(int argc, char** argv) {
   const cohort::rendezvous::LaunchInfo me = cohort::rendezvous::discover();
   auto maybe_kill = [&](int64_t step, const char* phase) {
     if (me.elastic_incarnation != 0) return;  // only a slot's first process
+    for (Kill& k : kills)
+      if (k.by == me.elastic_slot && k.step == step && k.phase == phase && !k.done) {
+        k.done = true;
+        const pid_t pid = pid_t(std::stol(cohort::world_store()->get(pid_key(k.slot))));
+        std::printf("kill at %.6f\n", now());
+        std::fflush(stdout);
+        ::kill(pid, SIGKILL);
+      }
     for (const Kill& k : kills)
-      if (k.slot == me.elastic_slot && k.step == step && k.phase == phase) {
+      if (k.by < 0 && k.slot == me.elastic_slot && k.step == step && k.phase == phase) {
         if (k.phase == "late") ::sleep(1);
         std::printf("kill at %.6f\n", now());
         std::fflush(stdout);
@@ -251,6 +271,7 @@ int main(int argc, char** argv) {
   }
   try {
     cohort::init();
+    if (me.elastic_slot >= 0) cohort::world_store()->set(pid_key(me.elastic_slot), std::to_string(::getpid()));
   } catch (const cohort::rendezvous::MembershipEnded& e) {
     // A replacement that came too late: the job is over without it.
     std::fprintf(stderr, "elastic_program: not joining: %s\n", e.what());
@@ -315,7 +336,7 @@ int main(int argc, char** argv) {
                            },
                            .optimizer = cohort::optimizer_factory<torch::optim::SGD>(
                                torch::optim::SGDOptions(0.05).momentum(0.9))});
-    auto probe = std::make_shared<FitProbe>(maybe_kill, delay_ms, writes, holds, seen, rows);
+    auto probe = std::make_shared<FitProbe>(*strategy, maybe_kill, delay_ms, writes, holds, seen, rows);
     const cohort::FitOptions options{.epochs = epochs, .batch_size = batch, .shuffle = false, .callbacks = {probe},
                                      .elastic_commit_steps = commit_steps};
     cohort::History history;
@@ -337,8 +358,10 @@ int main(int argc, char** argv) {
     // zero stage 3 keeps no parameters between steps: gathered (collective).
     if (auto* zero = dynamic_cast<cohort::ZeroStrategy*>(strategy.get()); zero && cohort::initialized())
       zero->gather_parameters();
+    // Parameters held on parameter servers: their values, pulled.
+    if (dynamic_cast<cohort::ParameterServerStrategy*>(strategy.get()) && cohort::initialized()) strategy->module();
     // A rank that discovery removed has left the job (and has no world).
-    if (cohort::initialized() && cohort::rank() == 0 && !out.empty()) {
+    if (cohort::initialized() && strategy->process_index() == 0 && !out.empty()) {
       std::ofstream f(out);
       f << "steps " << probe->sizes().size() << "\n";
       write_values(f, "sizes", probe->sizes());

@@ -361,8 +361,9 @@ TEST(Elastic, APrivateFitRollsItsAccountantBackWithTheModel) {
   TempDir split_dir("elastic_test");
   const JobRun split = run_job(split_dir, "elasticprivatesplit", {"--min-np", "2", "--max-restarts", "0"},
                                {"--fit", "--private", "--split-noise"}, 8);
-  expect_job_fails_saying(split, "cannot follow its membership changes (multi_worker, zero, and a private strategy "
-                                 "over multi_worker with designated noise can)");
+  expect_job_fails_saying(split, "cannot follow its membership changes (multi_worker, zero, parameter_server "
+                                 "(synchronous, without backup workers), and a private strategy over multi_worker "
+                                 "with designated noise can)");
 }
 
 TEST(Elastic, ZeroLosesACommitOnlyWhenAPartAndItsCopyDieTogether) {
@@ -399,6 +400,58 @@ TEST(Elastic, ZeroSurvivesASecondDeathBeforeItsNextCommit) {
   EXPECT_EQ(std::vector<double>(sizes.begin(), sizes.begin() + 5), (std::vector<double>{3, 3, 3, 3, 1}));
   EXPECT_EQ(sizes.back(), 1);
   expect_one_process_fit(run, 8);
+}
+
+TEST(Elastic, AParameterServerFitRollsTheServersBackWithItsWorkers) {
+  // fit() under parameter_server: 3 workers and the last slots serving, a
+  // commit every 2 steps (after steps 1, 3, ...). At each of the workers'
+  // commits every partition keeps its state as a commit (on its replica
+  // too), and the survivors of a loss take the servers back to their
+  // newest commit with them and redo the steps since, which the servers had
+  // applied. Killed: the chief (slot 0, which names the workers that go on)
+  // after step 3's exchange with the servers (the servers sum gradients,
+  // the workers step SGD); then a server after step 4's (the servers step
+  // SGD themselves, replicas=1): its partition is taken over from the
+  // replica, whose commits followed the primary's, and its slot's
+  // replacement serves nothing. Either way the job ends with one process's
+  // fit on the same global batches and every row once an epoch; without
+  // the servers' rollback, a redone step would be applied twice (or, when
+  // they only sum, be given the old step's sum).
+  constexpr int64_t kFitBatch = 8;
+  struct Case {
+    const char* strategy;
+    int np;
+    const char* kill;
+    int slot;
+    int64_t first_two;  // the first step at 2 workers; -1: none
+  };
+  for (const Case& c : {Case{"parameter_server:servers=1", 4, "0:3:end", 0, 2},
+                        Case{"parameter_server:servers=2,replicas=1,optimizer=sgd,lr=0.05,momentum=0.9", 5,
+                             "4:4:end:0", 4, -1}}) {
+    SCOPED_TRACE(std::string(c.strategy) + ", kill " + c.kill);
+    TempDir dir("elastic_test");
+    const std::string job = "elasticps" + std::to_string(c.np);
+    const JobRun run = run_job(dir, job, {"--min-np", std::to_string(c.np - 1), "--max-restarts", "1"},
+                               {"--fit", "--strategy", c.strategy, "--commit-steps", "2", "--kill", c.kill,
+                                "--step-delay-ms", "50"},
+                               kFitBatch, {}, c.np);
+    ASSERT_TRUE(run.result.finished);
+    ASSERT_EQ(run.result.exit_code, 0) << run.result.err;
+    EXPECT_NE(run.result.err.find("(SIGKILL); starting slot " + std::to_string(c.slot) + " again"), std::string::npos)
+        << run.result.err;
+    const auto& sizes = run.out.at("sizes");
+    ASSERT_EQ(sizes.size(), size_t(kEpochs * kRows / kFitBatch));
+    const auto two = std::find(sizes.begin(), sizes.end(), 2.0);
+    if (c.first_two < 0) {
+      EXPECT_EQ(two, sizes.end()) << "a server's loss changed the workers";
+      EXPECT_NE(run.result.err.find("abandoned: member 4.0"), std::string::npos) << run.result.err;
+    } else {
+      ASSERT_NE(two, sizes.end()) << "the survivors never trained as 2";
+      EXPECT_EQ(two - sizes.begin(), c.first_two);
+      EXPECT_EQ(sizes.back(), 3) << "the replacement never joined";
+    }
+    expect_one_process_fit(run, kFitBatch);
+  }
 }
 
 TEST(Elastic, AcrossHostsTheReplacementStartsOnItsSlotsHost) {

@@ -105,6 +105,29 @@ void ElasticState::scale_learning_rate_with_world(bool on) {
   scale_lr_ = on;
 }
 
+int ElasticState::member_rank() const {
+  if (engine::Engine* g = group()) return g->rank();
+  return initialized() ? rank() : 0;
+}
+
+int ElasticState::members() const {
+  if (engine::Engine* g = group()) return g->size();
+  return initialized() ? size() : 1;
+}
+
+namespace {
+
+// Binds the members' group (set_group()) to this thread while it lives, so
+// that the collectives of a commit or sync run on it.
+struct GroupScope {
+  explicit GroupScope(engine::Engine* group) {
+    if (group) scope.emplace(*group);
+  }
+  std::optional<EngineScope> scope;
+};
+
+}  // namespace
+
 void ElasticState::zero_pending() {
   for (auto& [name, t] : tallies_) t.pending.zero_();
 }
@@ -112,7 +135,7 @@ void ElasticState::zero_pending() {
 void ElasticState::take(Snapshot& s) const {
   torch::NoGradGuard no_grad;
   s.serial = serial_;
-  s.world = initialized() ? size() : 1;
+  s.world = members();
   s.counters = counters_;
   for (const auto& [name, tensor] : tracked_) copy_into(s.tracked[name], tensor);
   for (const auto& [name, value] : values_) s.values[name] = value.save();
@@ -178,7 +201,7 @@ void ElasticState::put(const Snapshot& s) {
   }
   auto& groups = optimizer_.param_groups();
   COHORT_CHECK_EQ(groups.size(), s.lrs.size()) << "the elastic commit is of another optimizer";
-  const double scale = scale_lr_ ? double(initialized() ? size() : 1) / double(s.world) : 1.0;
+  const double scale = scale_lr_ ? double(members()) / double(s.world) : 1.0;
   for (size_t g = 0; g < groups.size(); ++g) groups[g].options().set_lr(s.lrs[g] * scale);
 }
 
@@ -209,9 +232,10 @@ void ElasticState::commit() {
   // Every member must leave the loop at the same commit, so they agree on
   // rank 0's look at the store (one read a step, not one per member). A
   // lost member throws here, before anything is committed.
+  const GroupScope scope(group());
   std::vector<at::Tensor> parts{at::zeros({1}, at::kDouble)};
   const bool together = initialized() && elastic();
-  if (together && rank() == 0 && membership_changed()) parts[0].fill_(1.0);
+  if (together && member_rank() == 0 && membership_changed()) parts[0].fill_(1.0);
   for (const auto& [name, t] : tallies_) parts.push_back(t.pending.reshape({-1}));
   at::Tensor sums = at::cat(parts);
   if (together) sums = allreduce(sums, {.op = ReduceOp::sum});
@@ -244,7 +268,7 @@ void ElasticState::restore() {
 // replaces this member's commit only once complete: a root lost mid-way
 // leaves every member its own commit, intact.
 void ElasticState::receive(int root) {
-  const bool mine = rank() == root;
+  const bool mine = member_rank() == root;
   const Snapshot& own = *commit_;
   // Header: serial, world, then per optimizer parameter its step (-1: no state)
   // and which of its fields are defined; counters in name order.
@@ -321,12 +345,13 @@ void ElasticState::receive(int root) {
 }
 
 void ElasticState::sync() {
+  const GroupScope scope(group());
   if (!commit_) {
     commit_ = std::make_unique<Snapshot>();
     take(*commit_);
   }
   if (shards_) return sync_sharded();
-  if (initialized() && size() > 1) {
+  if (members() > 1) {
     // The newest commit any member holds (the lowest rank's among equals).
     // Members that all hold the same committed step keep their own (the
     // state is replicated); before any commit, rank 0's state is everyone's
@@ -351,7 +376,7 @@ void ElasticState::sync_sharded() {
   // The rest of that commit, from the lowest rank that holds it (a member
   // may hold it as the commit before its newest, or not at all: a new one).
   if (previous_ && previous_->serial == serial && commit_->serial != serial) std::swap(previous_, commit_);
-  if (initialized() && size() > 1) {
+  if (members() > 1) {
     const int64_t holders = receive_from_largest(commit_->serial == serial ? 1 : 0, /*always=*/serial == 0);
     COHORT_CHECK(holders == 1) << "elastic: no member holds the rest of commit " << serial
                                << " (members keep different state)";

@@ -56,6 +56,7 @@
 #include <string>
 
 #include "cohort/common/error.h"
+#include "cohort/engine/engine.h"
 
 namespace cohort {
 
@@ -132,6 +133,12 @@ class ElasticState {
   // tallies) as usual; the model and optimizer given to the constructor are
   // not used. Before the first commit. Not with learning-rate scaling.
   void shard(ElasticShards& shards);
+  // The members' collectives run on the engine `group` returns, when not
+  // null: the processes that train, when the world holds others too (the
+  // parameter_server strategy's servers, which keep no training state), and
+  // the members' ranks and size are then its. Asked at each commit and sync
+  // (a new world brings a new group). Unset or null: the world's engine.
+  void set_group(std::function<engine::Engine*()> group) { group_ = std::move(group); }
   // Commits so far in the state being trained (restored with it).
   int64_t commits() const { return serial_; }
   // Linear scaling (Goyal et al. 2017), for loops whose global batch is a
@@ -147,6 +154,9 @@ class ElasticState {
 
  private:
   struct Snapshot;
+  engine::Engine* group() const { return group_ ? group_() : nullptr; }
+  int member_rank() const;  // in the group, else the world (0 outside a job)
+  int members() const;      // the group's size, else the world's (1 outside a job)
   void take(Snapshot& s) const;  // the live state into `s`
   void put(const Snapshot& s);   // `s` into the live state
   void put_kept(const Snapshot& s);  // its counters, tracked tensors and values
@@ -176,6 +186,7 @@ class ElasticState {
   std::unique_ptr<Snapshot> commit_;  // null before the first commit or sync
   int64_t serial_ = 0;  // commits made in the state's history
   ElasticShards* shards_ = nullptr;
+  std::function<engine::Engine*()> group_;
   std::unique_ptr<Snapshot> previous_;  // with shards: the commit before commit_
   void sync_sharded();
 };

@@ -120,6 +120,15 @@ bool membership_changed() {
   return rendezvous::latest_epoch(*store) > epoch;
 }
 
+std::optional<std::string> world_abandoned() {
+  std::function<std::optional<std::string>()> abandoned;
+  {
+    std::lock_guard lock(g_mutex);
+    abandoned = world_or_throw().world.options.abandoned;
+  }
+  return abandoned ? abandoned() : std::nullopt;
+}
+
 void reform() {
   std::lock_guard lock(g_mutex);
   WorldRuntime& w = world_or_throw();
@@ -193,6 +202,9 @@ std::unique_ptr<comm::Communicator> create_world_communicator(const std::string&
     options.launch_source = info.source;
     options.all_local = info.local_size == info.size;
     options.store_host = info.store_host;
+    // A communicator of an elastic world gives up with it (a lost member).
+    options.elastic = w.world.options.elastic;
+    options.abandoned = w.world.options.abandoned;
   }
   return comm::create_communicator(std::make_shared<rendezvous::PrefixStore>(name, store), rank, size, options);
 }

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "cohort/comm/communicator.h"
@@ -71,6 +72,12 @@ void finish_joining();
 // Whether the launcher published an epoch after the world's: one store
 // read, not collective (ElasticState::commit() agrees on it).
 bool membership_changed();
+// Why the current world was abandoned (the launcher announced a member of
+// its epoch lost: none of its collectives can complete), or nullopt (none
+// was, or the job is not elastic). One store read, not collective: for a
+// wait on something other than the world's collectives (a parameter
+// server's reply), which must give up as a collective would.
+std::optional<std::string> world_abandoned();
 // Replaces the world engine and communicator by those of the next epoch
 // that includes this process, waiting for the launcher to publish it
 // (after a peer was lost, or when membership_changed()). Collective over

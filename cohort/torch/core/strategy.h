@@ -63,6 +63,9 @@
 
 namespace cohort {
 
+namespace engine {
+class Engine;
+}
 class ElasticShards;  // core/elastic_state.h
 
 // A batch of rows: dim 0 of input and target (when defined) is the row.
@@ -222,13 +225,19 @@ class Strategy {
   virtual void rejoin();
   // The ones that do, for the errors that say so.
   static constexpr const char* kStrategiesThatFollowMembership =
-      "multi_worker, zero, and a private strategy over multi_worker with designated noise";
+      "multi_worker, zero, parameter_server (synchronous, without backup workers), and a private strategy over "
+      "multi_worker with designated noise";
   // A strategy whose state is split over its processes (zero) commits and
   // restores it through this (ElasticState::shard()); null: the module and
   // optimizer are replicated and ElasticState keeps them itself. Each call
   // starts a new training's commits: the object returned before, and its
   // commits, are gone.
   virtual ElasticShards* elastic_shards() { return nullptr; }
+  // The engine over the processes that train, when the world holds others
+  // too (parameter_server: its servers take part in the membership, not in
+  // training's state): an elastic fit's ElasticState makes its collectives
+  // there. Null: the world's engine.
+  virtual engine::Engine* elastic_group() { return nullptr; }
   // What the strategy keeps beyond the module and the optimizer that a
   // rolled-back step must roll back too (a private strategy's privacy
   // accountant and step count), as bytes, the same on every process at a

@@ -285,6 +285,8 @@ History Model::fit(BatchStream& train, FitOptions options) {
     // A strategy that splits the model over its processes commits its
     // parts itself (zero: each with a copy on another process).
     if (ElasticShards* shards = strategy_.elastic_shards()) state.shard(*shards);
+    // Only the processes that train hold its state (not parameter servers).
+    state.set_group([this] { return strategy_.elastic_group(); });
     // A backup's partial epoch (the chief's merged sums) is everyone's total.
     epoch_metrics_ = new_metric_state();
     committed_metrics_ = resumed_ ? strategy_.all_sum(resumed_epoch_metrics_).clone() : new_metric_state();

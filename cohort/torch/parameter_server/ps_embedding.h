@@ -16,6 +16,7 @@
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -48,7 +49,9 @@ class PsEmbeddingImpl : public torch::nn::Module {
   // forgets them. A lookup whose rows got no gradient pushes nothing.
   ps::Handle push_gradients();
 
-  void bind(ps::Worker* worker, uint32_t variable);
+  // `wait` (optional) waits for the forward's pull (ShardedTraining's: it
+  // gives up when an elastic job's world is abandoned); else Handle::wait.
+  void bind(ps::Worker* worker, uint32_t variable, std::function<void(const ps::Handle&)> wait = {});
   bool bound() const { return worker_ != nullptr; }
   const PsEmbeddingOptions& options() const { return options_; }
   // Rows pulled by lookups since the last push (for byte counts).
@@ -61,6 +64,7 @@ class PsEmbeddingImpl : public torch::nn::Module {
   };
   PsEmbeddingOptions options_;
   ps::Worker* worker_ = nullptr;
+  std::function<void(const ps::Handle&)> wait_;
   uint32_t variable_ = 0;
   std::vector<Lookup> lookups_;
 };

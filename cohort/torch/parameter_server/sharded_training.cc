@@ -2,6 +2,9 @@
 
 #include <torch/torch.h>
 
+#include <chrono>
+#include <thread>
+
 #include "cohort/common/check.h"
 #include "cohort/torch/core/collectives.h"
 
@@ -45,13 +48,16 @@ ShardedTraining::ShardedTraining(ps::Worker& worker, torch::nn::Module& module, 
     specs.push_back({.name = item.key().empty() ? "table" : item.key(), .rows = o.rows, .cols = o.dim,
                      .dtype = o.double_precision ? DType::f64 : DType::f32, .sparse = true, .init = o.init});
     initial.push_back(nullptr);
-    table->bind(&worker_, static_cast<uint32_t>(specs.size() - 1));
+    table->bind(&worker_, static_cast<uint32_t>(specs.size() - 1), [this](const ps::Handle& h) { wait({h}); });
     tables_.push_back(PsEmbedding(std::dynamic_pointer_cast<PsEmbeddingImpl>(item.value())));
   }
   worker_.declare(specs, initial);
   if (!load_dir.empty() && worker_.options().worker == 0) worker_.load(load_dir);
   worker_.start();
-  if (options_.dense == DenseMode::hybrid || (options_.dense == DenseMode::summation && options_.worker_engine)) {
+  if (!options_.sync_from_chief) {
+    pulled_once_ = options_.dense != DenseMode::servers;  // the members' state arrives from ElasticState
+  } else if (options_.dense == DenseMode::hybrid ||
+             (options_.dense == DenseMode::summation && options_.worker_engine)) {
     // The workers start from worker 0's dense parameters (in summation mode
     // a server holds the last step's mean gradient, not the parameters, once
     // training has begun).
@@ -62,11 +68,35 @@ ShardedTraining::ShardedTraining(ps::Worker& worker, torch::nn::Module& module, 
   }
 }
 
+void ShardedTraining::wait(const std::vector<ps::Handle>& handles) {
+  if (!options_.abandoned) return ps::wait_all(handles);
+  using std::chrono::milliseconds;
+  for (const ps::Handle& h : handles) {
+    for (;;) {
+      try {
+        if (h.wait_for(milliseconds(20))) break;
+      } catch (const std::exception&) {
+        break;  // rethrown by wait_all below, once every call is done
+      }
+      const std::optional<std::string> why = options_.abandoned();
+      if (!why) continue;
+      // The calls still pending fail (their step is redone from the last
+      // commit), so that no reply lands in this step's buffers after the
+      // throw; the client fails them at once, in order.
+      worker_.rewind(worker_.clock(), worker_.timeline());
+      for (const ps::Handle& other : handles)
+        while (!other.poll()) std::this_thread::sleep_for(milliseconds(1));
+      throw PeerLostError("parameter_server: a step's wait on the servers was abandoned: " + *why, -1);
+    }
+  }
+  ps::wait_all(handles);
+}
+
 void ShardedTraining::pull() {
   torch::NoGradGuard no_grad;
   std::vector<ps::Handle> handles;
   for (uint32_t v = 0; v < dense_.size(); ++v) handles.push_back(worker_.pull(v, dense_[v].data_ptr()));
-  ps::wait_all(handles);
+  wait(handles);
 }
 
 void ShardedTraining::begin_step() {
@@ -96,7 +126,7 @@ void ShardedTraining::end_step(torch::optim::Optimizer* local) {
   if (options_.dense == DenseMode::summation) {
     // push_pull answers after the step, so the commit goes out first.
     handles.push_back(worker_.end_step());
-    ps::wait_all(handles);
+    wait(handles);
     COHORT_CHECK(local) << "summation mode steps the program's optimizer";
     local->step();
     return;
@@ -108,7 +138,7 @@ void ShardedTraining::end_step(torch::optim::Optimizer* local) {
     local->step();
   }
   handles.push_back(worker_.end_step());
-  ps::wait_all(handles);
+  wait(handles);
 }
 
 }  // namespace cohort

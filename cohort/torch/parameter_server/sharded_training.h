@@ -23,7 +23,9 @@
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +44,15 @@ struct ShardedTrainingOptions {
   // the workers start from worker 0's parameters by broadcast, without it
   // by a pull at the first step (only right for workers starting at step 0).
   engine::Engine* worker_engine = nullptr;
+  // Whether the workers start from worker 0's parameters (by broadcast on
+  // worker_engine) in summation and hybrid modes; false for a worker joining
+  // an elastic job, which takes the members' state from ElasticState (and
+  // the members make no such broadcast for it).
+  bool sync_from_chief = true;
+  // An elastic job's world abandoned (cohort::world_abandoned()): polled
+  // while the step waits for the servers, so that the step gives up as a
+  // collective would (PeerLostError) instead of waiting for a lost worker.
+  std::function<std::optional<std::string>()> abandoned;
 };
 
 class ShardedTraining {
@@ -60,6 +71,8 @@ class ShardedTraining {
   void pull();
   int64_t clock() const { return worker_.clock(); }
   DenseMode dense_mode() const { return options_.dense; }
+  // The workers' group of a new world (an elastic job's rejoin).
+  void set_worker_engine(engine::Engine* engine) { options_.worker_engine = engine; }
   ps::Worker& worker() { return worker_; }
   // Variables on the servers: the dense parameters (empty when hybrid),
   // then the tables.
@@ -67,6 +80,9 @@ class ShardedTraining {
   const std::vector<PsEmbedding>& tables() const { return tables_; }
 
  private:
+  // ps::wait_all, or with options_.abandoned: given up once the world is.
+  void wait(const std::vector<ps::Handle>& handles);
+
   ps::Worker& worker_;
   ShardedTrainingOptions options_;
   std::vector<at::Tensor> dense_;  // the module's parameters held on the servers

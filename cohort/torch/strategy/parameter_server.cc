@@ -2,16 +2,21 @@
 
 #include <torch/torch.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 
 #include "cohort/common/check.h"
 #include "cohort/common/logging.h"
 #include "cohort/comm/communicator.h"
+#include "cohort/comm/create.h"
 #include "cohort/engine/engine.h"
 #include "cohort/parameter_server/roles.h"
 #include "cohort/parameter_server/server.h"
 #include "cohort/parameter_server/worker.h"
 #include "cohort/rendezvous/discovery.h"
+#include "cohort/rendezvous/membership.h"
 #include "cohort/rendezvous/prefix_store.h"
 #include "cohort/torch/core/broadcast_state.h"
 #include "cohort/torch/core/collectives.h"
@@ -34,28 +39,139 @@ SpecKey integer_key(const char* name, const char* description, int64_t min) {
   return {.name = name, .kind = Kind::integer, .description = description, .min = min, .optional = true};
 }
 
+// The workers' group of the current world: a split of a copy of it, in
+// which every member takes part (servers get nothing back). Named by the
+// membership epoch in an elastic job, whose worlds follow one another.
+std::shared_ptr<comm::Communicator> split_workers(const std::string& ns, const ps::Role& role) {
+  const std::string name = ns + "/world" + (elastic() ? "/" + std::to_string(membership_epoch()) : "");
+  const std::unique_ptr<comm::Communicator> copy = create_world_communicator(name);
+  std::shared_ptr<comm::Communicator> split = copy->split(role.server ? 1 : 0, role.index);
+  if (role.server) split.reset();
+  return split;
+}
+
+// Set by every worker as it leaves an elastic job: training is over, and a
+// server slot's replacement (which serves nothing) may end.
+constexpr const char* kWorkersDoneKey = "elastic_workers_done";
+
+// An elastic job's server: a member of every membership epoch, though it
+// keeps none of training's state. This thread follows the epochs: when the
+// launcher publishes a new one (or abandons the current world), it forms
+// the new world with the others and takes part in the split that gives the
+// workers their group, as the workers' rejoin() does. `on_end` gets the
+// process's exit status when the membership ends for this process (0: the
+// job ended or left it out; 1: an error).
+class MembershipFollower {
+ public:
+  MembershipFollower(std::string ns, ps::Role role, std::function<void(int)> on_end)
+      : ns_(std::move(ns)), role_(role), on_end_(std::move(on_end)), thread_([this] { run(); }) {}
+  ~MembershipFollower() {
+    if (thread_.joinable()) thread_.detach();  // stop() said it cannot be joined
+  }
+  // Stops following; false when the thread is inside a world's formation,
+  // which cannot be interrupted (the process must then end without it).
+  bool stop() {
+    stopping_ = true;
+    if (forming_) return false;
+    thread_.join();
+    return true;
+  }
+
+ private:
+  void run() {
+    using namespace std::chrono_literals;
+    while (!stopping_) {
+      std::this_thread::sleep_for(20ms);
+      try {
+        if (!membership_changed() && !world_abandoned()) continue;
+        forming_ = true;
+        if (stopping_) break;
+        reform();
+        split_workers(ns_, role_);
+        forming_ = false;
+        COHORT_LOG(info) << "parameter server " << role_.index << ": membership epoch " << membership_epoch()
+                         << ", rank " << rank() << " of " << size();
+      } catch (const comm::ElasticLeave& e) {
+        return end(0, std::string("left the job: ") + e.what());
+      } catch (const rendezvous::MembershipEnded& e) {
+        return end(0, std::string("the job ended: ") + e.what());
+      } catch (const PeerLostError& e) {
+        // A member lost while the workers' group formed: the next epoch.
+        forming_ = false;
+        COHORT_LOG(warn) << "parameter server " << role_.index << ": " << e.what() << "; following the next epoch";
+      } catch (const std::exception& e) {
+        return end(1, e.what());
+      }
+    }
+    forming_ = false;
+  }
+  void end(int status, const std::string& why) {
+    forming_ = false;
+    if (status == 0)
+      COHORT_LOG(info) << "parameter server " << role_.index << ": " << why;
+    else
+      COHORT_LOG(error) << "parameter server " << role_.index << ": " << why;
+    on_end_(status);
+  }
+
+  std::string ns_;
+  ps::Role role_;
+  std::function<void(int)> on_end_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> forming_{false};
+  std::thread thread_;
+};
+
 // Serves partitions of the job until every worker has left, then ends the
 // process (see the header: the program's code after make_strategy is the
-// workers').
+// workers'). In an elastic job it follows the membership meanwhile; a
+// replacement of a server's slot serves nothing (a lost server's
+// partitions stay with the one that took them over) and ends when the
+// workers are done.
 [[noreturn]] void serve_and_exit(std::shared_ptr<rendezvous::Store> store, const rendezvous::LaunchInfo& info,
-                                 const ps::Role& role, const ps::JobOptions& job) {
-  int status = 0;
+                                 const ps::Role& role, const ps::JobOptions& job, const std::string& ns,
+                                 bool elastic_job) {
+  std::atomic<int> status{0};
+  std::atomic<bool> membership_ended{false};
+  std::unique_ptr<ps::Server> server;
+  std::unique_ptr<MembershipFollower> follower;
+  bool clean = true;
   try {
-    ps::Server server(std::move(store), ps::server_options_for(info, role, job));
-    COHORT_LOG(info) << "parameter server " << role.index << " of " << role.num_servers << " serving "
-                     << role.num_workers << " worker(s): " << ps::describe(job);
-    server.run();
-    // What the consistency rules did, for the user (and the backup_workers
-    // test): late_dropped counts gradients a step went on without.
-    const ps::PartitionCounters c = server.totals();
-    COHORT_LOG(info) << "parameter server " << role.index << " done: steps_applied=" << c.steps_applied
-                     << " late_dropped=" << c.late_dropped << " stale_ignored=" << c.stale_ignored
-                     << " discarded_steps=" << c.discarded_steps << " max_staleness=" << c.max_staleness;
+    const bool spare = elastic_job && info.elastic_incarnation > 0;
+    if (!spare) server = std::make_unique<ps::Server>(store, ps::server_options_for(info, role, job));
+    if (elastic_job)
+      follower = std::make_unique<MembershipFollower>(ns, role, [&](int s) {
+        status = s;
+        membership_ended = true;
+        if (server) server->stop();
+      });
+    if (spare) {
+      COHORT_LOG(info) << "parameter server slot " << info.elastic_slot << " started again: its partitions stay with "
+                       << "the server that took them over; this process only follows the membership";
+      const std::vector<std::string> done = {kWorkersDoneKey};
+      while (!membership_ended && !store->check(done)) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    } else {
+      COHORT_LOG(info) << "parameter server " << role.index << " of " << role.num_servers << " serving "
+                       << role.num_workers << " worker(s): " << ps::describe(job);
+      server->run();
+      // What the consistency rules did, for the user (and the backup_workers
+      // test): late_dropped counts gradients a step went on without.
+      const ps::PartitionCounters c = server->totals();
+      COHORT_LOG(info) << "parameter server " << role.index << " done: steps_applied=" << c.steps_applied
+                       << " late_dropped=" << c.late_dropped << " stale_ignored=" << c.stale_ignored
+                       << " discarded_steps=" << c.discarded_steps << " max_staleness=" << c.max_staleness
+                       << " restores=" << c.restores;
+    }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "parameter server %d: %s\n", role.index, e.what());
     status = 1;
   }
+  if (follower) clean = follower->stop();
   std::fflush(nullptr);
+  // A follower inside a world's formation cannot be joined, and the exit
+  // handlers would wait for that world: end without them.
+  if (!clean) std::_Exit(status);
+  server.reset();
   std::exit(status);
 }
 
@@ -109,38 +225,48 @@ ParameterServerStrategy::ParameterServerStrategy(ParameterServerOptions options)
       << "parameter_server: program_optimizer means the servers' rule is sum";
   if (!initialized()) init();
   const rendezvous::LaunchInfo info = rendezvous::discover();
-  const ps::Role role = ps::assign_role(cohort::rank(), cohort::size(), options_.job.servers);
-  // Every strategy object of a job takes its own namespace (all ranks build
-  // them in the same order).
+  elastic_ = elastic();
+  // In an elastic job a rank changes with the membership, a slot does not:
+  // roles follow the slots of the -np processes started.
+  const int slot = elastic_ ? info.elastic_slot : cohort::rank();
+  const int slots = elastic_ ? info.size : cohort::size();
+  COHORT_CHECK_AS(ConfigError, slot < slots)
+      << "parameter_server: slot " << slot << " was added to the elastic job (host discovery); a parameter-server "
+      << "job keeps the " << slots << " slots it started with (--max-np above -np is not supported)";
+  role_ = ps::assign_role(slot, slots, options_.job.servers);
+  // Every strategy object of a job takes its own namespace (all processes
+  // build them in the same order; a replacement counts its own from 1).
   auto world = world_store();
-  const int64_t instance = world->add("ps_strategy/instances/" + std::to_string(cohort::rank()), 1);
-  const std::string ns = "ps_strategy/" + std::to_string(instance);
+  const std::string me = elastic_ ? std::to_string(slot) + "." + std::to_string(info.elastic_incarnation)
+                                  : std::to_string(cohort::rank());
+  const int64_t instance = world->add("ps_strategy/instances/" + me, 1);
+  namespace_ = "ps_strategy/" + std::to_string(instance);
   // Servers and workers meet under one namespace (server addresses, ...).
-  auto ps_store = std::make_shared<rendezvous::PrefixStore>(ns + "/ps", world);
-  // The workers' own group, for all_sum and hybrid allreduces: the servers
-  // take part in the split (it is collective) and drop their side.
-  std::shared_ptr<comm::Communicator> split;
-  {
-    const std::unique_ptr<comm::Communicator> copy = create_world_communicator(ns + "/world");
-    split = copy->split(role.server ? 1 : 0, role.index);
+  ps_store_ = std::make_shared<rendezvous::PrefixStore>(namespace_ + "/ps", world);
+  if (role_.server) {
+    // The servers take part in the workers' split (it is collective).
+    split_workers(namespace_, role_);
+    serve_and_exit(ps_store_, info, role_, options_.job, namespace_, elastic_);
   }
-  if (role.server) {
-    split.reset();
-    serve_and_exit(ps_store, info, role, options_.job);
-  }
-  worker_index_ = role.index;
-  num_workers_ = role.num_workers;
-  workers_comm_ = std::move(split);
-  COHORT_CHECK(workers_comm_ && workers_comm_->rank() == worker_index_ && workers_comm_->size() == num_workers_)
+  worker_index_ = role_.index;
+  form_workers_group();
+  worker_ = std::make_unique<ps::Worker>(
+      ps_store_, ps::WorkerOptions{.worker = role_.index, .num_workers = role_.num_workers,
+                                   .num_servers = role_.num_servers, .job = options_.job, .secret = info.secret});
+}
+
+void ParameterServerStrategy::form_workers_group() {
+  engine_.reset();
+  workers_comm_.reset();
+  workers_comm_ = split_workers(namespace_, role_);
+  COHORT_CHECK(workers_comm_ && workers_comm_->size() <= role_.num_workers &&
+               (elastic_ || (workers_comm_->rank() == worker_index_ && workers_comm_->size() == role_.num_workers)))
       << "parameter_server: the workers' group came out of split with the wrong rank or size";
   engine::EngineOptions eo;
   eo.label = "ps_workers";
+  const std::string suffix = elastic_ ? "/" + std::to_string(membership_epoch()) : "";
   engine_ = std::make_unique<engine::Engine>(
-      workers_comm_, std::make_shared<rendezvous::PrefixStore>(ns + "/engine", world), eo);
-  worker_ = std::make_unique<ps::Worker>(
-      std::move(ps_store),
-      ps::WorkerOptions{.worker = role.index, .num_workers = role.num_workers, .num_servers = role.num_servers,
-                        .job = options_.job, .secret = info.secret});
+      workers_comm_, std::make_shared<rendezvous::PrefixStore>(namespace_ + "/engine" + suffix, world_store()), eo);
 }
 
 ParameterServerStrategy::~ParameterServerStrategy() {
@@ -148,6 +274,7 @@ ParameterServerStrategy::~ParameterServerStrategy() {
   if (worker_) {
     try {
       worker_->finish();
+      if (elastic_) ps_store_->set(kWorkersDoneKey, "1");
     } catch (const std::exception& e) {
       COHORT_LOG(warn) << "parameter_server: leaving the servers: " << e.what();
     }
@@ -167,9 +294,10 @@ std::string ParameterServerStrategy::spec() const {
   return s;
 }
 
-int ParameterServerStrategy::replicas_in_sync() const { return num_workers_; }
-int ParameterServerStrategy::process_count() const { return num_workers_; }
-int ParameterServerStrategy::process_index() const { return worker_index_; }
+// The workers of the current world (fewer than the slots after a loss).
+int ParameterServerStrategy::replicas_in_sync() const { return workers_comm_->size(); }
+int ParameterServerStrategy::process_count() const { return workers_comm_->size(); }
+int ParameterServerStrategy::process_index() const { return workers_comm_->rank(); }
 
 void ParameterServerStrategy::prepare(TrainingModel model) {
   detail::check_training_model(model, prepared_);
@@ -178,14 +306,19 @@ void ParameterServerStrategy::prepare(TrainingModel model) {
   optimizer_ = detail::make_optimizer(model_, module.parameters());
   // Worker 0's parameters and buffers (BatchNorm statistics stay on the
   // workers) everywhere; ShardedTraining declares worker 0's on the servers.
-  broadcast_parameters(module, 0, engine_.get());
+  // Not for a process joining an elastic job: the members' ElasticState
+  // hands it their state (and their rejoin() broadcasts nothing).
+  const bool sync_state = detail::prepare_syncs_state();
+  if (sync_state) broadcast_parameters(module, 0, engine_.get());
   ShardedTrainingOptions o;
   o.dense = options_.job.hybrid           ? DenseMode::hybrid
             : options_.program_optimizer ? DenseMode::summation
                                          : DenseMode::servers;
   o.worker_engine = engine_.get();
+  o.sync_from_chief = sync_state;
+  if (elastic_) o.abandoned = [] { return world_abandoned(); };
   training_ = std::make_unique<ShardedTraining>(*worker_, module, o);
-  broadcast_optimizer_state(*optimizer_, 0, engine_.get());
+  if (sync_state) broadcast_optimizer_state(*optimizer_, 0, engine_.get());
   stale_ = true;  // nothing pulled yet
   prepared_ = true;
 }
@@ -219,7 +352,7 @@ StepResult ParameterServerStrategy::train_step(const Batch& mine, int64_t global
   // The servers (or the hybrid allreduce) average the workers' gradients:
   // weighted by its share of the rows, a worker's mean loss makes that
   // average the global batch's mean-loss gradient.
-  const at::Tensor loss = detail::data_parallel_loss(model_, mine, global_rows, num_workers_, result);
+  const at::Tensor loss = detail::data_parallel_loss(model_, mine, global_rows, process_count(), result);
   loss.backward();
   training_->end_step(optimizer_.get());
   stale_ = training_->dense_mode() == DenseMode::servers;
@@ -231,6 +364,65 @@ at::Tensor ParameterServerStrategy::predict(const at::Tensor& input) {
   pull_if_stale();
   torch::NoGradGuard no_grad;
   return model_.forward(*model_.module, input);
+}
+
+bool ParameterServerStrategy::follows_membership() const {
+  // A step that applies before every worker kept the last commit could not
+  // be rolled back (partition.h).
+  return elastic_ && options_.job.staleness == 0 && options_.job.backup_workers == 0;
+}
+
+void ParameterServerStrategy::rejoin() {
+  detail::prepared(model_, prepared_);
+  // The servers' followers take part in the new world's split.
+  form_workers_group();
+  training_->set_worker_engine(engine_.get());
+  // The interrupted step's gradients are not state (a commit holds none).
+  for (at::Tensor& p : model_.module->parameters()) p.mutable_grad() = at::Tensor();
+}
+
+std::string ParameterServerStrategy::own_state() const {
+  if (!follows_membership()) return {};
+  // Every worker asks (a partition keeps a version once): whichever member
+  // survives holding this commit, the servers hold its step too.
+  worker_->keep_commit();
+  return std::to_string(worker_->clock());
+}
+
+void ParameterServerStrategy::load_own_state(const std::string& bytes) {
+  if (!follows_membership()) return Strategy::load_own_state(bytes);
+  int64_t clock = 0;
+  try {
+    clock = std::stoll(bytes);
+  } catch (const std::exception&) {
+    COHORT_THROW(ConfigError) << "parameter_server: an elastic commit's step is '" << bytes << "', not a number";
+  }
+  // The chief names the workers that go on; the partitions count the
+  // others out at once (no worker timeout) and go back to the commit, in a
+  // timeline after every one the workers have been in (so that steps of the
+  // rolled-back ones, replayed to a partition's new owner, are refused).
+  const at::Tensor mine = at::tensor({int64_t(worker_index_), int64_t(worker_->timeline())}, at::kLong);
+  const at::Tensor all = allgather(mine.view({1, 2}), {.engine = engine_.get()}).contiguous();
+  const uint64_t timeline = uint64_t(all.select(1, 1).max().item<int64_t>()) + 1;
+  at::Tensor failed = at::zeros({1}, at::kLong);
+  if (process_index() == 0) {
+    std::vector<int> live;
+    for (int64_t i = 0; i < all.size(0); ++i) live.push_back(int(all[i][0].item<int64_t>()));
+    try {
+      worker_->restore_commit(clock, live, timeline);
+    } catch (const std::exception& e) {
+      COHORT_LOG(error) << "parameter_server: " << e.what();
+      failed.fill_(1);
+    }
+  } else {
+    worker_->rewind(clock, timeline);
+  }
+  // Nobody pushes a step of the new timeline before the partitions are back.
+  failed = broadcast(failed, {.root = 0, .engine = engine_.get()});
+  COHORT_CHECK(failed.item<int64_t>() == 0)
+      << "parameter_server: the servers could not go back to the commit at step " << clock
+      << " (worker 0's log says why)";
+  stale_ = true;
 }
 
 at::Tensor ParameterServerStrategy::all_sum(const at::Tensor& values) {

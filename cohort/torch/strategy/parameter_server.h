@@ -36,6 +36,19 @@
 // backup_workers=B, shards, replicas, ... are the job's (ps::JobOptions,
 // cohort/parameter_server/options.h).
 //
+// Elastic jobs (cohortrun --min-np): roles follow slots, not ranks (the last
+// S of the -np slots started serve), and every server takes part in each
+// membership epoch's world (a thread follows them) though it keeps none of
+// training's state. With staleness=0 and no backup workers the strategy
+// follows membership changes: an elastic fit's state is the workers'
+// (elastic_group() is their engine), and at each commit every partition
+// keeps its state as a commit, on its replica too (replicas=1), so that the
+// survivors of a lost worker or server roll the servers back with them to
+// their newest commit (ps::Worker::restore_commit) and redo the steps since.
+// A replacement worker joins at a later commit; a replacement of a server's
+// slot serves nothing (its partitions stay with the server that took them
+// over) and only takes part in the membership until the workers are done.
+//
 // A worker's share of the global batch is weighted as multi_worker's, so at
 // staleness=0 an update applies the gradient of the global batch's mean
 // loss. Checkpoints (save/load) hold the module and the program's optimizer
@@ -51,6 +64,8 @@
 
 #include "cohort/common/spec.h"
 #include "cohort/parameter_server/options.h"
+#include "cohort/parameter_server/roles.h"
+#include "cohort/rendezvous/store.h"
 #include "cohort/torch/core/strategy.h"
 
 namespace cohort {
@@ -96,15 +111,28 @@ class ParameterServerStrategy : public Strategy {
   void save(torch::serialize::OutputArchive& archive) override;
   void load(torch::serialize::InputArchive& archive) override;
 
+  // Elastic jobs (see above).
+  bool follows_membership() const override;
+  void rejoin() override;  // the workers' group of the new world
+  engine::Engine* elastic_group() override { return engine_.get(); }
+  // At a commit (every worker): the partitions keep their state at this
+  // step; returns the step. load_own_state() rolls them back to it.
+  std::string own_state() const override;
+  void load_own_state(const std::string& bytes) override;
+
   ps::Worker& worker() { return *worker_; }
   engine::Engine& workers_engine() { return *engine_; }
 
  private:
   void pull_if_stale();
+  void form_workers_group();  // workers_comm_ and engine_ over the current world's workers
 
   ParameterServerOptions options_;
-  int worker_index_ = 0;
-  int num_workers_ = 1;
+  bool elastic_ = false;
+  ps::Role role_;
+  std::string namespace_;                          // of this strategy object in the world store
+  std::shared_ptr<rendezvous::Store> ps_store_;    // the servers' and workers' meeting place
+  int worker_index_ = 0;                           // among the servers' workers (the slot, elastic)
   std::shared_ptr<comm::Communicator> workers_comm_;
   std::unique_ptr<engine::Engine> engine_;
   std::unique_ptr<ps::Worker> worker_;
