@@ -22,6 +22,10 @@
 #            commit every step; zero:stage=1 commits each rank's blocks and
 #            a copy of another's, checkpoint/elastic_shards.h), the rank
 #            killed at its batch's start, before the step's collectives;
+#            with --strategy parameter_server:..., 3 workers and the
+#            servers (-np 3 + S, --min-np 2 + S; S from servers=, 1 unless
+#            given), and --kill-rank 3 and up names a server's slot, killed
+#            by worker 0 at that step's start;
 #            with --cut-link (needs --hosts 2), nothing is killed: once rank
 #            0 finished step --kill-step, h1's link is cut (its bridge port
 #            goes down: rank 2 silent, no connection closes) and the clock
@@ -73,7 +77,14 @@ done
 [[ $model == mlp || $model == cnn ]] || usage_error "--model must be mlp or cnn, got '$model'"
 [[ $hosts == 1 || $hosts == 2 ]] || usage_error "--hosts must be 1 or 2, got '$hosts'"
 (( cut_link == 0 || hosts == 2 )) || usage_error "--cut-link needs --hosts 2"
-(( kill_rank < 3 )) || usage_error "--kill-rank must be 0, 1 or 2, got '$kill_rank'"
+# Parameter servers: the last slots serve, beside the 3 workers.
+servers=0
+if [[ $strategy == parameter_server* ]]; then
+  servers=1
+  [[ $strategy =~ servers=([0-9]+) ]] && servers=${BASH_REMATCH[1]}
+  (( cut_link == 0 && hosts == 1 )) || usage_error "--strategy parameter_server runs on one host, without --cut-link"
+fi
+(( kill_rank < 3 + servers )) || usage_error "--kill-rank must be below $(( 3 + servers )), got '$kill_rank'"
 run=$build_dir/cohort/launcher/cohortrun
 program=$build_dir/tests/torch/elastic_program
 for p in "$run" "$program" /usr/bin/torchrun; do [[ -x $p ]] || { echo "elastic.sh: $p is missing" >&2; exit 1; }; done
@@ -87,7 +98,7 @@ cleanup() {
 }
 trap cleanup EXIT
 [[ -n ${KEEP_LOGS:-} ]] && echo "elastic.sh: logs in $out"
-placement=(-np 3)
+placement=(-np $(( 3 + servers )))
 sides=(cohort torchrun)
 if [[ $hosts == 2 ]]; then
   info=$("$repo/scripts/cluster.sh" up --hosts 2 --link 1gbit --owner $$)
@@ -107,6 +118,8 @@ for (( r = 1; r <= reps; r++ )); do
       if [[ -n $strategy ]] || (( cut_link )); then
         training=(--fit --strategy "${strategy:-multi_worker:style=ddp}" --batch $(( 3 * batch )))
         stop=(--kill "$kill_rank:$kill_step:begin")
+        # A server runs no steps: worker 0 kills it.
+        (( kill_rank >= 3 )) && stop=(--kill "$kill_rank:$kill_step:begin:0")
       fi
       if (( cut_link )); then
         # Rank 0 writes a marker after the step; the link goes down as soon
@@ -118,7 +131,8 @@ for (( r = 1; r <= reps; r++ )); do
           echo "kill at $(date +%s.%N)" >"$out/cut.$r.time" ) &
         cutter=$!
       fi
-      "$run" "${placement[@]}" --min-np 2 --max-restarts "$restarts" "$program" --model "$model" --rows "$rows" \
+      "$run" "${placement[@]}" --min-np $(( 2 + servers )) --max-restarts "$restarts" "$program" --model "$model" \
+        --rows "$rows" \
         --epochs 3 "${training[@]}" "${stop[@]}" >"$log" 2>&1 ||
         echo "elastic.sh: cohort run $r failed" >&2
       if [[ -n $cutter ]]; then

@@ -353,6 +353,7 @@ std::unique_ptr<Communicator> create_communicator(std::shared_ptr<rendezvous::St
     shm::Options o = shm::options_from_env();
     if (options.timeout.count() > 0) o.timeout = options.timeout;
     o.job_id = options.job_id;
+    o.abandoned = options.abandoned;
     return std::make_unique<shm::Communicator>(std::move(store), rank, size, std::move(o));
   }
 #ifdef COHORT_HAVE_GLOO

@@ -42,9 +42,11 @@ struct CommunicatorOptions {
   // killed writes none, and every survivor would wait the full grace).
   bool elastic = false;
   // Elastic worlds: polled by the gloo communicator (and the hierarchical
-  // one's cross-host part) while it lives; a reason returned means the
-  // world lost a member that may never close its connections (a cut link),
-  // and every collective fails with PeerLostError at once (gloo's abort()).
+  // one's cross-host part) while it lives, and by the shm communicator while
+  // a rank waits; a reason returned means the world lost a member that may
+  // never close its connections (a cut link), or that is not in this group
+  // at all (a group split from the world), and every collective fails with
+  // PeerLostError at once (gloo's abort(), shm's abort record).
   std::function<std::optional<std::string>()> abandoned;
 };
 

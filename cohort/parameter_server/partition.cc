@@ -350,6 +350,18 @@ void Partition::applied_update() {
   if (!synchronous() || (!snapshot_due_ && !snapshot_in_flight_)) visible_ = applied_;
 }
 
+void Partition::drop_stale_marker() {
+  // Only the state at the commit's version can be kept as it: a keep marker
+  // that came due before later updates (the workers ask for the commit
+  // before their next step, so not in fit()) is not sent.
+  if (marker_due_ != Marker::keep || marker_version_ == applied_) return;
+  COHORT_LOG(warn) << "partition " << config_.id << ": the commit at version " << marker_version_
+                   << " was not sent to its replica before version " << applied_
+                   << "; that commit is kept on the partition's own server only";
+  replica_commit_ = std::max(replica_commit_, marker_version_);
+  marker_due_ = Marker::none;
+}
+
 void Partition::snapshot_sent() {
   snapshot_due_ = false;
   snapshot_in_flight_ = true;
@@ -435,15 +447,7 @@ void Partition::take_commit() {
   pending_commit_.reset();
   while (!commits_.empty() && commits_.back().version >= applied_) commits_.pop_back();
   Commit c{.version = applied_, .shards = {}};
-  for (const auto& [key, s] : shards_) {
-    Shard copy;
-    copy.info = s.info;
-    copy.spec = s.spec;
-    copy.values = s.values;
-    copy.slots = s.slots;
-    copy.updates = s.updates;
-    c.shards.emplace(key, std::move(copy));
-  }
+  for (const auto& [key, s] : shards_) c.shards.emplace(key, CommittedShard{s.values, s.slots, s.updates});
   commits_.push_back(std::move(c));
   if (commits_.size() > 2) commits_.pop_front();
   if (!config_.replicated) return;
@@ -491,6 +495,9 @@ void Partition::restore_commit(int64_t version, std::span<const uint32_t> live, 
   }
   while (!commits_.empty() && commits_.back().version > version) commits_.pop_back();
   pending_commit_.reset();
+  // The replica forgets its commits after `version` too: one it had
+  // acknowledged there is not on it any more.
+  replica_commit_ = std::min(replica_commit_, version);
   set_timeline(timeline);
   applied_ = visible_ = version;
   for (uint32_t w = 0; w < workers_.size(); ++w) {
@@ -527,6 +534,9 @@ void Partition::replica_keeps_commit(int64_t version) {
 
 void Partition::replica_restored(int64_t version) {
   while (!commits_.empty() && commits_.back().version > version) commits_.pop_back();
+  // A replica made after the commit (a new one, after a promotion or a lost
+  // replica) lacks it, and the snapshot just applied is its state, whole.
+  if (!find_commit(version)) take_commit();
 }
 
 // ------------------------------------------------------------------- reads

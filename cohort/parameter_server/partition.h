@@ -195,13 +195,21 @@ class Partition {
   // Whether the replica already holds the state of the snapshot due (a
   // keep marker after a snapshot of the same version): no shard records.
   bool marker_only() const { return marker_due_ == Marker::keep && last_snapshot_version_ == applied_; }
+  // Before a snapshot is made: a keep marker of an older version than the
+  // state is dropped (kept here only), since the snapshot cannot carry it.
+  void drop_stale_marker();
 
   const PartitionCounters& counters() const { return counters_; }
 
  private:
+  struct CommittedShard {
+    Bytes values;
+    std::vector<Bytes> slots;
+    int64_t updates = 0;
+  };
   struct Commit {
     int64_t version = 0;
-    std::map<uint64_t, Shard> shards;  // values, slots, updates
+    std::map<uint64_t, CommittedShard> shards;
   };
   void take_commit();
   const Commit* find_commit(int64_t version) const;

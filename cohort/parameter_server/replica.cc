@@ -27,6 +27,7 @@ std::map<uint32_t, int64_t> decode_clocks(std::string_view text) {
 }
 
 Message make_snapshot(Partition& primary) {
+  primary.drop_stale_marker();
   Message m(Op::replicate);
   m.header.partition = static_cast<uint32_t>(primary.id());
   m.header.version = primary.applied_version();

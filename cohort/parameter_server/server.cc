@@ -518,7 +518,7 @@ struct Server::Impl {
       ensure_peer(it->second);
       Message snapshot = make_snapshot(*p);
       const int partition = id;
-      peers->request(
+      snapshot_handles[id] = peers->request(
           Target::to_server(it->second), std::move(snapshot),
           [this, partition](Message&) {
             {
@@ -528,11 +528,12 @@ struct Server::Impl {
             wake();
           },
           "replica snapshot of partition " + std::to_string(id));
-      // Failures arrive through the handle; a watcher below turns them into acks.
+      // A failure (an error reply) arrives through the handle: drain_acks().
       pending_snapshot[id] = Clock::now();
     }
   }
   std::map<int, Clock::time_point> pending_snapshot;
+  std::map<int, Handle> snapshot_handles;
 
   void drain_acks() {
     std::deque<std::pair<int, std::string>> batch;
@@ -542,17 +543,35 @@ struct Server::Impl {
     }
     for (auto& [id, error] : batch) {
       pending_snapshot.erase(id);
+      snapshot_handles.erase(id);
       const auto it = partitions.find(id);
       if (it != partitions.end()) it->second->replicated();
     }
-    // A replica server that was lost never answers: choose another one and
-    // send a whole snapshot there (visibility waits for it meanwhile).
+    // A replica server that was lost never answers, and one that refused a
+    // snapshot never acknowledges it: choose a replica again and send a
+    // whole snapshot there (visibility, and the commits' answers, wait for
+    // it meanwhile).
     for (auto it = pending_snapshot.begin(); it != pending_snapshot.end();) {
       const int target = replica_target.count(it->first) ? replica_target[it->first] : -1;
       const std::vector<std::string> dead = {server_dead_key(target)};
-      if (target >= 0 && ((peers && peers->lost(target)) || store->check(dead))) {
-        COHORT_LOG(warn) << "parameter server " << options.server << ": the replica server " << target
-                         << " of partition " << it->first << " is lost; replicating elsewhere";
+      std::string refused;
+      if (const auto h = snapshot_handles.find(it->first); h != snapshot_handles.end() && h->second.poll()) {
+        try {
+          h->second.wait_for(std::chrono::nanoseconds(0));
+        } catch (const std::exception& e) {
+          refused = e.what();
+        }
+      }
+      const bool lost = target >= 0 && ((peers && peers->lost(target)) || store->check(dead));
+      if (lost || !refused.empty()) {
+        if (lost)
+          COHORT_LOG(warn) << "parameter server " << options.server << ": the replica server " << target
+                           << " of partition " << it->first << " is lost; replicating elsewhere";
+        else
+          COHORT_LOG(error) << "parameter server " << options.server << ": the replica server " << target
+                            << " of partition " << it->first << " refused its snapshot (" << refused
+                            << "); sending it whole again";
+        snapshot_handles.erase(it->first);
         replica_target.erase(it->first);
         if (auto p = partitions.find(it->first); p != partitions.end()) p->second->replica_lost();
         it = pending_snapshot.erase(it);

@@ -1,11 +1,14 @@
 #include "cohort/parameter_server/worker.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <set>
+#include <thread>
 
 #include "cohort/common/check.h"
 #include "cohort/common/logging.h"
+#include "cohort/common/tunables.h"
 #include "cohort/parameter_server/checkpoint.h"
 #include "cohort/parameter_server/server.h"
 #include "cohort/parameter_server/shard_spec.h"
@@ -100,15 +103,18 @@ void Worker::declare(std::vector<VariableSpec> variables, std::span<const void* 
   wait_all(handles);
 }
 
-void Worker::load(const std::string& dir) {
+void Worker::load(const std::string& dir) { to_every_partition(Op::load, 0, dir, "load from " + dir); }
+
+void Worker::to_every_partition(Op op, int64_t step, const std::string& text, const std::string& what) {
   std::vector<Handle> handles;
   for (int p = 0; p < options_.num_servers; ++p) {
-    Message m(Op::load);
-    m.add(dir);
-    handles.push_back(client_->request(Target::to_partition(p), std::move(m), nullptr,
-                                       "load of partition " + std::to_string(p) + " from " + dir));
+    Message m(op);
+    m.header.step = step;
+    if (!text.empty()) m.add(text);
+    handles.push_back(
+        client_->request(Target::to_partition(p), std::move(m), nullptr, what + " on partition " + std::to_string(p)));
   }
-  wait_all(handles);
+  wait(handles);
 }
 
 int64_t Worker::start() {
@@ -316,23 +322,19 @@ void Worker::save(const std::string& dir) {
 
 void Worker::keep_commit() {
   const int64_t version = clock_.load();
-  std::vector<Handle> handles;
-  for (int p = 0; p < options_.num_servers; ++p) {
-    Message m(Op::keep_commit);
-    m.header.step = version;
-    handles.push_back(client_->request(Target::to_partition(p), std::move(m), nullptr,
-                                       "commit of step " + std::to_string(version) + " on partition " +
-                                           std::to_string(p)));
-  }
-  wait_all(handles);
+  to_every_partition(Op::keep_commit, version, "", "commit of step " + std::to_string(version));
+}
+
+void Worker::fail_pending(const std::string& why) {
+  // The client runs its commands in order: what is requested after this is
+  // not failed with the rest.
+  for (int p = 0; p < options_.num_servers; ++p) client_->fail_partition(p, why);
 }
 
 void Worker::rewind(int64_t clock, uint64_t timeline) {
-  // Before anything of the redone steps is sent: the client runs its
-  // commands in order, so what follows is not failed with the rest.
-  for (int p = 0; p < options_.num_servers; ++p)
-    client_->fail_partition(p, "worker " + std::to_string(options_.worker) + " went back to its commit at step " +
-                                   std::to_string(clock));
+  std::lock_guard lock(timeline_mutex_);
+  fail_pending("worker " + std::to_string(options_.worker) + " went back to its commit at step " +
+               std::to_string(clock));
   client_->set_timeline(timeline);
   clock_ = clock;
 }
@@ -347,14 +349,34 @@ void Worker::restore_commit(int64_t clock, std::span<const int> live, uint64_t t
         << "restore_commit: worker " << w << " of " << options_.num_workers;
     names += (names.empty() ? "" : ",") + std::to_string(w);
   }
-  std::vector<Handle> handles;
-  for (int p = 0; p < options_.num_servers; ++p) {
-    Message m(Op::restore_commit);
-    m.header.step = clock;
-    m.add(names);
-    handles.push_back(client_->request(Target::to_partition(p), std::move(m), nullptr,
-                                       "restore of the commit at step " + std::to_string(clock) +
-                                           " on partition " + std::to_string(p)));
+  // A partition with no live worker would be declared empty: one at least.
+  COHORT_CHECK_AS(ConfigError, !names.empty()) << "restore_commit: no worker goes on";
+  to_every_partition(Op::restore_commit, clock, names, "restore of the commit at step " + std::to_string(clock));
+}
+
+void Worker::wait(const std::vector<Handle>& handles) {
+  if (!options_.abandoned) return wait_all(handles);
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + std::chrono::duration<double>(tunables::timeout_s());
+  for (const Handle& h : handles) {
+    for (;;) {
+      try {
+        if (h.wait_for(std::chrono::milliseconds(20))) break;
+      } catch (const std::exception&) {
+        break;  // rethrown by wait_all below, once every call is done
+      }
+      const std::optional<std::string> why = options_.abandoned();
+      if (!why && Clock::now() < deadline) continue;
+      // Nothing may land in the callers' buffers after the throw: the client
+      // fails what is pending at once, in order.
+      fail_pending(why ? "the world was abandoned" : "timed out");
+      for (const Handle& other : handles)
+        while (!other.poll()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      if (why) throw PeerLostError("worker " + std::to_string(options_.worker) + ": " + h.what() +
+                                       " was abandoned: " + *why, -1);
+      COHORT_THROW(TimeoutError) << "worker " << options_.worker << ": " << h.what() << ": no reply within "
+                                 << tunables::timeout_s() << " s (COHORT_TIMEOUT_S)";
+    }
   }
   wait_all(handles);
 }
@@ -413,9 +435,13 @@ void Worker::on_server_lost(int server, const std::string& why) {
         client_->request(Target::to_server(successor), std::move(m), nullptr,
                          "promotion of partition " + std::to_string(p) + " on server " + std::to_string(successor))
             .wait();
-        Message join(Op::join);
-        join.header.step = clock_.load();
-        client_->reroute(p, successor, std::move(join));
+        {
+          // Not across a rewind: the join names this timeline's clock.
+          std::lock_guard lock(timeline_mutex_);
+          Message join(Op::join);
+          join.header.step = clock_.load();
+          client_->reroute(p, successor, std::move(join));
+        }
         COHORT_LOG(warn) << "worker " << options_.worker << ": partition " << p << " of lost server " << server
                          << " now served by server " << successor;
         moved = true;

@@ -24,8 +24,10 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -39,6 +41,7 @@
 namespace cohort::ps {
 
 class Client;
+enum class Op : uint16_t;  // wire.h
 
 struct WorkerOptions {
   int worker = 0;
@@ -47,6 +50,11 @@ struct WorkerOptions {
   JobOptions job;
   std::string secret;
   ClientOptions client = client_options_from_env();
+  // Why an elastic job's world was abandoned, or nullopt (the strategy
+  // passes cohort::world_abandoned): polled while wait() waits, so that a
+  // wait on the servers gives up as a collective would. Unset: wait() is
+  // wait_all().
+  std::function<std::optional<std::string>()> abandoned;
 };
 
 class Worker {
@@ -89,6 +97,14 @@ class Worker {
   // Commits this worker's step on every partition and advances its clock.
   Handle end_step();
 
+  // Waits for these calls of this worker, all of them, then rethrows the
+  // first failure (wait_all()). With options().abandoned, polls it
+  // meanwhile; once it gives a reason (or after COHORT_TIMEOUT_S), fails
+  // what is still pending (those steps are redone from a commit) and
+  // throws PeerLostError (TimeoutError). Either way no reply lands in a
+  // caller's buffer after it returns or throws.
+  void wait(const std::vector<Handle>& handles);
+
   // ---- commits (elastic jobs: cohort/torch/strategy/parameter_server.h)
   // Synchronous jobs without backup workers. Every partition keeps its state
   // at this worker's clock (the steps every worker has ended) as a commit,
@@ -125,6 +141,12 @@ class Worker {
 
  private:
   void on_server_lost(int server, const std::string& why);
+  // Fails this worker's pending requests to every partition and forgets its
+  // retained ones (client.h's fail_partition), saying `why`.
+  void fail_pending(const std::string& why);
+  // One request of `op` to every partition (`step`; `text`, when not
+  // empty, as its frame), waited for with wait(); `what` names them.
+  void to_every_partition(Op op, int64_t step, const std::string& text, const std::string& what);
   void track(int partition, int64_t version);
   std::vector<std::pair<const ShardInfo*, std::span<const int64_t>>> split(uint32_t variable,
                                                                            std::span<const int64_t> rows) const;
@@ -137,6 +159,9 @@ class Worker {
   std::mutex seen_mutex_;
   std::vector<int64_t> seen_version_;  // per partition, the highest version replies carried
   bool finished_ = false;
+  // Held by rewind() and by a failover's rejoin of a partition's new owner:
+  // the join it sends names the clock of the timeline it is stamped with.
+  std::mutex timeline_mutex_;
 };
 
 }  // namespace cohort::ps

@@ -93,6 +93,40 @@ TEST(ShmFailures, AbsentRankTimesOutNamingIt) {
   }
 }
 
+// A group split from an elastic world: its members are alive, but the world
+// lost a member elsewhere (a parameter server) and some ranks left for the
+// next epoch without calling the collective. The waiting ranks give up once
+// the world says it is abandoned, well before the timeout, with its reason.
+TEST(ShmFailures, AnAbandonedElasticWorldFailsTheWaitingRanks) {
+  const auto start = std::chrono::steady_clock::now();
+  std::atomic<bool> abandoned{false};
+  auto errors = run_ranks_collect(
+      3,
+      [&](int r, comm::Communicator& c) {
+        std::vector<float> v(100, 1.0f);
+        if (r == 1) {
+          std::this_thread::sleep_for(300ms);
+          abandoned = true;  // the launcher announces the loss; rank 1 leaves for the next world
+          std::this_thread::sleep_for(2s);
+          return;
+        }
+        c.allreduce(view_of(std::span(v)));
+      },
+      [&](comm::shm::Options& o) {
+        o.timeout = 30s;
+        o.abandoned = [&]() -> std::optional<std::string> {
+          if (!abandoned) return std::nullopt;
+          return "member 4.0 of elastic epoch 0 was lost";
+        };
+      });
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+  for (int r : {0, 2}) {
+    const std::string m = message_of<PeerLostError>(errors[r]);
+    EXPECT_NE(m.find("abandoned (member 4.0 of elastic epoch 0 was lost)"), std::string::npos)
+        << "rank " << r << ": " << m;
+  }
+}
+
 // The rank blamed by PeerLostError::rank(), or -2 when `e` is something else.
 int blamed_rank(const std::exception_ptr& e) {
   try {

@@ -395,6 +395,9 @@ TEST(Partition, TheReplicaKeepsThePrimarysCommitsAndFollowsItsRestores) {
     step(s);
     replicate();
   }
+  primary.keep_commit(4);
+  replicate();
+  EXPECT_TRUE(primary.commit_kept(4));
   const std::vector<uint32_t> live{0};
   primary.restore_commit(2, live, /*timeline=*/3);
   EXPECT_FALSE(primary.restore_replicated(2));
@@ -410,13 +413,22 @@ TEST(Partition, TheReplicaKeepsThePrimarysCommitsAndFollowsItsRestores) {
   EXPECT_EQ(values(replica, shard_key(0, 0)), committed_w);
   EXPECT_EQ(values(replica, shard_key(1, 0)), committed_emb);
 
-  // The primary's server dies after two more steps: the replica, promoted,
-  // still holds commit 2 and restores it itself.
+  EXPECT_EQ(replica.commit_versions(), (std::vector<int64_t>{2}));  // 4 was after the restore
+
+  // The steps redone and committed again: not kept until the replica has
+  // this commit 4 (the one it acknowledged before was rolled back).
   for (int64_t s = 2; s < 4; ++s) {
     step(s);
     replicate();
   }
-  EXPECT_EQ(replica.commit_versions(), (std::vector<int64_t>{2}));
+  primary.keep_commit(4);
+  EXPECT_FALSE(primary.commit_kept(4));
+  replicate();
+  EXPECT_TRUE(primary.commit_kept(4));
+
+  // The primary's server dies: the replica, promoted, still holds commit 2
+  // and restores it itself.
+  EXPECT_EQ(replica.commit_versions(), (std::vector<int64_t>{2, 4}));
   replica.restore_commit(2, live, 4);
   EXPECT_EQ(values(replica, shard_key(0, 0)), committed_w);
   EXPECT_EQ(values(replica, shard_key(1, 0)), committed_emb);
@@ -431,6 +443,18 @@ TEST(Partition, TheReplicaKeepsThePrimarysCommitsAndFollowsItsRestores) {
   EXPECT_FALSE(primary.commit_kept(5));
   primary.replica_lost();
   EXPECT_TRUE(primary.commit_kept(5));
+
+  // Its new replica starts with no commits; a restore's snapshot gives it
+  // the one restored (the state it carries is that commit's, whole).
+  Partition fresh(rc);
+  primary.restore_commit(5, live, 5);
+  ASSERT_TRUE(primary.snapshot_due());
+  Message whole = make_snapshot(primary);
+  apply_snapshot(fresh, whole);
+  primary.replicated();
+  EXPECT_TRUE(primary.restore_replicated(5));
+  EXPECT_EQ(fresh.commit_versions(), (std::vector<int64_t>{5}));
+  EXPECT_EQ(values(fresh, shard_key(0, 0)), values(primary, shard_key(0, 0)));
 }
 
 class CheckpointTest : public ::testing::Test {

@@ -9,7 +9,9 @@
 // batch follows from them) without any failure. Below --min-np for
 // --elastic-timeout, the job ends saying so. fit() under zero keeps each
 // rank's blocks and a copy of another's, never the whole state, and loses a
-// commit only when a part and its copy die together. A cut link (network
+// commit only when a part and its copy die together. fit() under parameter
+// servers takes the servers back to its commit with it, through a worker's
+// or a server's loss. A cut link (network
 // namespaces) is treated like a death: the silent member is killed once its
 // heartbeats stop, and the survivors abandon the collective they wait in.
 // fit() also goes on over an input pipeline (its cursor committed and

@@ -272,11 +272,33 @@ void Communicator::probe(int awaited, const Flag& flag, uint32_t target) {
   // abort record with acquire makes the counter's final value visible.)
   const uint32_t abort = segment_.header().abort.state.load(std::memory_order_acquire);
   const std::optional<Loss> lost = find_lost_peer(awaited);
-  if (abort == 0 && !lost) [[likely]]
+  if (abort == 0 && !lost) [[likely]] {
+    check_abandoned(flag, target);
     return;
+  }
   if (reached(flag.value.load(std::memory_order_acquire), target)) return;
   if (abort != 0) raise_recorded(abort);
   if (lost) raise_lost(*lost, awaited);
+}
+
+void Communicator::check_abandoned(const Flag& flag, uint32_t target) {
+  if (!options_.abandoned || abandon_unknown_) return;
+  const auto now = Clock::now();
+  if (now < next_abandon_check_) return;
+  next_abandon_check_ = now + options_.probe_interval;
+  std::optional<std::string> why;
+  try {
+    why = options_.abandoned();
+  } catch (const std::exception& e) {
+    // The store is gone (the launcher ended): the group's own failures
+    // speak for it.
+    abandon_unknown_ = true;
+    COHORT_LOG(debug) << "shm communicator of " << describe_rank(rank_) << " stops watching: " << e.what();
+    return;
+  }
+  if (!why || reached(flag.value.load(std::memory_order_acquire), target)) return;
+  fail(AbortKind::peer_lost, "the elastic world was abandoned (" + *why + ") while " + describe_rank(rank_) +
+                                 " was in " + describe_current());
 }
 
 bool Communicator::process_exited(int peer) const {

@@ -31,6 +31,7 @@
 // failure surfaces at the next wait that needs the lost peer.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -52,6 +53,12 @@ struct Options {
   std::string job_id = "local";
   // World rank of each member, for messages; empty means identity.
   std::vector<int> world_ranks;
+  // Elastic worlds (comm/create.h's CommunicatorOptions::abandoned): asked
+  // at most once a probe interval while a rank waits; a reason returned
+  // means the launcher abandoned the world (a member lost, maybe outside
+  // this group: a group split from the world, whose members left a
+  // collective for the next epoch) and the group fails with PeerLostError.
+  std::function<std::optional<std::string>()> abandoned;
 };
 
 // The options from the COHORT_* tunables.
@@ -120,6 +127,7 @@ class Communicator final : public comm::Communicator {
   [[noreturn]] void fail(AbortKind kind, const std::string& message, int culprit);
   [[noreturn]] void fail(AbortKind kind, const std::string& message) { fail(kind, message, rank_); }
   void probe(int awaited, const Flag& flag, uint32_t target);
+  void check_abandoned(const Flag& flag, uint32_t target);
   std::optional<Loss> find_lost_peer(int awaited) const;
   bool process_exited(int peer) const;
   void raise_recorded(uint32_t state);
@@ -148,6 +156,8 @@ class Communicator final : public comm::Communicator {
   std::optional<Clock::time_point> claim_seen_;
   int splits_ = 0;
   bool failed_ = false;
+  Clock::time_point next_abandon_check_{};
+  bool abandon_unknown_ = false;  // the store that says so is gone
 };
 
 }  // namespace cohort::comm::shm

@@ -134,11 +134,16 @@ void ElasticState::zero_pending() {
 
 void ElasticState::take(Snapshot& s) const {
   torch::NoGradGuard no_grad;
+  // The values first: a save may fail (a strategy's own state, which the
+  // parameter_server strategy keeps on its servers) and must leave `s`, the
+  // commit before, whole.
+  std::map<std::string, std::string> values;
+  for (const auto& [name, value] : values_) values[name] = value.save();
   s.serial = serial_;
   s.world = members();
   s.counters = counters_;
   for (const auto& [name, tensor] : tracked_) copy_into(s.tracked[name], tensor);
-  for (const auto& [name, value] : values_) s.values[name] = value.save();
+  for (auto& [name, bytes] : values) s.values[name] = std::move(bytes);
   if (shards_) return;  // the model and the optimizer are the shards'
   const std::vector<at::Tensor> tensors = model_tensors(model_);
   s.model.resize(tensors.size());

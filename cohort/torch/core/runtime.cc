@@ -19,7 +19,6 @@ struct WorldRuntime {
   std::shared_ptr<engine::Engine> engine;
 };
 
-constexpr std::chrono::milliseconds kElasticLivenessProbe{100};
 
 std::mutex g_mutex;
 std::unique_ptr<WorldRuntime> g_runtime;

@@ -16,6 +16,7 @@
 // thread's EngineScope, else the engine of init(); none is a ConfigError.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -72,6 +73,12 @@ void finish_joining();
 // Whether the launcher published an epoch after the world's: one store
 // read, not collective (ElasticState::commit() agrees on it).
 bool membership_changed();
+// How often an elastic job's engines wake while ops wait (their
+// EngineOptions::liveness_probe), so that a member that died before
+// submitting an op is noticed within this, not the default 5 s. It costs one
+// negotiation per period only while ops wait. init()'s engine uses it; so
+// must an engine a strategy builds over part of an elastic world.
+inline constexpr std::chrono::milliseconds kElasticLivenessProbe{100};
 // Why the current world was abandoned (the launcher announced a member of
 // its epoch lost: none of its collectives can complete), or nullopt (none
 // was, or the job is not elastic). One store read, not collective: for a

@@ -24,8 +24,8 @@ at::Tensor PsEmbeddingImpl::forward(const at::Tensor& ids) {
       << "PsEmbedding ids must be in [0, " << options_.rows << ")";
   const auto dtype = options_.double_precision ? torch::kDouble : torch::kFloat;
   at::Tensor weights = torch::empty({static_cast<int64_t>(batch.rows.size()), options_.dim}, dtype);
-  const ps::Handle pulled = worker_->pull_rows(variable_, batch.rows, weights.data_ptr());
-  if (wait_) wait_(pulled); else pulled.wait();
+  // Through the worker: in an elastic job it gives up with the world.
+  worker_->wait({worker_->pull_rows(variable_, batch.rows, weights.data_ptr())});
   const at::Tensor inverse = torch::from_blob(const_cast<int64_t*>(batch.inverse.data()),
                                               {static_cast<int64_t>(batch.inverse.size())}, torch::kLong)
                                  .clone();
@@ -61,10 +61,9 @@ ps::Handle PsEmbeddingImpl::push_gradients() {
   return worker_->push_rows(variable_, rows, grad.data_ptr());
 }
 
-void PsEmbeddingImpl::bind(ps::Worker* worker, uint32_t variable, std::function<void(const ps::Handle&)> wait) {
+void PsEmbeddingImpl::bind(ps::Worker* worker, uint32_t variable) {
   worker_ = worker;
   variable_ = variable;
-  wait_ = std::move(wait);
 }
 
 int64_t PsEmbeddingImpl::pending_rows() const {

@@ -16,7 +16,6 @@
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -49,9 +48,7 @@ class PsEmbeddingImpl : public torch::nn::Module {
   // forgets them. A lookup whose rows got no gradient pushes nothing.
   ps::Handle push_gradients();
 
-  // `wait` (optional) waits for the forward's pull (ShardedTraining's: it
-  // gives up when an elastic job's world is abandoned); else Handle::wait.
-  void bind(ps::Worker* worker, uint32_t variable, std::function<void(const ps::Handle&)> wait = {});
+  void bind(ps::Worker* worker, uint32_t variable);
   bool bound() const { return worker_ != nullptr; }
   const PsEmbeddingOptions& options() const { return options_; }
   // Rows pulled by lookups since the last push (for byte counts).
@@ -64,7 +61,6 @@ class PsEmbeddingImpl : public torch::nn::Module {
   };
   PsEmbeddingOptions options_;
   ps::Worker* worker_ = nullptr;
-  std::function<void(const ps::Handle&)> wait_;
   uint32_t variable_ = 0;
   std::vector<Lookup> lookups_;
 };

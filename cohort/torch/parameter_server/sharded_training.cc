@@ -2,9 +2,6 @@
 
 #include <torch/torch.h>
 
-#include <chrono>
-#include <thread>
-
 #include "cohort/common/check.h"
 #include "cohort/torch/core/collectives.h"
 
@@ -48,7 +45,7 @@ ShardedTraining::ShardedTraining(ps::Worker& worker, torch::nn::Module& module, 
     specs.push_back({.name = item.key().empty() ? "table" : item.key(), .rows = o.rows, .cols = o.dim,
                      .dtype = o.double_precision ? DType::f64 : DType::f32, .sparse = true, .init = o.init});
     initial.push_back(nullptr);
-    table->bind(&worker_, static_cast<uint32_t>(specs.size() - 1), [this](const ps::Handle& h) { wait({h}); });
+    table->bind(&worker_, static_cast<uint32_t>(specs.size() - 1));
     tables_.push_back(PsEmbedding(std::dynamic_pointer_cast<PsEmbeddingImpl>(item.value())));
   }
   worker_.declare(specs, initial);
@@ -68,35 +65,11 @@ ShardedTraining::ShardedTraining(ps::Worker& worker, torch::nn::Module& module, 
   }
 }
 
-void ShardedTraining::wait(const std::vector<ps::Handle>& handles) {
-  if (!options_.abandoned) return ps::wait_all(handles);
-  using std::chrono::milliseconds;
-  for (const ps::Handle& h : handles) {
-    for (;;) {
-      try {
-        if (h.wait_for(milliseconds(20))) break;
-      } catch (const std::exception&) {
-        break;  // rethrown by wait_all below, once every call is done
-      }
-      const std::optional<std::string> why = options_.abandoned();
-      if (!why) continue;
-      // The calls still pending fail (their step is redone from the last
-      // commit), so that no reply lands in this step's buffers after the
-      // throw; the client fails them at once, in order.
-      worker_.rewind(worker_.clock(), worker_.timeline());
-      for (const ps::Handle& other : handles)
-        while (!other.poll()) std::this_thread::sleep_for(milliseconds(1));
-      throw PeerLostError("parameter_server: a step's wait on the servers was abandoned: " + *why, -1);
-    }
-  }
-  ps::wait_all(handles);
-}
-
 void ShardedTraining::pull() {
   torch::NoGradGuard no_grad;
   std::vector<ps::Handle> handles;
   for (uint32_t v = 0; v < dense_.size(); ++v) handles.push_back(worker_.pull(v, dense_[v].data_ptr()));
-  wait(handles);
+  worker_.wait(handles);
 }
 
 void ShardedTraining::begin_step() {
@@ -126,7 +99,7 @@ void ShardedTraining::end_step(torch::optim::Optimizer* local) {
   if (options_.dense == DenseMode::summation) {
     // push_pull answers after the step, so the commit goes out first.
     handles.push_back(worker_.end_step());
-    wait(handles);
+    worker_.wait(handles);
     COHORT_CHECK(local) << "summation mode steps the program's optimizer";
     local->step();
     return;
@@ -138,7 +111,7 @@ void ShardedTraining::end_step(torch::optim::Optimizer* local) {
     local->step();
   }
   handles.push_back(worker_.end_step());
-  wait(handles);
+  worker_.wait(handles);
 }
 
 }  // namespace cohort

@@ -23,9 +23,7 @@
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 
-#include <functional>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,10 +47,6 @@ struct ShardedTrainingOptions {
   // an elastic job, which takes the members' state from ElasticState (and
   // the members make no such broadcast for it).
   bool sync_from_chief = true;
-  // An elastic job's world abandoned (cohort::world_abandoned()): polled
-  // while the step waits for the servers, so that the step gives up as a
-  // collective would (PeerLostError) instead of waiting for a lost worker.
-  std::function<std::optional<std::string>()> abandoned;
 };
 
 class ShardedTraining {
@@ -80,9 +74,6 @@ class ShardedTraining {
   const std::vector<PsEmbedding>& tables() const { return tables_; }
 
  private:
-  // ps::wait_all, or with options_.abandoned: given up once the world is.
-  void wait(const std::vector<ps::Handle>& handles);
-
   ps::Worker& worker_;
   ShardedTrainingOptions options_;
   std::vector<at::Tensor> dense_;  // the module's parameters held on the servers

@@ -50,10 +50,6 @@ std::shared_ptr<comm::Communicator> split_workers(const std::string& ns, const p
   return split;
 }
 
-// Set by every worker as it leaves an elastic job: training is over, and a
-// server slot's replacement (which serves nothing) may end.
-constexpr const char* kWorkersDoneKey = "elastic_workers_done";
-
 // An elastic job's server: a member of every membership epoch, though it
 // keeps none of training's state. This thread follows the epochs: when the
 // launcher publishes a new one (or abandons the current world), it forms
@@ -148,8 +144,16 @@ class MembershipFollower {
     if (spare) {
       COHORT_LOG(info) << "parameter server slot " << info.elastic_slot << " started again: its partitions stay with "
                        << "the server that took them over; this process only follows the membership";
-      const std::vector<std::string> done = {kWorkersDoneKey};
-      while (!membership_ended && !store->check(done)) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      // Until training is over: the launcher ends the membership when the
+      // first member (a worker) exits 0.
+      for (const auto root = world_store(); !membership_ended;) {
+        try {
+          rendezvous::throw_if_ended(*root);
+        } catch (const rendezvous::MembershipEnded&) {
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
     } else {
       COHORT_LOG(info) << "parameter server " << role.index << " of " << role.num_servers << " serving "
                        << role.num_workers << " worker(s): " << ps::describe(job);
@@ -227,16 +231,16 @@ ParameterServerStrategy::ParameterServerStrategy(ParameterServerOptions options)
   const rendezvous::LaunchInfo info = rendezvous::discover();
   elastic_ = elastic();
   // In an elastic job a rank changes with the membership, a slot does not:
-  // roles follow the slots of the -np processes started.
+  // roles follow the slots of the -np processes started (epoch 0's).
   const int slot = elastic_ ? info.elastic_slot : cohort::rank();
-  const int slots = elastic_ ? info.size : cohort::size();
+  const int slots = elastic_ ? rendezvous::read_membership(*world_store(), 0).size() : cohort::size();
   COHORT_CHECK_AS(ConfigError, slot < slots)
       << "parameter_server: slot " << slot << " was added to the elastic job (host discovery); a parameter-server "
       << "job keeps the " << slots << " slots it started with (--max-np above -np is not supported)";
   role_ = ps::assign_role(slot, slots, options_.job.servers);
   // Every strategy object of a job takes its own namespace (all processes
   // build them in the same order; a replacement counts its own from 1).
-  auto world = world_store();
+  const auto world = world_store();
   const std::string me = elastic_ ? std::to_string(slot) + "." + std::to_string(info.elastic_incarnation)
                                   : std::to_string(cohort::rank());
   const int64_t instance = world->add("ps_strategy/instances/" + me, 1);
@@ -250,23 +254,28 @@ ParameterServerStrategy::ParameterServerStrategy(ParameterServerOptions options)
   }
   worker_index_ = role_.index;
   form_workers_group();
-  worker_ = std::make_unique<ps::Worker>(
-      ps_store_, ps::WorkerOptions{.worker = role_.index, .num_workers = role_.num_workers,
-                                   .num_servers = role_.num_servers, .job = options_.job, .secret = info.secret});
+  ps::WorkerOptions wo{.worker = role_.index, .num_workers = role_.num_workers, .num_servers = role_.num_servers,
+                       .job = options_.job, .secret = info.secret};
+  // A wait on the servers gives up with the world, as a collective would.
+  if (elastic_) wo.abandoned = [] { return world_abandoned(); };
+  worker_ = std::make_unique<ps::Worker>(ps_store_, std::move(wo));
 }
 
 void ParameterServerStrategy::form_workers_group() {
-  engine_.reset();
-  workers_comm_.reset();
-  workers_comm_ = split_workers(namespace_, role_);
-  COHORT_CHECK(workers_comm_ && workers_comm_->size() <= role_.num_workers &&
-               (elastic_ || (workers_comm_->rank() == worker_index_ && workers_comm_->size() == role_.num_workers)))
+  // The new group first: a member lost meanwhile leaves the old one in
+  // place (failed), never none.
+  std::shared_ptr<comm::Communicator> comm = split_workers(namespace_, role_);
+  COHORT_CHECK(comm && comm->size() <= role_.num_workers &&
+               (elastic_ || (comm->rank() == worker_index_ && comm->size() == role_.num_workers)))
       << "parameter_server: the workers' group came out of split with the wrong rank or size";
   engine::EngineOptions eo;
   eo.label = "ps_workers";
+  if (elastic_) eo.liveness_probe = kElasticLivenessProbe;
   const std::string suffix = elastic_ ? "/" + std::to_string(membership_epoch()) : "";
-  engine_ = std::make_unique<engine::Engine>(
-      workers_comm_, std::make_shared<rendezvous::PrefixStore>(namespace_ + "/engine" + suffix, world_store()), eo);
+  auto engine = std::make_unique<engine::Engine>(
+      comm, std::make_shared<rendezvous::PrefixStore>(namespace_ + "/engine" + suffix, world_store()), eo);
+  engine_ = std::move(engine);
+  workers_comm_ = std::move(comm);
 }
 
 ParameterServerStrategy::~ParameterServerStrategy() {
@@ -274,7 +283,6 @@ ParameterServerStrategy::~ParameterServerStrategy() {
   if (worker_) {
     try {
       worker_->finish();
-      if (elastic_) ps_store_->set(kWorkersDoneKey, "1");
     } catch (const std::exception& e) {
       COHORT_LOG(warn) << "parameter_server: leaving the servers: " << e.what();
     }
@@ -316,7 +324,6 @@ void ParameterServerStrategy::prepare(TrainingModel model) {
                                          : DenseMode::servers;
   o.worker_engine = engine_.get();
   o.sync_from_chief = sync_state;
-  if (elastic_) o.abandoned = [] { return world_abandoned(); };
   training_ = std::make_unique<ShardedTraining>(*worker_, module, o);
   if (sync_state) broadcast_optimizer_state(*optimizer_, 0, engine_.get());
   stale_ = true;  // nothing pulled yet
@@ -384,8 +391,10 @@ void ParameterServerStrategy::rejoin() {
 std::string ParameterServerStrategy::own_state() const {
   if (!follows_membership()) return {};
   // Every worker asks (a partition keeps a version once): whichever member
-  // survives holding this commit, the servers hold its step too.
-  worker_->keep_commit();
+  // survives holding this commit, the servers hold its step too. Not a
+  // process joining: its first sync takes a placeholder of its own state,
+  // at the clock it joined at, which the members' commit then replaces.
+  if (!elastic_joining()) worker_->keep_commit();
   return std::to_string(worker_->clock());
 }
 
