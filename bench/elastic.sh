@@ -25,7 +25,7 @@
 #            with --strategy parameter_server:..., 3 workers and the
 #            servers (-np 3 + S, --min-np 2 + S; S from servers=, 1 unless
 #            given), and --kill-rank 3 and up names a server's slot, killed
-#            by worker 0 at that step's start;
+#            by worker 0 at that step's start (no torchrun side then);
 #            with --cut-link (needs --hosts 2), nothing is killed: once rank
 #            0 finished step --kill-step, h1's link is cut (its bridge port
 #            goes down: rank 2 silent, no connection closes) and the clock
@@ -100,6 +100,7 @@ trap cleanup EXIT
 [[ -n ${KEEP_LOGS:-} ]] && echo "elastic.sh: logs in $out"
 placement=(-np $(( 3 + servers )))
 sides=(cohort torchrun)
+(( kill_rank >= 3 )) && sides=(cohort)  # a server's loss: torchrun has none
 if [[ $hosts == 2 ]]; then
   info=$("$repo/scripts/cluster.sh" up --hosts 2 --link 1gbit --owner $$)
   prefix=$(sed -n 's/^prefix=//p' <<<"$info")

@@ -214,14 +214,20 @@ struct Server::Impl {
     return it == partitions.end() ? nullptr : it->second.get();
   }
 
-  // Whether a parked or new read may be served now; serves it when so.
-  bool try_read(const std::string& peer, Message& m) {
+  // The partition `m` names when this server owns it; else null, after
+  // answering that it is not here (the worker then looks for its owner).
+  Partition* owned_or_refused(const std::string& peer, const Message& m) {
     Partition* p = partition_of(m);
-    if (!p) {
+    if (!p)
       reply_error(peer, m, "partition " + std::to_string(m.header.partition) + " is not on server " +
                                std::to_string(options.server), Status::unknown_partition);
-      return true;
-    }
+    return p;
+  }
+
+  // Whether a parked or new read may be served now; serves it when so.
+  bool try_read(const std::string& peer, Message& m) {
+    Partition* p = owned_or_refused(peer, m);
+    if (!p) return true;
     const int64_t clock = m.kind() == Op::push_pull ? m.header.step + 1 : m.header.step;
     if (!p->may_read(clock)) return false;
     p->note_read(clock);
@@ -244,12 +250,8 @@ struct Server::Impl {
   }
 
   bool try_save(const std::string& peer, Message& m) {
-    Partition* p = partition_of(m);
-    if (!p) {
-      reply_error(peer, m, "partition " + std::to_string(m.header.partition) + " is not here",
-                  Status::unknown_partition);
-      return true;
-    }
+    Partition* p = owned_or_refused(peer, m);
+    if (!p) return true;
     if (p->applied_version() < m.header.step) return false;
     const auto entries = save_partition(*p, std::string(m.text(0)), std::string(m.text(1)));
     std::vector<std::string> lines;
@@ -264,12 +266,8 @@ struct Server::Impl {
   // restore once the replica took the restored state: a worker that goes on
   // after the reply finds them in place even if this server dies next.
   bool try_answer_commit(const std::string& peer, Message& m) {
-    Partition* p = partition_of(m);
-    if (!p) {
-      reply_error(peer, m, "partition " + std::to_string(m.header.partition) + " is not here",
-                  Status::unknown_partition);
-      return true;
-    }
+    Partition* p = owned_or_refused(peer, m);
+    if (!p) return true;
     const bool done = m.kind() == Op::keep_commit ? p->commit_kept(m.header.step)
                                                   : p->restore_replicated(m.header.step);
     if (done) reply(peer, m, p, Message());
@@ -358,12 +356,8 @@ struct Server::Impl {
       default:
         break;
     }
-    Partition* p = partition_of(m);
-    if (!p) {
-      reply_error(peer, m, "partition " + std::to_string(h.partition) + " is not on server " +
-                               std::to_string(options.server), Status::unknown_partition);
-      return;
-    }
+    Partition* p = owned_or_refused(peer, m);
+    if (!p) return;
     const uint32_t w = h.worker;
     const bool from_worker = w < workers.size();
     if (h.kind() == Op::hello) {

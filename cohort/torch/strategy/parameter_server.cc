@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -256,8 +257,13 @@ ParameterServerStrategy::ParameterServerStrategy(ParameterServerOptions options)
   form_workers_group();
   ps::WorkerOptions wo{.worker = role_.index, .num_workers = role_.num_workers, .num_servers = role_.num_servers,
                        .job = options_.job, .secret = info.secret};
-  // A wait on the servers gives up with the world, as a collective would.
-  if (elastic_) wo.abandoned = [] { return world_abandoned(); };
+  if (elastic_) {
+    // A wait on the servers gives up with the world, as a collective would.
+    wo.abandoned = [] { return world_abandoned(); };
+    // A server whose connection closed is taken for dead at once (the
+    // launcher says so too), as gloo's peers are in an elastic world.
+    wo.client.reconnect_grace = std::min(wo.client.reconnect_grace, ps::Millis(comm::kElasticFailureGrace));
+  }
   worker_ = std::make_unique<ps::Worker>(ps_store_, std::move(wo));
 }
 
