@@ -242,7 +242,10 @@ class Strategy {
   // rolled-back step must roll back too (a private strategy's privacy
   // accountant and step count), as bytes, the same on every process at a
   // step boundary: an elastic fit commits it with them and restores it with
-  // load_own_state(). Default: nothing.
+  // load_own_state(), both on every process at the same point (a commit, a
+  // sync), so they may make collectives on the strategy's own group; and
+  // own_state() may make the state durable where it lives (parameter_server's
+  // servers keep a commit of theirs). Default: nothing.
   virtual std::string own_state() const { return {}; }
   virtual void load_own_state(const std::string& bytes);
 

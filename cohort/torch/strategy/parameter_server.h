@@ -47,7 +47,8 @@
 // their newest commit (ps::Worker::restore_commit) and redo the steps since.
 // A replacement worker joins at a later commit; a replacement of a server's
 // slot serves nothing (its partitions stay with the server that took them
-// over) and only takes part in the membership until the workers are done.
+// over) and only takes part in the membership until it ends (the launcher
+// ends it when training is over).
 //
 // A worker's share of the global batch is weighted as multi_worker's, so at
 // staleness=0 an update applies the gradient of the global batch's mean
