@@ -265,7 +265,11 @@ struct FailPartition {
   int partition;
   std::string why;
 };
-using Command = std::variant<Submit, AddServer, Reroute, FailPartition>;
+struct DeclareLost {
+  int server;
+  std::string why;
+};
+using Command = std::variant<Submit, AddServer, Reroute, FailPartition, DeclareLost>;
 
 }  // namespace
 
@@ -294,6 +298,7 @@ struct Client::Impl {
   std::mutex lost_mutex;
   std::condition_variable lost_cv;
   std::deque<std::pair<int, std::string>> lost_queue;
+  bool failover_stopping = false;  // under lost_mutex
   std::thread failover_thread;
   std::thread io_thread;
 
@@ -435,6 +440,8 @@ struct Client::Impl {
           }
         }
         retained.erase(f->partition);
+      } else if (auto* d = std::get_if<DeclareLost>(&c)) {
+        mark_lost(d->server, d->why);
       }
     }
   }
@@ -622,8 +629,8 @@ struct Client::Impl {
       std::pair<int, std::string> item;
       {
         std::unique_lock lock(lost_mutex);
-        lost_cv.wait(lock, [&] { return stopping.load() || !lost_queue.empty(); });
-        if (stopping.load()) return;
+        lost_cv.wait(lock, [&] { return stopping.load() || failover_stopping || !lost_queue.empty(); });
+        if (stopping.load() || failover_stopping) return;
         item = std::move(lost_queue.front());
         lost_queue.pop_front();
       }
@@ -704,6 +711,17 @@ void Client::reroute(int partition, int server, Message preamble) {
 }
 
 void Client::fail_partition(int partition, const std::string& why) { impl_->post(FailPartition{partition, why}); }
+
+void Client::declare_lost(int server, const std::string& why) { impl_->post(DeclareLost{server, why}); }
+
+void Client::stop_failover() {
+  {
+    std::lock_guard lock(impl_->lost_mutex);
+    impl_->failover_stopping = true;
+  }
+  impl_->lost_cv.notify_all();
+  if (impl_->failover_thread.joinable()) impl_->failover_thread.join();
+}
 
 void Client::set_timeline(uint64_t timeline) { impl_->timeline = timeline; }
 

@@ -115,6 +115,10 @@ class Client {
   // Called once per lost server, on the client's failover thread. Without
   // a handler, requests to a lost server fail with PeerLostError.
   void set_lost_handler(std::function<void(int server, const std::string& why)> handler);
+  // Stops the failover thread, waiting for a handler that runs (its
+  // requests still go out): the handler's owner calls it before it goes.
+  // Lost servers after it are not handled.
+  void stop_failover();
 
   // Moves `partition` to `server`: sends `preamble` there first, then the
   // partition's retained and pending requests in their original order.
@@ -126,6 +130,10 @@ class Client {
   // requests made before keep theirs, replayed or not.
   void set_timeline(uint64_t timeline);
   uint64_t timeline() const;
+
+  // Takes `server` for lost now, as if it had stopped answering (another
+  // client found it so: its mark in the store): the lost handler runs.
+  void declare_lost(int server, const std::string& why);
 
   bool lost(int server) const;
   TransportCounters counters() const;

@@ -68,6 +68,9 @@ Worker::~Worker() {
   } catch (const std::exception& e) {
     COHORT_LOG(debug) << "worker " << options_.worker << ": leaving: " << e.what();
   }
+  // The client's failover thread calls back into this worker (its layout,
+  // its client): it stops while they live.
+  client_->stop_failover();
 }
 
 void Worker::track(int partition, int64_t version) {
@@ -81,6 +84,15 @@ TransportCounters Worker::counters() const { return client_->counters(); }
 void Worker::declare(std::vector<VariableSpec> variables, std::span<const void* const> initial) {
   COHORT_CHECK_EQ(variables.size(), initial.size()) << "one initial value per variable";
   layout_ = Layout::build(std::move(variables), options_.num_servers, options_.job.partition);
+  // A server another worker found lost (its mark in the store) is lost for
+  // this one from the start: its partition is asked of the server that took
+  // it over at once, not after this client's server timeout (a replacement
+  // worker joining after a server's loss). Once the layout is built: the
+  // failover reads it.
+  for (int s = 0; s < options_.num_servers; ++s) {
+    const std::vector<std::string> dead = {server_dead_key(s)};
+    if (store_->check(dead)) client_->declare_lost(s, "marked lost in the store by " + store_->get(dead[0]));
+  }
   std::vector<Handle> handles;
   for (uint32_t v = 0; v < layout_.variables().size(); ++v) {
     const VariableSpec& spec = layout_.variable(v);

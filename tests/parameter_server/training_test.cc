@@ -349,6 +349,21 @@ TEST(Commits, ARestoreTakesEveryPartitionBackThroughAFailover) {
   worker.rewind(worker.clock(), 0);
   std::vector<double> g(12, 1.0);
   EXPECT_THROW(worker.push(0, g.data()).wait(), Error);
+
+  // A replacement of the worker (a new process) finds server 1 marked lost
+  // in the store and asks its partition of server 0 at once, not after its
+  // client's server timeout (30 s here; server 1 is stopped, not gone, so
+  // its socket still takes connections and only that timeout would tell).
+  WorkerOptions ro = job.worker_options(0);
+  ro.client.server_timeout = std::chrono::seconds(30);
+  const auto started = std::chrono::steady_clock::now();
+  Worker replacement(job.store, ro);
+  replacement.declare({spec}, initial);
+  EXPECT_EQ(replacement.start(), 4);
+  std::vector<double> v(12);
+  replacement.pull(0, v.data()).wait();
+  EXPECT_EQ(v, ahead);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(15));
 }
 
 }  // namespace

@@ -410,54 +410,59 @@ TEST(Elastic, AParameterServerFitRollsTheServersBackWithItsWorkers) {
   // commits every partition keeps its state as a commit (on its replica
   // too), and the survivors of a loss take the servers back to their
   // newest commit with them and redo the steps since, which the servers had
-  // applied. Killed: the chief (slot 0, which names the workers that go on)
-  // after step 3's exchange with the servers (the servers sum gradients,
-  // the workers step SGD); then a server after step 4's (the servers step
-  // SGD themselves, replicas=1): its partition is taken over from the
-  // replica, whose commits followed the primary's, and its slot's
-  // replacement serves nothing; the workers, waiting on the lost server,
+  // applied. Killed, in one job, the chief (slot 0, which names the workers
+  // that go on) after step 3's exchange with the servers (the servers sum
+  // gradients, the workers step SGD); in another, a server after step 4's
+  // (the servers step SGD themselves, replicas=1): its partition is taken
+  // over from the replica, whose commits followed the primary's, and its
+  // slot's replacement serves nothing; the workers, waiting on the lost server,
   // give up with the world and roll back (unless the failover answered
-  // them first: they then meet the new epoch at their next commit). Either
-  // way the job ends with one process's fit on the same global batches and
-  // every row once an epoch; without the servers' rollback, a redone step
+  // them first: they then meet the new epoch at their next commit); and
+  // then a worker at step 8's start, whose replacement finds the lost
+  // server marked in the store and goes to the new owner at once. Each job
+  // ends with one process's fit on the same global batches and every row
+  // once an epoch; without the servers' rollback, a redone step
   // would be applied twice (or, when they only sum, be given the old step's
   // sum).
   constexpr int64_t kFitBatch = 8;
   struct Case {
     const char* strategy;
     int np;
-    const char* kill;
-    int slot;
-    int64_t first_two;  // the first step at 2 workers; -1: none
+    std::vector<std::string> kills;  // SLOT:STEP:PHASE[:BY]
+    int64_t first_two;               // the first step at 2 workers
+    bool server_lost;
   };
-  for (const Case& c : {Case{"parameter_server:servers=1", 4, "0:3:end", 0, 2},
+  for (const Case& c : {Case{"parameter_server:servers=1", 4, {"0:3:end"}, 2, false},
                         Case{"parameter_server:servers=2,replicas=1,optimizer=sgd,lr=0.05,momentum=0.9", 5,
-                             "4:4:end:0", 4, -1}}) {
-    SCOPED_TRACE(std::string(c.strategy) + ", kill " + c.kill);
+                             {"4:4:end:0", "1:8:begin"}, 8, true}}) {
+    SCOPED_TRACE(std::string(c.strategy) + ", kill " + c.kills.front());
     TempDir dir("elastic_test");
     const std::string job = "elasticps" + std::to_string(c.np);
-    const JobRun run = run_job(dir, job, {"--min-np", std::to_string(c.np - 1), "--max-restarts", "1"},
-                               {"--fit", "--strategy", c.strategy, "--commit-steps", "2", "--kill", c.kill,
-                                "--step-delay-ms", "50"},
+    std::vector<std::string> args = {"--fit", "--strategy", c.strategy, "--commit-steps", "2", "--step-delay-ms",
+                                     "50"};
+    for (const std::string& k : c.kills) args.insert(args.end(), {"--kill", k});
+    const JobRun run = run_job(dir, job,
+                               {"--min-np", std::to_string(c.np - int(c.kills.size())), "--max-restarts", "1"}, args,
                                kFitBatch, {}, c.np);
     ASSERT_TRUE(run.result.finished);
     ASSERT_EQ(run.result.exit_code, 0) << run.result.err;
-    EXPECT_NE(run.result.err.find("(SIGKILL); starting slot " + std::to_string(c.slot) + " again"), std::string::npos)
-        << run.result.err;
+    for (const std::string& k : c.kills)
+      EXPECT_NE(run.result.err.find("(SIGKILL); starting slot " + k.substr(0, k.find(':')) + " again"),
+                std::string::npos)
+          << run.result.err;
     const auto& sizes = run.out.at("sizes");
     ASSERT_EQ(sizes.size(), size_t(kEpochs * kRows / kFitBatch));
+    // A server's loss leaves the workers 3: they roll back from the world's
+    // abandonment, or, when the failover answered them first, meet the new
+    // epoch at their next commit and restore that one.
     const auto two = std::find(sizes.begin(), sizes.end(), 2.0);
-    if (c.first_two < 0) {
-      // The workers roll back from the world's abandonment, or, when the
-      // failover answered them first, meet the new epoch at the next commit
-      // and restore that one: either way nothing is lost or done twice.
-      EXPECT_EQ(two, sizes.end()) << "a server's loss changed the workers";
+    ASSERT_NE(two, sizes.end()) << "the survivors never trained as 2";
+    EXPECT_EQ(two - sizes.begin(), c.first_two);
+    EXPECT_TRUE(std::all_of(sizes.begin(), two, [](double s) { return s == 3; }));
+    EXPECT_EQ(sizes.back(), 3) << "the replacement never joined";
+    if (c.server_lost) {
       EXPECT_NE(run.result.err.find("took over partition 1 of lost server 1 from its replica"), std::string::npos)
           << run.result.err;
-    } else {
-      ASSERT_NE(two, sizes.end()) << "the survivors never trained as 2";
-      EXPECT_EQ(two - sizes.begin(), c.first_two);
-      EXPECT_EQ(sizes.back(), 3) << "the replacement never joined";
     }
     expect_one_process_fit(run, kFitBatch);
   }
