@@ -410,8 +410,10 @@ void Partition::replica_lost() {
     COHORT_LOG(warn) << "partition " << config_.id << ": its replica was lost before it acknowledged "
                      << (restore ? "the restore of the commit at version " : "the commit at version ")
                      << marker_version_ << "; that commit is kept on the partition's own server only";
-    replica_commit_ = std::max(replica_commit_, marker_version_);
-    replica_restore_ = marker_version_;
+    if (restore)
+      replica_restore_ = marker_version_;
+    else
+      replica_commit_ = std::max(replica_commit_, marker_version_);
   }
   marker_in_flight_ = marker_due_ = Marker::none;
   last_snapshot_version_ = -1;
@@ -445,7 +447,7 @@ void Partition::keep_commit(int64_t version) {
 
 void Partition::take_commit() {
   pending_commit_.reset();
-  while (!commits_.empty() && commits_.back().version >= applied_) commits_.pop_back();
+  drop_commits_from(applied_);
   Commit c{.version = applied_, .shards = {}};
   for (const auto& [key, s] : shards_) c.shards.emplace(key, CommittedShard{s.values, s.slots, s.updates});
   commits_.push_back(std::move(c));
@@ -454,6 +456,10 @@ void Partition::take_commit() {
   marker_due_ = Marker::keep;
   marker_version_ = applied_;
   if (!snapshot_in_flight_) snapshot_due_ = true;
+}
+
+void Partition::drop_commits_from(int64_t version) {
+  while (!commits_.empty() && commits_.back().version >= version) commits_.pop_back();
 }
 
 const Partition::Commit* Partition::find_commit(int64_t version) const {
@@ -493,7 +499,7 @@ void Partition::restore_commit(int64_t version, std::span<const uint32_t> live, 
     s.slots = it->second.slots;
     s.updates = it->second.updates;
   }
-  while (!commits_.empty() && commits_.back().version > version) commits_.pop_back();
+  drop_commits_from(version + 1);
   pending_commit_.reset();
   // The replica forgets its commits after `version` too: one it had
   // acknowledged there is not on it any more.
@@ -514,16 +520,11 @@ void Partition::restore_commit(int64_t version, std::span<const uint32_t> live, 
   if (!config_.replicated) return;
   // The replica takes the restored state whole (as after a load), and
   // forgets its own commits after `version`.
-  for (auto& [key, s] : shards_) {
-    s.replica_full = false;
-    s.dirty_rows.clear();
-    if (!s.dirty.empty()) std::fill(s.dirty.begin(), s.dirty.end(), false);
-  }
   marker_due_ = Marker::restore;
   marker_version_ = version;
   replica_restore_ = -1;
   last_snapshot_version_ = -1;
-  if (!snapshot_in_flight_) snapshot_due_ = true;
+  request_snapshot();
 }
 
 void Partition::replica_keeps_commit(int64_t version) {
@@ -533,7 +534,7 @@ void Partition::replica_keeps_commit(int64_t version) {
 }
 
 void Partition::replica_restored(int64_t version) {
-  while (!commits_.empty() && commits_.back().version > version) commits_.pop_back();
+  drop_commits_from(version + 1);
   // A replica made after the commit (a new one, after a promotion or a lost
   // replica) lacks it, and the snapshot just applied is its state, whole.
   if (!find_commit(version)) take_commit();

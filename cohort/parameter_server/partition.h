@@ -212,6 +212,7 @@ class Partition {
     std::map<uint64_t, CommittedShard> shards;
   };
   void take_commit();
+  void drop_commits_from(int64_t version);  // the commits at `version` and after
   const Commit* find_commit(int64_t version) const;
   struct StagedShard {
     bool sparse = false;

@@ -354,7 +354,6 @@ void Worker::rewind(int64_t clock, uint64_t timeline) {
 uint64_t Worker::timeline() const { return client_->timeline(); }
 
 void Worker::restore_commit(int64_t clock, std::span<const int> live, uint64_t timeline) {
-  rewind(clock, timeline);
   std::string names;
   for (int w : live) {
     COHORT_CHECK_AS(ConfigError, w >= 0 && w < options_.num_workers)
@@ -363,6 +362,7 @@ void Worker::restore_commit(int64_t clock, std::span<const int> live, uint64_t t
   }
   // A partition with no live worker would be declared empty: one at least.
   COHORT_CHECK_AS(ConfigError, !names.empty()) << "restore_commit: no worker goes on";
+  rewind(clock, timeline);
   to_every_partition(Op::restore_commit, clock, names, "restore of the commit at step " + std::to_string(clock));
 }
 

@@ -291,7 +291,6 @@ TEST(Failover, AStoppedServersPartitionMovesToItsReplicaWithNothingLost) {
   }
 }
 
-
 // An elastic job's commits over real sockets: every partition keeps its
 // state at the worker's commit (answered once its replica has it too); a
 // server lost after that leaves its partition to the replica, and the

@@ -14,8 +14,9 @@
 // first prints "kill at
 // T" (T: CLOCK_REALTIME seconds); SLOT:STEP:PHASE:BY makes the first process
 // of slot BY kill SLOT's process instead (once: a parameter server, which
-// runs no steps of its own; every process publishes its pid in the store), and rank 0 prints "step K world W epoch
-// E at T" (E: the membership epoch) as it commits each step
+// runs no steps of its own; every process publishes its pid in the store).
+// The first of the processes that train prints "step K world W epoch E at
+// T" (W: the processes that train, E: the membership epoch) as it commits each step
 // (bench/elastic.sh measures recovery from them). At the end rank 0 writes
 // to --out: "steps N", "sizes s0 s1 ...", "counts c0 c1 ...", "params p0
 // p1 ..." and the parameters before training, "initial ..." (%.17g).

@@ -19,7 +19,6 @@ struct WorldRuntime {
   std::shared_ptr<engine::Engine> engine;
 };
 
-
 std::mutex g_mutex;
 std::unique_ptr<WorldRuntime> g_runtime;
 bool g_was_shut_down = false;

@@ -54,7 +54,7 @@ void MultiWorkerStrategy::rejoin() {
   // The interrupted step's gradients are not state (a commit holds none,
   // and train_step drops them before its backward): dropped now, so that
   // DDP's new buckets do not copy them in (gradient_as_bucket_view).
-  for (at::Tensor& p : model_.module->parameters()) p.mutable_grad() = at::Tensor();
+  zero_grad_to_none(*optimizer_);
   // run_elastic() syncs the committed state right after (ElasticState::sync():
   // the newest commit, to every member and to the new ones), so rank 0's
   // parameters and optimizer state are not broadcast first (two copies of

@@ -147,13 +147,13 @@ class MembershipFollower {
                        << "the server that took them over; this process only follows the membership";
       // Until training is over: the launcher ends the membership when the
       // first member (a worker) exits 0.
-      for (const auto root = world_store(); !membership_ended;) {
-        try {
+      const auto root = world_store();
+      try {
+        while (!membership_ended) {
           rendezvous::throw_if_ended(*root);
-        } catch (const rendezvous::MembershipEnded&) {
-          break;
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
         }
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      } catch (const rendezvous::MembershipEnded&) {
       }
     } else {
       COHORT_LOG(info) << "parameter server " << role.index << " of " << role.num_servers << " serving "
@@ -391,7 +391,7 @@ void ParameterServerStrategy::rejoin() {
   form_workers_group();
   training_->set_worker_engine(engine_.get());
   // The interrupted step's gradients are not state (a commit holds none).
-  for (at::Tensor& p : model_.module->parameters()) p.mutable_grad() = at::Tensor();
+  zero_grad_to_none(*optimizer_);
 }
 
 std::string ParameterServerStrategy::own_state() const {
