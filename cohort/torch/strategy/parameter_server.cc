@@ -425,6 +425,8 @@ void ParameterServerStrategy::load_own_state(const std::string& bytes) {
     for (int64_t i = 0; i < all.size(0); ++i) live.push_back(int(all[i][0].item<int64_t>()));
     try {
       worker_->restore_commit(clock, live, timeline);
+    } catch (const PeerLostError&) {
+      throw;  // the world is abandoned again: the others' broadcast below fails too, and all recover
     } catch (const std::exception& e) {
       COHORT_LOG(error) << "parameter_server: " << e.what();
       failed.fill_(1);
