@@ -2,7 +2,7 @@
 // that reads --strategy and every other NAME:key=value flag.
 //
 // Input: the spec text, validated against a schema set shaped like the
-// strategies' (cohort/torch/strategy/make_strategy.cc, which is not
+// strategies' (registered from each strategy's file, which is not
 // torch-free): names without keys, word keys with and without a word list,
 // an integer with a minimum, a number, a boolean, an optional key and a
 // required one.

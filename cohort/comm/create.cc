@@ -30,20 +30,8 @@
 #include "cohort/comm/mpi/store_bootstrap.h"
 #endif
 
-extern char** environ;
-
 namespace cohort::comm {
 namespace {
-
-rendezvous::Environment this_environment() {
-  rendezvous::Environment env;
-  for (char** p = environ; p && *p; ++p) {
-    const std::string entry = *p;
-    const size_t eq = entry.find('=');
-    if (eq != std::string::npos) env.emplace(entry.substr(0, eq), entry.substr(eq + 1));
-  }
-  return env;
-}
 
 std::string available_text() {
   std::string text;
@@ -387,7 +375,7 @@ std::unique_ptr<Communicator> create_communicator(std::shared_ptr<rendezvous::St
 
 World init_world() {
   CommunicatorOptions options = options_from_env();
-  const rendezvous::Environment env = this_environment();
+  const rendezvous::Environment env = rendezvous::process_environment();
 #ifdef COHORT_HAVE_MPI
   // Under mpirun/srun, MPI's world is the communicator; it needs no store
   // address (one is bootstrapped over MPI for the engine).

@@ -403,6 +403,15 @@ const char* launch_source_name(LaunchSource s) {
   return "unknown";
 }
 
+LaunchSource launched_by(const Environment& environment) {
+  const Env env(environment);
+  if (env.has("COHORT_RANK")) return LaunchSource::cohortrun;
+  if (env.has("RANK")) return LaunchSource::torchrun;
+  if (env.has("OMPI_COMM_WORLD_RANK")) return LaunchSource::openmpi;
+  if (env.has("SLURM_PROCID") && in_slurm_step(env)) return LaunchSource::slurm;
+  return LaunchSource::single;
+}
+
 LaunchInfo discover(const Environment& environment) {
   const Env env(environment);
   LaunchInfo info;
@@ -420,14 +429,13 @@ LaunchInfo discover(const Environment& environment) {
         << "WORLD_SIZE='" << *env.get("WORLD_SIZE") << "' is set but RANK is not";
   }
 
-  if (env.has("COHORT_RANK"))
-    discover_cohortrun(env, info);
-  else if (env.has("RANK"))
-    discover_torchrun(env, info);
-  else if (env.has("OMPI_COMM_WORLD_RANK"))
-    discover_openmpi(env, info);
-  else if (env.has("SLURM_PROCID") && in_slurm_step(env))
-    discover_slurm(env, info);
+  switch (launched_by(environment)) {
+    case LaunchSource::cohortrun: discover_cohortrun(env, info); break;
+    case LaunchSource::torchrun: discover_torchrun(env, info); break;
+    case LaunchSource::openmpi: discover_openmpi(env, info); break;
+    case LaunchSource::slurm: discover_slurm(env, info); break;
+    case LaunchSource::single: break;
+  }
 
   if (auto id = env.get("COHORT_JOB_ID")) {
     COHORT_CHECK_AS(ConfigError, id->size() <= kMaxJobId && std::all_of(id->begin(), id->end(), job_id_char))
@@ -442,7 +450,7 @@ LaunchInfo discover(const Environment& environment) {
   return info;
 }
 
-LaunchInfo discover() {
+Environment process_environment() {
   Environment env;
   for (char** p = environ; p && *p; ++p) {
     const std::string entry = *p;
@@ -450,7 +458,11 @@ LaunchInfo discover() {
     if (eq == std::string::npos) continue;
     env.emplace(entry.substr(0, eq), entry.substr(eq + 1));
   }
-  return discover(env);
+  return env;
 }
+
+LaunchInfo discover() { return discover(process_environment()); }
+
+LaunchSource launched_by() { return launched_by(process_environment()); }
 
 }  // namespace cohort::rendezvous

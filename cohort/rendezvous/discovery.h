@@ -68,9 +68,16 @@ struct LaunchInfo {
 };
 
 using Environment = std::map<std::string, std::string>;
+// This process's environment variables.
+Environment process_environment();
 
 // From this process's environment, or from `env` (tests).
 LaunchInfo discover();
 LaunchInfo discover(const Environment& env);
+// The launcher whose rank variable is set (the precedence above), without
+// checking the rest: what started this process, even where discover() needs
+// more (mpirun without a store address, which init() bootstraps over MPI).
+LaunchSource launched_by();
+LaunchSource launched_by(const Environment& env);
 
 }  // namespace cohort::rendezvous

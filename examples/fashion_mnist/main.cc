@@ -12,7 +12,6 @@
 
 #include "cohort/common/flags.h"
 #include "cohort/models/image_classifiers.h"
-#include "cohort/torch/privacy/private_strategy.h"
 #include "examples/fashion_mnist/dataset.h"
 #include "examples/fashion_mnist/options.h"
 #include "examples/fashion_mnist/records.h"
@@ -21,29 +20,9 @@ namespace ex = cohort::examples;
 
 namespace {
 
-// DP-SGD (DP-Adam with --optimizer adam) over the chosen strategy: Poisson
-// sampling with expected batch --batch-size.
-std::unique_ptr<cohort::Strategy> make_private(std::unique_ptr<cohort::Strategy> inner, const ex::TrainOptions& o,
-                                               int64_t train_size) {
-  namespace dp = cohort::privacy;
-  const dp::PrivacyOptions options{
-      .noise_multiplier = o.dp_noise_multiplier,
-      .max_grad_norm = o.dp_max_grad_norm,
-      .clipping = o.dp_clipping == "per_layer" ? dp::Clipping::per_layer : dp::Clipping::flat,
-      .sample_rate = std::min(1.0, double(o.batch_size) / double(train_size)),
-      .delta = o.dp_delta,
-      .accountant = dp::parse_accountant_kind(o.dp_accountant),
-      .seed = o.seed,
-      .secure_noise = o.dp_secure_noise};
-  if (o.dp_epsilon > 0)
-    return dp::make_private_with_epsilon(std::move(inner), options,
-                                         {.target_epsilon = o.dp_epsilon, .delta = o.dp_delta, .epochs = o.epochs});
-  return dp::make_private(std::move(inner), options);
-}
-
 int train(const ex::TrainOptions& o) {
   if (o.threads > 0) cohort::set_intra_op_threads(o.threads);
-  std::unique_ptr<cohort::Strategy> strategy = cohort::make_strategy(o.strategy);
+  std::unique_ptr<cohort::Strategy> strategy = cohort::make_strategy(o.strategy_spec());
   torch::manual_seed(o.seed);  // the same initial weights on every rank (and the chief's are broadcast)
 
   // The data: IDX files as tensors, or TFRecord shards through the input
@@ -67,16 +46,11 @@ int train(const ex::TrainOptions& o) {
     test = std::make_unique<cohort::TensorDataset>(x, y);
   }
   const int64_t train_size = train_tensors ? train_tensors->size() : train_records->size();
-  if (o.dp()) strategy = make_private(std::move(strategy), o, train_size);
 
-  cohort::OptimizerFactory optimizer =
-      o.optimizer == "adam"
-          ? cohort::optimizer_factory<torch::optim::Adam>(torch::optim::AdamOptions(o.lr))
-          : cohort::optimizer_factory<torch::optim::SGD>(torch::optim::SGDOptions(o.lr).momentum(o.momentum));
+  cohort::OptimizerFactory optimizer = torch::optim::SGDOptions(o.lr).momentum(o.momentum);
+  if (o.optimizer == "adam") optimizer = torch::optim::AdamOptions(o.lr);
   cohort::Model model(*strategy, cohort::models::fashion_mnist_classifier(o.model),
-                      {.loss = [](const at::Tensor& out, const at::Tensor& y) { return torch::cross_entropy_loss(out, y); },
-                       .optimizer = optimizer,
-                       .metrics = {cohort::accuracy()}});
+                      {.loss = torch::nn::CrossEntropyLoss(), .optimizer = optimizer, .metrics = {cohort::accuracy()}});
 
   const int64_t steps_per_epoch = (train_size + o.batch_size - 1) / o.batch_size;
   std::vector<std::shared_ptr<cohort::Callback>> callbacks = {
@@ -90,17 +64,8 @@ int train(const ex::TrainOptions& o) {
   if (!o.csv.empty()) callbacks.push_back(cohort::csv_logger(o.csv));
 
   if (model.is_chief())
-    std::printf("fashion_mnist: %s on %s (%d replica%s), global batch %d, %s lr %g, %lld train / %lld test examples\n",
-                o.model.c_str(), strategy->spec().c_str(), strategy->replicas_in_sync(),
-                strategy->replicas_in_sync() == 1 ? "" : "s", o.batch_size, o.optimizer.c_str(), o.lr,
-                (long long)train_size, (long long)test->size());
-  if (const auto* dp = dynamic_cast<const cohort::privacy::PrivateStrategy*>(strategy.get()); dp && model.is_chief())
-    std::printf("fashion_mnist: differentially private: noise multiplier %.4f, max grad norm %g, sample rate %.5f "
-                "(%lld steps an epoch), delta %g, %s accountant, per-sample gradients by %s\n",
-                dp->options().noise_multiplier, dp->options().max_grad_norm, dp->options().sample_rate,
-                (long long)cohort::privacy::poisson_steps_per_epoch(dp->options().sample_rate), dp->options().delta,
-                std::string(cohort::privacy::accountant_name(dp->options().accountant)).c_str(),
-                cohort::privacy::gradient_path_name(dp->gradient_path()).c_str());
+    std::printf("fashion_mnist: %s, %s lr %g, %lld train / %lld test examples\n", o.model.c_str(),
+                o.optimizer.c_str(), o.lr, (long long)train_size, (long long)test->size());
   const cohort::FitOptions fit_options{
       .epochs = o.epochs, .batch_size = o.batch_size, .validation_data = test.get(), .seed = o.seed, .callbacks = callbacks};
   const cohort::History history =
@@ -163,15 +128,8 @@ int main(int argc, char** argv) {
   try {
     return train(options);
   } catch (const std::exception& e) {
+    // fit() has told the other ranks why this one stops.
     std::fprintf(stderr, "fashion_mnist: error: %s\n", cohort::flags::one_line_message(e).c_str());
-    // Tell the other ranks why this one stops, instead of leaving them to
-    // time out waiting for it.
-    if (cohort::initialized()) {
-      try {
-        cohort::current_engine().abort(e.what());
-      } catch (...) {
-      }
-    }
     return dynamic_cast<const cohort::ConfigError*>(&e) ? 2 : 1;
   }
 }

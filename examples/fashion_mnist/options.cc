@@ -1,5 +1,7 @@
 #include "examples/fashion_mnist/options.h"
 
+#include <sstream>
+
 #include "cohort/common/check.h"
 #include "cohort/common/flags.h"
 #include "cohort/torch/strategy/make_strategy.h"
@@ -57,7 +59,9 @@ is distributed, with no change to the program:
                         --optimizer adam) spending at most E over all epochs:
                         the noise multiplier is searched for; Poisson sampling
                         with expected batch --batch-size; epsilon is printed
-                        after every epoch. Strategies: one_device, multi_worker
+                        after every epoch. Strategies: one_device, multi_worker.
+                        The --dp-* flags are shorthands for the privacy wrapper:
+                        --strategy multi_worker+privacy:epsilon=3,max_grad_norm=1
   --dp-noise-multiplier S  or private training with noise multiplier S
   --dp-delta D          the delta of epsilon (1e-5)
   --dp-max-grad-norm C  per-sample gradient clipping norm (1)
@@ -71,6 +75,16 @@ Exit status: 0 done, 2 bad flags, 3 below --target-accuracy, 75 preempted
 
 Strategies (--strategy NAME[:key=value,...]):
 )" + strategy_help();
+}
+
+std::string TrainOptions::strategy_spec() const {
+  if (!dp()) return strategy;
+  std::ostringstream spec;
+  spec << strategy << "+privacy:" << (dp_epsilon > 0 ? "epsilon=" : "noise_multiplier=")
+       << (dp_epsilon > 0 ? dp_epsilon : dp_noise_multiplier) << ",delta=" << dp_delta
+       << ",max_grad_norm=" << dp_max_grad_norm << ",clipping=" << dp_clipping << ",accountant=" << dp_accountant
+       << ",seed=" << seed << ",secure_noise=" << (dp_secure_noise ? "true" : "false");
+  return spec.str();
 }
 
 TrainOptions parse_options(const std::vector<std::string>& args) {

@@ -50,6 +50,9 @@ struct TrainOptions {
   std::string dp_clipping = "flat";
   bool dp_secure_noise = false;
   bool dp() const { return dp_epsilon > 0 || dp_noise_multiplier > 0; }
+  // --strategy, with the --dp-* flags as the privacy wrapper's spec
+  // ("multi_worker+privacy:epsilon=3,...", core/strategy_registry.h).
+  std::string strategy_spec() const;
   bool help = false;
 };
 

@@ -86,7 +86,8 @@ TEST_F(FashionMnistE2E, TrainsCheckpointsAndBacksUpOnTwoRanks) {
   RunResult r = run({"--strategy", "multi_worker", "--epochs", "2", "--checkpoint", ck, "--metrics", metrics,
                      "--log-every", "5", "--backup", backup, "--plot", dir_ + "/history"});
   ASSERT_TRUE(r.finished && r.exit_code == 0) << "exit " << r.exit_code << "\n" << r.out << r.err;
-  EXPECT_NE(r.out.find("on multi_worker:bucket_mb=25,bucket_view=true,compression=none,style=ddp (2 replicas), global batch 32"),
+  EXPECT_NE(r.out.find("fit: multi_worker:bucket_mb=25,bucket_view=true,compression=none,style=ddp; 2 replicas in 2 "
+                        "processes; global batch 32"),
             std::string::npos) << r.out;
   EXPECT_NE(r.out.find("epoch 2/2: accuracy"), std::string::npos) << r.out;
   EXPECT_GE(final_accuracy(r.out), 90.0) << r.out;
@@ -208,7 +209,10 @@ TEST_F(FashionMnistE2E, TrainsWithDifferentialPrivacyOnTwoRanks) {
   const RunResult r = run({"--strategy", "multi_worker", "--epochs", "2", "--dp-epsilon", "4", "--dp-max-grad-norm",
                            "1"});
   ASSERT_TRUE(r.finished && r.exit_code == 0) << "exit " << r.exit_code << "\n" << r.out << r.err;
-  EXPECT_NE(r.out.find("differentially private: noise multiplier"), std::string::npos) << r.out;
+  // fit()'s start line: the calibrated noise, and the gradient path the model took.
+  EXPECT_NE(r.out.find("+privacy:accountant=rdp,clipping=flat,delta=1e-05,max_grad_norm=1,noise_multiplier="),
+            std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(noise for epsilon 4 at delta 1e-05 over"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("per-sample gradients by kernels"), std::string::npos) << r.out;
   const double first = parsed(r.out, "epoch 1/2:.* epsilon ([0-9.]+)");
   const double second = parsed(r.out, "epoch 2/2:.* epsilon ([0-9.]+)");
@@ -232,8 +236,8 @@ TEST_F(FashionMnistE2E, TrainsOnParameterServers) {
     const RunResult r = run({"--strategy", strategy, "--epochs", "2", "--checkpoint", ck, "--backup", backup},
                             /*ranks=*/3);
     ASSERT_TRUE(r.finished && r.exit_code == 0) << strategy << ": exit " << r.exit_code << "\n" << r.out << r.err;
-    EXPECT_NE(r.out.find("on parameter_server:"), std::string::npos) << r.out;
-    EXPECT_NE(r.out.find("(2 replicas), global batch 32"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("fit: parameter_server:"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("; 2 replicas in 2 processes; global batch 32"), std::string::npos) << r.out;
     EXPECT_GE(final_accuracy(r.out), 90.0) << strategy << "\n" << r.out;
     EXPECT_NE(r.out.find("checkpoint: " + ck), std::string::npos) << r.out;
   }

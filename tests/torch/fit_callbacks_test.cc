@@ -76,7 +76,10 @@ TEST(JsonLines, OneValidObjectPerLineAppendOrStartOver) {
     EXPECT_TRUE(JsonCheck::valid(line, &error)) << line << ": " << error;
   }
   EXPECT_NE(lines[1].find(R"("nan":null)"), std::string::npos) << lines[1];
-  EXPECT_THROW(JsonLinesWriter("/nonexistent-dir/metrics", false), ConfigError);
+  // Its folder is created; one that cannot be (under a file) is a ConfigError.
+  JsonLinesWriter(dir.path() + "/new/folder/m.jsonl", false).write(JsonObject().add("event", "start"));
+  EXPECT_EQ(read_text(dir.path() + "/new/folder/m.jsonl"), "{\"event\":\"start\"}\n");
+  EXPECT_THROW(JsonLinesWriter(path + "/under/a/file", false), ConfigError);
 }
 
 TEST(Progress, DurationsAndPlainLines) {

@@ -73,9 +73,9 @@ class Recording final : public BatchStream {
  public:
   Recording(PipelineInput& inner, std::vector<std::pair<int64_t, int64_t>>* seen) : inner_(inner), seen_(seen) {}
   int64_t size() const override { return inner_.size(); }
-  int64_t start_epoch(const Strategy& s, int64_t b, int64_t epoch, int64_t done, const std::string& resume) override {
+  int64_t start_epoch(const InputContext& context, int64_t epoch, int64_t done, const std::string& resume) override {
     epoch_ = epoch;
-    return inner_.start_epoch(s, b, epoch, done, resume);
+    return inner_.start_epoch(context, epoch, done, resume);
   }
   int64_t next_rows() const override { return inner_.next_rows(); }
   Batch next() override {

@@ -523,11 +523,15 @@ TEST(PrivateStrategy, OwnStateRollsTheBudgetAndTheNoiseKeyBack) {
                                                        1e-5, privacy::AccountantKind::rdp));
   EXPECT_NE(config_error([&] { dp.load_own_state("not an archive"); }).find("private: bad own state (14 bytes)"),
             std::string::npos);
-  OneDeviceStrategy plain;
-  EXPECT_EQ(plain.own_state(), "");
-  EXPECT_NE(config_error([&] { plain.load_own_state(two); }).find("keeps no state of its own"), std::string::npos);
+  // A strategy that keeps no state of its own refuses one (the default).
+  struct Stateless : ElasticTraining {
+    void rejoin() override {}
+  } stateless;
+  EXPECT_EQ(stateless.own_state(), "");
+  EXPECT_NE(config_error([&] { stateless.load_own_state(two); }).find("keeps no state of its own"),
+            std::string::npos);
   // Whether it follows an elastic job's membership is the wrapped strategy's say.
-  EXPECT_FALSE(dp.follows_membership());
+  EXPECT_EQ(dp.elastic(), nullptr);
 }
 
 TEST(PrivateStrategy, RefusesWhatItCannotTrainPrivately) {

@@ -18,7 +18,7 @@
 
 #include "cohort/common/flags.h"
 #include "cohort/torch/core/threads.h"
-#include "cohort/torch/fit/dataset.h"
+#include "cohort/torch/data/dataset.h"
 #include "cohort/torch/fit/metric.h"
 #include "cohort/torch/fit/model.h"
 #include "cohort/torch/strategy/make_strategy.h"

@@ -654,9 +654,9 @@ TEST(Zero, ShardedCheckpointsReshardAndLoadIntoDdp) {
                           ranks, zero_at(to), expected,
                           "sharded" + from + ") -> zero stage " + std::to_string(to) + " at " + std::to_string(ranks));
     for (const std::string& path : {saved, whole}) {
-      // DDP through Strategy::load_sharded (as fit() resumes), one device
+      // DDP through its ShardedCheckpoints (as fit() resumes), one device
       // through the free function.
-      auto into_ddp = [&](Strategy& s) { EXPECT_EQ(s.load_sharded(path), state); };
+      auto into_ddp = [&](Strategy& s) { EXPECT_EQ(s.sharded_checkpoints()->load_sharded(path), state); };
       auto into_one = [&](Strategy& s) {
         EXPECT_EQ(load_sharded_checkpoint(path, s.module(), s.optimizer()), state);
       };

@@ -27,17 +27,18 @@ PipelineInput& PipelineInput::map(data::MapFn fn) {
 
 int64_t PipelineInput::size() const { return int64_t(source_->size()); }
 
-int64_t PipelineInput::start_epoch(const Strategy& strategy, int64_t global_batch_size, int64_t epoch,
-                                   int64_t batches_done, const std::string& resume) {
-  const int world = strategy.process_count();
+int64_t PipelineInput::start_epoch(const InputContext& context, int64_t epoch, int64_t batches_done,
+                                   const std::string& resume) {
+  const int world = context.num_input_pipelines, rank = context.input_pipeline_id;
+  const int64_t global_batch_size = context.global_batch_size;
   COHORT_CHECK_AS(ConfigError, global_batch_size % world == 0)
       << "PipelineInput: the global batch (" << global_batch_size << ") must be a multiple of the "
       << world << " processes, so that every process's pipeline builds batches of one size";
   const int64_t local_batch = global_batch_size / world;
-  if (!pipeline_ || pipeline_->options().world_size != world || pipeline_->options().rank != strategy.process_index() ||
+  if (!pipeline_ || pipeline_->options().world_size != world || pipeline_->options().rank != rank ||
       pipeline_->options().batch_size != local_batch) {
     data::PipelineOptions o = options_.pipeline;
-    o.rank = strategy.process_index();
+    o.rank = rank;
     o.world_size = world;
     o.batch_size = local_batch;
     pipeline_.reset();  // its workers stop before the new pipeline's start

@@ -8,9 +8,9 @@
 //   model.fit(train, {.epochs = 5, .batch_size = 128,
 //                     .callbacks = {cohort::backup_and_restore("backup/")}});
 //
-// fit() gives the pipeline its place: rank = the strategy's process_index(),
-// world = process_count(), and each process's batch = the global batch /
-// process_count(), so step k of all processes is the pipeline's global batch
+// fit() gives the pipeline its place (an InputContext): rank = the input
+// pipeline's id (the strategy's process_index()), world = the pipelines
+// (process_count()), and each process's batch = the global batch / world, so step k of all processes is the pipeline's global batch
 // k (by record: positions [kB, (k+1)B) of the epoch's order, whatever the
 // number of processes). The pipeline's cursor is the stream's state, so a
 // backup taken by BackupAndRestore resumes mid-epoch exactly once, on the
@@ -39,7 +39,7 @@
 #include "cohort/data/gather_bytes.h"
 #include "cohort/data/pipeline.h"
 #include "cohort/data/source.h"
-#include "cohort/torch/core/batch_stream.h"
+#include "cohort/torch/data/batch_stream.h"
 
 namespace cohort {
 
@@ -60,7 +60,7 @@ class PipelineInput final : public BatchStream {
   PipelineInput& map(data::MapFn fn);
 
   int64_t size() const override;
-  int64_t start_epoch(const Strategy& strategy, int64_t global_batch_size, int64_t epoch, int64_t batches_done,
+  int64_t start_epoch(const InputContext& context, int64_t epoch, int64_t batches_done,
                       const std::string& resume) override;
   int64_t next_rows() const override;
   Batch next() override;

@@ -35,7 +35,8 @@ class BackupAndRestore : public Callback {
   // is nothing to resume from.
   void restore(Model& model) override {
     std::vector<char> bytes;
-    if (model.is_chief()) bytes = read_backup();
+    std::string read_from;
+    if (model.is_chief()) bytes = read_backup(read_from);
     const at::Tensor mine = torch::from_blob(bytes.data(), {int64_t(bytes.size())}, torch::kUInt8).clone();
     const at::Tensor shared = model.strategy().all_gather(mine);
     if (shared.numel() == 0) return;
@@ -43,7 +44,7 @@ class BackupAndRestore : public Callback {
     archive.load_from(static_cast<const char*>(shared.data_ptr()), size_t(shared.numel()));
     model.load_fit_state(archive, shards_);
     if (model.is_chief())
-      COHORT_LOG(warn) << "BackupAndRestore: resuming from " << path_ << " at epoch " << model.position().epoch + 1
+      COHORT_LOG(warn) << "BackupAndRestore: resuming from " << read_from << " at epoch " << model.position().epoch + 1
                        << ", batch " << model.position().batch << " (step " << model.position().step << ")";
   }
 
@@ -62,14 +63,18 @@ class BackupAndRestore : public Callback {
   }
 
  private:
-  std::vector<char> read_backup() const {
+  // The newest readable backup's bytes (none: nothing to resume), and in
+  // `read_from` which file that was.
+  std::vector<char> read_backup(std::string& read_from) const {
     const std::string prev = previous_checkpoint_path(path_);
     if (!exists(path_) && !exists(prev)) return {};
     try {
+      read_from = path_;
       return read_checkpoint_file(path_);
     } catch (const ConfigError& e) {
       if (!exists(prev)) throw;
-      COHORT_LOG(warn) << e.what() << "; resuming from " << prev;
+      COHORT_LOG(warn) << e.what() << "; falling back to the backup before it, " << prev;
+      read_from = prev;
       return read_checkpoint_file(prev);
     }
   }

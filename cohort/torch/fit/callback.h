@@ -18,7 +18,11 @@
 //   patience, ...) saves it in save_state() and gets it back in load_state()
 //   when BackupAndRestore resumes a run: fit() first calls restore() on
 //   every callback (BackupAndRestore loads the saved run there, which
-//   restores the others' states), then on_train_begin().
+//   restores the others' states), then on_train_begin(). Its state is kept
+//   under its name(), so two callbacks that keep state must have distinct
+//   names (fit() refuses the list otherwise: callback_list.h).
+// - fit(), evaluate() and predict() take their callbacks as a CallbackList
+//   (callback_list.h), which runs each hook on every callback in order.
 #pragma once
 
 #include <cstdint>
@@ -38,8 +42,8 @@ using CallbackState = std::map<std::string, std::vector<double>>;
 class Callback {
  public:
   virtual ~Callback() = default;
-  // Distinct among a fit's callbacks when they keep state (the key of their
-  // saved state).
+  // The key of the callback's saved state: distinct among a fit's callbacks
+  // that keep state.
   virtual std::string name() const = 0;
 
   virtual void restore(Model& model) {}
@@ -52,7 +56,9 @@ class Callback {
   virtual void on_test_begin(Model& model, const Logs& logs) {}
   virtual void on_test_end(Model& model, const Logs& logs) {}
   virtual void on_test_batch_end(Model& model, int64_t batch, const Logs& logs) {}
+  // predict(): before the first batch and after the outputs are gathered.
   virtual void on_predict_begin(Model& model, const Logs& logs) {}
+  virtual void on_predict_batch_end(Model& model, int64_t batch, const Logs& logs) {}
   virtual void on_predict_end(Model& model, const Logs& logs) {}
   // Every rank agreed to stop for a preemption (SIGTERM or SIGINT) before
   // the step model.position() says; fit() returns after these calls.

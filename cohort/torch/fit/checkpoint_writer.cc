@@ -1,10 +1,8 @@
 #include "cohort/torch/fit/checkpoint_writer.h"
 
-#include <filesystem>
-
-#include "cohort/common/check.h"
 #include "cohort/torch/checkpoint/checkpoint.h"
 #include "cohort/torch/fit/model.h"
+#include "cohort/torch/fit/output_directory.h"
 
 namespace cohort {
 
@@ -13,10 +11,7 @@ void write_chief_checkpoint(Model& model, const std::string& path,
   torch::serialize::OutputArchive archive;
   fill(archive);
   if (!model.is_chief()) return;
-  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
-  std::error_code ec;
-  if (!dir.empty()) std::filesystem::create_directories(dir, ec);
-  COHORT_CHECK_AS(ConfigError, !ec) << "cannot create the directory of " << path << ": " << ec.message();
+  create_parent_directories(path);
   write_checkpoint_file(path, archive_bytes(archive));
 }
 

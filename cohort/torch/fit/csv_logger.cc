@@ -2,6 +2,7 @@
 
 #include "cohort/common/check.h"
 #include "cohort/torch/fit/model.h"
+#include "cohort/torch/fit/output_directory.h"
 
 namespace cohort {
 namespace {
@@ -13,7 +14,9 @@ class CsvLogger : public Callback {
   }
   std::string name() const override { return "csv_logger"; }
   void on_epoch_end(Model& model, int64_t, const Logs&) override {
-    if (model.is_chief()) model.history().write_csv(path_);
+    if (!model.is_chief()) return;
+    create_parent_directories(path_);
+    model.history().write_csv(path_);
   }
 
  private:

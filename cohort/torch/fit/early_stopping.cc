@@ -2,8 +2,9 @@
 
 #include <torch/serialize.h>
 
+#include <sstream>
+
 #include "cohort/common/check.h"
-#include "cohort/common/logging.h"
 #include "cohort/torch/checkpoint/checkpoint.h"
 #include "cohort/torch/fit/model.h"
 
@@ -37,10 +38,10 @@ class EarlyStopping : public Callback {
     }
     if (++wait_ >= options_.patience && epoch > 0) {
       stopped_epoch_ = epoch;
-      model.stop_training();
-      if (model.is_chief())
-        COHORT_LOG(info) << "EarlyStopping: " << options_.monitor << " has not improved for " << wait_
-                         << " epochs (best " << monitor_.best() << "): stopping after epoch " << epoch + 1;
+      std::ostringstream why;
+      why << "EarlyStopping: " << options_.monitor << " has not improved for " << wait_ << " epoch"
+          << (wait_ == 1 ? "" : "s") << " (best " << monitor_.best() << ", last " << value << ")";
+      model.stop_training(why.str());
     }
   }
 

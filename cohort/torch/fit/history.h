@@ -27,6 +27,11 @@ class History {
   // True when fit() stopped for a preemption (see model.h).
   bool preempted() const { return preempted_; }
   void set_preempted(bool preempted) { preempted_ = preempted; }
+  // Why training ended before its last epoch, when a callback stopped it
+  // (Model::stop_training(reason): EarlyStopping's, TerminateOnNaN's);
+  // empty when it ran to the end or was preempted.
+  const std::string& stop_reason() const { return stop_reason_; }
+  void set_stop_reason(std::string reason) { stop_reason_ = std::move(reason); }
 
   // "epoch,<key>,<key>,..." then a row per epoch (epochs 1-based); empty
   // cells for missing values. Written atomically (ConfigError when it
@@ -42,6 +47,7 @@ class History {
   std::vector<int64_t> epochs_;
   std::vector<Logs> logs_;
   bool preempted_ = false;
+  std::string stop_reason_;
 };
 
 }  // namespace cohort

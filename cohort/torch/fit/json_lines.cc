@@ -7,6 +7,7 @@
 
 #include "cohort/common/check.h"
 #include "cohort/common/json.h"
+#include "cohort/torch/fit/output_directory.h"
 
 namespace cohort {
 
@@ -45,8 +46,17 @@ JsonObject& JsonObject::add(std::string_view k, bool value) {
   return *this;
 }
 
+namespace {
+
+const std::string& with_parent_directories(const std::string& path) {
+  create_parent_directories(path);
+  return path;
+}
+
+}  // namespace
+
 JsonLinesWriter::JsonLinesWriter(const std::string& path, bool append)
-    : out_(path, append ? std::ios::app : std::ios::trunc) {
+    : out_(with_parent_directories(path), append ? std::ios::app : std::ios::trunc) {
   COHORT_CHECK_AS(ConfigError, out_.is_open()) << "cannot open JSON-lines file " << path << ": " << std::strerror(errno);
 }
 

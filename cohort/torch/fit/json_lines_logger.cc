@@ -49,6 +49,7 @@ class JsonLinesLogger : public Callback {
     if (!writer_.enabled()) return;
     JsonObject o;
     o.add("event", "end").add("step", model.position().step).add("seconds", seconds());
+    if (!model.history().stop_reason().empty()) o.add("stopped_early", model.history().stop_reason());
     for (const auto& [k, v] : logs) o.add(k, v);
     writer_.write(o);
   }

@@ -35,8 +35,8 @@ class ModelCheckpoint : public Callback {
   void save(Model& model) {
     const FitPosition& p = model.position();
     const TrainingState state{.epoch = p.epoch, .batch = p.batch, .step = p.step, .seed = model.fit_options().seed};
-    if (model.strategy().sharded_checkpoints()) {
-      model.strategy().save_sharded(path_, state);  // a directory, every process its part
+    if (ShardedCheckpoints* sharded = model.strategy().sharded_checkpoints(); sharded && sharded->saves_sharded()) {
+      sharded->save_sharded(path_, state);  // a directory, every process its part
       return;
     }
     write_chief_checkpoint(model, path_, [&](torch::serialize::OutputArchive& archive) {

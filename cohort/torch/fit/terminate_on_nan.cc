@@ -1,6 +1,7 @@
 #include "cohort/torch/fit/terminate_on_nan.h"
 
 #include <cmath>
+#include <sstream>
 
 #include "cohort/common/logging.h"
 #include "cohort/torch/fit/model.h"
@@ -14,9 +15,11 @@ class TerminateOnNaN : public Callback {
   void on_train_batch_end(Model& model, int64_t batch, const Logs& logs) override {
     auto it = logs.find("loss");
     if (it == logs.end() || std::isfinite(it->second) || model.stop_requested()) return;
-    COHORT_LOG(warn) << "TerminateOnNaN: the loss is " << it->second << " at batch " << batch + 1 << " of epoch "
-                     << model.position().epoch + 1 << ": stopping";
-    model.stop_training();
+    std::ostringstream why;
+    why << "TerminateOnNaN: the loss is " << it->second << " at batch " << batch + 1 << " of epoch "
+        << model.position().epoch + 1;
+    COHORT_LOG(warn) << why.str() << ": stopping";
+    model.stop_training(why.str());
   }
 };
 

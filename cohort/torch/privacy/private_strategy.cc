@@ -10,6 +10,7 @@
 #include "cohort/privacy/counter_hash.h"
 #include "cohort/privacy/poisson_sampling.h"
 #include "cohort/torch/core/module_state.h"
+#include "cohort/torch/core/strategy_registry.h"
 #include "cohort/torch/model_parallel/tensor_parallel_module.h"
 #include "cohort/torch/privacy/per_sample.h"
 
@@ -21,8 +22,63 @@ namespace {
 // example `rank` was sampled.
 constexpr uint64_t kNoiseStream = 0x6e6f697365;  // "noise"
 
+using Kind = SpecKey::Kind;
+
+SpecKey optional_number(const char* name, const char* description) {
+  return {.name = name, .kind = Kind::number, .description = description, .optional = true};
+}
+
+std::unique_ptr<Strategy> wrap_private(std::unique_ptr<Strategy> inner, const Spec& spec) {
+  COHORT_CHECK_AS(ConfigError, spec.has("epsilon") != spec.has("noise_multiplier"))
+      << "privacy: give epsilon (the budget: the noise is calibrated to it) or noise_multiplier, "
+      << (spec.has("epsilon") ? "not both" : "one of them");
+  PrivacyOptions o{.noise_multiplier = spec.has("noise_multiplier") ? spec.number("noise_multiplier") : 0,
+                   .max_grad_norm = spec.number("max_grad_norm"),
+                   .clipping = spec.word("clipping") == "per_layer" ? Clipping::per_layer : Clipping::flat,
+                   .sample_rate = spec.has("sample_rate") ? spec.number("sample_rate") : 0,
+                   .poisson = spec.boolean("poisson"),
+                   .delta = spec.number("delta"),
+                   .accountant = parse_accountant_kind(spec.word("accountant")),
+                   .seed = uint64_t(spec.integer("seed")),
+                   .secure_noise = spec.boolean("secure_noise"),
+                   .noise_share = spec.word("noise_share") == "designated" ? NoiseShare::designated
+                                                                           : NoiseShare::split};
+  EpsilonTarget target;
+  if (spec.has("epsilon"))
+    target = {.target_epsilon = spec.number("epsilon"), .delta = o.delta,
+              .epochs = spec.has("epochs") ? spec.integer("epochs") : 0};
+  return std::make_unique<PrivateStrategy>(std::move(inner), o, target);
+}
 
 }  // namespace
+
+COHORT_REGISTER_STRATEGY(privacy, {
+    .name = "privacy",
+    .description = "DP-SGD (DP-Adam with Adam) over the strategy before '+': clipped per-sample gradients, noise",
+    .keys = {optional_number("epsilon", "the privacy budget over the run: the noise is calibrated to it"),
+             optional_number("noise_multiplier", "sigma, instead of epsilon"),
+             {.name = "max_grad_norm", .kind = Kind::number, .default_value = "1",
+              .description = "C: each sample's gradient clipped to this norm"},
+             {.name = "delta", .kind = Kind::number, .default_value = "1e-05", .description = "of (epsilon, delta)"},
+             optional_number("sample_rate", "q, each example's probability per step (default: batch / rows)"),
+             {.name = "epochs", .kind = Kind::integer, .description = "epsilon's run length (default: fit()'s)",
+              .min = 1, .optional = true},
+             {.name = "clipping", .kind = Kind::word, .default_value = "flat",
+              .description = "flat (the whole gradient) or per_layer", .words = {"flat", "per_layer"}},
+             {.name = "accountant", .kind = Kind::word, .default_value = "rdp",
+              .description = "how epsilon is counted", .words = {"rdp", "prv"}},
+             {.name = "poisson", .kind = Kind::boolean, .default_value = "true",
+              .description = "Poisson sampling (what the accountant assumes); false: shuffled fixed batches"},
+             {.name = "seed", .kind = Kind::integer, .default_value = "0", .description = "sampling and noise"},
+             {.name = "secure_noise", .kind = Kind::boolean, .default_value = "false",
+              .description = "OpenSSL's generator for the noise"},
+             {.name = "noise_share", .kind = Kind::word, .default_value = "split",
+              .description = "split over the processes, or designated (rank 0's; elastic jobs need it)",
+              .words = {"split", "designated"}}},
+    .model_requirements = "no BatchNorm (GroupNorm instead); the fast path: layers wrapped in cohort::PerSample, "
+                          "or a torch::nn::Sequential (other layers take per-sample micro-batches)",
+    .elastic = "over multi_worker, noise_share=designated, without secure_noise",
+    .wrap = wrap_private});
 
 int64_t poisson_steps_per_epoch(double sample_rate) {
   COHORT_CHECK_AS(ConfigError, sample_rate > 0 && sample_rate <= 1)
@@ -30,36 +86,100 @@ int64_t poisson_steps_per_epoch(double sample_rate) {
   return std::max<int64_t>(1, std::llround(1.0 / sample_rate));
 }
 
-PrivateStrategy::PrivateStrategy(std::unique_ptr<Strategy> inner, PrivacyOptions options)
-    : inner_(std::move(inner)), options_(options), accountant_(options.accountant) {
+PrivateStrategy::PrivateStrategy(std::unique_ptr<Strategy> inner, PrivacyOptions options, EpsilonTarget target)
+    : inner_(std::move(inner)), options_(options), target_(target), accountant_(options.accountant) {
   COHORT_CHECK_AS(ConfigError, inner_ != nullptr) << "private: no strategy to wrap";
   COHORT_CHECK_AS(ConfigError, !inner_->prepared()) << "private: wrap the strategy before preparing it";
   COHORT_CHECK_AS(ConfigError, inner_->local_replicas() == 1)
       << "private training runs one replica per process, and '" << inner_->spec() << "' runs "
       << inner_->local_replicas() << " in this process: use one_device or multi_worker";
   const PrivacyOptions& o = options_;
+  const bool targeted = target_.target_epsilon > 0;
+  COHORT_CHECK_AS(ConfigError, target_.target_epsilon >= 0 && std::isfinite(target_.target_epsilon))
+      << "target epsilon must be positive, got " << target_.target_epsilon;
+  COHORT_CHECK_AS(ConfigError, target_.epochs >= 0 && target_.steps >= 0 && (target_.epochs == 0 || target_.steps == 0))
+      << "privacy target: give epochs or steps (one of them, positive; neither: the training's epochs), got epochs "
+      << target_.epochs << " and steps " << target_.steps;
   COHORT_CHECK_AS(ConfigError, o.noise_multiplier >= 0 && std::isfinite(o.noise_multiplier))
       << "noise multiplier must be finite and non-negative, got " << o.noise_multiplier;
   COHORT_CHECK_AS(ConfigError, o.max_grad_norm > 0) << "max grad norm must be positive, got " << o.max_grad_norm;
-  COHORT_CHECK_AS(ConfigError, std::isfinite(o.max_grad_norm) || o.noise_multiplier == 0)
-      << "noise of sigma C needs a finite max grad norm C (sigma is " << o.noise_multiplier << ")";
-  COHORT_CHECK_AS(ConfigError, o.sample_rate > 0 && o.sample_rate <= 1)
-      << "sample rate must be in (0, 1], got " << o.sample_rate;
+  COHORT_CHECK_AS(ConfigError, std::isfinite(o.max_grad_norm) || (o.noise_multiplier == 0 && !targeted))
+      << "noise of sigma C needs a finite max grad norm C (sigma is "
+      << (targeted ? std::string("calibrated to a budget") : std::to_string(o.noise_multiplier)) << ")";
+  COHORT_CHECK_AS(ConfigError, o.sample_rate >= 0 && o.sample_rate <= 1)
+      << "sample rate must be in (0, 1] (0: from the training plan), got " << o.sample_rate;
   COHORT_CHECK_AS(ConfigError, o.delta > 0 && o.delta < 1) << "delta must be in (0, 1), got " << o.delta;
+  if (targeted) {
+    COHORT_CHECK_AS(ConfigError, target_.delta > 0 && target_.delta < 1)
+        << "delta must be in (0, 1), got " << target_.delta;
+    options_.delta = target_.delta;
+  }
+  // Everything known now (make_private_with_epsilon with a sample rate and
+  // a length): calibrated at once, so that a hand-written loop needs no plan.
+  if (o.sample_rate > 0 && (!targeted || target_.epochs > 0 || target_.steps > 0)) calibrate({});
 }
 
-std::string PrivateStrategy::spec() const {
+void PrivateStrategy::do_begin_training(const TrainingPlan& plan) { calibrate(plan); }
+
+void PrivateStrategy::calibrate(const TrainingPlan& plan) {
+  if (options_.sample_rate == 0) {
+    COHORT_CHECK_AS(ConfigError, plan.dataset_size > 0 && plan.global_batch_size > 0)
+        << "privacy: the sample rate is the global batch over the data set's rows, and the training plan gives "
+        << plan.global_batch_size << " over " << plan.dataset_size << ": give sample_rate, or train with fit()";
+    options_.sample_rate = std::min(1.0, double(plan.global_batch_size) / double(plan.dataset_size));
+  }
+  if (plan.dataset_size > 0) dataset_size_ = plan.dataset_size;
+  if (target_.target_epsilon <= 0) return;
+  const int64_t epochs = target_.epochs > 0 ? target_.epochs : plan.epochs;
+  const int64_t steps = target_.steps > 0 ? target_.steps : epochs * poisson_steps_per_epoch(options_.sample_rate);
+  COHORT_CHECK_AS(ConfigError, steps > 0)
+      << "privacy: epsilon " << target_.target_epsilon << " is spent over the run's steps, and the run has none "
+      << "(epochs " << epochs << "): give epochs in the spec, or train with fit()";
+  options_.noise_multiplier = noise_multiplier_for({.target_epsilon = target_.target_epsilon,
+                                                    .delta = target_.delta,
+                                                    .sample_rate = options_.sample_rate,
+                                                    .steps = steps,
+                                                    .accountant = options_.accountant});
+  calibrated_steps_ = steps;
+}
+
+void PrivateStrategy::require_calibrated(const char* call) const {
+  COHORT_CHECK_AS(ConfigError, options_.sample_rate > 0 && (target_.target_epsilon <= 0 || calibrated_steps_ > 0))
+      << "privacy: " << call << " before the strategy knows its sample rate and noise: they come from the "
+      << "training plan (fit() gives it; a hand-written loop calls begin_training({.dataset_size = N, "
+      << ".global_batch_size = B, .epochs = E}) first)";
+}
+
+std::string PrivateStrategy::do_spec() const {
   std::ostringstream s;
-  s << "private:accountant=" << accountant_name(options_.accountant)
-    << ",clipping=" << (options_.clipping == Clipping::flat ? "flat" : "per_layer")
-    << ",max_grad_norm=" << options_.max_grad_norm << ",noise_multiplier=" << options_.noise_multiplier
-    << ",poisson=" << (options_.poisson ? "true" : "false") << ",sample_rate=" << options_.sample_rate << " over "
-    << inner_->spec();
+  s << inner_->spec() << "+privacy:accountant=" << accountant_name(options_.accountant)
+    << ",clipping=" << (options_.clipping == Clipping::flat ? "flat" : "per_layer") << ",delta=" << options_.delta;
+  // Calibrated, the resolved noise and rate reproduce the run; before, the target.
+  if (target_.target_epsilon > 0 && calibrated_steps_ == 0) {
+    s << ",epsilon=" << target_.target_epsilon;
+    if (target_.epochs > 0) s << ",epochs=" << target_.epochs;
+  }
+  s << ",max_grad_norm=" << options_.max_grad_norm;
+  if (target_.target_epsilon <= 0 || calibrated_steps_ > 0) s << ",noise_multiplier=" << options_.noise_multiplier;
+  s << ",noise_share=" << (options_.noise_share == NoiseShare::split ? "split" : "designated")
+    << ",poisson=" << (options_.poisson ? "true" : "false");
+  if (options_.sample_rate > 0) s << ",sample_rate=" << options_.sample_rate;
+  s << ",secure_noise=" << (options_.secure_noise ? "true" : "false") << ",seed=" << options_.seed;
   return s.str();
 }
 
-void PrivateStrategy::prepare(TrainingModel model) {
-  COHORT_CHECK_AS(ConfigError, model.module != nullptr) << "private: the model has no module";
+std::string PrivateStrategy::do_description() const {
+  std::ostringstream s;
+  s << spec();
+  if (target_.target_epsilon > 0 && calibrated_steps_ > 0)
+    s << " (noise for epsilon " << target_.target_epsilon << " at delta " << target_.delta << " over "
+      << calibrated_steps_ << " steps)";
+  if (prepared()) s << "; per-sample gradients by " << gradient_path_name(path_);
+  return s.str();
+}
+
+void PrivateStrategy::do_prepare() {
+  const TrainingModel& model = this->model();
   check_private_compatible(*model.module);
   path_ = privacy::gradient_path(*model.module);
   COHORT_CHECK_AS(ConfigError, options_.clipping == Clipping::flat || path_ == GradientPath::kernels)
@@ -79,12 +199,11 @@ void PrivateStrategy::prepare(TrainingModel model) {
       noise_streams_.push_back(sharded ? 1 + uint64_t(split->group().rank) : 0);
     }
   }
-  model_ = model;
-  inner_->prepare(std::move(model));
-  prepared_ = true;
+  inner_->prepare(model);
 }
 
 int64_t PrivateStrategy::steps_per_epoch(int64_t dataset_size) const {
+  require_calibrated("steps_per_epoch()");
   return poisson_steps_per_epoch(options_.sample_rate);
 }
 
@@ -96,15 +215,13 @@ at::Tensor PrivateStrategy::process_rows(int64_t dataset_size, int64_t step) con
   return torch::tensor(rows, torch::kInt64);
 }
 
-StepResult PrivateStrategy::train_step(const Batch& mine, int64_t global_rows) {
-  COHORT_CHECK_AS(ConfigError, prepared_) << "private: train_step before prepare()";
-  COHORT_CHECK_AS(ConfigError, global_rows >= 0 && mine.rows() <= global_rows)
-      << "private: a step of " << global_rows << " global rows cannot hold this process's " << mine.rows();
+StepResult PrivateStrategy::do_train_step(const Batch& mine, int64_t global_rows) {
+  require_calibrated("train_step()");
   torch::nn::Module& net = module();
   const std::vector<torch::Tensor> parameters = trainable(net.parameters());
   StepResult result{.rows = mine.rows()};
   if (mine.rows() > 0) {
-    const ClippedSum clipped = clipped_gradient_sum(net, model_.forward, model_.loss, mine, options_.max_grad_norm,
+    const ClippedSum clipped = clipped_gradient_sum(net, model().forward, model().loss, mine, options_.max_grad_norm,
                                                     options_.clipping);
     result.loss_sum = clipped.loss_sum;
     result.output = clipped.output;
@@ -160,16 +277,23 @@ StepResult PrivateStrategy::train_step(const Batch& mine, int64_t global_rows) {
   return result;
 }
 
-std::map<std::string, double> PrivateStrategy::logs() {
+ElasticTraining* PrivateStrategy::do_elastic() {
+  ElasticTraining* inner = inner_->elastic();
+  const bool follows = inner != nullptr && (!inner_->sharded_checkpoints() || !inner_->sharded_checkpoints()->saves_sharded()) &&
+                       options_.noise_share == NoiseShare::designated && !options_.secure_noise;
+  return follows ? this : nullptr;
+}
+
+std::map<std::string, double> PrivateStrategy::do_logs() {
   return {{"epsilon", epsilon()}};
 }
 
-void PrivateStrategy::save(torch::serialize::OutputArchive& archive) {
+void PrivateStrategy::do_save(torch::serialize::OutputArchive& archive) {
   inner_->save(archive);
   write_record(archive);
 }
 
-void PrivateStrategy::load(torch::serialize::InputArchive& archive) {
+void PrivateStrategy::do_load(torch::serialize::InputArchive& archive) {
   inner_->load(archive);
   read_record(archive);
 }
@@ -233,18 +357,9 @@ std::unique_ptr<PrivateStrategy> make_private(std::unique_ptr<Strategy> inner, P
 
 std::unique_ptr<PrivateStrategy> make_private_with_epsilon(std::unique_ptr<Strategy> inner, PrivacyOptions options,
                                                            const EpsilonTarget& target) {
-  COHORT_CHECK_AS(ConfigError, (target.epochs > 0) != (target.steps > 0))
-      << "make_private_with_epsilon: give epochs or steps (one of them, positive), got epochs " << target.epochs
-      << " and steps " << target.steps;
-  const int64_t steps =
-      target.epochs > 0 ? target.epochs * poisson_steps_per_epoch(options.sample_rate) : target.steps;
-  options.delta = target.delta;
-  options.noise_multiplier = noise_multiplier_for({.target_epsilon = target.target_epsilon,
-                                                   .delta = target.delta,
-                                                   .sample_rate = options.sample_rate,
-                                                   .steps = steps,
-                                                   .accountant = options.accountant});
-  return make_private(std::move(inner), options);
+  COHORT_CHECK_AS(ConfigError, target.target_epsilon > 0)
+      << "make_private_with_epsilon: the target epsilon must be positive, got " << target.target_epsilon;
+  return std::make_unique<PrivateStrategy>(std::move(inner), options, target);
 }
 
 }  // namespace cohort::privacy

@@ -1,14 +1,21 @@
 // DP-SGD and DP-Adam as a strategy: wraps any strategy with one replica per
 // process (one_device, multi_worker) and makes its training steps
 // differentially private, so fit() and hand-written loops get privacy from
-// the same seam they get distribution from:
+// the same seam they get distribution from. By a spec (the registered
+// wrapper "privacy", core/strategy_registry.h), the budget spent over fit()'s
+// epochs:
 //
-//   auto strategy = cohort::privacy::make_private_with_epsilon(
-//       cohort::make_strategy("multi_worker"),
-//       {.max_grad_norm = 1, .sample_rate = 2048.0 / 60000},
-//       {.target_epsilon = 3, .delta = 1e-5, .epochs = 40});
+//   auto strategy = cohort::make_strategy("multi_worker+privacy:epsilon=3,max_grad_norm=1");
 //   cohort::Model model(*strategy, net, {...});   // SGD: DP-SGD; Adam: DP-Adam
-//   model.fit(train, {.epochs = 40});             // logs "epsilon" every epoch
+//   model.fit(train, {.epochs = 40, .batch_size = 2048});   // logs "epsilon" every epoch
+//
+// or in code: make_private(inner, {.noise_multiplier = 1.1, .max_grad_norm = 1, .sample_rate = q}), or
+// make_private_with_epsilon(inner, options, {.target_epsilon = 3, .delta = 1e-5, .epochs = 40}).
+// Given a target epsilon or no sample rate, the strategy calibrates itself
+// when training begins (Strategy::begin_training(), which fit() calls): the
+// sample rate is the global batch over the data set's rows, and the noise
+// multiplier the smallest that spends at most the target over the run's
+// epochs (Opacus's make_private_with_epsilon).
 //
 // A step, on every process (clipped_gradients.h, gaussian_noise.h):
 //   1. this process's rows of the step: Poisson sampling at sample_rate,
@@ -46,7 +53,8 @@ struct PrivacyOptions {
   double max_grad_norm = 1.0;     // C > 0; infinity clips nothing (then sigma must be 0)
   Clipping clipping = Clipping::flat;
   // q in (0, 1]: each example's probability of being in a step's batch, and
-  // the rate the accountant assumes.
+  // the rate the accountant assumes; 0: the training plan's global batch
+  // over its rows (Strategy::begin_training()).
   double sample_rate = 0;
   // true: fit() trains on Poisson samples (what the accountant assumes);
   // false: on fit()'s shuffled fixed-size batches (batch_size = q N), the
@@ -59,37 +67,26 @@ struct PrivacyOptions {
   NoiseShare noise_share = NoiseShare::split;
 };
 
-class PrivateStrategy : public Strategy, private BatchSampler {
+// A privacy budget to calibrate the noise to.
+struct EpsilonTarget {
+  double target_epsilon = 0;  // > 0; 0: no target (the options' noise multiplier)
+  double delta = 1e-5;        // in (0, 1); also the reported epsilon's
+  // The run's length: epochs of steps_per_epoch = round(1 / q) steps, or
+  // steps; both 0: the training plan's epochs (Strategy::begin_training()).
+  int64_t epochs = 0;
+  int64_t steps = 0;
+};
+
+class PrivateStrategy : public Strategy, public ElasticTraining, private BatchSampler {
  public:
   // ConfigError for options out of range or a wrapped strategy with several
   // replicas in a process (mirrored, central_storage: not supported yet).
-  PrivateStrategy(std::unique_ptr<Strategy> inner, PrivacyOptions options);
+  // A target (target_epsilon > 0) replaces options.noise_multiplier when
+  // training begins; so does options.sample_rate 0 (the plan's batch over
+  // its rows).
+  PrivateStrategy(std::unique_ptr<Strategy> inner, PrivacyOptions options, EpsilonTarget target = {});
 
-  std::string spec() const override;
-  int replicas_in_sync() const override { return inner_->replicas_in_sync(); }
-  int local_replicas() const override { return 1; }
-  int process_count() const override { return inner_->process_count(); }
-  int process_index() const override { return inner_->process_index(); }
-
-  // Refuses modules that mix samples (BatchNorm: ConfigError naming it and
-  // GroupNorm), and a tensor-parallel model over a wrapped strategy of
-  // several processes (the data-parallel sum would add different shards;
-  // tensor-parallel DP-SGD runs one_device on each rank of the group), then
-  // prepares the wrapped strategy. Collective.
-  void prepare(TrainingModel model) override;
-  torch::nn::Module& module() override { return inner_->module(); }
-  torch::optim::Optimizer& optimizer() override { return inner_->optimizer(); }
-  // One private step (see the file comment). `global_rows` may be 0 (an
-  // empty Poisson sample: the step still releases its noise). Collective.
-  StepResult train_step(const Batch& mine, int64_t global_rows) override;
-  at::Tensor predict(const at::Tensor& input) override { return inner_->predict(input); }
-  at::Tensor all_sum(const at::Tensor& values) override { return inner_->all_sum(values); }
-  at::Tensor all_gather(const at::Tensor& rows) override { return inner_->all_gather(rows); }
-  void save(torch::serialize::OutputArchive& archive) override;
-  void load(torch::serialize::InputArchive& archive) override;
-
-  const BatchSampler* batch_sampler() const override { return options_.poisson ? this : nullptr; }
-  // Elastic jobs: as the wrapped strategy (multi_worker follows the
+  // ElasticTraining: as the wrapped strategy (multi_worker follows the
   // membership; zero's split state is not handled here), and only with
   // designated noise drawn from the seed: then a step redone after a loss,
   // in whatever world, draws the same noise as the first time (rank 0's,
@@ -98,33 +95,61 @@ class PrivateStrategy : public Strategy, private BatchSampler {
   // Split shares are keyed by the rank and the world size, and OpenSSL's
   // draws are never the same: a redo would be a second release that a
   // rolled-back accountant would not count.
-  bool follows_membership() const override {
-    return inner_->follows_membership() && !inner_->sharded_checkpoints() &&
-           options_.noise_share == NoiseShare::designated && !options_.secure_noise;
-  }
-  void rejoin() override { inner_->rejoin(); }
+  void rejoin() override { inner_->elastic()->rejoin(); }
   std::string own_state() const override;
   void load_own_state(const std::string& bytes) override;
-  // {"epsilon": the budget spent so far, at options.delta}.
-  std::map<std::string, double> logs() override;
 
   double epsilon() const { return accountant_.epsilon(options_.delta); }
   const Accountant& accountant() const { return accountant_; }
   int64_t steps() const { return steps_; }
+  // As calibrated: after begin_training() for a target or a sample rate from the plan.
   const PrivacyOptions& options() const { return options_; }
   GradientPath gradient_path() const { return path_; }
   Strategy& inner() { return *inner_; }
 
+ protected:
+  std::string do_spec() const override;
+  // The spec, the calibration and the per-sample gradient path the model took.
+  std::string do_description() const override;
+  ReplicaPlacement do_placement() const override { return inner_->placement(); }
+  // Refuses modules that mix samples (BatchNorm: ConfigError naming it and
+  // GroupNorm), and a tensor-parallel model over a wrapped strategy of
+  // several processes (the data-parallel sum would add different shards;
+  // tensor-parallel DP-SGD runs one_device on each rank of the group), then
+  // prepares the wrapped strategy. Collective.
+  void do_prepare() override;
+  torch::nn::Module& do_module() override { return inner_->module(); }
+  torch::optim::Optimizer& do_optimizer() override { return inner_->optimizer(); }
+  // The sample rate and noise from the plan, when the options leave them to it.
+  void do_begin_training(const TrainingPlan& plan) override;
+  // One private step (see the file comment). `global_rows` may be 0 (an
+  // empty Poisson sample: the step still releases its noise). Collective.
+  StepResult do_train_step(const Batch& mine, int64_t global_rows) override;
+  at::Tensor do_predict(const at::Tensor& input) override { return inner_->predict(input); }
+  at::Tensor do_all_sum(const at::Tensor& values) override { return inner_->all_sum(values); }
+  at::Tensor do_all_gather(const at::Tensor& rows) override { return inner_->all_gather(rows); }
+  void do_save(torch::serialize::OutputArchive& archive) override;
+  void do_load(torch::serialize::InputArchive& archive) override;
+  const BatchSampler* do_batch_sampler() const override { return options_.poisson ? this : nullptr; }
+  ElasticTraining* do_elastic() override;
+  // {"epsilon": the budget spent so far, at options.delta}.
+  std::map<std::string, double> do_logs() override;
+  void do_abort(const std::string& reason) override { inner_->abort(reason); }
+
  private:
   int64_t steps_per_epoch(int64_t dataset_size) const override;
+  at::Tensor process_rows(int64_t dataset_size, int64_t step) const override;
+  // The sample rate and noise multiplier the options leave to `plan`.
+  void calibrate(const TrainingPlan& plan);
+  // ConfigError until the sample rate (and noise, for a target) are known.
+  void require_calibrated(const char* call) const;
   // The accountant's history and the step count, as save() records them.
   void write_record(torch::serialize::OutputArchive& archive) const;
   void read_record(torch::serialize::InputArchive& archive);
-  at::Tensor process_rows(int64_t dataset_size, int64_t step) const override;
 
   std::unique_ptr<Strategy> inner_;
   PrivacyOptions options_;
-  TrainingModel model_;
+  EpsilonTarget target_;
   GradientPath path_ = GradientPath::micro_batches;
   // Per trainable parameter, in order: the noise stream it draws from. 0
   // for a parameter every process of a tensor-parallel group holds the same
@@ -133,17 +158,11 @@ class PrivateStrategy : public Strategy, private BatchSampler {
   std::vector<uint64_t> noise_streams_;
   Accountant accountant_;
   int64_t steps_ = 0;
-  mutable int64_t dataset_size_ = 0;  // N, learnt from fit()'s sampling calls
+  int64_t calibrated_steps_ = 0;      // the run's length the noise was calibrated to a target for
+  mutable int64_t dataset_size_ = 0;  // N, learnt from the plan or fit()'s sampling calls
 };
 
 std::unique_ptr<PrivateStrategy> make_private(std::unique_ptr<Strategy> inner, PrivacyOptions options);
-
-struct EpsilonTarget {
-  double target_epsilon = 0;  // > 0
-  double delta = 1e-5;        // in (0, 1); also the reported epsilon's
-  int64_t epochs = 0;         // of steps_per_epoch = round(1 / q) steps; or
-  int64_t steps = 0;          // steps, when epochs is 0
-};
 
 // Opacus's make_private_with_epsilon: the noise multiplier that spends at
 // most target_epsilon over the planned steps (noise_multiplier_for, with

@@ -1,81 +1,91 @@
 #include "cohort/torch/strategy/mirrored.h"
 
-#include <torch/torch.h>
-
 #include "cohort/common/check.h"
+#include "cohort/torch/core/strategy_registry.h"
 #include "cohort/torch/core/zero_grad.h"
-#include "cohort/torch/strategy/prepared_model.h"
-#include "cohort/torch/strategy/single_process.h"
 
 namespace cohort {
+namespace {
 
-MirroredStrategy::MirroredStrategy(MirroredOptions options) : options_(std::move(options)) {
+using Kind = SpecKey::Kind;
+
+const char* const kCloneable =
+    "a torch::nn::Cloneable, whose replicas are its clones: derive NetImpl from torch::nn::Cloneable<NetImpl> and "
+    "build every member in reset()";
+
+std::vector<SpecKey> replica_keys() {
+  return {{.name = "replicas", .kind = Kind::integer, .default_value = "2",
+           .description = "replicas (threads) in this process", .min = 1},
+          {.name = "threads_per_replica", .kind = Kind::integer, .default_value = "1",
+           .description = "intra-op threads of each replica", .min = 1}};
+}
+
+std::unique_ptr<Strategy> make_mirrored(const Spec& spec) {
+  return std::make_unique<MirroredStrategy>(MirroredOptions{.replicas = int(spec.integer("replicas")),
+                                                            .threads_per_replica = int(spec.integer("threads_per_replica")),
+                                                            .name = spec.name});
+}
+
+}  // namespace
+
+COHORT_REGISTER_STRATEGY(mirrored, {.name = "mirrored",
+                                    .description = "one process, several replicas on threads (DataParallel)",
+                                    .keys = replica_keys(),
+                                    .model_requirements = kCloneable,
+                                    .make = make_mirrored});
+COHORT_REGISTER_STRATEGY(central_storage,
+                         {.name = "central_storage",
+                          .description = "as mirrored: variables on the CPU, compute replicated (identical on "
+                                         "CPU-only hosts)",
+                          .keys = replica_keys(),
+                          .model_requirements = kCloneable,
+                          .make = make_mirrored});
+
+MirroredStrategy::MirroredStrategy(MirroredOptions options)
+    : SingleProcessStrategy(options.name, options.replicas), options_(std::move(options)) {
   COHORT_CHECK_AS(ConfigError, options_.name == "mirrored" || options_.name == "central_storage")
       << "MirroredStrategy: name must be mirrored or central_storage, got '" << options_.name << "'";
-  detail::check_single_process(options_.name);
   (void)detail::data_parallel_replicas({.replicas = options_.replicas,
                                         .threads_per_replica = options_.threads_per_replica});
 }
 
 MirroredStrategy::~MirroredStrategy() = default;
 
-std::string MirroredStrategy::spec() const {
+std::string MirroredStrategy::do_spec() const {
   return options_.name + ":replicas=" + std::to_string(options_.replicas) +
          ",threads_per_replica=" + std::to_string(options_.threads_per_replica);
 }
 
-void MirroredStrategy::prepare(TrainingModel model) {
-  detail::check_training_model(model, prepared_);
-  model_ = std::move(model);
-  replicas_ = {model_.module};
-  for (int i = 1; i < options_.replicas; ++i) replicas_.push_back(detail::clone_replica(*model_.module));
+void MirroredStrategy::do_prepare() {
+  torch::nn::Module& module = *model().module;
+  replicas_ = {model().module};
+  for (int i = 1; i < options_.replicas; ++i) replicas_.push_back(detail::clone_replica(module));
   core_ = std::make_unique<detail::DataParallelCore>(
       replicas_, DataParallelOptions{.replicas = options_.replicas,
                                      .threads_per_replica = options_.threads_per_replica});
-  optimizer_ = detail::make_optimizer(model_, model_.module->parameters());
-  prepared_ = true;
-}
-
-torch::nn::Module& MirroredStrategy::module() { return *detail::prepared(model_, prepared_).module; }
-
-torch::optim::Optimizer& MirroredStrategy::optimizer() {
-  detail::prepared(model_, prepared_);
-  return *optimizer_;
+  optimizer_ = make_optimizer(module.parameters());
 }
 
 detail::DataParallelCore::ForwardFn MirroredStrategy::replica_forward() {
-  return [this](int i, const at::Tensor& x) { return model_.forward(*replicas_[size_t(i)], x); };
+  return [this](int i, const at::Tensor& x) { return model().forward(*replicas_[size_t(i)], x); };
 }
 
-StepResult MirroredStrategy::train_step(const Batch& mine, int64_t global_rows) {
-  detail::prepared(model_, prepared_);
+StepResult MirroredStrategy::do_train_step(const Batch& mine, int64_t global_rows) {
   COHORT_CHECK_EQ(mine.rows(), global_rows) << options_.name << ": the process holds the whole global batch";
   StepResult result{.rows = mine.rows()};
   if (result.rows == 0) return result;
   zero_grad_to_none(*optimizer_);
   // DataParallel seeds each replica's backward with its share of the rows,
   // so the summed gradient is the whole batch's mean loss's.
-  const at::Tensor loss = core_->train_step(mine.input, mine.target, replica_forward(), model_.loss, &result.output);
+  const at::Tensor loss = core_->train_step(mine.input, mine.target, replica_forward(), model().loss, &result.output);
   optimizer_->step();
   result.loss_sum = loss.item<double>() * double(result.rows);
   return result;
 }
 
-at::Tensor MirroredStrategy::predict(const at::Tensor& input) {
-  detail::prepared(model_, prepared_);
-  if (input.size(0) == 0) {
-    torch::NoGradGuard no_grad;
-    return model_.forward(*model_.module, input);
-  }
+at::Tensor MirroredStrategy::do_predict(const at::Tensor& input) {
+  if (input.size(0) == 0) return model().forward(*model().module, input);
   return core_->forward(input, replica_forward());
-}
-
-void MirroredStrategy::save(torch::serialize::OutputArchive& archive) {
-  detail::save_replicated(module(), optimizer(), archive);
-}
-
-void MirroredStrategy::load(torch::serialize::InputArchive& archive) {
-  detail::load_replicated(module(), optimizer(), archive);
 }
 
 }  // namespace cohort

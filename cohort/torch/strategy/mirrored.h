@@ -17,9 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "cohort/torch/core/strategy.h"
-#include "cohort/torch/strategy/single_process_strategy.h"
 #include "cohort/torch/data_parallel/data_parallel.h"
+#include "cohort/torch/strategy/single_process_strategy.h"
 
 namespace cohort {
 
@@ -35,25 +34,19 @@ class MirroredStrategy : public SingleProcessStrategy {
   explicit MirroredStrategy(MirroredOptions options = {});
   ~MirroredStrategy() override;
 
-  std::string spec() const override;
-  int replicas_in_sync() const override { return options_.replicas; }
-  int local_replicas() const override { return options_.replicas; }
-
+ protected:
+  std::string do_spec() const override;
   // The module must be a torch::nn::Cloneable (clone() implemented), as for
-  // DataParallel.
-  void prepare(TrainingModel model) override;
-  torch::nn::Module& module() override;
-  torch::optim::Optimizer& optimizer() override;
-  StepResult train_step(const Batch& mine, int64_t global_rows) override;
-  at::Tensor predict(const at::Tensor& input) override;
-  void save(torch::serialize::OutputArchive& archive) override;
-  void load(torch::serialize::InputArchive& archive) override;
+  // DataParallel: the replicas are its clones.
+  void do_prepare() override;
+  torch::optim::Optimizer& do_optimizer() override { return *optimizer_; }
+  StepResult do_train_step(const Batch& mine, int64_t global_rows) override;
+  at::Tensor do_predict(const at::Tensor& input) override;
 
  private:
   detail::DataParallelCore::ForwardFn replica_forward();
 
   MirroredOptions options_;
-  TrainingModel model_;
   std::vector<std::shared_ptr<torch::nn::Module>> replicas_;
   std::unique_ptr<detail::DataParallelCore> core_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;

@@ -9,17 +9,41 @@
 #include "cohort/torch/core/zero_grad.h"
 #include "cohort/torch/data_parallel/distributed_data_parallel.h"
 #include "cohort/torch/data_parallel/distributed_optimizer.h"
-#include "cohort/torch/strategy/prepared_model.h"
-#include "cohort/torch/strategy/single_process.h"
+#include "cohort/torch/core/strategy_registry.h"
+#include "cohort/torch/strategy/data_parallel_step.h"
 
 namespace cohort {
 namespace {
+
+using Kind = SpecKey::Kind;
 
 const char* style_name(MultiWorkerOptions::Style s) {
   return s == MultiWorkerOptions::Style::ddp ? "ddp" : "horovod";
 }
 
 }  // namespace
+
+COHORT_REGISTER_STRATEGY(multi_worker, {
+    .name = "multi_worker",
+    .description = "one replica per rank, across processes and hosts (cohortrun, mpirun, srun)",
+    .keys = {{.name = "style", .kind = Kind::word, .default_value = "ddp",
+              .description = "gradient exchange: DDP buckets or Horovod's per-parameter allreduces",
+              .words = {"ddp", "horovod"}},
+             {.name = "compression", .kind = Kind::word, .default_value = "none",
+              .description = "gradients on the wire", .words = {"none", "fp16", "bf16"}},
+             {.name = "bucket_mb", .kind = Kind::integer, .default_value = "25",
+              .description = "style=ddp: bucket size in MiB", .min = 1},
+             {.name = "bucket_view", .kind = Kind::boolean, .default_value = "true",
+              .description = "style=ddp: gradients are views of the buckets (no copies)"}},
+    .elastic = "always",
+    .make = [](const Spec& spec) -> std::unique_ptr<Strategy> {
+      return std::make_unique<MultiWorkerStrategy>(MultiWorkerOptions{
+          .style = spec.word("style") == "horovod" ? MultiWorkerOptions::Style::horovod
+                                                   : MultiWorkerOptions::Style::ddp,
+          .compression = parse_compression(spec.word("compression")),
+          .bucket_bytes = spec.integer("bucket_mb") << 20,
+          .bucket_view = spec.boolean("bucket_view")});
+    }});
 
 MultiWorkerStrategy::MultiWorkerStrategy(MultiWorkerOptions options)
     : RankStrategy(options.engine, "multi_worker strategy"), options_(options) {
@@ -29,23 +53,19 @@ MultiWorkerStrategy::MultiWorkerStrategy(MultiWorkerOptions options)
 
 MultiWorkerStrategy::~MultiWorkerStrategy() = default;
 
-std::string MultiWorkerStrategy::spec() const {
+std::string MultiWorkerStrategy::do_spec() const {
   return std::string("multi_worker:bucket_mb=") + std::to_string(options_.bucket_bytes >> 20) +
          ",bucket_view=" + (options_.bucket_view ? "true" : "false") +
          ",compression=" + std::string(compression_name(options_.compression)) + ",style=" + style_name(options_.style);
 }
 
-void MultiWorkerStrategy::prepare(TrainingModel model) {
-  detail::check_training_model(model, prepared_);
-  model_ = std::move(model);
-  torch::nn::Module& module = *model_.module;
-  optimizer_ = detail::make_optimizer(model_, module.parameters());
+void MultiWorkerStrategy::do_prepare() {
+  optimizer_ = make_optimizer(model().module->parameters());
   connect(/*sync_state=*/detail::prepare_syncs_state());
-  prepared_ = true;
 }
 
 void MultiWorkerStrategy::rejoin() {
-  detail::prepared(model_, prepared_);
+  require_prepared("rejoin()");
   hold_new_world();
   // The old wrappers let go of the old world's engine (stopped by reform())
   // and of their gradient hooks before the new ones add theirs.
@@ -63,7 +83,7 @@ void MultiWorkerStrategy::rejoin() {
 }
 
 void MultiWorkerStrategy::connect(bool sync_state) {
-  torch::nn::Module& module = *model_.module;
+  torch::nn::Module& module = *model().module;
   if (options_.style == MultiWorkerOptions::Style::ddp) {
     // DDP checks that every rank built the same model and, with
     // sync_state, broadcasts rank 0's parameters.
@@ -86,34 +106,19 @@ void MultiWorkerStrategy::connect(bool sync_state) {
   if (sync_state) broadcast_optimizer_state(*optimizer_, 0, engine_.get());
 }
 
-torch::optim::Optimizer& MultiWorkerStrategy::optimizer() {
-  detail::prepared(model_, prepared_);
-  return *optimizer_;
-}
-
-StepResult MultiWorkerStrategy::train_step(const Batch& mine, int64_t global_rows) {
-  detail::prepared(model_, prepared_);
-  COHORT_CHECK_AS(ConfigError, global_rows > 0 && mine.rows() <= global_rows)
-      << "multi_worker: a step of " << global_rows << " global rows cannot hold this rank's " << mine.rows();
+StepResult MultiWorkerStrategy::do_train_step(const Batch& mine, int64_t global_rows) {
+  COHORT_CHECK_AS(ConfigError, global_rows > 0) << "multi_worker: a step of no rows on any rank";
   StepResult result{.rows = mine.rows()};
   if (horovod_) horovod_->zero_grad(); else zero_grad_to_none(*optimizer_);
 
   if (ddp_) ddp_->pre_forward();
   // The ranks' gradients are averaged: weighting each rank's mean loss by
   // its share of the rows makes the average the global batch's mean.
-  const at::Tensor loss = detail::data_parallel_loss(model_, mine, global_rows, process_count(), result);
+  const at::Tensor loss = detail::data_parallel_loss(model(), mine, global_rows, process_count(), result);
   if (ddp_) ddp_->post_forward({loss});
   loss.backward();
   if (horovod_) horovod_->step(); else optimizer_->step();
   return result;
-}
-
-void MultiWorkerStrategy::save(torch::serialize::OutputArchive& archive) {
-  detail::save_replicated(module(), optimizer(), archive);
-}
-
-void MultiWorkerStrategy::load(torch::serialize::InputArchive& archive) {
-  detail::load_replicated(module(), optimizer(), archive);
 }
 
 }  // namespace cohort

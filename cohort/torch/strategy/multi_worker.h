@@ -19,9 +19,6 @@
 #include <memory>
 #include <string>
 
-#include "cohort/engine/engine.h"
-#include "cohort/torch/core/runtime.h"
-#include "cohort/torch/core/strategy.h"
 #include "cohort/torch/data_parallel/compression.h"
 #include "cohort/torch/strategy/rank_strategy.h"
 
@@ -39,25 +36,26 @@ struct MultiWorkerOptions {
   engine::Engine* engine = nullptr;             // null: cohort::init()'s (started if needed)
 };
 
-class MultiWorkerStrategy : public RankStrategy {
+class MultiWorkerStrategy : public RankStrategy, public ElasticTraining {
  public:
   // Calls cohort::init() when nothing is initialized yet.
   explicit MultiWorkerStrategy(MultiWorkerOptions options = {});
   ~MultiWorkerStrategy() override;
 
-  std::string spec() const override;
-  void prepare(TrainingModel model) override;  // collective
-  torch::optim::Optimizer& optimizer() override;
-  StepResult train_step(const Batch& mine, int64_t global_rows) override;
-  void save(torch::serialize::OutputArchive& archive) override;
-  void load(torch::serialize::InputArchive& archive) override;
-  // Elastic jobs: DDP (or the DistributedOptimizer) is built again over the
-  // new world, as prepare() builds it; the optimizer and its state stay.
-  // Neither rejoin() nor a joining process's prepare() broadcasts state:
-  // run_elastic()'s ElasticState::sync() that follows hands every member
-  // the newest commit.
-  bool follows_membership() const override { return !own_engine_; }  // the world's engine only
+  // ElasticTraining: DDP (or the DistributedOptimizer) is built again over
+  // the new world, as prepare() builds it; the optimizer and its state
+  // stay. Neither rejoin() nor a joining process's prepare() broadcasts
+  // state: run_elastic()'s ElasticState::sync() that follows hands every
+  // member the newest commit.
   void rejoin() override;
+
+ protected:
+  std::string do_spec() const override;
+  void do_prepare() override;  // collective
+  torch::optim::Optimizer& do_optimizer() override { return *optimizer_; }
+  StepResult do_train_step(const Batch& mine, int64_t global_rows) override;
+  // On the world's engine only (not one the program passed in).
+  ElasticTraining* do_elastic() override { return own_engine_ ? nullptr : this; }
 
  private:
   // The gradient exchange over engine_ (collective); `sync_state`: every

@@ -1,59 +1,33 @@
 #include "cohort/torch/strategy/one_device.h"
 
-#include <torch/torch.h>
-
 #include "cohort/common/check.h"
+#include "cohort/torch/core/strategy_registry.h"
 #include "cohort/torch/core/zero_grad.h"
-#include "cohort/torch/strategy/prepared_model.h"
-#include "cohort/torch/strategy/single_process.h"
 
 namespace cohort {
 
-OneDeviceStrategy::OneDeviceStrategy(OneDeviceOptions options) {
-  if (!options.independent_ranks) detail::check_single_process("one_device");
-}
+COHORT_REGISTER_STRATEGY(one_device, {
+    .name = "one_device",
+    .description = "one process, one replica, no communication (the reference)",
+    .make = [](const Spec&) -> std::unique_ptr<Strategy> { return std::make_unique<OneDeviceStrategy>(); }});
 
-void OneDeviceStrategy::prepare(TrainingModel model) {
-  detail::check_training_model(model, prepared_);
-  model_ = std::move(model);
-  optimizer_ = detail::make_optimizer(model_, model_.module->parameters());
-  prepared_ = true;
-}
+OneDeviceStrategy::OneDeviceStrategy(OneDeviceOptions options)
+    : SingleProcessStrategy("one_device", 1, options.independent_ranks) {}
 
-torch::nn::Module& OneDeviceStrategy::module() { return *detail::prepared(model_, prepared_).module; }
+void OneDeviceStrategy::do_prepare() { optimizer_ = make_optimizer(model().module->parameters()); }
 
-torch::optim::Optimizer& OneDeviceStrategy::optimizer() {
-  detail::prepared(model_, prepared_);
-  return *optimizer_;
-}
-
-StepResult OneDeviceStrategy::train_step(const Batch& mine, int64_t global_rows) {
-  detail::prepared(model_, prepared_);
+StepResult OneDeviceStrategy::do_train_step(const Batch& mine, int64_t global_rows) {
   COHORT_CHECK_EQ(mine.rows(), global_rows) << "one_device: the process holds the whole global batch";
   StepResult result{.rows = mine.rows()};
   if (result.rows == 0) return result;
   zero_grad_to_none(*optimizer_);
-  const at::Tensor output = model_.forward(*model_.module, mine.input);
-  const at::Tensor loss = model_.loss(output, mine.target);
+  const at::Tensor output = model().forward(module(), mine.input);
+  const at::Tensor loss = model().loss(output, mine.target);
   loss.backward();
   optimizer_->step();
   result.loss_sum = loss.item<double>() * double(result.rows);
   result.output = output.detach();
   return result;
-}
-
-at::Tensor OneDeviceStrategy::predict(const at::Tensor& input) {
-  detail::prepared(model_, prepared_);
-  torch::NoGradGuard no_grad;
-  return model_.forward(*model_.module, input);
-}
-
-void OneDeviceStrategy::save(torch::serialize::OutputArchive& archive) {
-  detail::save_replicated(module(), optimizer(), archive);
-}
-
-void OneDeviceStrategy::load(torch::serialize::InputArchive& archive) {
-  detail::load_replicated(module(), optimizer(), archive);
 }
 
 }  // namespace cohort

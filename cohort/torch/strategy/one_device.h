@@ -5,7 +5,6 @@
 
 #include <memory>
 
-#include "cohort/torch/core/strategy.h"
 #include "cohort/torch/strategy/single_process_strategy.h"
 
 namespace cohort {
@@ -19,24 +18,17 @@ struct OneDeviceOptions {
 
 class OneDeviceStrategy : public SingleProcessStrategy {
  public:
-  // ConfigError when started as one rank of several (see single_process.h)
-  // unless options.independent_ranks.
+  // ConfigError when started as one rank of several (see
+  // single_process_strategy.h) unless options.independent_ranks.
   explicit OneDeviceStrategy(OneDeviceOptions options = {});
 
-  std::string spec() const override { return "one_device"; }
-  int replicas_in_sync() const override { return 1; }
-  int local_replicas() const override { return 1; }
-
-  void prepare(TrainingModel model) override;
-  torch::nn::Module& module() override;
-  torch::optim::Optimizer& optimizer() override;
-  StepResult train_step(const Batch& mine, int64_t global_rows) override;
-  at::Tensor predict(const at::Tensor& input) override;
-  void save(torch::serialize::OutputArchive& archive) override;
-  void load(torch::serialize::InputArchive& archive) override;
+ protected:
+  std::string do_spec() const override { return "one_device"; }
+  void do_prepare() override;
+  torch::optim::Optimizer& do_optimizer() override { return *optimizer_; }
+  StepResult do_train_step(const Batch& mine, int64_t global_rows) override;
 
  private:
-  TrainingModel model_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
 };
 

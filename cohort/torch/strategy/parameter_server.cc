@@ -24,8 +24,8 @@
 #include "cohort/torch/core/runtime.h"
 #include "cohort/torch/core/zero_grad.h"
 #include "cohort/torch/parameter_server/sharded_training.h"
-#include "cohort/torch/strategy/prepared_model.h"
-#include "cohort/torch/strategy/single_process.h"
+#include "cohort/torch/core/strategy_registry.h"
+#include "cohort/torch/strategy/data_parallel_step.h"
 
 namespace cohort {
 namespace {
@@ -225,12 +225,25 @@ ParameterServerOptions parameter_server_options(const std::map<std::string, std:
   return o;
 }
 
+COHORT_REGISTER_STRATEGY(parameter_server, {
+    .name = "parameter_server",
+    .description = "the last S ranks hold the variables (sharded), the others train; sync to async",
+    .keys = parameter_server_spec_keys(),
+    .model_requirements = "hybrid=true: the embedding tables as cohort::PsEmbedding (the rest is averaged among "
+                          "the workers)",
+    .elastic = "staleness=0, without backup_workers",
+    .make = [](const Spec& spec) -> std::unique_ptr<Strategy> {
+      // The job's size decides the roles; init() is the strategy's.
+      return std::make_unique<ParameterServerStrategy>(
+          parameter_server_options(spec.values, rendezvous::discover().size));
+    }});
+
 ParameterServerStrategy::ParameterServerStrategy(ParameterServerOptions options) : options_(std::move(options)) {
   COHORT_CHECK_AS(ConfigError, options_.program_optimizer == (options_.job.optimizer.rule == ps::UpdateRule::sum))
       << "parameter_server: program_optimizer means the servers' rule is sum";
   if (!initialized()) init();
   const rendezvous::LaunchInfo info = rendezvous::discover();
-  elastic_ = elastic();
+  elastic_ = cohort::elastic();
   // In an elastic job a rank changes with the membership, a slot does not:
   // roles follow the slots of the -np processes started (epoch 0's).
   const int slot = elastic_ ? info.elastic_slot : cohort::rank();
@@ -298,7 +311,7 @@ ParameterServerStrategy::~ParameterServerStrategy() {
   workers_comm_.reset();
 }
 
-std::string ParameterServerStrategy::spec() const {
+std::string ParameterServerStrategy::do_spec() const {
   const ps::JobOptions& j = options_.job;
   std::string s = "parameter_server:optimizer=" +
                   std::string(options_.program_optimizer ? "program" : ps::update_rule_name(j.optimizer.rule)) +
@@ -309,15 +322,14 @@ std::string ParameterServerStrategy::spec() const {
 }
 
 // The workers of the current world (fewer than the slots after a loss).
-int ParameterServerStrategy::replicas_in_sync() const { return workers_comm_->size(); }
-int ParameterServerStrategy::process_count() const { return workers_comm_->size(); }
-int ParameterServerStrategy::process_index() const { return workers_comm_->rank(); }
+ReplicaPlacement ParameterServerStrategy::do_placement() const {
+  return {.replicas_in_sync = workers_comm_->size(), .local_replicas = 1, .process_count = workers_comm_->size(),
+          .process_index = workers_comm_->rank()};
+}
 
-void ParameterServerStrategy::prepare(TrainingModel model) {
-  detail::check_training_model(model, prepared_);
-  model_ = std::move(model);
-  torch::nn::Module& module = *model_.module;
-  optimizer_ = detail::make_optimizer(model_, module.parameters());
+void ParameterServerStrategy::do_prepare() {
+  torch::nn::Module& module = *model().module;
+  optimizer_ = make_optimizer(module.parameters());
   // Worker 0's parameters and buffers (BatchNorm statistics stay on the
   // workers) everywhere; ShardedTraining declares worker 0's on the servers.
   // Not for a process joining an elastic job: the members' ElasticState
@@ -333,7 +345,6 @@ void ParameterServerStrategy::prepare(TrainingModel model) {
   training_ = std::make_unique<ShardedTraining>(*worker_, module, o);
   if (sync_state) broadcast_optimizer_state(*optimizer_, 0, engine_.get());
   stale_ = true;  // nothing pulled yet
-  prepared_ = true;
 }
 
 void ParameterServerStrategy::pull_if_stale() {
@@ -343,21 +354,13 @@ void ParameterServerStrategy::pull_if_stale() {
   stale_ = false;
 }
 
-torch::nn::Module& ParameterServerStrategy::module() {
-  detail::prepared(model_, prepared_);
+torch::nn::Module& ParameterServerStrategy::do_module() {
   pull_if_stale();
-  return *model_.module;
+  return *model().module;
 }
 
-torch::optim::Optimizer& ParameterServerStrategy::optimizer() {
-  detail::prepared(model_, prepared_);
-  return *optimizer_;
-}
-
-StepResult ParameterServerStrategy::train_step(const Batch& mine, int64_t global_rows) {
-  detail::prepared(model_, prepared_);
-  COHORT_CHECK_AS(ConfigError, global_rows > 0 && mine.rows() <= global_rows)
-      << "parameter_server: a step of " << global_rows << " global rows cannot hold this worker's " << mine.rows();
+StepResult ParameterServerStrategy::do_train_step(const Batch& mine, int64_t global_rows) {
+  COHORT_CHECK_AS(ConfigError, global_rows > 0) << "parameter_server: a step of no rows on any worker";
   StepResult result{.rows = mine.rows()};
   zero_grad_to_none(*optimizer_);
   training_->begin_step();
@@ -365,18 +368,16 @@ StepResult ParameterServerStrategy::train_step(const Batch& mine, int64_t global
   // The servers (or the hybrid allreduce) average the workers' gradients:
   // weighted by its share of the rows, a worker's mean loss makes that
   // average the global batch's mean-loss gradient.
-  const at::Tensor loss = detail::data_parallel_loss(model_, mine, global_rows, process_count(), result);
+  const at::Tensor loss = detail::data_parallel_loss(model(), mine, global_rows, process_count(), result);
   loss.backward();
   training_->end_step(optimizer_.get());
   stale_ = training_->dense_mode() == DenseMode::servers;
   return result;
 }
 
-at::Tensor ParameterServerStrategy::predict(const at::Tensor& input) {
-  detail::prepared(model_, prepared_);
+at::Tensor ParameterServerStrategy::do_predict(const at::Tensor& input) {
   pull_if_stale();
-  torch::NoGradGuard no_grad;
-  return model_.forward(*model_.module, input);
+  return Strategy::do_predict(input);
 }
 
 bool ParameterServerStrategy::follows_membership() const {
@@ -386,7 +387,7 @@ bool ParameterServerStrategy::follows_membership() const {
 }
 
 void ParameterServerStrategy::rejoin() {
-  detail::prepared(model_, prepared_);
+  require_prepared("rejoin()");
   // The servers' followers take part in the new world's split.
   form_workers_group();
   training_->set_worker_engine(engine_.get());
@@ -405,7 +406,7 @@ std::string ParameterServerStrategy::own_state() const {
 }
 
 void ParameterServerStrategy::load_own_state(const std::string& bytes) {
-  if (!follows_membership()) return Strategy::load_own_state(bytes);
+  if (!follows_membership()) return ElasticTraining::load_own_state(bytes);
   int64_t clock = 0;
   try {
     clock = std::stoll(bytes);
@@ -442,23 +443,24 @@ void ParameterServerStrategy::load_own_state(const std::string& bytes) {
   stale_ = true;
 }
 
-at::Tensor ParameterServerStrategy::all_sum(const at::Tensor& values) {
+void ParameterServerStrategy::do_abort(const std::string& reason) {
+  if (engine_) engine_->abort(reason);
+  if (initialized()) current_engine().abort(reason);
+}
+
+at::Tensor ParameterServerStrategy::do_all_sum(const at::Tensor& values) {
   return allreduce(values, {.op = ReduceOp::sum, .engine = engine_.get()});
 }
 
-at::Tensor ParameterServerStrategy::all_gather(const at::Tensor& rows) {
+at::Tensor ParameterServerStrategy::do_all_gather(const at::Tensor& rows) {
   return allgather(rows, {.engine = engine_.get()});
 }
 
-void ParameterServerStrategy::save(torch::serialize::OutputArchive& archive) {
-  detail::save_replicated(module(), optimizer(), archive);
-}
-
-void ParameterServerStrategy::load(torch::serialize::InputArchive& archive) {
+void ParameterServerStrategy::do_load(torch::serialize::InputArchive& archive) {
   COHORT_CHECK_AS(ConfigError, options_.program_optimizer && !options_.job.hybrid)
       << "parameter_server: with the optimizer on the servers (or hybrid), a checkpoint of the strategy lacks "
          "the servers' state; restore through checkpoint_dir (ps::Worker::save) instead";
-  detail::load_replicated(module(), optimizer(), archive);
+  Strategy::do_load(archive);
   // The servers only sum gradients in this mode: the loaded values are the
   // workers' (every worker loads the same archive), nothing to send.
 }

@@ -89,31 +89,14 @@ struct ParameterServerOptions {
   bool program_optimizer = true;
 };
 
-class ParameterServerStrategy : public Strategy {
+class ParameterServerStrategy : public Strategy, public ElasticTraining {
  public:
   // Calls cohort::init() when nothing is initialized yet; collective over
   // every rank of the job. Never returns on a server rank (see above).
   explicit ParameterServerStrategy(ParameterServerOptions options);
   ~ParameterServerStrategy() override;  // the worker leaves the servers
 
-  std::string spec() const override;
-  int replicas_in_sync() const override;
-  int local_replicas() const override { return 1; }
-  int process_count() const override;
-  int process_index() const override;
-
-  void prepare(TrainingModel model) override;  // collective over the workers
-  torch::nn::Module& module() override;        // current values (pulled when stale)
-  torch::optim::Optimizer& optimizer() override;
-  StepResult train_step(const Batch& mine, int64_t global_rows) override;
-  at::Tensor predict(const at::Tensor& input) override;
-  at::Tensor all_sum(const at::Tensor& values) override;
-  at::Tensor all_gather(const at::Tensor& rows) override;
-  void save(torch::serialize::OutputArchive& archive) override;
-  void load(torch::serialize::InputArchive& archive) override;
-
-  // Elastic jobs (see above).
-  bool follows_membership() const override;
+  // ElasticTraining (see above).
   void rejoin() override;  // the workers' group of the new world
   engine::Engine* elastic_group() override { return engine_.get(); }
   // At a commit (every worker): the partitions keep their state at this
@@ -124,7 +107,26 @@ class ParameterServerStrategy : public Strategy {
   ps::Worker& worker() { return *worker_; }
   engine::Engine& workers_engine() { return *engine_; }
 
+ protected:
+  std::string do_spec() const override;
+  ReplicaPlacement do_placement() const override;
+  void do_prepare() override;                     // collective over the workers
+  torch::nn::Module& do_module() override;        // current values (pulled when stale)
+  torch::optim::Optimizer& do_optimizer() override { return *optimizer_; }
+  StepResult do_train_step(const Batch& mine, int64_t global_rows) override;
+  at::Tensor do_predict(const at::Tensor& input) override;
+  at::Tensor do_all_sum(const at::Tensor& values) override;
+  at::Tensor do_all_gather(const at::Tensor& rows) override;
+  void do_load(torch::serialize::InputArchive& archive) override;
+  ElasticTraining* do_elastic() override { return follows_membership() ? this : nullptr; }
+  // The workers' engine and the world's (the servers).
+  void do_abort(const std::string& reason) override;
+
  private:
+  // Synchronous, without backup workers, in an elastic job: a step that
+  // applies before every worker kept the last commit could not be rolled
+  // back (partition.h).
+  bool follows_membership() const;
   void pull_if_stale();
   void form_workers_group();  // workers_comm_ and engine_ over the current world's workers
 
@@ -137,7 +139,6 @@ class ParameterServerStrategy : public Strategy {
   std::shared_ptr<comm::Communicator> workers_comm_;
   std::unique_ptr<engine::Engine> engine_;
   std::unique_ptr<ps::Worker> worker_;
-  TrainingModel model_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   std::unique_ptr<ShardedTraining> training_;
   bool stale_ = false;  // the servers applied steps the module has not pulled

@@ -1,11 +1,9 @@
 #include "cohort/torch/strategy/rank_strategy.h"
 
-#include <torch/torch.h>
-
 #include "cohort/common/check.h"
+#include "cohort/engine/engine.h"
 #include "cohort/torch/checkpoint/sharded_checkpoint.h"
 #include "cohort/torch/core/collectives.h"
-#include "cohort/torch/strategy/prepared_model.h"
 
 namespace cohort {
 namespace {
@@ -27,26 +25,30 @@ void RankStrategy::hold_new_world() {
   engine_ = engine_of(nullptr, holder_);
 }
 
-torch::nn::Module& RankStrategy::module() { return *detail::prepared(model_, prepared_).module; }
-
-at::Tensor RankStrategy::predict(const at::Tensor& input) {
-  detail::prepared(model_, prepared_);
-  torch::NoGradGuard no_grad;
-  return model_.forward(*model_.module, input);
+ReplicaPlacement RankStrategy::do_placement() const {
+  return {.replicas_in_sync = engine_.size(), .local_replicas = 1, .process_count = engine_.size(),
+          .process_index = engine_.rank()};
 }
 
-at::Tensor RankStrategy::all_sum(const at::Tensor& values) {
+at::Tensor RankStrategy::do_all_sum(const at::Tensor& values) {
   return allreduce(values, {.op = ReduceOp::sum, .engine = engine_.get()});
 }
 
-TensorHandle RankStrategy::all_sum_async(const at::Tensor& values) {
+TensorHandle RankStrategy::do_all_sum_async(const at::Tensor& values) {
   return allreduce_async(values, {.op = ReduceOp::sum, .engine = engine_.get()});
 }
 
-at::Tensor RankStrategy::all_gather(const at::Tensor& rows) { return allgather(rows, {.engine = engine_.get()}); }
+at::Tensor RankStrategy::do_all_gather(const at::Tensor& rows) { return allgather(rows, {.engine = engine_.get()}); }
+
+void RankStrategy::do_abort(const std::string& reason) { engine_.get()->abort(reason); }
+
+std::string RankStrategy::save_sharded(const std::string& dir, const TrainingState& state) {
+  require_prepared("save_sharded()");
+  return save_sharded_checkpoint(dir, module(), optimizer(), state, {.engine = engine_.get()});
+}
 
 TrainingState RankStrategy::load_sharded(const std::string& dir, const std::string& id) {
-  COHORT_CHECK_AS(ConfigError, prepared_) << spec() << ": call prepare() before load_sharded()";
+  require_prepared("load_sharded()");
   return load_sharded_checkpoint(dir, module(), optimizer(), id);
 }
 

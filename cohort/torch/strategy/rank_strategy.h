@@ -2,7 +2,10 @@
 // engine (multi_worker, zero): the process numbering is the engine's, values
 // cross processes by the engine's collectives, and predict() runs the module
 // alone (evaluation needs no collective, and ranks may evaluate different
-// numbers of batches).
+// numbers of batches). Its checkpoints can be sharded
+// (ShardedCheckpoints): a replicated model saves and reads sharded
+// checkpoints whole (checkpoint/sharded_checkpoint.h: a job resumes under
+// DDP from zero's sharded backup); zero overrides them with its own shards.
 #pragma once
 
 #include <string>
@@ -12,25 +15,16 @@
 
 namespace cohort {
 
-class RankStrategy : public Strategy {
+class RankStrategy : public Strategy, public ShardedCheckpoints {
  public:
-  int replicas_in_sync() const override { return engine_.size(); }
-  int local_replicas() const override { return 1; }
-  int process_count() const override { return engine_.size(); }
-  int process_index() const override { return engine_.rank(); }
-
-  torch::nn::Module& module() override;
-  at::Tensor predict(const at::Tensor& input) override;
-  at::Tensor all_sum(const at::Tensor& values) override;
-  TensorHandle all_sum_async(const at::Tensor& values) override;
-  at::Tensor all_gather(const at::Tensor& rows) override;
-  // Any sharded checkpoint (zero's at any world size and stage, a
-  // replicated model's) into the whole module and optimizer of this rank:
-  // a job can resume under DDP from zero's sharded backup.
-  TrainingState load_sharded(const std::string& dir, const std::string& id = "") override;
-
   // Until shutdown() for init()'s engine (ConfigError after).
   engine::Engine& engine() { return *engine_.lock(); }
+
+  // ShardedCheckpoints: the whole module and optimizer of every rank
+  // (saves_sharded() false: fit() saves a replicated model whole).
+  bool saves_sharded() const override { return false; }
+  std::string save_sharded(const std::string& dir, const TrainingState& state = {}) override;
+  TrainingState load_sharded(const std::string& dir, const std::string& id = "") override;
 
  protected:
   // `engine` null: cohort::init()'s, initialised now if nothing is.
@@ -40,10 +34,16 @@ class RankStrategy : public Strategy {
   // ConfigError when the strategy was given an engine of its own.
   void hold_new_world();
 
+  ReplicaPlacement do_placement() const override;
+  at::Tensor do_all_sum(const at::Tensor& values) override;
+  TensorHandle do_all_sum_async(const at::Tensor& values) override;
+  at::Tensor do_all_gather(const at::Tensor& rows) override;
+  ShardedCheckpoints* do_sharded_checkpoints() override { return this; }
+  void do_abort(const std::string& reason) override;
+
   const std::string holder_;
   const bool own_engine_;  // an engine passed in, not the world's
   EngineRef engine_;
-  TrainingModel model_;  // set by the subclass's prepare()
 };
 
 }  // namespace cohort

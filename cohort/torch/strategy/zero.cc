@@ -11,10 +11,43 @@
 #include "cohort/torch/checkpoint/sharded_checkpoint.h"
 #include "cohort/torch/core/broadcast_state.h"
 #include "cohort/torch/core/module_state.h"
-#include "cohort/torch/strategy/prepared_model.h"
-#include "cohort/torch/strategy/single_process.h"
+#include "cohort/torch/core/replicated_state.h"
+#include "cohort/torch/core/strategy_registry.h"
+#include "cohort/torch/strategy/data_parallel_step.h"
 
 namespace cohort {
+namespace {
+
+using Kind = SpecKey::Kind;
+
+}  // namespace
+
+COHORT_REGISTER_STRATEGY(zero, {
+    .name = "zero",
+    .description = "one replica per rank; optimizer state (1), gradients (2), parameters (3) split over the ranks",
+    .keys = {{.name = "stage", .kind = Kind::word, .default_value = "1",
+              .description = "1: optimizer state sharded; 2: and gradients; 3: and parameters (FSDP)",
+              .words = {"1", "2", "3"}},
+             {.name = "bucket_mb", .kind = Kind::integer, .default_value = "25",
+              .description = "stages 1, 2: flat gradient buckets reduce-scattered during backward, in MiB "
+                             "(stage 2 keeps two packing buffers of this size)",
+              .min = 1},
+             {.name = "unit_mb", .kind = Kind::integer, .default_value = "1",
+              .description = "stage 3: layers gathered together, closed at this many MiB of parameters",
+              .min = 1},
+             {.name = "shard_group", .kind = Kind::integer, .default_value = "0",
+              .description = "shard within groups of N consecutive ranks (a host's), replicate across (0: all)",
+              .min = 0}},
+    .model_requirements = "stage 3: a torch::nn::Sequential, or a model of one's own whose blocks are wrapped in "
+                          "cohort::ShardedUnit; an optimizer that works per element (SGD, Adam, AdamW, Adagrad, "
+                          "RMSprop)",
+    .elastic = "without shard_group",
+    .make = [](const Spec& spec) -> std::unique_ptr<Strategy> {
+      return std::make_unique<ZeroStrategy>(ZeroStrategyOptions{.stage = std::stoi(spec.word("stage")),
+                                                                 .bucket_bytes = spec.integer("bucket_mb") << 20,
+                                                                 .unit_bytes = spec.integer("unit_mb") << 20,
+                                                                 .shard_group = int(spec.integer("shard_group"))});
+    }});
 
 ZeroStrategy::ZeroStrategy(ZeroStrategyOptions options)
     : RankStrategy(options.engine, "zero strategy"), options_(options) {
@@ -29,7 +62,7 @@ ZeroStrategy::ZeroStrategy(ZeroStrategyOptions options)
 
 ZeroStrategy::~ZeroStrategy() = default;
 
-std::string ZeroStrategy::spec() const {
+std::string ZeroStrategy::do_spec() const {
   return "zero:bucket_mb=" + std::to_string(options_.bucket_bytes >> 20) +
          ",shard_group=" + std::to_string(options_.shard_group) + ",stage=" + std::to_string(options_.stage) +
          ",unit_mb=" + std::to_string(options_.unit_bytes >> 20);
@@ -103,16 +136,11 @@ std::vector<std::vector<size_t>> ZeroStrategy::plan_wrapped_units(torch::nn::Mod
   return units;
 }
 
-void ZeroStrategy::prepare(TrainingModel model) {
-  detail::check_training_model(model, prepared_);
-  model_ = std::move(model);
-  build(/*sync_parameters=*/detail::prepare_syncs_state());
-  prepared_ = true;
-}
+void ZeroStrategy::do_prepare() { build(/*sync_parameters=*/detail::prepare_syncs_state()); }
 
 void ZeroStrategy::rejoin() {
-  detail::prepared(model_, prepared_);
-  COHORT_CHECK_AS(ConfigError, follows_membership())
+  require_prepared("rejoin()");
+  COHORT_CHECK_AS(ConfigError, !own_engine_ && options_.shard_group == 0)
       << "zero: only without shard_group, on cohort::init()'s world, does it follow an elastic job's "
          "membership; this is " << spec();
   hold_new_world();
@@ -125,7 +153,7 @@ void ZeroStrategy::rejoin() {
     // with them: the new units are built from placeholders (the restore
     // writes every block).
     torch::NoGradGuard no_grad;
-    for (at::Tensor& p : trainable(model_.module->parameters())) p.set_data(at::zeros(p.sizes(), p.options()));
+    for (at::Tensor& p : trainable(model().module->parameters())) p.set_data(at::zeros(p.sizes(), p.options()));
   }
   // The restore that follows (ElasticState::sync()) writes every rank's
   // blocks and, but at stage 3, gathers whole parameters from them: rank 0's
@@ -134,7 +162,7 @@ void ZeroStrategy::rejoin() {
 }
 
 ElasticShards* ZeroStrategy::elastic_shards() {
-  detail::prepared(model_, prepared_);
+  require_prepared("elastic_shards()");
   // A new training's commits: the last one's (and their files) go.
   elastic_.reset();
   elastic_ = std::make_unique<ElasticShardFiles>([this](ShardWriter& out) { write_own_records(out, {}); },
@@ -143,7 +171,8 @@ ElasticShards* ZeroStrategy::elastic_shards() {
 }
 
 void ZeroStrategy::build(bool sync_parameters) {
-  torch::nn::Module& module = *model_.module;
+  const TrainingModel& model = this->model();
+  torch::nn::Module& module = *model.module;
   if (sync_parameters) broadcast_parameters(module, 0, engine_.get());
   ZeroOptions options{.stage = options_.stage, .bucket_bytes = options_.bucket_bytes, .engine = engine_.get()};
   const int world = process_count(), group = options_.shard_group;
@@ -160,20 +189,20 @@ void ZeroStrategy::build(bool sync_parameters) {
   // Stepping through a Sequential's layers replaces its forward: only when
   // that is the forward the program gave (training_model()'s).
   const bool sequential = typeid(module) == typeid(torch::nn::SequentialImpl);
-  COHORT_CHECK_AS(ConfigError, options_.stage != 3 || !sequential || model_.module_forward)
+  COHORT_CHECK_AS(ConfigError, options_.stage != 3 || !sequential || model.module_forward)
       << "zero: stage 3 runs a torch::nn::Sequential layer by layer, which would bypass this model's own forward "
          "function; give the module's forward (training_model()), or wrap the blocks in ShardedUnit inside a "
          "module of your own";
   if (options_.stage == 3) {
     options.units = plan_units(module);
-  } else if (sequential && model_.module_forward) {
+  } else if (sequential && model.module_forward) {
     // Stages 1 and 2 step through a Sequential's layers too, to finish each
     // bucket's allgather just before its first layer runs.
     options.defer_gather = true;
     layers_.clear();
     for (torch::nn::AnyModule& layer : dynamic_cast<torch::nn::SequentialImpl&>(module)) layers_.push_back(&layer);
   }
-  zero_ = std::make_unique<ZeroOptimizer>(trainable(module.parameters()), model_.optimizer, options);
+  zero_ = std::make_unique<ZeroOptimizer>(trainable(module.parameters()), model.optimizer, options);
   names_.clear();
   for (const auto& item : module.named_parameters(/*recurse=*/true))
     if (item.value().requires_grad()) names_.push_back(item.key());
@@ -198,7 +227,7 @@ void ZeroStrategy::build(bool sync_parameters) {
   // What a step runs: the program's model, at stage 3 with the forward
   // that brackets each unit's layers with their gathers, at stages 1 and 2
   // (a Sequential) with the one that finishes them as the layers need them.
-  training_ = model_;
+  training_ = model;
   if (options_.stage == 3)
     training_.forward = [this](torch::nn::Module&, const at::Tensor& input) { return forward_by_units(&input); };
   else if (options.defer_gather)
@@ -241,7 +270,7 @@ at::Tensor ZeroStrategy::forward_by_units(const at::Tensor* input) {
       ShardedUnitImpl::Schedule& schedule;
       ~Done() { schedule.training = false; }
     } done{*schedule_};
-    at::Tensor output = model_.forward(*model_.module, *input);
+    at::Tensor output = model().forward(*model().module, *input);
     COHORT_CHECK_AS(ConfigError, schedule_->next == zero.units())
         << "zero: the model's forward ran " << schedule_->next - (root_unit_ ? 1 : 0) << " of its "
         << wrapped_.size() << " ShardedUnits: while a step trains, each unit runs once";
@@ -257,25 +286,20 @@ at::Tensor ZeroStrategy::forward_by_units(const at::Tensor* input) {
   return x;
 }
 
-torch::nn::Module& ZeroStrategy::module() {
-  if (zero_) zero_->finish_gathers();
-  return RankStrategy::module();
+torch::nn::Module& ZeroStrategy::do_module() {
+  zero_->finish_gathers();
+  return *model().module;
 }
 
-torch::optim::Optimizer& ZeroStrategy::optimizer() {
-  detail::prepared(model_, prepared_);
-  return zero_->shard_optimizer();
-}
+torch::optim::Optimizer& ZeroStrategy::do_optimizer() { return zero_->shard_optimizer(); }
 
 const ZeroOptimizer& ZeroStrategy::sharded() const {
   COHORT_CHECK_AS(ConfigError, zero_ != nullptr) << "zero: call prepare() first";
   return *zero_;
 }
 
-StepResult ZeroStrategy::train_step(const Batch& mine, int64_t global_rows) {
-  detail::prepared(model_, prepared_);
-  COHORT_CHECK_AS(ConfigError, global_rows > 0 && mine.rows() <= global_rows)
-      << "zero: a step of " << global_rows << " global rows cannot hold this rank's " << mine.rows();
+StepResult ZeroStrategy::do_train_step(const Batch& mine, int64_t global_rows) {
+  COHORT_CHECK_AS(ConfigError, global_rows > 0) << "zero: a step of no rows on any rank";
   StepResult result{.rows = mine.rows()};
   if (evaluating_) zero_->release_all();
   evaluating_ = false;
@@ -294,13 +318,13 @@ StepResult ZeroStrategy::train_step(const Batch& mine, int64_t global_rows) {
 // Stage 3: the first prediction after training gathers the whole model (a
 // collective: every rank predicts at least once, as fit()'s evaluation
 // does), which stays until the next step; the others run on it alone.
-at::Tensor ZeroStrategy::predict(const at::Tensor& input) {
+at::Tensor ZeroStrategy::do_predict(const at::Tensor& input) {
   gather_parameters();
-  return RankStrategy::predict(input);
+  return RankStrategy::do_predict(input);
 }
 
 void ZeroStrategy::gather_parameters() {
-  detail::prepared(model_, prepared_);
+  require_prepared("gather_parameters()");
   if (options_.stage != 3) {
     zero_->finish_gathers();  // stages 1 and 2: the last step's allgathers
     return;
@@ -310,31 +334,26 @@ void ZeroStrategy::gather_parameters() {
   evaluating_ = true;
 }
 
-// Collective: the full model and the consolidated optimizer, in the form
-// multi_worker and one_device save (detail::save_replicated), so the
-// checkpoint loads into them too, and into zero at any world size.
-void ZeroStrategy::save(torch::serialize::OutputArchive& archive) {
-  detail::prepared(model_, prepared_);
+void ZeroStrategy::do_save(torch::serialize::OutputArchive& archive) {
   // Stage 3: the archive refers to the parameters, so they stay gathered
   // until the next step (by when the caller has written it out).
   gather_parameters();
-  const std::unique_ptr<torch::optim::Optimizer> full = zero_->consolidated(model_.optimizer, module().parameters());
-  detail::save_replicated(module(), *full, archive);
+  const std::unique_ptr<torch::optim::Optimizer> full = zero_->consolidated(model().optimizer, module().parameters());
+  save_replicated_state(module(), *full, archive);
 }
 
-void ZeroStrategy::load(torch::serialize::InputArchive& archive) {
-  detail::prepared(model_, prepared_);
-  const std::unique_ptr<torch::optim::Optimizer> full = detail::make_optimizer(model_, module().parameters());
+void ZeroStrategy::do_load(torch::serialize::InputArchive& archive) {
+  const std::unique_ptr<torch::optim::Optimizer> full = make_optimizer(module().parameters());
   // In place: the parameters stay views of the buckets (stage 3: gathered
   // to be written, then this rank's blocks taken from them).
   gather_parameters();
-  detail::load_replicated(module(), *full, archive);
+  load_replicated_state(module(), *full, archive);
   zero_->load_consolidated(*full);
   zero_->reshard();
 }
 
 std::string ZeroStrategy::save_sharded(const std::string& dir, const TrainingState& state) {
-  detail::prepared(model_, prepared_);
+  require_prepared("save_sharded()");
   return cohort::save_sharded(dir, [&](ShardWriter& out) { write_own_records(out, state); },
                               {.engine = engine_.get()});
 }
@@ -350,7 +369,7 @@ void ZeroStrategy::write_own_records(ShardWriter& out, const TrainingState& stat
 }
 
 TrainingState ZeroStrategy::load_sharded(const std::string& dir, const std::string& id) {
-  detail::prepared(model_, prepared_);
+  require_prepared("load_sharded()");
   return read_records(ShardedCheckpoint(dir, id));
 }
 
@@ -364,7 +383,7 @@ TrainingState ZeroStrategy::read_records(const ShardedCheckpoint& in) {
 }
 
 int64_t ZeroStrategy::export_consolidated(const std::string& dir, const TrainingState& state) {
-  detail::prepared(model_, prepared_);
+  require_prepared("export_consolidated()");
   int64_t most = 0;
   cohort::save_sharded(dir, [&](ShardWriter& out) {
     const bool writes = process_index() == 0;

@@ -63,26 +63,15 @@ struct ZeroStrategyOptions {
   engine::Engine* engine = nullptr;          // null: cohort::init()'s (started if needed)
 };
 
-class ZeroStrategy : public RankStrategy {
+class ZeroStrategy : public RankStrategy, public ElasticTraining {
  public:
   explicit ZeroStrategy(ZeroStrategyOptions options = {});
   ~ZeroStrategy() override;
 
-  std::string spec() const override;
-  void prepare(TrainingModel model) override;  // collective
-  // The optimizer over this rank's blocks (its param groups carry the lr).
-  torch::optim::Optimizer& optimizer() override;
-  // The program's module, its parameters current (stages 1 and 2 finish a
-  // step's allgather first; stage 3: see gather_parameters()).
-  torch::nn::Module& module() override;
-  StepResult train_step(const Batch& mine, int64_t global_rows) override;
-  at::Tensor predict(const at::Tensor& input) override;
-  void save(torch::serialize::OutputArchive& archive) override;
-  void load(torch::serialize::InputArchive& archive) override;
-
-  // Collective: a sharded checkpoint in `dir`, one shard per rank; returns
-  // the save's id.
-  bool sharded_checkpoints() const override { return true; }
+  // ShardedCheckpoints (fit()'s ModelCheckpoint and BackupAndRestore save
+  // zero through them). Collective: a sharded checkpoint in `dir`, one shard
+  // per rank; returns the save's id.
+  bool saves_sharded() const override { return true; }
   std::string save_sharded(const std::string& dir, const TrainingState& state = {}) override;
   // Collective: the state of any sharded checkpoint (any world size, any
   // zero stage, or a replicated model's) into this rank's blocks.
@@ -101,18 +90,35 @@ class ZeroStrategy : public RankStrategy {
   // load() and the sharded checkpoints call it themselves.
   void gather_parameters();
 
-  // Elastic jobs (any stage, without shard_group, on cohort::init()'s
+  // ElasticTraining (any stage, without shard_group, on cohort::init()'s
   // world): every commit keeps each rank's blocks and a copy of another
   // rank's (checkpoint/elastic_shards.h), never the whole state on one
   // rank; after a change the new world's blocks are built again (rejoin();
   // stage 3 from placeholders, its parameters having no storage between
   // steps) and filled from the last commit, resharded to the new size.
-  bool follows_membership() const override { return !own_engine_ && options_.shard_group == 0; }
   void rejoin() override;
   ElasticShards* elastic_shards() override;
+
   const ZeroOptimizer& sharded() const;
   const ZeroStrategyOptions& options() const { return options_; }
   ZeroMemory memory() const { return sharded().memory(); }
+
+ protected:
+  std::string do_spec() const override;
+  void do_prepare() override;  // collective
+  // The program's module, its parameters current (stages 1 and 2 finish a
+  // step's allgather first; stage 3: see gather_parameters()).
+  torch::nn::Module& do_module() override;
+  // The optimizer over this rank's blocks (its param groups carry the lr).
+  torch::optim::Optimizer& do_optimizer() override;
+  StepResult do_train_step(const Batch& mine, int64_t global_rows) override;
+  at::Tensor do_predict(const at::Tensor& input) override;
+  // Collective: the full model and the consolidated optimizer, in the form
+  // every replicated strategy saves (core/replicated_state.h), so the
+  // checkpoint loads into them too, and into zero at any world size.
+  void do_save(torch::serialize::OutputArchive& archive) override;
+  void do_load(torch::serialize::InputArchive& archive) override;
+  ElasticTraining* do_elastic() override { return !own_engine_ && options_.shard_group == 0 ? this : nullptr; }
 
  private:
   // prepare()'s work after its checks (rejoin() does it again);
@@ -129,7 +135,7 @@ class ZeroStrategy : public RankStrategy {
   at::Tensor forward_by_layers(const at::Tensor& input);
 
   ZeroStrategyOptions options_;
-  TrainingModel training_;  // model_, with stage 3's forward by units
+  TrainingModel training_;  // model(), with the forward a step runs (by units, by layers)
   std::vector<std::string> names_;  // zero_'s parameters' names (the module's trainable ones), in its order
   // Hybrid: the mesh whose tp axis is the shard groups and dp the replicas
   // (declared before zero_, so that it outlives it).

@@ -1,8 +1,8 @@
-// What fit(), evaluate() and predict() read: rows addressable by index.
-// fit() asks for the rows of each replica's share of a global batch by
-// index, so a dataset's whole iterator state is the (seed, epoch, batch)
-// that fit() keeps, and resuming mid-epoch reads exactly the rows that
-// remain.
+// Dataset: rows addressable by index, what fit(), evaluate() and predict()
+// read (through DatasetStream, dataset_stream.h, for training). fit() asks
+// for the rows of each replica's share of a global batch by index, so a
+// dataset's whole iterator state is the (seed, epoch, batch) that fit()
+// keeps, and resuming mid-epoch reads exactly the rows that remain.
 #pragma once
 
 #include <ATen/Tensor.h>

@@ -1,4 +1,4 @@
-#include "cohort/torch/fit/dataset.h"
+#include "cohort/torch/data/dataset.h"
 
 #include <torch/torch.h>
 

@@ -1,11 +1,11 @@
-// BatchStream: training input that orders, shards and resumes itself (an
-// input pipeline, cohort/torch/data/pipeline_input.h), which fit() reads in
-// place of an indexable Dataset. It sits in core/, beside Strategy, so that
-// fit/ can drive it and data/ can implement it without either depending on
-// the other.
+// BatchStream: input that orders, shards and resumes itself, as fit() reads
+// it: an input pipeline (pipeline_input.h), or an indexable Dataset through
+// its adapter (dataset_stream.h). It knows of the strategy only its
+// InputContext (core/input_context.h): how many processes read, which one
+// this is, and the global batch.
 //
 // How fit() (cohort/torch/fit/model.h) drives one, on every process:
-//   remaining = start_epoch(strategy, batch_size, epoch, batches_done, resume)
+//   remaining = start_epoch(context, epoch, batches_done, resume)
 //   repeat remaining times (fewer when training stops):
 //     rows = next_rows()   // voted on with the other processes first (unless
 //                          // next_global_rows() says the step's rows alone)
@@ -13,8 +13,8 @@
 //   state()                // inside save_fit_state(): into the checkpoint
 // Contracts:
 // - start_epoch() returns the same count on every process; step k of every
-//   process together is one global batch of at most `global_batch_size`
-//   rows, and over the epoch every row is read exactly once by exactly one
+//   process together is one global batch of at most
+//   context.global_batch_size rows, and over the epoch every row is read exactly once by exactly one
 //   process, none padded.
 // - `resume` is empty, or a state() of this stream saved by a run with any
 //   number of processes; the epoch then continues exactly where that run's
@@ -30,6 +30,7 @@
 #include <optional>
 #include <string>
 
+#include "cohort/torch/core/input_context.h"
 #include "cohort/torch/core/strategy.h"
 
 namespace cohort {
@@ -41,8 +42,8 @@ class BatchStream {
   // Rows in one epoch, over all processes.
   virtual int64_t size() const = 0;
   // Begins (or resumes) `epoch`; returns the steps left in it (see above).
-  virtual int64_t start_epoch(const Strategy& strategy, int64_t global_batch_size, int64_t epoch,
-                              int64_t batches_done, const std::string& resume) = 0;
+  virtual int64_t start_epoch(const InputContext& context, int64_t epoch, int64_t batches_done,
+                              const std::string& resume) = 0;
   virtual int64_t next_rows() const = 0;
   // The rows of the next step over all processes, when this process can
   // tell them without asking the others (an indexable data set can); fit()

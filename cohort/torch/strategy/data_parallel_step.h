@@ -1,19 +1,16 @@
-// The checks and steps every strategy's prepare() shares.
+// What the data-parallel strategies' steps share (multi_worker, zero,
+// parameter_server): the loss that makes averaged gradients the global
+// batch's, and whether prepare() hands rank 0's state around.
 #pragma once
 
-#include <memory>
-#include <vector>
+#include <ATen/Tensor.h>
+#include <torch/nn/module.h>
+
+#include <cstdint>
 
 #include "cohort/torch/core/strategy.h"
 
 namespace cohort::detail {
-
-// ConfigError naming what is missing from `model` (module, forward, loss,
-// optimizer), or when the strategy was prepared already.
-void check_training_model(const TrainingModel& model, bool already_prepared);
-
-// `model`, or a ConfigError saying that prepare() has not been called.
-const TrainingModel& prepared(const TrainingModel& model, bool is_prepared);
 
 // The data-parallel strategies' step loss: the gradient of it, averaged over
 // `processes` processes, is the global batch's mean-loss gradient. This
@@ -25,14 +22,16 @@ const TrainingModel& prepared(const TrainingModel& model, bool is_prepared);
 at::Tensor data_parallel_loss(const TrainingModel& model, const Batch& mine, int64_t global_rows, int processes,
                               StepResult& result);
 
+// The loss of a step without rows: zero, yet reaching every trainable
+// parameter, so that a backward through it gives zero gradients everywhere
+// and every gradient hook fires (the collectives of the other processes'
+// step find this one).
+at::Tensor zero_loss(torch::nn::Module& module);
+
 // Whether prepare() hands rank 0's state to every rank: not in a process
 // joining an elastic job, which gets the members' state from its first
 // ElasticState::sync() (the members meet it in their rejoin(), which hands
 // nothing around either, so the collectives match).
 bool prepare_syncs_state();
-
-// model.optimizer(parameters), checked to return an optimizer.
-std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainingModel& model,
-                                                        const std::vector<at::Tensor>& parameters);
 
 }  // namespace cohort::detail
