@@ -2,10 +2,13 @@
 // mid-step, a server killed and restored from its replica or from a
 // checkpoint, and checkpoints reloaded with a different number of servers.
 // The final parameters are compared with the single-process reference of
-// exactly the steps and workers that the rules say count.
+// exactly the steps and workers that the rules say count (for a restore from
+// a checkpoint: with the restored partition's rows taken back to it).
 #include <gtest/gtest.h>
 
+#include "cohort/parameter_server/layout.h"
 #include "tests/parameter_server/ps_job_checks.h"
+#include "tests/parameter_server/train_loop.h"
 
 namespace cohort::ps {
 namespace {
@@ -92,6 +95,40 @@ TEST_F(ProcessJob, ServerKilledWithoutReplicaIsRestoredFromTheCheckpointAndTheLo
                              "update(s) since then are lost"),
             std::string::npos)
       << o.output[2];
+
+  // The values: partition 1's rows go back to their values after step 6
+  // (the checkpoint) and take step 9's update from there, whose gradients
+  // the workers computed before the loss (ps_rank_program kills once every
+  // worker has pulled step 9); partition 0 loses nothing.
+  const testing::Problem p;
+  const Layout layout = Layout::build(testing::problem_variables(p), 2, {.num_shards = 2});
+  std::vector<std::pair<bool, std::pair<int64_t, int64_t>>> lost;  // (is w, element range) of partition 1
+  for (const ShardInfo& s : layout.partition_shards(1)) {
+    const int64_t cols = layout.variable(s.variable).cols;
+    lost.push_back({layout.variable(s.variable).name == "w", {s.row_begin * cols, s.row_end * cols}});
+  }
+  ASSERT_FALSE(lost.empty());
+  testing::ReferenceResult at_checkpoint;
+  const auto expected = testing::reference_run(
+      p, {.rule = "sgd"}, 12, [](int64_t) { return all_of(2); },
+      [&](int64_t s, testing::ReferenceResult& r) {
+        if (s == 6) at_checkpoint = r;
+        if (s != 9) return;
+        for (const auto& [is_w, range] : lost) {
+          std::vector<double>& now = is_w ? r.w : r.emb;
+          const std::vector<double>& then = is_w ? at_checkpoint.w : at_checkpoint.emb;
+          std::copy(then.begin() + range.first, then.begin() + range.second, now.begin() + range.first);
+        }
+      });
+  expect_reference(0, expected);
+  expect_reference(1, expected);
+  // The lost updates matter: a restore that lost none would not match.
+  const auto uninterrupted = testing::reference_run(p, {.rule = "sgd"}, 12, [](int64_t) { return all_of(2); });
+  double differs = 0;
+  for (size_t i = 0; i < expected.w.size(); ++i) differs = std::max(differs, std::abs(expected.w[i] - uninterrupted.w[i]));
+  for (size_t i = 0; i < expected.emb.size(); ++i)
+    differs = std::max(differs, std::abs(expected.emb[i] - uninterrupted.emb[i]));
+  EXPECT_GT(differs, 1e-6);
 }
 
 TEST_F(ProcessJob, BadSpecsAreOneLineErrors) {
