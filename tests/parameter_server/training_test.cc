@@ -171,7 +171,7 @@ TEST(Staleness, BoundedStalenessReachesKAndNeverExceedsIt) {
     int64_t fast_pulled = -1;     // the last step worker 0 pulled for
     int64_t slow_committed = -1;  // the last step worker 1 committed
     int64_t slowest_at_kth_read = -1;
-    bool fast_went_past = false;
+    bool reached_k = false, fast_went_past = false;
     testing::TrainHooks fast, slow;
     fast.after_pull = [&](int64_t s) {
       std::lock_guard lock(mutex);
@@ -182,7 +182,9 @@ TEST(Staleness, BoundedStalenessReachesKAndNeverExceedsIt) {
     slow.before_commit = [&](int64_t s) {
       std::unique_lock lock(mutex);
       if (s == 0) {
-        changed.wait(lock, [&] { return fast_pulled >= k; });
+        // A bound stricter than K never lets worker 0 get there: a failure
+        // after a minute, not a hang.
+        reached_k = changed.wait_for(lock, std::chrono::seconds(60), [&] { return fast_pulled >= k; });
         // Only a broken bound ends this wait early; a working one lets it
         // time out, so its length only decides how soon a broken one shows.
         fast_went_past = changed.wait_for(lock, std::chrono::milliseconds(300), [&] { return fast_pulled > k; });
@@ -204,6 +206,7 @@ TEST(Staleness, BoundedStalenessReachesKAndNeverExceedsIt) {
     for (auto& t : threads) t.join();
     EXPECT_EQ(errors[0], "");
     EXPECT_EQ(errors[1], "");
+    EXPECT_TRUE(reached_k) << "worker 0 never read at clock " << k << " while worker 1 was at clock 0";
     EXPECT_EQ(slowest_at_kth_read, 0) << "worker 0 read at clock " << k << " before worker 1 committed a step";
     EXPECT_FALSE(fast_went_past) << "worker 0 read at clock " << k + 1 << " while worker 1 was at clock 0";
     const std::vector<PartitionCounters> counters = job.finish();
