@@ -4,7 +4,8 @@
 //
 //   ps_rank_program servers=2 steps=12 rule=sgd staleness=0 replicas=1 shards=2
 //                   die_worker=W die_step=K        (worker W kills itself before committing step K)
-//                   kill_server=S kill_step=K      (worker 0 kills server S's process then)
+//                   kill_server=S kill_step=K      (worker 0 kills server S's process before committing
+//                                                   step K, once every worker has pulled step K)
 //                   result=/tmp/x save=DIR load=DIR lr=0.1
 //                   timeline=1                     (workers print "timeline <worker> <event> <step> <ns>"
 //                                                   on the monotonic clock, and "loss <worker> <step>
