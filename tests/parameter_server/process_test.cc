@@ -102,11 +102,7 @@ TEST_F(ProcessJob, ServerKilledWithoutReplicaIsRestoredFromTheCheckpointAndTheLo
   // worker has pulled step 9); partition 0 loses nothing.
   const testing::Problem p;
   const Layout layout = Layout::build(testing::problem_variables(p), 2, {.num_shards = 2});
-  std::vector<std::pair<bool, std::pair<int64_t, int64_t>>> lost;  // (is w, element range) of partition 1
-  for (const ShardInfo& s : layout.partition_shards(1)) {
-    const int64_t cols = layout.variable(s.variable).cols;
-    lost.push_back({layout.variable(s.variable).name == "w", {s.row_begin * cols, s.row_end * cols}});
-  }
+  const std::vector<ShardInfo> lost = layout.partition_shards(1);
   ASSERT_FALSE(lost.empty());
   testing::ReferenceResult at_checkpoint;
   const auto expected = testing::reference_run(
@@ -114,21 +110,19 @@ TEST_F(ProcessJob, ServerKilledWithoutReplicaIsRestoredFromTheCheckpointAndTheLo
       [&](int64_t s, testing::ReferenceResult& r) {
         if (s == 6) at_checkpoint = r;
         if (s != 9) return;
-        for (const auto& [is_w, range] : lost) {
-          std::vector<double>& now = is_w ? r.w : r.emb;
-          const std::vector<double>& then = is_w ? at_checkpoint.w : at_checkpoint.emb;
-          std::copy(then.begin() + range.first, then.begin() + range.second, now.begin() + range.first);
+        for (const ShardInfo& shard : lost) {
+          const VariableSpec& v = layout.variable(shard.variable);
+          std::vector<double>& now = v.name == "w" ? r.w : r.emb;
+          const std::vector<double>& then = v.name == "w" ? at_checkpoint.w : at_checkpoint.emb;
+          std::copy(then.begin() + shard.row_begin * v.cols, then.begin() + shard.row_end * v.cols,
+                    now.begin() + shard.row_begin * v.cols);
         }
       });
   expect_reference(0, expected);
   expect_reference(1, expected);
   // The lost updates matter: a restore that lost none would not match.
   const auto uninterrupted = testing::reference_run(p, {.rule = "sgd"}, 12, [](int64_t) { return all_of(2); });
-  double differs = 0;
-  for (size_t i = 0; i < expected.w.size(); ++i) differs = std::max(differs, std::abs(expected.w[i] - uninterrupted.w[i]));
-  for (size_t i = 0; i < expected.emb.size(); ++i)
-    differs = std::max(differs, std::abs(expected.emb[i] - uninterrupted.emb[i]));
-  EXPECT_GT(differs, 1e-6);
+  EXPECT_GT(testing::worst_difference(testing::flat(expected), uninterrupted), 1e-6);
 }
 
 TEST_F(ProcessJob, BadSpecsAreOneLineErrors) {
