@@ -8,6 +8,7 @@ namespace cohort::data {
 
 AutotuneDecision autotune(const AutotuneInputs& in) {
   AutotuneDecision d;
+  d.inputs = in;
   d.build_ms = in.build_s * 1e3;
   d.consume_ms = in.consume_s * 1e3;
   d.wait_ms = in.wait_s * 1e3;

@@ -40,6 +40,7 @@ struct AutotuneDecision {
   int workers = 1;
   int depth = 2;
   std::string reason;
+  AutotuneInputs inputs;  // what it was decided from: autotune(inputs) gives it again
 };
 
 AutotuneDecision autotune(const AutotuneInputs& in);

@@ -90,13 +90,14 @@ Failure classify(std::exception_ptr e) {
 }
 
 // ---------------------------------------------------------------------------
-// Counters readable from any thread; written by the engine thread only.
+// Counters (and the settings in force) readable from any thread; written by
+// the engine thread only.
 
 struct Counters {
 #define COHORT_ENGINE_COUNTERS(X)                                                             \
   X(cycles) X(negotiations) X(cache_hits) X(cache_misses) X(ops_completed) X(ops_failed)      \
   X(fused_ops) X(fusion_groups) X(bytes) X(sleeps) X(rings) X(mismatches) X(stall_warnings) \
-  X(negotiation_ns) X(execution_ns)
+  X(negotiation_ns) X(execution_ns) X(tuning_changes) X(fusion_threshold_bytes) X(cycle_time_us)
 #define X(name) std::atomic<uint64_t> name{0};
   COHORT_ENGINE_COUNTERS(X)
 #undef X
@@ -347,6 +348,8 @@ Engine::Impl::Impl(std::shared_ptr<comm::Communicator> c, std::shared_ptr<rendez
   error_key = prefix + "error";
   doorbell = std::make_unique<Doorbell>(store, prefix);
   cycle_time = opt.cycle_time;
+  counters.fusion_threshold_bytes = executor.fusion_threshold();
+  counters.cycle_time_us = uint64_t(cycle_time.count());
   autotuning = rank == 0 && opt.autotune;
   if (autotuning) {
     tuner = std::make_unique<Autotuner>(
@@ -557,6 +560,15 @@ Engine::Impl::Outcome Engine::Impl::run_cycle() {
   if (views[0].has(kTuning)) {
     executor.set_fusion_threshold(size_t(views[0].tuned_fusion_threshold()));
     cycle_time = std::chrono::microseconds(int64_t(views[0].tuned_cycle_time_us()));
+    // What this rank now runs with, for stats(): read back from where it is
+    // used, so that stats show a rank that did not follow.
+    const uint64_t threshold = executor.fusion_threshold(), cycle_us = uint64_t(cycle_time.count());
+    if (threshold != counters.fusion_threshold_bytes.load(std::memory_order_relaxed) ||
+        cycle_us != counters.cycle_time_us.load(std::memory_order_relaxed)) {
+      add(counters.tuning_changes);
+      counters.fusion_threshold_bytes.store(threshold, std::memory_order_relaxed);
+      counters.cycle_time_us.store(cycle_us, std::memory_order_relaxed);
+    }
   }
 
   // 4. A rank failed: every rank stops with the recorded root cause.

@@ -53,6 +53,7 @@ class Executor {
 
   // The autotuner's choice, agreed by every rank for the cycle (autotune.h).
   void set_fusion_threshold(size_t bytes) { threshold_ = bytes; }
+  size_t fusion_threshold() const { return threshold_; }
 
  private:
   void run_fused_allreduce(std::span<Work* const> group);

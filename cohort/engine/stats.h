@@ -22,6 +22,13 @@ struct EngineStats {
   uint64_t stall_warnings = 0;  // stall reports logged (rank 0)
   uint64_t negotiation_ns = 0;  // time in record exchange, payload exchange and decisions
   uint64_t execution_ns = 0;    // time running ops (copies and collectives)
+  // Autotune (COHORT_AUTOTUNE): the settings this rank runs its cycles with
+  // (rank 0's record's, the configured ones before any), and how many times
+  // they changed. Every rank runs every cycle, so after the same cycles
+  // (e.g. after shutdown()) every rank has the same three values.
+  uint64_t tuning_changes = 0;
+  uint64_t fusion_threshold_bytes = 0;
+  uint64_t cycle_time_us = 0;
 };
 
 }  // namespace cohort::engine

@@ -418,6 +418,13 @@ TEST(Autotune, DecisionsFollowTheMeasuredRates) {
   EXPECT_EQ(d.depth, 5);
 }
 
+// The retune points (pipeline.cc): batches 1, 2, 4, 8, 16, then every 16.
+bool is_retune_point(int64_t batch) {
+  for (int64_t at = 1; at <= batch; at = at < 16 ? at * 2 : at + 16)
+    if (at == batch) return true;
+  return false;
+}
+
 TEST(Autotune, ThePipelineLogsItsDecisions) {
   auto source = std::make_shared<SyntheticSource>(std::vector<uint64_t>{2000});
   auto o = options(0, 1, 8);
@@ -429,12 +436,61 @@ TEST(Autotune, ThePipelineLogsItsDecisions) {
   }
   const auto log = p.autotune_log();
   ASSERT_FALSE(log.empty());
-  for (const auto& d : log) {
-    EXPECT_GE(d.workers, 1);
-    EXPECT_LE(d.workers, 2);
-    EXPECT_FALSE(d.reason.empty());
-  }
   EXPECT_EQ(log.front().at_batch, 1);
+  // Each entry is the rule applied to what the pipeline measured then and to
+  // the settings the entry before it left (the first: 1 worker, depth 2).
+  int workers = 1, depth = 2;
+  int64_t at = 0;
+  for (const auto& d : log) {
+    SCOPED_TRACE("decision at batch " + std::to_string(d.at_batch));
+    EXPECT_GT(d.at_batch, at);
+    EXPECT_TRUE(is_retune_point(d.at_batch));
+    at = d.at_batch;
+    EXPECT_EQ(d.inputs.workers, workers);
+    EXPECT_EQ(d.inputs.depth, depth);
+    EXPECT_EQ(d.inputs.max_workers, 2);
+    EXPECT_TRUE(d.inputs.tune_workers && d.inputs.tune_depth);
+    EXPECT_GT(d.inputs.build_s, 0);
+    const AutotuneDecision again = autotune(d.inputs);
+    EXPECT_EQ(d.workers, again.workers);
+    EXPECT_EQ(d.depth, again.depth);
+    EXPECT_EQ(d.reason, again.reason);
+    EXPECT_TRUE(d.workers != workers || d.depth != depth || &d == &log.front()) << "an entry that changed nothing";
+    workers = d.workers;
+    depth = d.depth;
+  }
+  // The pipeline runs with the last decision.
+  EXPECT_EQ(p.stats().workers, workers);
+  EXPECT_EQ(p.stats().prefetch, depth);
+}
+
+TEST(Autotune, ASlowMapGetsEveryWorkerAtTheFirstDecision) {
+  // The rule's known answer at the first decision (batch 1): the consumer's
+  // own time per batch is not known yet (0: one microsecond, the floor) and
+  // it waited for that batch, so it is starved and needs ceil(build / 1 us)
+  // workers: every worker allowed, and a queue slot for each being built.
+  // The map's sleep only bounds the build time from below (4 samples of at
+  // least 1 ms each), far above the 3 us that 3 workers need.
+  auto source = std::make_shared<SyntheticSource>(std::vector<uint64_t>{24});
+  auto o = options(0, 1, 4);
+  o.max_workers = 3;
+  Pipeline p(source, o);
+  p.map([](Sample&, SampleRng&) { std::this_thread::sleep_for(std::chrono::milliseconds(1)); });
+  p.start(0);
+  ASSERT_NE(p.next(), nullptr);
+  const auto log = p.autotune_log();
+  ASSERT_EQ(log.size(), 1u);
+  EXPECT_EQ(log[0].at_batch, 1);
+  EXPECT_EQ(log[0].inputs.consume_s, 0);
+  EXPECT_GE(log[0].inputs.build_s, 0.004);
+  EXPECT_GT(log[0].inputs.wait_s, 0);
+  EXPECT_EQ(log[0].workers, 3);
+  EXPECT_EQ(log[0].depth, 6);
+  EXPECT_NE(log[0].reason.find("waited"), std::string::npos) << log[0].reason;
+  EXPECT_EQ(p.stats().workers, 3);
+  EXPECT_EQ(p.stats().prefetch, 6);
+  while (p.next()) {
+  }
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <iostream>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -166,6 +167,7 @@ TEST(Autotune, IgnoresWarmupAndSettleSteps) {
     last = t.current();
   }
   ASSERT_TRUE(t.converged());
+  ASSERT_FALSE(t.trials().empty());
   for (const AutotuneTrial& tr : t.trials()) EXPECT_LT(tr.seconds_per_step, 1.0) << tr.step;
   EXPECT_EQ(last.fusion_threshold_bytes, 4 << 20);
   // The trial log lists them all.
@@ -227,8 +229,10 @@ std::pair<EngineOptions, std::string> tuning_options(const std::string& what) {
 TEST(Autotune, EnginesAgreeOnRankZerosChoice) {
   // Two ranks "train" 60 steps of named allreduces with autotune on; every
   // result stays exact while the threshold and cycle time change under them,
-  // and rank 0 logs its trials.
+  // rank 0 logs its trials, and after the same cycles (shutdown) both ranks
+  // run with the same settings, reached through the same number of changes.
   const auto [options, log] = tuning_options("autotune");
+  std::vector<EngineStats> final_stats(2);
   testing::run_engine_ranks(2, [&](testing::EngineRank& info, Engine& e) {
     std::vector<std::vector<float>> bufs(8);
     for (int step = 0; step < 60; ++step) {
@@ -242,7 +246,15 @@ TEST(Autotune, EnginesAgreeOnRankZerosChoice) {
       for (auto& b : bufs)
         for (float v : b) ASSERT_EQ(v, 3.0f);
     }
+    e.shutdown();
+    final_stats[size_t(info.rank)] = e.stats();
   }, options);
+  EXPECT_GT(final_stats[0].tuning_changes, 0u) << "the search never moved off the configured settings";
+  EXPECT_EQ(final_stats[1].tuning_changes, final_stats[0].tuning_changes);
+  EXPECT_EQ(final_stats[1].fusion_threshold_bytes, final_stats[0].fusion_threshold_bytes);
+  EXPECT_EQ(final_stats[1].cycle_time_us, final_stats[0].cycle_time_us);
+  std::cout << "after " << final_stats[0].tuning_changes << " change(s): fusion threshold "
+            << final_stats[0].fusion_threshold_bytes << " B, cycle time " << final_stats[0].cycle_time_us << " us\n";
   std::ifstream in(log);
   ASSERT_TRUE(in.good()) << "no autotune log at " << log;
   std::stringstream buffer;

@@ -195,7 +195,10 @@ TEST(Negotiation, ChangedMetaOnEveryRankRecachesIt) {
   EXPECT_TRUE(d.mismatches.empty());
   ASSERT_EQ(names(d), std::vector<std::string>{"x"});
   EXPECT_EQ(d.ready[0].meta.count, 20u);
-  EXPECT_GE(neg.cache().find("x"), 0);
+  // Cached again, with the new meta (not the old entry kept).
+  const int slot = neg.cache().find("x");
+  ASSERT_GE(slot, 0);
+  EXPECT_EQ(neg.cache().entry(slot).meta.count, 20u);
 }
 
 TEST(Negotiation, FullCacheReusesTheLeastRecentlyRunIdleSlot) {

@@ -144,15 +144,18 @@ class CohortrunProcess {
   // Waits until its stdout holds every one of `lines` (whole lines); false
   // when it ended or a minute passed first.
   bool wait_for_output(const std::vector<std::string>& lines) {
-    const auto deadline = Clock::now() + std::chrono::seconds(60);
-    for (;;) {
+    return wait_until([&] {
       const std::vector<std::string> have = split_lines(read_text(out_path_));
       bool all = true;
       for (const std::string& l : lines) all = all && std::find(have.begin(), have.end(), l) != have.end();
-      if (all) return true;
-      if (!running() || Clock::now() > deadline) return false;
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
+      return all;
+    });
+  }
+
+  // Waits until its stderr (cohortrun's own messages) contains `text`;
+  // false when it ended or a minute passed first.
+  bool wait_for_error_text(const std::string& text) {
+    return wait_until([&] { return read_text(err_path_).find(text) != std::string::npos; });
   }
 
   // Waits up to `timeout`; kills it with SIGKILL if it is still running then.
@@ -176,6 +179,16 @@ class CohortrunProcess {
   }
 
  private:
+  template <typename Pred>
+  bool wait_until(Pred seen) {
+    const auto deadline = Clock::now() + std::chrono::seconds(60);
+    for (;;) {
+      if (seen()) return true;
+      if (!running() || Clock::now() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+
   std::string out_path_, err_path_;
   pid_t pid_ = -1;
   bool reaped_ = false;

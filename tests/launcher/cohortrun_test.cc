@@ -52,7 +52,10 @@ class CohortrunTest : public ::testing::Test {
   }
 
   // Every pid must be gone: cohortrun reaps its ranks before it exits.
-  static void expect_all_gone(const std::vector<pid_t>& pids) {
+  // `expected` pins the count, so that a list that came back short (or
+  // empty) cannot pass by checking nothing.
+  static void expect_all_gone(const std::vector<pid_t>& pids, size_t expected) {
+    ASSERT_EQ(pids.size(), expected) << "the ranks' pid files";
     for (pid_t pid : pids) EXPECT_FALSE(process_alive(pid)) << "rank process " << pid << " survived";
   }
 
@@ -333,7 +336,7 @@ TEST_F(CohortrunTest, NonZeroExitIsReportedAndStopsTheOthers) {
   EXPECT_NE(r.err.find("rank 1 exited with code 3"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("[1] about to fail"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("rank 0 was stopped by cohortrun (SIGTERM)"), std::string::npos) << r.err;
-  expect_all_gone(pids);
+  expect_all_gone(pids, 3);
 }
 
 TEST_F(CohortrunTest, ExitStatusesAreSeenWhenStartedWithSigchldIgnored) {
@@ -356,7 +359,7 @@ TEST_F(CohortrunTest, RankKilledBySigkillStopsTheOthersAndIsNamed) {
   EXPECT_LT(r.seconds, kStopBoundSeconds);
   EXPECT_NE(r.err.find("rank 2 was killed by signal 9 (SIGKILL)"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("[2] last words"), std::string::npos) << r.err;
-  expect_all_gone(pids);
+  expect_all_gone(pids, 4);
 }
 
 TEST_F(CohortrunTest, RanksIgnoringSigtermAreKilledAfterTheGracePeriod) {
@@ -370,7 +373,7 @@ TEST_F(CohortrunTest, RanksIgnoringSigtermAreKilledAfterTheGracePeriod) {
   EXPECT_LT(r.seconds, kStopBoundSeconds);
   EXPECT_NE(r.err.find("rank 1 exited with code 5"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("rank 0 was stopped by cohortrun (SIGKILL)"), std::string::npos) << r.err;
-  expect_all_gone(pids);
+  expect_all_gone(pids, 2);
 }
 
 TEST_F(CohortrunTest, DescendantsOfRanksAreStoppedOnFailure) {
@@ -404,7 +407,7 @@ TEST_P(CohortrunSignals, SignalToCohortrunStopsEveryRank) {
   EXPECT_EQ(r.exit_code, 128 + signo) << r.err;
   EXPECT_LT(r.seconds, kStopBoundSeconds);
   EXPECT_NE(r.err.find("stopped by SIG" + std::string(sigabbrev_np(signo))), std::string::npos) << r.err;
-  expect_all_gone(pids);
+  expect_all_gone(pids, 3);
 }
 
 INSTANTIATE_TEST_SUITE_P(Signals, CohortrunSignals, ::testing::Values(SIGINT, SIGTERM, SIGHUP),
@@ -416,8 +419,11 @@ TEST_F(CohortrunTest, SecondSignalKillsRanksThatIgnoreTheFirst) {
   const std::vector<pid_t> pids = wait_for_pids(dir_.path(), "pid.", 2);
   ASSERT_EQ(pids.size(), 2u);
   p.signal(SIGTERM);
-  // The ranks ignore SIGTERM, so nothing may end them before the second one.
-  std::this_thread::sleep_for(500ms);
+  // Standard signals do not queue: the second is sent only once cohortrun
+  // has taken the first (it says so), or the two could arrive as one.
+  ASSERT_TRUE(p.wait_for_error_text("got SIGTERM; forwarding it to 2 rank(s)")) << p.wait().err;
+  // The ranks ignore SIGTERM, so nothing ended them: the second signal
+  // finds both still running.
   EXPECT_TRUE(p.running());
   EXPECT_TRUE(process_alive(pids[0]));
   p.signal(SIGTERM);
@@ -425,7 +431,7 @@ TEST_F(CohortrunTest, SecondSignalKillsRanksThatIgnoreTheFirst) {
   ASSERT_TRUE(r.finished);
   EXPECT_EQ(r.exit_code, 128 + SIGTERM) << r.err;
   EXPECT_NE(r.err.find("again; killing 2 rank(s)"), std::string::npos) << r.err;
-  expect_all_gone(pids);
+  expect_all_gone(pids, 2);
 }
 
 std::vector<std::string> shm_entries(const std::string& prefix);
@@ -450,7 +456,7 @@ TEST_F(CohortrunTest, RanksIgnoringAForwardedSignalAreKilledAfterTheSignalGraceP
   EXPECT_NE(r.err.find("were still running 1 s after SIGTERM (--signal-grace-s) and killed with SIGKILL"),
             std::string::npos)
       << r.err;
-  expect_all_gone(pids);
+  expect_all_gone(pids, 2);
   EXPECT_NE(r.out.find("[1] shm created /dev/shm/cohort-" + job + "-test-"), std::string::npos) << r.out;
   EXPECT_TRUE(shm_entries("cohort-" + job + "-").empty()) << "a segment of the killed ranks was left";
 }

@@ -4,9 +4,11 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -91,11 +93,30 @@ TEST_F(SupervisorTest, RanksThatDoNotStartInTimeStopTheJob) {
   EXPECT_EQ(exit_code(r), 1);
 }
 
+// A FIFO for a handshake with a rank: opening one end waits for the other.
+std::string make_fifo(const testing::TempDir& dir, const std::string& name) {
+  const std::string path = dir.path() + "/" + name;
+  EXPECT_EQ(::mkfifo(path.c_str(), 0600), 0) << path;
+  return path;
+}
+
 TEST_F(SupervisorTest, StartedRanksRunToTheirEnd) {
-  FakeStart check;
+  // The rank ends only after the supervisor's first start check, which
+  // releases it through a FIFO: the check is made while it runs, however
+  // late the supervisor's loop begins.
+  struct ReleasingStart : FakeStart {
+    std::string fifo;
+    bool started() override {
+      if (calls == 0) std::ofstream(fifo) << "go\n";  // waits for the rank to open its end
+      return FakeStart::started();
+    }
+  };
+  testing::TempDir dir;
+  ReleasingStart check;
+  check.fifo = make_fifo(dir, "go");
   check.done = true;
   Supervisor s(options(), signals_);
-  s.add(0, sh("sleep 0.5; echo done"));
+  s.add(0, sh("read x < " + check.fifo + "; echo done"));
   s.watch_start(check, 0.1);
   const SupervisionResult r = s.run();
   EXPECT_EQ(r.reason, StopReason::none);
@@ -149,10 +170,14 @@ TEST_F(SupervisorTest, FailureStopsTheOtherRanks) {
 }
 
 TEST_F(SupervisorTest, GracePeriodEndsInSigkill) {
+  // Rank 1 fails only once rank 0 ignores SIGTERM (it says so through a
+  // FIFO): the SIGTERM that rank 1's failure sends cannot end rank 0.
+  testing::TempDir dir;
+  const std::string ready = make_fifo(dir, "ready");
   const auto start = Clock::now();
   Supervisor s(options(), signals_);
-  s.add(0, sh("trap '' TERM; echo ready; while :; do sleep 0.05; done"));
-  s.add(1, sh("sleep 0.3; exit 1"));
+  s.add(0, sh("trap '' TERM; echo ready > " + ready + "; while :; do sleep 0.05; done"));
+  s.add(1, sh("read x < " + ready + "; exit 1"));
   const SupervisionResult r = s.run();
   EXPECT_LT(seconds_since(start), kBoundSeconds);
   EXPECT_EQ(r.failed_rank, 1);

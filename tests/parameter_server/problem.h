@@ -12,6 +12,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <set>
 #include <vector>
@@ -124,11 +125,15 @@ struct ReferenceOptimizer {
 
 // Synchronous training in one process: at each step, the workers listed
 // for that step contribute; returns w and emb after `steps` steps.
+// `before_update(s, r)`, when given, runs at each step between the
+// gradients and the update (e.g. to take a partition back to a checkpoint:
+// the gradients were computed from the values before it).
 struct ReferenceResult {
   std::vector<double> w, emb;
 };
 template <typename ContributorsFn>
-ReferenceResult reference_run(const Problem& p, ReferenceOptimizer opt, int64_t steps, ContributorsFn contributors) {
+ReferenceResult reference_run(const Problem& p, ReferenceOptimizer opt, int64_t steps, ContributorsFn contributors,
+                              const std::function<void(int64_t, ReferenceResult&)>& before_update = {}) {
   ReferenceResult r{initial_w(p), initial_emb(p)};
   for (int64_t s = 0; s < steps; ++s) {
     const std::vector<int> workers = contributors(s);
@@ -156,6 +161,7 @@ ReferenceResult reference_run(const Problem& p, ReferenceOptimizer opt, int64_t 
       rows.push_back(row);
       for (double v : g) ge.push_back(v / n);
     }
+    if (before_update) before_update(s, r);
     opt.step("w", r.w, gw, {}, p.outputs);
     opt.step("emb", r.emb, ge, rows, p.cols);
   }

@@ -2,10 +2,13 @@
 // mid-step, a server killed and restored from its replica or from a
 // checkpoint, and checkpoints reloaded with a different number of servers.
 // The final parameters are compared with the single-process reference of
-// exactly the steps and workers that the rules say count.
+// exactly the steps and workers that the rules say count (for a restore from
+// a checkpoint: with the restored partition's rows taken back to it).
 #include <gtest/gtest.h>
 
+#include "cohort/parameter_server/layout.h"
 #include "tests/parameter_server/ps_job_checks.h"
+#include "tests/parameter_server/train_loop.h"
 
 namespace cohort::ps {
 namespace {
@@ -92,6 +95,34 @@ TEST_F(ProcessJob, ServerKilledWithoutReplicaIsRestoredFromTheCheckpointAndTheLo
                              "update(s) since then are lost"),
             std::string::npos)
       << o.output[2];
+
+  // The values: partition 1's rows go back to their values after step 6
+  // (the checkpoint) and take step 9's update from there, whose gradients
+  // the workers computed before the loss (ps_rank_program kills once every
+  // worker has pulled step 9); partition 0 loses nothing.
+  const testing::Problem p;
+  const Layout layout = Layout::build(testing::problem_variables(p), 2, {.num_shards = 2});
+  const std::vector<ShardInfo> lost = layout.partition_shards(1);
+  ASSERT_FALSE(lost.empty());
+  testing::ReferenceResult at_checkpoint;
+  const auto expected = testing::reference_run(
+      p, {.rule = "sgd"}, 12, [](int64_t) { return all_of(2); },
+      [&](int64_t s, testing::ReferenceResult& r) {
+        if (s == 6) at_checkpoint = r;
+        if (s != 9) return;
+        for (const ShardInfo& shard : lost) {
+          const VariableSpec& v = layout.variable(shard.variable);
+          std::vector<double>& now = v.name == "w" ? r.w : r.emb;
+          const std::vector<double>& then = v.name == "w" ? at_checkpoint.w : at_checkpoint.emb;
+          std::copy(then.begin() + shard.row_begin * v.cols, then.begin() + shard.row_end * v.cols,
+                    now.begin() + shard.row_begin * v.cols);
+        }
+      });
+  expect_reference(0, expected);
+  expect_reference(1, expected);
+  // The lost updates matter: a restore that lost none would not match.
+  const auto uninterrupted = testing::reference_run(p, {.rule = "sgd"}, 12, [](int64_t) { return all_of(2); });
+  EXPECT_GT(testing::worst_difference(testing::flat(expected), uninterrupted), 1e-6);
 }
 
 TEST_F(ProcessJob, BadSpecsAreOneLineErrors) {

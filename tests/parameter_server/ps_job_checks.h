@@ -7,13 +7,25 @@
 
 namespace cohort::ps::testing {
 
+// w, then emb: the order ps_rank_program writes them in.
+inline std::vector<double> flat(const ReferenceResult& r) {
+  std::vector<double> v = r.w;
+  v.insert(v.end(), r.emb.begin(), r.emb.end());
+  return v;
+}
+
+// The largest difference of an element of `got` (flat()'s order) from `r`.
+inline double worst_difference(const std::vector<double>& got, const ReferenceResult& r) {
+  const std::vector<double> want = flat(r);
+  double worst = 0;
+  for (size_t i = 0; i < want.size() && i < got.size(); ++i) worst = std::max(worst, std::abs(got[i] - want[i]));
+  return worst;
+}
+
 // `got` (w, then emb, as ps_rank_program writes them) equals the reference.
 inline void expect_matches(const std::vector<double>& got, const ReferenceResult& r, const std::string& what) {
   ASSERT_EQ(got.size(), r.w.size() + r.emb.size()) << what;
-  double worst = 0;
-  for (size_t i = 0; i < r.w.size(); ++i) worst = std::max(worst, std::abs(got[i] - r.w[i]));
-  for (size_t i = 0; i < r.emb.size(); ++i) worst = std::max(worst, std::abs(got[r.w.size() + i] - r.emb[i]));
-  EXPECT_LE(worst, 1e-12) << what;
+  EXPECT_LE(worst_difference(got, r), 1e-12) << what;
 }
 
 inline void expect_reference(const PsJob& job, int worker, const ReferenceResult& r) {

@@ -4,7 +4,8 @@
 //
 //   ps_rank_program servers=2 steps=12 rule=sgd staleness=0 replicas=1 shards=2
 //                   die_worker=W die_step=K        (worker W kills itself before committing step K)
-//                   kill_server=S kill_step=K      (worker 0 kills server S's process then)
+//                   kill_server=S kill_step=K      (worker 0 kills server S's process before committing
+//                                                   step K, once every worker has pulled step K)
 //                   result=/tmp/x save=DIR load=DIR lr=0.1
 //                   timeline=1                     (workers print "timeline <worker> <event> <step> <ns>"
 //                                                   on the monotonic clock, and "loss <worker> <step>
@@ -85,8 +86,15 @@ int main(int argc, char** argv) {
                   static_cast<long long>(ns));
       std::fflush(stdout);
     };
+    // Every worker says when it has pulled the kill step's parameters, and
+    // worker 0 kills only then: every gradient of that step comes from the
+    // values before the loss, whichever worker was slower.
+    auto pulled_key = [](int worker, int64_t s) { return "pulled/" + std::to_string(worker) + "/" + std::to_string(s); };
+    hooks.after_pull = [&](int64_t s) {
+      if (timeline) stamp("pulled", s);
+      if (kill_server >= 0 && s == kill_step) store->set(pulled_key(role.index, s), "1");
+    };
     if (timeline) {
-      hooks.after_pull = [&](int64_t s) { stamp("pulled", s); };
       hooks.after_gradients = [&](int64_t s, double loss) {
         std::printf("loss %d %lld %.17g\n", role.index, static_cast<long long>(s), loss);
       };
@@ -97,6 +105,9 @@ int main(int argc, char** argv) {
         ::raise(SIGKILL);
       }
       if (role.index == 0 && kill_server >= 0 && s == kill_step) {
+        std::vector<std::string> pulled;
+        for (int k = 0; k < role.num_workers; ++k) pulled.push_back(pulled_key(k, s));
+        store->wait(pulled, store->default_timeout());
         const pid_t pid = static_cast<pid_t>(std::stol(store->get("pid/" + std::to_string(kill_server))));
         std::cerr << "worker 0 kills server " << kill_server << " (pid " << pid << ") at step " << s << std::endl;
         if (timeline) stamp("kill", s);

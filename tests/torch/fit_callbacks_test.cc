@@ -270,5 +270,67 @@ TEST(Fit, BadOptionsAreConfigErrors) {
   EXPECT_THROW(TensorDataset(torch::zeros({3, 2}), torch::zeros({4})), ConfigError);
 }
 
+TEST(Callbacks, ModelCheckpointBestOnlyKeepsTheBestWhenTheMonitorWorsens) {
+  // A monitored value the test chooses per epoch (smaller is better): it
+  // improves at epochs 0, 1 and 3 and worsens at 2 and 4.
+  int64_t epoch = 0;
+  const std::vector<double> values = {5, 3, 4, 2, 6};
+  auto chosen = make_metric("chosen", 1, [](at::Tensor&, const at::Tensor&, const at::Tensor&) {},
+                            [&](const at::Tensor&) { return values[size_t(epoch)]; });
+  Problem p([](const at::Tensor& o, const at::Tensor& t) { return torch::cross_entropy_loss(o, t); }, {chosen});
+  struct Tracker : Callback {
+    int64_t* epoch;
+    explicit Tracker(int64_t* e) : epoch(e) {}
+    std::string name() const override { return "tracker"; }
+    void on_epoch_begin(Model&, int64_t e, const Logs&) override { *epoch = e; }
+  };
+  // After ModelCheckpoint's epoch end (callbacks run in order): the model's
+  // weights at each epoch's end, and what the file holds then.
+  struct FileReader : Callback {
+    std::string path;
+    std::vector<std::vector<at::Tensor>> weights, saved;
+    std::vector<int64_t> saved_epoch;
+    explicit FileReader(std::string p) : path(std::move(p)) {}
+    std::string name() const override { return "file_reader"; }
+    void on_epoch_end(Model& m, int64_t, const Logs&) override {
+      std::vector<at::Tensor> now;
+      for (const auto& t : m.module().parameters()) now.push_back(t.detach().clone());
+      weights.push_back(now);
+      torch::nn::Sequential fresh(torch::nn::Linear(4, 2));
+      fresh->to(torch::kFloat64);
+      torch::optim::SGD sgd(fresh->parameters(), 0.1);
+      saved_epoch.push_back(load_checkpoint(path, *fresh, sgd).epoch);
+      std::vector<at::Tensor> in_file;
+      for (const auto& t : fresh->parameters()) in_file.push_back(t.detach().clone());
+      saved.push_back(in_file);
+    }
+  };
+  TempDir dir;
+  auto reader = std::make_shared<FileReader>(dir.path() + "/best.ckpt");
+  p.model->fit(p.data(), {.epochs = 5, .batch_size = 8, .catch_preemption = false,
+                          .callbacks = {std::make_shared<Tracker>(&epoch),
+                                        model_checkpoint(reader->path, {.monitor = "chosen",
+                                                                        .mode = Monitor::Mode::min,
+                                                                        .save_best_only = true}),
+                                        reader}});
+  // The file's epoch counts completed epochs: rewritten after epochs 0, 1
+  // and 3 (improvements), left alone after 2 and 4 (worse).
+  EXPECT_EQ(reader->saved_epoch, (std::vector<int64_t>{1, 2, 2, 4, 4}));
+  const std::vector<size_t> best_so_far = {0, 1, 1, 3, 3};
+  ASSERT_EQ(reader->weights.size(), 5u);
+  ASSERT_EQ(reader->saved.size(), 5u);
+  for (size_t e = 0; e < 5; ++e) {
+    const auto& best = reader->weights[best_so_far[e]];
+    ASSERT_EQ(reader->saved[e].size(), best.size());
+    ASSERT_FALSE(best.empty());
+    for (size_t i = 0; i < best.size(); ++i)
+      EXPECT_TRUE(torch::equal(reader->saved[e][i], best[i])) << "after epoch " << e << ", parameter " << i;
+  }
+  // Training moved the weights after the best epoch, so a file rewritten at
+  // a worse epoch would differ from the best epoch's weights.
+  EXPECT_FALSE(torch::equal(reader->weights[4][0], reader->weights[3][0]));
+  EXPECT_FALSE(torch::equal(reader->weights[2][0], reader->weights[1][0]));
+}
+
 }  // namespace
 }  // namespace cohort::testing
