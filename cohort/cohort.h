@@ -3,7 +3,7 @@
 //   #include <cohort/cohort.h>
 //
 // gives the core API (communicators, the engine, stores, errors, tunables,
-// privacy accountants)
+// records and the input pipeline with its transforms, privacy accountants)
 // to every program, and the LibTorch API (runtime, tensor collectives, data
 // and model parallelism, checkpoints, samplers) to programs that link
 // cohort::torch, which defines COHORT_HAVE_TORCH. The networks of
@@ -27,6 +27,13 @@
 #include "cohort/comm/communicator.h"
 #include "cohort/comm/create.h"
 #include "cohort/engine/engine.h"
+#include "cohort/data/image_ops.h"
+#include "cohort/data/mean_variance.h"
+#include "cohort/data/min_max.h"
+#include "cohort/data/pipeline.h"
+#include "cohort/data/record_source.h"
+#include "cohort/data/record_writer.h"
+#include "cohort/data/transform.h"
 #include "cohort/privacy/accountant.h"
 #include "cohort/rendezvous/discovery.h"
 #include "cohort/rendezvous/file_store.h"
@@ -63,6 +70,8 @@
 // torch/checkpoint and torch/data.
 #include "cohort/torch/checkpoint/checkpoint.h"
 #include "cohort/torch/checkpoint/sharded_checkpoint.h"
+#include "cohort/torch/data/dataset.h"
+#include "cohort/torch/data/dataset_stream.h"
 #include "cohort/torch/data/distributed_sampler.h"
 #include "cohort/torch/data/pipeline_input.h"
 // torch/strategy: one training program from one device to many machines.
@@ -72,6 +81,7 @@
 #include "cohort/torch/strategy/mirrored.h"
 #include "cohort/torch/strategy/multi_worker.h"
 #include "cohort/torch/strategy/one_device.h"
+#include "cohort/torch/strategy/parameter_server.h"
 #include "cohort/torch/strategy/zero.h"
 // torch/fit: Keras's fit(), metrics and callbacks.
 #include "cohort/torch/fit/backup_and_restore.h"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Runs one of docs/guide.md's programs the way the guide says and checks it.
 
-Usage: check_guide_program.py COHORTRUN PROGRAM SOURCE_DIR
+Usage: check_guide_program.py COHORTRUN PROGRAM SOURCE_DIR COHORT_DATA
 
 - guide_plain: alone; three epochs whose loss falls.
 - guide_two_ranks: every line that differs from guide_plain's is marked
@@ -14,12 +14,20 @@ Usage: check_guide_program.py COHORTRUN PROGRAM SOURCE_DIR
   global batches); the private run trains, and its first line names the
   calibrated noise and the per-sample gradient path.
 - guide_errors: the sum of rank + 1 over 2 ranks.
+- readme_quick_start: on 2 ranks the losses it prints alone.
+- readme_fit: one_device and multi_worker on 2 ranks train 3 epochs, and
+  their last losses agree.
+- readme_records: on 2 ranks over shards that cohort-data converts from
+  Debian's Fashion-MNIST, one epoch whose accuracy beats chance.
+- readme_core: the average of rank + 1 over 2 ranks.
 - any other: on 2 ranks, three epochs whose loss falls.
+Every program runs in a scratch directory (the README's write "backup/").
 """
 import os
 import re
 import subprocess
 import sys
+import tempfile
 
 ENV = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
 
@@ -31,7 +39,8 @@ def fail(message, output=""):
 
 
 def run(command):
-    p = subprocess.run(command, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=100)
+    p = subprocess.run(command, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=100,
+                       cwd=SCRATCH)
     if p.returncode != 0:
         fail(" ".join(command) + f" exited {p.returncode}", p.stdout)
     print("$ " + " ".join(command) + "\n" + p.stdout)
@@ -67,8 +76,25 @@ def marked(line):
     return re.search(r"// cohort\b", line) is not None
 
 
+FASHION_MNIST = "/usr/share/datasets/fashion-mnist"
+SCRATCH = None
+
+
+def last_logged(output, key):
+    values = re.findall(key + r" ([0-9.]+)", output)
+    if not values:
+        fail(f"no '{key}' printed", output)
+    return float(values[-1])
+
+
 def main():
-    cohortrun, program, sources = sys.argv[1], sys.argv[2], sys.argv[3]
+    global SCRATCH
+    with tempfile.TemporaryDirectory(prefix="cohort_doc_") as scratch:
+        SCRATCH = scratch
+        check(*sys.argv[1:5])
+
+
+def check(cohortrun, program, sources, cohort_data):
     name = os.path.basename(program)
     source = os.path.join(sources, name + ".cc")
     if name == "guide_plain":
@@ -98,6 +124,32 @@ def main():
         out = run([cohortrun, "-np", "2", program])
         if not re.search(r"sum 3$", out, re.M):
             fail("expected 'sum 3'", out)
+    elif name == "readme_quick_start":
+        alone = losses(run([program]), name + " alone")
+        same_losses(alone, losses(run([cohortrun, "-np", "2", program]), name + " on 2 ranks"), name + " on 2 ranks")
+    elif name == "readme_fit":
+        one = run([program, "one_device"])
+        two = run([cohortrun, "-np", "2", program, "multi_worker"])
+        for out, what in ((one, "one_device"), (two, "multi_worker")):
+            if "epoch 3/3" not in out:
+                fail(f"{what}: no third epoch", out)
+        if abs(last_logged(one, "loss") - last_logged(two, "loss")) > 2e-3:
+            fail("one_device and multi_worker end with different losses", one + two)
+    elif name == "readme_records":
+        shards = os.path.join(SCRATCH, "shards")
+        run([cohort_data, "convert", "idx", "--images", FASHION_MNIST + "/t10k-images-idx3-ubyte.gz",
+             "--labels", FASHION_MNIST + "/t10k-labels-idx1-ubyte.gz", "--out", shards, "--prefix", "train",
+             "--shards", "4"])
+        out = run([cohortrun, "-np", "2", program, shards])
+        if "2 replicas in 2 processes" not in out:
+            fail("expected fit()'s line for 2 processes", out)
+        # Ten classes: chance is 10%; one epoch of 10000 images gets far above it.
+        if not last_logged(out, "accuracy") > 0.5:
+            fail("one epoch did not learn", out)
+    elif name == "readme_core":
+        out = run([cohortrun, "-np", "2", program])
+        if not re.search(r"average 1.50$", out, re.M):
+            fail("expected 'average 1.50'", out)
     else:
         losses(run([cohortrun, "-np", "2", program]), name)
 

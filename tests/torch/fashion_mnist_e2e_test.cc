@@ -202,6 +202,23 @@ double parsed(const std::string& text, const std::string& pattern) {
   return std::regex_search(text, m, std::regex(pattern)) ? std::stod(m[1]) : -1;
 }
 
+// Plain `mpirun -np 2` with the default strategy ("auto"): no store address
+// is set, and auto discovers the world as init() does (MPI bootstraps the
+// store), so the job trains as multi_worker on 2 ranks.
+TEST_F(FashionMnistE2E, TrainsUnderPlainMpirunWithTheDefaultStrategy) {
+  const std::string mpirun = "/usr/bin/mpirun";
+  ASSERT_TRUE(std::filesystem::exists(mpirun)) << "openmpi-bin (scripts/bootstrap.sh) provides mpirun";
+  CohortrunProcess p(mpirun, {"--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-np", "2", kProgram,
+                              "--data-dir", data_, "--model", "mlp", "--batch-size", "32", "--lr", "0.1", "--threads",
+                              "1", "--progress", "lines", "--epochs", "2"},
+                     dir_);
+  const RunResult r = p.wait(std::chrono::seconds(120));
+  ASSERT_TRUE(r.finished && r.exit_code == 0) << "exit " << r.exit_code << "\n" << r.out << r.err;
+  EXPECT_NE(r.out.find("fit: multi_worker:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("2 replicas in 2 processes"), std::string::npos) << r.out;
+  EXPECT_GE(final_accuracy(r.out), 90.0) << r.out;
+}
+
 // DP-SGD on two ranks: the noise searched for the budget, epsilon printed
 // after each epoch and growing, the total within the target; a strategy
 // with several replicas in a process is refused by name.

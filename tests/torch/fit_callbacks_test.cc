@@ -180,6 +180,27 @@ struct LrRecorder : Callback {
   std::vector<double> steps, epochs;
 };
 
+// A metric whose value at each epoch the test chooses, and the callback
+// that tells it which epoch runs (put it first in the list).
+struct ChosenMetric {
+  explicit ChosenMetric(std::vector<double> v) : values(std::move(v)) {}
+  std::shared_ptr<Metric> metric() {
+    return make_metric("chosen", 1, [](at::Tensor&, const at::Tensor&, const at::Tensor&) {},
+                       [this](const at::Tensor&) { return values[size_t(epoch)]; });
+  }
+  std::shared_ptr<Callback> tracker() {
+    struct Tracker : Callback {
+      int64_t* epoch;
+      explicit Tracker(int64_t* e) : epoch(e) {}
+      std::string name() const override { return "tracker"; }
+      void on_epoch_begin(Model&, int64_t e, const Logs&) override { *epoch = e; }
+    };
+    return std::make_shared<Tracker>(&epoch);
+  }
+  std::vector<double> values;
+  int64_t epoch = 0;
+};
+
 TEST(Callbacks, LearningRateSchedulerSetsEveryStep) {
   Problem p;
   auto lr = std::make_shared<LrRecorder>();
@@ -190,21 +211,13 @@ TEST(Callbacks, LearningRateSchedulerSetsEveryStep) {
 }
 
 TEST(Callbacks, ReduceLrOnPlateauWaitsPatienceThenCutsAndCoolsDown) {
-  // A metric whose per-epoch values the test chooses: improve, then plateau.
-  int64_t epoch = 0;
-  const std::vector<double> values = {5, 4, 4, 4, 4, 4, 4, 4};
-  auto chosen = make_metric("chosen", 1, [](at::Tensor&, const at::Tensor&, const at::Tensor&) {},
-                            [&](const at::Tensor&) { return values[size_t(epoch)]; });
-  Problem p([](const at::Tensor& o, const at::Tensor& t) { return torch::cross_entropy_loss(o, t); }, {chosen});
-  struct Tracker : Callback {
-    int64_t* epoch;
-    explicit Tracker(int64_t* e) : epoch(e) {}
-    std::string name() const override { return "tracker"; }
-    void on_epoch_begin(Model&, int64_t e, const Logs&) override { *epoch = e; }
-  };
+  // Improve, then plateau.
+  ChosenMetric chosen({5, 4, 4, 4, 4, 4, 4, 4});
+  Problem p([](const at::Tensor& o, const at::Tensor& t) { return torch::cross_entropy_loss(o, t); },
+            {chosen.metric()});
   auto lr = std::make_shared<LrRecorder>();
   p.model->fit(p.data(), {.epochs = 8, .batch_size = 32, .catch_preemption = false,
-                          .callbacks = {std::make_shared<Tracker>(&epoch),
+                          .callbacks = {chosen.tracker(),
                                         reduce_lr_on_plateau({.monitor = "chosen", .mode = Monitor::Mode::min,
                                                               .factor = 0.5, .patience = 1, .cooldown = 2}),
                                         lr}});
@@ -271,19 +284,10 @@ TEST(Fit, BadOptionsAreConfigErrors) {
 }
 
 TEST(Callbacks, ModelCheckpointBestOnlyKeepsTheBestWhenTheMonitorWorsens) {
-  // A monitored value the test chooses per epoch (smaller is better): it
-  // improves at epochs 0, 1 and 3 and worsens at 2 and 4.
-  int64_t epoch = 0;
-  const std::vector<double> values = {5, 3, 4, 2, 6};
-  auto chosen = make_metric("chosen", 1, [](at::Tensor&, const at::Tensor&, const at::Tensor&) {},
-                            [&](const at::Tensor&) { return values[size_t(epoch)]; });
-  Problem p([](const at::Tensor& o, const at::Tensor& t) { return torch::cross_entropy_loss(o, t); }, {chosen});
-  struct Tracker : Callback {
-    int64_t* epoch;
-    explicit Tracker(int64_t* e) : epoch(e) {}
-    std::string name() const override { return "tracker"; }
-    void on_epoch_begin(Model&, int64_t e, const Logs&) override { *epoch = e; }
-  };
+  // Smaller is better: it improves at epochs 0, 1 and 3 and worsens at 2 and 4.
+  ChosenMetric chosen({5, 3, 4, 2, 6});
+  Problem p([](const at::Tensor& o, const at::Tensor& t) { return torch::cross_entropy_loss(o, t); },
+            {chosen.metric()});
   // After ModelCheckpoint's epoch end (callbacks run in order): the model's
   // weights at each epoch's end, and what the file holds then.
   struct FileReader : Callback {
@@ -308,7 +312,7 @@ TEST(Callbacks, ModelCheckpointBestOnlyKeepsTheBestWhenTheMonitorWorsens) {
   TempDir dir;
   auto reader = std::make_shared<FileReader>(dir.path() + "/best.ckpt");
   p.model->fit(p.data(), {.epochs = 5, .batch_size = 8, .catch_preemption = false,
-                          .callbacks = {std::make_shared<Tracker>(&epoch),
+                          .callbacks = {chosen.tracker(),
                                         model_checkpoint(reader->path, {.monitor = "chosen",
                                                                         .mode = Monitor::Mode::min,
                                                                         .save_best_only = true}),

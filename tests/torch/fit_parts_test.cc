@@ -15,8 +15,11 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <condition_variable>
 #include <filesystem>
 #include <map>
+#include <mutex>
+#include <thread>
 
 #include "cohort/common/error.h"
 #include "cohort/torch/data/dataset_stream.h"
@@ -40,22 +43,29 @@ using launcher::testing::TempDir;
 
 // --- StepVote over simulated processes.
 
-// The sum of each round of votes over `n` processes, in one thread: process
-// p's k-th cast joins round k, and a round's sum is read once all n cast
-// it (a wait before that is the protocol's bug, reported as such).
+// The sum of each round of votes over `n` processes (threads): process p's
+// k-th cast joins round k, and a round's sum is read once all n cast it.
 class SimulatedSum {
  public:
   explicit SimulatedSum(int n) : n_(n), casts_(size_t(n)) {}
   StepVote::AllSumAsync process(int p) {
     return [this, p](const at::Tensor& values) {
-      const size_t round = casts_[size_t(p)]++;
-      if (rounds_.size() <= round) rounds_.resize(round + 1);
-      rounds_[round].push_back(values.clone());
+      size_t round = 0;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        round = casts_[size_t(p)]++;
+        if (rounds_.size() <= round) rounds_.resize(round + 1);
+        rounds_[round].push_back(values.clone());
+      }
+      cast_.notify_all();
       return TensorHandle({.name = "vote", .finish = [this, round] {
-                             const auto& r = rounds_[round];
-                             if (int(r.size()) != n_) throw std::logic_error("a vote was read before every process cast it");
-                             at::Tensor sum = at::zeros_like(r.front());
-                             for (const auto& v : r) sum += v;
+                             std::unique_lock<std::mutex> lock(mutex_);
+                             const bool all = cast_.wait_for(lock, std::chrono::seconds(10), [&] {
+                               return int(rounds_[round].size()) == n_;
+                             });
+                             if (!all) throw std::logic_error("a process never cast its vote");
+                             at::Tensor sum = at::zeros_like(rounds_[round].front());
+                             for (const auto& v : rounds_[round]) sum += v;
                              return sum;
                            }});
     };
@@ -63,58 +73,67 @@ class SimulatedSum {
 
  private:
   int n_;
+  std::mutex mutex_;
+  std::condition_variable cast_;
   std::vector<size_t> casts_;
   std::vector<std::vector<at::Tensor>> rounds_;
 };
 
 struct VoteRun {
   std::vector<std::map<int64_t, StepVote::Decision>> decisions;  // per process: step -> decision
-  int64_t ended_at = -1;                                          // the step the decision stopped before
+  std::vector<int64_t> ended_at;                                  // per process: the step it stopped before (-1: none)
 };
 
-// `n` processes run `steps` steps with their votes; `requests(p, step)` says
-// what process p asks for while at `step`; `my_rows(p, step)` its rows (rows
-// unknown). The clock advances `step_s` per step.
+// `n` processes (threads) run up to `steps` steps, voting as fit() does;
+// `requests(p, step)` says what process p asks for when it casts at
+// `step` (a request made during step k - 1 is seen from step k's cast on);
+// `my_rows(p, step)` its rows (rows unknown). Each process's clock advances
+// `step_s` per step.
 VoteRun run_votes(int n, int64_t steps, StepVoteOptions options,
                   const std::function<StepVote::Requests(int, int64_t)>& requests,
                   const std::function<int64_t(int, int64_t)>& my_rows = {}, double step_s = 0.01) {
   SimulatedSum sum(n);
-  auto now = std::chrono::steady_clock::time_point();
-  std::vector<std::unique_ptr<StepVote>> votes;
-  for (int p = 0; p < n; ++p) {
-    StepVoteOptions o = options;
-    o.is_chief = p == 0;
-    votes.push_back(std::make_unique<StepVote>(sum.process(p), o, [&now] { return now; }));
-  }
   VoteRun run;
   run.decisions.resize(size_t(n));
-  for (int p = 0; p < n; ++p) votes[size_t(p)]->start(0, requests(p, 0));
-  for (int64_t step = 0; step < steps && run.ended_at < 0; ++step) {
-    for (int p = 0; p < n; ++p) {
-      const auto d = votes[size_t(p)]->before_step(step, my_rows ? my_rows(p, step) : 0, requests(p, step));
-      if (!d) continue;
-      run.decisions[size_t(p)][step] = *d;
-      if (d->stop || d->preempt) run.ended_at = step;
-    }
-    if (run.ended_at >= 0) break;
-    for (int p = 0; p < n; ++p) votes[size_t(p)]->step_starts(step, requests(p, step));
-    now += std::chrono::microseconds(int64_t(step_s * 1e6));
+  run.ended_at.assign(size_t(n), -1);
+  std::vector<std::thread> processes;
+  for (int p = 0; p < n; ++p) {
+    processes.emplace_back([&, p] {
+      auto now = std::chrono::steady_clock::time_point();
+      StepVoteOptions o = options;
+      o.is_chief = p == 0;
+      StepVote vote(sum.process(p), o, [&now] { return now; });
+      vote.start(0, requests(p, 0));
+      for (int64_t step = 0; step < steps; ++step) {
+        if (const auto d = vote.before_step(step, my_rows ? my_rows(p, step) : 0, requests(p, step))) {
+          run.decisions[size_t(p)][step] = *d;
+          if (d->stop || d->preempt) {
+            run.ended_at[size_t(p)] = step;
+            break;
+          }
+        }
+        vote.step_starts(step, requests(p, step));
+        now += std::chrono::microseconds(int64_t(step_s * 1e6));
+      }
+      vote.finish();
+    });
   }
-  for (auto& v : votes) v->finish();
+  for (auto& t : processes) t.join();
   return run;
 }
 
-TEST(StepVote, EveryStepVotesAtIntervalZeroAndARequestLandsTwoStepsLater) {
-  // Process 2 asks to stop while at step 5: the vote cast as step 6 starts
-  // carries it, and step 7 reads it: steps 0-6 run.
+TEST(StepVote, EveryStepVotesAtIntervalZeroAndARequestLandsAStepLater) {
+  // Process 2's request is there when step 5 starts (made during step 4):
+  // the vote cast as step 5 starts carries it, and step 6 reads it, on
+  // every process: steps 0-5 run.
   const VoteRun run = run_votes(3, 20, {.rows_known = true, .interval_s = 0}, [](int p, int64_t step) {
     return StepVote::Requests{.stop = p == 2 && step >= 5};
   });
-  EXPECT_EQ(run.ended_at, 7);
-  for (const auto& decisions : run.decisions) {
-    EXPECT_EQ(decisions.size(), 8u) << "a vote before every step at interval 0";
-    EXPECT_TRUE(decisions.at(7).stop);
-    EXPECT_FALSE(decisions.at(6).stop);
+  for (size_t p = 0; p < 3; ++p) {
+    EXPECT_EQ(run.ended_at[p], 6) << p;
+    EXPECT_EQ(run.decisions[p].size(), 7u) << "a vote before every step at interval 0";
+    EXPECT_TRUE(run.decisions[p].at(6).stop);
+    EXPECT_FALSE(run.decisions[p].at(5).stop);
   }
 }
 
@@ -123,7 +142,7 @@ TEST(StepVote, TheCadenceFollowsTheChiefsStepTimeAndIsTheSameEverywhere) {
   // votes are 5 steps apart. The first two votes know no step time yet.
   const VoteRun run = run_votes(2, 30, {.rows_known = true, .interval_s = 0.05},
                                 [](int, int64_t) { return StepVote::Requests{}; });
-  EXPECT_EQ(run.ended_at, -1);
+  EXPECT_EQ(run.ended_at, (std::vector<int64_t>{-1, -1}));
   std::vector<int64_t> steps;
   for (const auto& [step, d] : run.decisions[0]) steps.push_back(step);
   EXPECT_EQ(steps, (std::vector<int64_t>{0, 1, 2, 7, 12, 17, 22, 27}));
@@ -140,7 +159,7 @@ TEST(StepVote, APreemptionEndsEveryProcessAtTheSameStep) {
   });
   // Votes read at 0, 1, 2, 7, 12: the one cast as step 12 starts (the
   // first cast after the request) is read at step 17.
-  EXPECT_EQ(run.ended_at, 17);
+  EXPECT_EQ(run.ended_at, (std::vector<int64_t>{17, 17}));
   for (const auto& decisions : run.decisions) EXPECT_TRUE(decisions.at(17).preempt);
 }
 
