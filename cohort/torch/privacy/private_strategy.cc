@@ -62,9 +62,10 @@ void PrivateStrategy::prepare(TrainingModel model) {
   COHORT_CHECK_AS(ConfigError, model.module != nullptr) << "private: the model has no module";
   check_private_compatible(*model.module);
   path_ = privacy::gradient_path(*model.module);
-  COHORT_CHECK_AS(ConfigError, options_.clipping == Clipping::flat || path_ == GradientPath::kernels)
-      << "private: per-layer clipping needs a torch::nn::Sequential of supported layers (Linear, Conv1d/2d, "
-         "Embedding, LayerNorm, GroupNorm); this model takes the micro-batch path";
+  path_description_ = describe_gradient_path(*model.module);
+  COHORT_CHECK_AS(ConfigError, options_.clipping == Clipping::flat || path_ != GradientPath::micro_batches)
+      << "private: per-layer clipping needs layers: a torch::nn::Sequential, or layers wrapped in "
+         "cohort::PerSample; this model takes the whole-model micro-batch path";
   noise_streams_.clear();
   for (const auto& child : model.module->modules(/*include_self=*/true)) {
     COHORT_CHECK_AS(ConfigError, !splits_over_ranks(*child) || inner_->process_count() == 1)

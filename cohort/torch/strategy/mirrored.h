@@ -40,7 +40,8 @@ class MirroredStrategy : public SingleProcessStrategy {
   int local_replicas() const override { return options_.replicas; }
 
   // The module must be a torch::nn::Cloneable (clone() implemented), as for
-  // DataParallel.
+  // DataParallel: a ConfigError otherwise says what to change. cohort's
+  // wrappers (ShardedUnit, PerSample) are Cloneable.
   void prepare(TrainingModel model) override;
   torch::nn::Module& module() override;
   torch::optim::Optimizer& optimizer() override;
