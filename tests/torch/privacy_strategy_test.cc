@@ -11,8 +11,9 @@
 //   steps taken, survives save and resume at another rank count, and
 //   make_private_with_epsilon meets its target;
 // - layers without a kernel (a custom module, reflect padding, a frozen
-//   bias) take their own micro-batches inside a Sequential: the clipped
-//   step still equals the loop;
+//   bias) take their own micro-batches inside a Sequential, whose layers
+//   may also be PerSamples or hold them: the clipped step still equals the
+//   loop;
 // - tensor-parallel layers (tp = 1, 2): each rank's clipped step is its
 //   slice of the full model's loop; shards get independent noise and
 //   replicated parameters the same noise on every rank;
@@ -20,8 +21,8 @@
 //   CNN, a transformer) with cohort::PerSample layers inside ShardedUnit
 //   blocks, a layer without a kernel and parameters outside every
 //   PerSample, one block run twice: each step equals the float64 loop, over
-//   one_device and multi_worker at 2 ranks, in float64 and float32, and the
-//   gradient path is described layer by layer;
+//   one_device and multi_worker at 2 ranks, flat and per layer, in float64
+//   and float32, and the gradient path is described layer by layer;
 // - refusals: BatchNorm (named, GroupNorm suggested), mirrored, a saved
 //   state without a privacy record, bad options, tensor-parallel layers over
 //   several data-parallel processes or outside a Sequential, nested
@@ -203,7 +204,7 @@ void expect_clipped_step_equals_loop(const std::function<nn::Sequential()>& make
 
       PrivateStrategy dp(std::make_unique<OneDeviceStrategy>(), clipping_only(c, clipping));
       dp.prepare(training_model(net, cross_entropy, sgd(1.0)));
-      ASSERT_EQ(dp.gradient_path(), privacy::GradientPath::kernels);
+      ASSERT_NE(dp.gradient_path(), privacy::GradientPath::micro_batches);
       dp.train_step({x, y}, x.size(0));
       const auto after = net->parameters();
       size_t trained = 0;
@@ -249,6 +250,37 @@ TEST(PrivateStrategy, LayersWithoutKernelsTakeTheirOwnMicroBatchesInsideASequent
   expect_clipped_step_equals_loop(&make_sequential_with_fallback_layers);
 }
 
+// A block holding a PerSample and a parameter of its own (outside every
+// watched layer).
+struct ScaledLinearImpl : nn::Module {
+  ScaledLinearImpl(int64_t in, int64_t out) {
+    fc = register_module("fc", PerSample(nn::Linear(in, out)));
+    scale = register_parameter("scale", torch::linspace(0.5, 1.5, out));
+  }
+  at::Tensor forward(const at::Tensor& x) { return fc(x) * scale; }
+  PerSample fc{nullptr};
+  at::Tensor scale;
+};
+TORCH_MODULE(ScaledLinear);
+
+// A Sequential whose layers are wrapped, plain, or a block with a wrapped
+// layer inside: the step watches the plain ones itself, the PerSamples
+// record themselves, the block's own parameter takes whole-model
+// micro-batches.
+nn::Sequential make_sequential_with_per_sample_layers() {
+  nn::Sequential net(PerSample(nn::Conv2d(nn::Conv2dOptions(1, 4, 3).padding(1))), nn::GroupNorm(2, 4), nn::ReLU(),
+                     nn::Flatten(), ScaledLinear(4 * 5 * 5, 6), nn::Tanh(), PerSample(nn::Linear(6, kClasses)));
+  net->to(torch::kFloat64);
+  return net;
+}
+
+TEST(PrivateStrategy, PerSampleLayersInsideASequential) {
+  EXPECT_EQ(privacy::describe_gradient_path(*make_sequential_with_per_sample_layers()),
+            "kernels: 4 layers; whole-model micro-batches for 1 unwrapped parameter: 4.scale (wrap their layers in "
+            "cohort::PerSample)");
+  expect_clipped_step_equals_loop(&make_sequential_with_per_sample_layers);
+}
+
 // The example's DP network (strided 8x8 and 4x4 convolutions, stride-1
 // pooling, tanh) on 28x28 images.
 TEST(PrivateStrategy, TheExamplesPrivateNetworkIsOnTheKernelPathAndEqualsTheLoop) {
@@ -263,16 +295,16 @@ TEST(PrivateStrategy, TheExamplesPrivateNetworkIsOnTheKernelPathAndEqualsTheLoop
 
 // ---- models of the program's own: PerSample layers (residual_models.h) ----
 
-// The expected update of each of `steps` DP-SGD steps (lr 1, flat clipping
-// to c, no noise) of `net` on consecutive batches of `batch` rows, each the
+// The expected update of each of `steps` DP-SGD steps (lr 1, clipping to
+// c, no noise) of `net` on consecutive batches of `batch` rows, each the
 // float64 loop's clipped mean from the parameters the previous steps left,
 // flattened.
 std::vector<at::Tensor> loop_updates(nn::Module& net, const ForwardFn& forward, const at::Tensor& x,
-                                     const at::Tensor& y, int64_t batch, int steps, double c) {
+                                     const at::Tensor& y, int64_t batch, int steps, double c, Clipping clipping) {
   std::vector<at::Tensor> updates;
   for (int s = 0; s < steps; ++s) {
     const auto mean = reference_clipped_mean(net, forward, x.narrow(0, s * batch, batch),
-                                             y.narrow(0, s * batch, batch), c, Clipping::flat);
+                                             y.narrow(0, s * batch, batch), c, clipping);
     std::vector<at::Tensor> flat;
     for (const auto& g : mean) flat.push_back(g.reshape({-1}));
     updates.push_back(torch::cat(flat));
@@ -288,26 +320,29 @@ std::vector<at::Tensor> loop_updates(nn::Module& net, const ForwardFn& forward, 
 // half of every batch), each step's gradient against the float64 loop's
 // update on `make(false)`'s model (no wrapper, float64, the same initial
 // parameters): largest difference over the largest element at most
-// `tolerance`. Returns the gradient path's description.
+// `tolerance`. Per-layer clipping's layers are the loop's modules with
+// parameters of their own: here each PerSample's layer, and the parameters
+// outside them in one module. Returns the gradient path's description.
 template <typename Net>
 std::string expect_private_steps_equal_the_loop(const std::function<Net(bool wrapped)>& make, const at::Tensor& x,
-                                                const at::Tensor& y, int ranks, double tolerance) {
+                                                const at::Tensor& y, int ranks, double tolerance,
+                                                Clipping clipping = Clipping::flat) {
   const int64_t batch = 6;
   const int steps = int(x.size(0) / batch);
-  const double c = 0.05;  // below every sample's norm here: each is scaled to its own norm
-  const auto init = initial_parameters(*make(true));
+  const double c = 0.05;  // small: most samples are scaled to their own norm
+  const auto init = seeded(21, [&] { return initial_parameters(*make(true)); });
   Net reference = make(false);
   reference->to(torch::kFloat64);
   with_parameters(reference, init);
   const TrainingModel model = training_model(reference, cross_entropy, sgd(1.0));
   const auto expected = loop_updates(*reference, model.forward, x.is_floating_point() ? x.to(torch::kFloat64) : x, y,
-                                     batch, steps, c);
+                                     batch, steps, c, clipping);
   PerRank<std::string> description(ranks);
   run_torch_ranks(ranks, [&](int rank, int size) {
     std::unique_ptr<Strategy> inner;
     if (size == 1) inner = std::make_unique<OneDeviceStrategy>();
     else inner = std::make_unique<MultiWorkerStrategy>(MultiWorkerOptions{.engine = &current_engine()});
-    auto dp = privacy::make_private(std::move(inner), clipping_only(c, Clipping::flat));
+    auto dp = privacy::make_private(std::move(inner), clipping_only(c, clipping));
     dp->prepare(training_model(with_parameters(make(true), init), cross_entropy, sgd(1.0)));
     description.add(rank, dp->gradient_path_description());
     const int64_t mine = batch / size;
@@ -352,6 +387,8 @@ TEST(PrivateStrategy, AResidualCnnWithPerSampleLayersStepsAsTheLoop) {
               "kernels: 9 layers; layer micro-batches: stem (Conv2d with reflect padding); whole-model micro-batches "
               "for 2 unwrapped parameters: head.weight, head.bias (wrap their layers in cohort::PerSample)");
   }
+  expect_private_steps_equal_the_loop<ResidualCnn>([](bool wrapped) { return private_cnn(wrapped, torch::kFloat64); },
+                                                   x, y, 1, 1e-10, Clipping::per_layer);
   // float32: the kernels compute in float32 and the loop in float64 (the
   // plain float32 gradient of this model is within about 3e-7 of float64's).
   expect_private_steps_equal_the_loop<ResidualCnn>([](bool wrapped) { return private_cnn(wrapped, torch::kFloat32); },
@@ -373,7 +410,7 @@ TEST(PrivateStrategy, ATransformerWithPerSampleLayersStepsAsTheLoop) {
         [](bool wrapped) {
           return TinyTransformer(TinyTransformerOptions{.wrapping = {.per_sample = wrapped, .sharded = wrapped}});
         },
-        x, y, ranks, 1e-10);
+        x, y, ranks, 1e-10, ranks == 1 ? Clipping::flat : Clipping::per_layer);
     EXPECT_EQ(path,
               "kernels: 18 layers; whole-model micro-batches for 1 unwrapped parameter: position (wrap their layers "
               "in cohort::PerSample)");
