@@ -276,8 +276,8 @@ nn::Sequential make_sequential_with_per_sample_layers() {
 
 TEST(PrivateStrategy, PerSampleLayersInsideASequential) {
   EXPECT_EQ(privacy::describe_gradient_path(*make_sequential_with_per_sample_layers()),
-            "kernels: 4 layers; whole-model micro-batches for 1 unwrapped parameter: 4.scale (wrap their layers in "
-            "cohort::PerSample)");
+            "kernels: 4 layers; whole-model micro-batches (a forward per sample) for 1 unwrapped parameter: 4.scale "
+            "(move 4.scale into a layer wrapped in cohort::PerSample)");
   expect_clipped_step_equals_loop(&make_sequential_with_per_sample_layers);
 }
 
@@ -385,7 +385,8 @@ TEST(PrivateStrategy, AResidualCnnWithPerSampleLayersStepsAsTheLoop) {
         [](bool wrapped) { return private_cnn(wrapped, torch::kFloat64); }, x, y, ranks, 1e-10);
     EXPECT_EQ(path,
               "kernels: 9 layers; layer micro-batches: stem (Conv2d with reflect padding); whole-model micro-batches "
-              "for 2 unwrapped parameters: head.weight, head.bias (wrap their layers in cohort::PerSample)");
+              "(a forward per sample) for 2 unwrapped parameters: head.weight, head.bias (wrap head in "
+              "cohort::PerSample)");
   }
   expect_private_steps_equal_the_loop<ResidualCnn>([](bool wrapped) { return private_cnn(wrapped, torch::kFloat64); },
                                                    x, y, 1, 1e-10, Clipping::per_layer);
@@ -412,8 +413,8 @@ TEST(PrivateStrategy, ATransformerWithPerSampleLayersStepsAsTheLoop) {
         },
         x, y, ranks, 1e-10, ranks == 1 ? Clipping::flat : Clipping::per_layer);
     EXPECT_EQ(path,
-              "kernels: 18 layers; whole-model micro-batches for 1 unwrapped parameter: position (wrap their layers "
-              "in cohort::PerSample)");
+              "kernels: 18 layers; whole-model micro-batches (a forward per sample) for 1 unwrapped parameter: "
+              "position (move position into a layer wrapped in cohort::PerSample)");
   }
   expect_private_steps_equal_the_loop<TinyTransformer>(
       [](bool wrapped) {

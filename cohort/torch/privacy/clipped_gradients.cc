@@ -6,6 +6,7 @@
 #include <torch/csrc/autograd/variable.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <sstream>
@@ -465,10 +466,24 @@ std::string describe_gradient_path(nn::Module& module) {
   if (kernels > 0) parts.push_back("kernels: " + std::to_string(kernels) + (kernels == 1 ? " layer" : " layers"));
   if (!fallbacks.empty()) parts.push_back("layer micro-batches: " + listed(fallbacks));
   if (!plan.outside.empty()) {
+    // What to wrap: the modules that hold them, unless one holds
+    // PerSamples already (they would nest) or is the model itself: then
+    // the parameters have to move into a layer of their own.
+    const auto modules = module.named_modules();
+    std::vector<std::string> owners, own;
+    for (const std::string& name : plan.outside_names) {
+      const size_t dot = name.rfind('.');
+      const std::string owner = dot == std::string::npos ? "" : name.substr(0, dot);
+      if (owner.empty() || !modules.contains(owner) || holds_per_sample(*modules[owner])) own.push_back(name);
+      else if (std::find(owners.begin(), owners.end(), owner) == owners.end()) owners.push_back(owner);
+    }
+    std::vector<std::string> advice;
+    if (!owners.empty()) advice.push_back("wrap " + listed(owners) + " in cohort::PerSample");
+    if (!own.empty()) advice.push_back("move " + listed(own) + " into a layer wrapped in cohort::PerSample");
     const size_t n = plan.outside.size();
-    parts.push_back("whole-model micro-batches for " + std::to_string(n) + " unwrapped parameter" +
-                    (n == 1 ? "" : "s") + ": " + listed(plan.outside_names) +
-                    " (wrap their layers in cohort::PerSample)");
+    parts.push_back("whole-model micro-batches (a forward per sample) for " + std::to_string(n) +
+                    " unwrapped parameter" + (n == 1 ? "" : "s") + ": " + listed(plan.outside_names) + " (" +
+                    listed(advice) + ")");
   }
   std::string out;
   for (const std::string& part : parts) out += (out.empty() ? "" : "; ") + part;

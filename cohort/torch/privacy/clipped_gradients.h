@@ -73,9 +73,9 @@ enum class GradientPath {
 GradientPath gradient_path(torch::nn::Module& module);
 std::string gradient_path_name(GradientPath path);
 // The path per layer, in a line: "kernels: 7 layers; layer micro-batches:
-// block3 (no kernel for MyBlockImpl); whole-model micro-batches for 2
-// unwrapped parameters: head.weight, head.bias (wrap their layers in
-// cohort::PerSample)".
+// block3 (no kernel for MyBlockImpl); whole-model micro-batches (a forward
+// per sample) for 2 unwrapped parameters: head.weight, head.bias (wrap head
+// in cohort::PerSample)".
 std::string describe_gradient_path(torch::nn::Module& module);
 
 struct ClippedSum {
