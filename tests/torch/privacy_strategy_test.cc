@@ -26,7 +26,8 @@
 // - refusals: BatchNorm (named, GroupNorm suggested), mirrored, a saved
 //   state without a privacy record, bad options, tensor-parallel layers over
 //   several data-parallel processes or outside a Sequential, nested
-//   PerSamples, a PerSample's weights used outside it, the batch folded.
+//   PerSamples, a PerSample's weights used outside it, the batch folded, a
+//   PerSample's input modified in place after it ran.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -456,6 +457,17 @@ struct FoldedImpl : nn::Module {
   PerSample fc{nullptr};
 };
 
+// A wrapped layer's input modified in place after the layer ran.
+struct InputChangedImpl : nn::Module {
+  InputChangedImpl() { fc = register_module("fc", PerSample(nn::Linear(4, kClasses))); }
+  at::Tensor forward(const at::Tensor& x) {
+    const at::Tensor h = torch::tanh(x);
+    const at::Tensor y = fc(h);
+    return y + h.mul_(2).narrow(1, 0, kClasses);
+  }
+  PerSample fc{nullptr};
+};
+
 TEST(PrivateStrategy, RefusesPerSampleLayersItCouldNotClipExactly) {
   torch::set_num_threads(1);
   const at::Tensor x = torch::randn({3, 4}), positions = torch::randn({3, 2, 4});
@@ -471,6 +483,10 @@ TEST(PrivateStrategy, RefusesPerSampleLayersItCouldNotClipExactly) {
             std::string::npos)
       << folded;
   EXPECT_NE(folded.find("samples along dim 0"), std::string::npos) << folded;
+  const std::string changed = refusal_of(nn::ModuleHolder<InputChangedImpl>(), x);
+  EXPECT_NE(changed.find("the input of watched layer 'fc' was modified in place after the layer ran"),
+            std::string::npos)
+      << changed;
 }
 
 // ---- tensor parallelism: ranks as threads, tp = world size ----

@@ -31,12 +31,12 @@ using torch::autograd::Node;
 // A layer whose per-sample quantities come from its kernel, or from its own
 // micro-batches.
 struct Watched {
-  std::string name;         // its path in the model ("block1.conv", a Sequential's "3")
-  nn::Module* layer;        // the layer (a PerSample's module)
+  std::string name;  // its path in the model ("block1.conv", a Sequential's "3")
+  nn::Module* layer;  // the layer (a PerSample's module)
   std::function<torch::Tensor(const torch::Tensor&)> run;  // the layer alone, never recorded
   std::optional<LayerKernel> kernel;
-  std::string no_kernel;                   // why not, when there is none
-  std::vector<torch::Tensor> trainable;    // what the kernel's sums are, in order
+  std::string no_kernel;                 // why not, when there is none
+  std::vector<torch::Tensor> trainable;  // what the kernel's sums are, in order
   std::vector<std::string> trainable_names;
 };
 
@@ -195,10 +195,11 @@ torch::Tensor run_model(const Plan& plan, nn::Module& module, const ForwardFn& f
 
 // One call of a watched layer, as the forward made it.
 struct Call {
-  torch::Tensor input;      // detached
-  Edge output;              // the output's place in the graph; none when it needs no gradient
-  torch::Tensor zeros;      // the output's shape and type, for a call no gradient reaches
-  NodeRange nodes;
+  torch::Tensor input;  // detached
+  Edge output;          // the output's place in the graph; none when it needs no gradient
+  torch::Tensor zeros;  // the output's shape and type, for a call no gradient reaches
+  NodeRange nodes;      // the autograd nodes the call made
+  int64_t input_version = 0;  // the input's version counter then
 };
 
 // The forward's record of the watched layers' calls.
@@ -227,7 +228,20 @@ class Trace final : public LayerRecorder {
                                   .output = output.requires_grad() ? torch::autograd::impl::gradient_edge(output)
                                                                    : Edge(),
                                   .zeros = torch::zeros({}, output.options()).expand(output.sizes()),
-                                  .nodes = nodes});
+                                  .nodes = nodes,
+                                  .input_version = input._version()});
+  }
+
+  // The kernels read the inputs as the layers took them: one modified in
+  // place since (x.relu_() after the layer ran) is refused. (Autograd
+  // would notice only where it runs the layer's backward.)
+  void check_inputs_unchanged() const {
+    for (size_t w = 0; w < calls_.size(); ++w)
+      for (const Call& call : calls_[w])
+        COHORT_CHECK_AS(ConfigError, call.input._version() == call.input_version)
+            << "private: the input of watched layer '" << plan_.watched[w].name
+            << "' was modified in place after the layer ran: its per-sample kernel would read the modified "
+               "values; use the out-of-place operation";
   }
 
   const std::vector<Call>& calls(size_t watched) const { return calls_[watched]; }
@@ -379,6 +393,7 @@ ClippedSum by_watched_layers(const Plan& plan, nn::Module& module, const Forward
   const torch::Tensor mean = loss(output, batch.target);
   ClippedSum result{.loss_sum = mean.item<double>() * double(rows), .output = output.detach()};
   const torch::Tensor sum = mean * double(rows);
+  trace.check_inputs_unchanged();
   trace.check_parameter_uses(sum);
   const auto grad_outputs = trace.output_gradients(sum);
 

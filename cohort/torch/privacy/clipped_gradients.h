@@ -24,7 +24,9 @@
 // along positions (a sample's gradient is a sum over positions); any other
 // layer then takes its own micro-batches over all of its calls. PerSamples
 // do not nest, and no parameter may be in two watched layers (ConfigError
-// naming both). A watched layer's dim 0 must be the batch (ConfigError).
+// naming both). A watched layer's dim 0 must be the batch, its parameters
+// are read by nothing but its own calls, and its input is not modified in
+// place after it ran (each a ConfigError naming it).
 //
 // Trainable parameters outside every watched layer (a head left unwrapped,
 // a positional embedding registered on the model itself) get exact
