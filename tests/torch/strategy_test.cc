@@ -522,16 +522,30 @@ struct NotCloneableImpl : nn::Module {
   nn::Linear fc;
 };
 
+// A Cloneable model whose PerSample wraps that one (a wrapper deep-copies
+// what it wraps): the message names the block.
+struct WrapsNotCloneableImpl : nn::Cloneable<WrapsNotCloneableImpl> {
+  WrapsNotCloneableImpl() { reset(); }
+  void reset() override { block = register_module("block", PerSample(nn::ModuleHolder<NotCloneableImpl>())); }
+  at::Tensor forward(const at::Tensor& x) { return block->forward(x); }
+  PerSample block{nullptr};
+};
+
 TEST(Mirrored, SaysHowToMakeAModelOfOnesOwnCloneable) {
   torch::set_num_threads(1);
-  const std::string e = error_of_kind<ConfigError>([] {
-    MirroredStrategy mirrored({.replicas = 2});
-    mirrored.prepare(training_model(nn::ModuleHolder<NotCloneableImpl>(), cross_entropy, optimizer_of("sgd")));
-  });
-  EXPECT_NE(e.find("mirrored: the replicas are copies of the model made with clone()"), std::string::npos) << e;
-  EXPECT_NE(e.find("Derive NotCloneableImpl from torch::nn::Cloneable<NotCloneableImpl>"), std::string::npos) << e;
-  EXPECT_NE(e.find("in its reset()"), std::string::npos) << e;
-  EXPECT_NE(e.find("one_device, multi_worker, zero and private train it as it is"), std::string::npos) << e;
+  const auto refusal = [](auto net) {
+    return error_of_kind<ConfigError>([&] {
+      MirroredStrategy mirrored({.replicas = 2});
+      mirrored.prepare(training_model(net, cross_entropy, optimizer_of("sgd")));
+    });
+  };
+  for (const std::string& e : {refusal(nn::ModuleHolder<NotCloneableImpl>()),
+                               refusal(nn::ModuleHolder<WrapsNotCloneableImpl>())}) {
+    EXPECT_NE(e.find("mirrored: the replicas are copies of the model made with clone()"), std::string::npos) << e;
+    EXPECT_NE(e.find("Derive NotCloneableImpl from torch::nn::Cloneable<NotCloneableImpl>"), std::string::npos) << e;
+    EXPECT_NE(e.find("in its reset()"), std::string::npos) << e;
+    EXPECT_NE(e.find("one_device, multi_worker, zero and private train it as it is"), std::string::npos) << e;
+  }
 }
 
 }  // namespace

@@ -28,7 +28,8 @@ void MirroredStrategy::prepare(TrainingModel model) {
   detail::check_training_model(model, prepared_);
   model_ = std::move(model);
   replicas_ = {model_.module};
-  for (int i = 1; i < options_.replicas; ++i) replicas_.push_back(detail::clone_replica(*model_.module, options_.name));
+  for (int i = 1; i < options_.replicas; ++i)
+    replicas_.push_back(detail::clone_replica(*model_.module, options_.name));
   core_ = std::make_unique<detail::DataParallelCore>(
       replicas_, DataParallelOptions{.replicas = options_.replicas,
                                      .threads_per_replica = options_.threads_per_replica});
