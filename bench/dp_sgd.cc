@@ -9,6 +9,11 @@
 //                 from the layer kernels (ghost norms), noise, SGD;
 //   dp_micro      private over one_device, the model wrapped so that it is
 //                 not a Sequential: one backward pass per sample.
+// The models: the example's Sequentials (mlp, cnn, tanh_cnn), and
+// residual_cnn, a model of one's own (tests/torch/residual_models.h: conv
+// stem, two residual blocks of conv and GroupNorm, Linear head) whose layers
+// are in cohort::PerSample for plain and dp_kernels, and unwrapped for
+// dp_micro (what such a model took before PerSample).
 // Each round runs `steps` steps of each, the order rotating every round;
 // a step's time is the round's wall time over its steps. Prints the median
 // over rounds of each and the ratios.
@@ -25,6 +30,7 @@
 #include "cohort/common/flags.h"
 #include "cohort/common/stats.h"
 #include "cohort/models/image_classifiers.h"
+#include "tests/torch/residual_models.h"
 
 namespace {
 
@@ -51,6 +57,24 @@ struct OpaqueImpl : torch::nn::Module {
 };
 TORCH_MODULE(Opaque);
 
+// `model`'s network with its loss and optimizer; `micro`: as dp_micro
+// trains it.
+cohort::TrainingModel model_of(const std::string& model, bool micro, const cohort::OptimizerFactory& sgd) {
+  torch::manual_seed(1);
+  if (model == "residual_cnn") {
+    namespace ct = cohort::testing;
+    return cohort::training_model(ct::ResidualCnn(ct::ResidualCnnOptions{.channels = 16,
+                                                                         .groups = 4,
+                                                                         .stem_stride = 2,
+                                                                         .classes = 10,
+                                                                         .wrapping = {.per_sample = !micro},
+                                                                         .dtype = torch::kFloat32}),
+                                  loss_of, sgd);
+  }
+  if (micro) return cohort::training_model(Opaque(cohort::models::fashion_mnist_classifier(model)), loss_of, sgd);
+  return cohort::training_model(cohort::models::fashion_mnist_classifier(model), loss_of, sgd);
+}
+
 int run(const Flags& f) {
   cohort::set_intra_op_threads(1);
   namespace dp = cohort::privacy;
@@ -59,15 +83,12 @@ int run(const Flags& f) {
   const dp::PrivacyOptions options{.noise_multiplier = 1.0, .max_grad_norm = 1.0, .sample_rate = 0.01,
                                    .poisson = false};
 
-  torch::manual_seed(1);
   cohort::OneDeviceStrategy plain;
-  plain.prepare(cohort::training_model(cohort::models::fashion_mnist_classifier(f.model), loss_of, sgd));
-  torch::manual_seed(1);
+  plain.prepare(model_of(f.model, false, sgd));
   dp::PrivateStrategy kernels(std::make_unique<cohort::OneDeviceStrategy>(), options);
-  kernels.prepare(cohort::training_model(cohort::models::fashion_mnist_classifier(f.model), loss_of, sgd));
-  torch::manual_seed(1);
+  kernels.prepare(model_of(f.model, false, sgd));
   dp::PrivateStrategy micro(std::make_unique<cohort::OneDeviceStrategy>(), options);
-  micro.prepare(cohort::training_model(Opaque(cohort::models::fashion_mnist_classifier(f.model)), loss_of, sgd));
+  micro.prepare(model_of(f.model, true, sgd));
   if (kernels.gradient_path() != dp::GradientPath::kernels || micro.gradient_path() != dp::GradientPath::micro_batches) {
     std::fprintf(stderr, "dp_sgd: the strategies did not take the paths under test\n");
     return 1;
@@ -92,8 +113,8 @@ int run(const Flags& f) {
       c.ms.push_back(1e3 * std::chrono::duration<double>(Clock::now() - t0).count() / c.steps);
     }
   const double p = median(contenders[0].ms), k = median(contenders[1].ms), m = median(contenders[2].ms);
-  std::printf("dp_sgd: model %s, batch %lld, %d rounds, 1 intra-op thread\n", f.model.c_str(), (long long)f.batch,
-              f.rounds);
+  std::printf("dp_sgd: model %s, batch %lld, %d rounds, 1 intra-op thread; dp_kernels: %s\n", f.model.c_str(),
+              (long long)f.batch, f.rounds, kernels.gradient_path_description().c_str());
   std::printf("{\"bench\":\"dp_sgd\",\"model\":\"%s\",\"batch\":%lld,\"plain_ms\":%.3f,\"dp_kernels_ms\":%.3f,"
               "\"dp_micro_ms\":%.3f,\"kernels_over_plain\":%.3f,\"micro_over_kernels\":%.2f,"
               "\"micro_over_plain\":%.2f}\n",
@@ -109,7 +130,7 @@ int main(int argc, char** argv) {
   try {
     flags::parse_flags(std::vector<std::string>(argv + 1, argv + argc),
                        {{"--model",
-                         [&](auto& n, auto& v) { f.model = flags::one_of(n, v, {"mlp", "cnn", "tanh_cnn"}); }},
+                         [&](auto& n, auto& v) { f.model = flags::one_of(n, v, {"mlp", "cnn", "tanh_cnn", "residual_cnn"}); }},
                         {"--rounds", [&](auto& n, auto& v) { f.rounds = flags::parse_number<int>(n, v, 1); }},
                         {"--steps", [&](auto& n, auto& v) { f.steps = flags::parse_number<int>(n, v, 1); }},
                         {"--micro-steps", [&](auto& n, auto& v) { f.micro_steps = flags::parse_number<int>(n, v, 1); }},

@@ -363,9 +363,10 @@ TEST(Elastic, APrivateFitRollsItsAccountantBackWithTheModel) {
   TempDir split_dir("elastic_test");
   const JobRun split = run_job(split_dir, "elasticprivatesplit", {"--min-np", "2", "--max-restarts", "0"},
                                {"--fit", "--private", "--split-noise"}, 8);
-  expect_job_fails_saying(split, "cannot follow its membership changes (multi_worker, zero, parameter_server "
-                                 "(synchronous, without backup workers), and a private strategy over multi_worker "
-                                 "with designated noise can)");
+  expect_job_fails_saying(split, "cannot follow its membership changes (these can: multi_worker (always); "
+                                 "parameter_server (staleness=0, without backup_workers); zero (without "
+                                 "shard_group); privacy (over multi_worker, noise_share=designated, without "
+                                 "secure_noise))");
 }
 
 TEST(Elastic, ZeroLosesACommitOnlyWhenAPartAndItsCopyDieTogether) {

@@ -272,7 +272,7 @@ TEST_F(FashionMnistE2E, TrainsUnderZeroAsMultiWorkerDoes) {
                               "--backup", backup},
                              /*ranks=*/4);
   ASSERT_TRUE(zero.finished && zero.exit_code == 0) << zero.out << zero.err;
-  EXPECT_NE(zero.out.find("on zero:bucket_mb=25,shard_group=2,stage=3"), std::string::npos) << zero.out;
+  EXPECT_NE(zero.out.find("fit: zero:bucket_mb=25,shard_group=2,stage=3,unit_mb=1;"), std::string::npos) << zero.out;
   EXPECT_GE(final_accuracy(zero.out), 90.0) << zero.out;
   EXPECT_NEAR(final_accuracy(zero.out), final_accuracy(ddp.out), 0.5) << zero.out << ddp.out;
   // ModelCheckpoint under zero: a sharded checkpoint, every rank its shard.

@@ -178,12 +178,13 @@ TEST(StepVote, RowsUnknownAreSummedBeforeEveryStep) {
 at::Tensor cross_entropy(const at::Tensor& o, const at::Tensor& t) { return torch::cross_entropy_loss(o, t); }
 
 struct SmallProblem {
-  at::Tensor x = torch::randn({48, 4}, torch::kFloat64);
-  at::Tensor y = (x.sum(1) > 0).to(torch::kInt64);
+  at::Tensor x, y;
   OneDeviceStrategy strategy;
   std::unique_ptr<Model> model;
   SmallProblem() {
-    torch::manual_seed(3);
+    torch::manual_seed(3);  // every problem the same: data and weights
+    x = torch::randn({48, 4}, torch::kFloat64);
+    y = (x.sum(1) > 0).to(torch::kInt64);
     torch::nn::Sequential net(torch::nn::Linear(4, 2));
     net->to(torch::kFloat64);
     // A loss module and an optimizer's options, as the guide writes them.

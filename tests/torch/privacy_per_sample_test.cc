@@ -67,7 +67,9 @@ TEST(PerSample, ConvMatchesLoop) {
     const torch::Tensor r = torch::randn_like(forward(x));
     const torch::Tensor ref =
         loop_gradients(b, {w, bias}, [&](int64_t i) { return (forward(x[i].unsqueeze(0)) * r[i].unsqueeze(0)).sum(); });
-    expect_matches_loop(conv_gradients(x, r, {3, 2}, {2, 1}, {1, 0}, {1, 2}, true), ref);
+    // The clipped sum from the kept per-sample gradients, and recomputed.
+    for (const int64_t kept : {kKeptConvGradientBytes, int64_t(0)})
+      expect_matches_loop(conv_gradients(x, r, {3, 2}, {2, 1}, {1, 0}, {1, 2}, true, kept), ref);
   }
   {  // Conv1d 2 -> 3, kernel 4, stride 2, padding 1, no bias
     torch::Tensor w = torch::randn({3, 2, 4}, kF64).requires_grad_();
@@ -76,7 +78,8 @@ TEST(PerSample, ConvMatchesLoop) {
     const torch::Tensor r = torch::randn_like(forward(x));
     const torch::Tensor ref =
         loop_gradients(b, {w}, [&](int64_t i) { return (forward(x[i].unsqueeze(0)) * r[i].unsqueeze(0)).sum(); });
-    expect_matches_loop(conv_gradients(x, r, {4}, {2}, {1}, {1}, false), ref);
+    for (const int64_t kept : {kKeptConvGradientBytes, int64_t(0)})
+      expect_matches_loop(conv_gradients(x, r, {4}, {2}, {1}, {1}, false, kept), ref);
   }
 }
 

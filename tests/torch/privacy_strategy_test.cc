@@ -11,14 +11,23 @@
 //   steps taken, survives save and resume at another rank count, and
 //   make_private_with_epsilon meets its target;
 // - layers without a kernel (a custom module, reflect padding, a frozen
-//   bias) take their own micro-batches inside a Sequential: the clipped
-//   step still equals the loop;
+//   bias) take their own micro-batches inside a Sequential, whose layers
+//   may also be PerSamples or hold them: the clipped step still equals the
+//   loop;
 // - tensor-parallel layers (tp = 1, 2): each rank's clipped step is its
 //   slice of the full model's loop; shards get independent noise and
 //   replicated parameters the same noise on every rank;
+// - models of the program's own (tests/torch/residual_models.h: a residual
+//   CNN, a transformer) with cohort::PerSample layers inside ShardedUnit
+//   blocks, a layer without a kernel and parameters outside every
+//   PerSample, one block run twice: each step equals the float64 loop, over
+//   one_device and multi_worker at 2 ranks, flat and per layer, in float64
+//   and float32, and the gradient path is described layer by layer;
 // - refusals: BatchNorm (named, GroupNorm suggested), mirrored, a saved
 //   state without a privacy record, bad options, tensor-parallel layers over
-//   several data-parallel processes or outside a Sequential.
+//   several data-parallel processes or outside a Sequential, nested
+//   PerSamples, a PerSample's weights used outside it, the batch folded, a
+//   PerSample's input modified in place after it ran.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -39,6 +48,7 @@
 #include "cohort/torch/strategy/multi_worker.h"
 #include "cohort/torch/strategy/one_device.h"
 #include "tests/launcher/cohortrun_process.h"
+#include "tests/torch/residual_models.h"
 #include "tests/torch/torch_ranks.h"
 
 namespace cohort::testing {
@@ -195,7 +205,7 @@ void expect_clipped_step_equals_loop(const std::function<nn::Sequential()>& make
 
       PrivateStrategy dp(std::make_unique<OneDeviceStrategy>(), clipping_only(c, clipping));
       dp.prepare(training_model(net, cross_entropy, sgd(1.0)));
-      ASSERT_EQ(dp.gradient_path(), privacy::GradientPath::kernels);
+      ASSERT_NE(dp.gradient_path(), privacy::GradientPath::micro_batches);
       dp.train_step({x, y}, x.size(0));
       const auto after = net->parameters();
       size_t trained = 0;
@@ -241,6 +251,37 @@ TEST(PrivateStrategy, LayersWithoutKernelsTakeTheirOwnMicroBatchesInsideASequent
   expect_clipped_step_equals_loop(&make_sequential_with_fallback_layers);
 }
 
+// A block holding a PerSample and a parameter of its own (outside every
+// watched layer).
+struct ScaledLinearImpl : nn::Module {
+  ScaledLinearImpl(int64_t in, int64_t out) {
+    fc = register_module("fc", PerSample(nn::Linear(in, out)));
+    scale = register_parameter("scale", torch::linspace(0.5, 1.5, out));
+  }
+  at::Tensor forward(const at::Tensor& x) { return fc(x) * scale; }
+  PerSample fc{nullptr};
+  at::Tensor scale;
+};
+TORCH_MODULE(ScaledLinear);
+
+// A Sequential whose layers are wrapped, plain, or a block with a wrapped
+// layer inside: the step watches the plain ones itself, the PerSamples
+// record themselves, the block's own parameter takes whole-model
+// micro-batches.
+nn::Sequential make_sequential_with_per_sample_layers() {
+  nn::Sequential net(PerSample(nn::Conv2d(nn::Conv2dOptions(1, 4, 3).padding(1))), nn::GroupNorm(2, 4), nn::ReLU(),
+                     nn::Flatten(), ScaledLinear(4 * 5 * 5, 6), nn::Tanh(), PerSample(nn::Linear(6, kClasses)));
+  net->to(torch::kFloat64);
+  return net;
+}
+
+TEST(PrivateStrategy, PerSampleLayersInsideASequential) {
+  EXPECT_EQ(privacy::describe_gradient_path(*make_sequential_with_per_sample_layers()),
+            "kernels: 4 layers; whole-model micro-batches (a forward per sample) for 1 unwrapped parameter: 4.scale "
+            "(move 4.scale into a layer wrapped in cohort::PerSample)");
+  expect_clipped_step_equals_loop(&make_sequential_with_per_sample_layers);
+}
+
 // The example's DP network (strided 8x8 and 4x4 convolutions, stride-1
 // pooling, tanh) on 28x28 images.
 TEST(PrivateStrategy, TheExamplesPrivateNetworkIsOnTheKernelPathAndEqualsTheLoop) {
@@ -251,6 +292,201 @@ TEST(PrivateStrategy, TheExamplesPrivateNetworkIsOnTheKernelPathAndEqualsTheLoop
         return net;
       },
       28);
+}
+
+// ---- models of the program's own: PerSample layers (residual_models.h) ----
+
+// The expected update of each of `steps` DP-SGD steps (lr 1, clipping to
+// c, no noise) of `net` on consecutive batches of `batch` rows, each the
+// float64 loop's clipped mean from the parameters the previous steps left,
+// flattened.
+std::vector<at::Tensor> loop_updates(nn::Module& net, const ForwardFn& forward, const at::Tensor& x,
+                                     const at::Tensor& y, int64_t batch, int steps, double c, Clipping clipping) {
+  std::vector<at::Tensor> updates;
+  for (int s = 0; s < steps; ++s) {
+    const auto mean = reference_clipped_mean(net, forward, x.narrow(0, s * batch, batch),
+                                             y.narrow(0, s * batch, batch), c, clipping);
+    std::vector<at::Tensor> flat;
+    for (const auto& g : mean) flat.push_back(g.reshape({-1}));
+    updates.push_back(torch::cat(flat));
+    torch::NoGradGuard no_grad;
+    const auto params = net.parameters();
+    for (size_t k = 0; k < params.size(); ++k) params[k].sub_(mean[k]);
+  }
+  return updates;
+}
+
+// `steps` private steps (lr 1, clipping to c, no noise) of `make(true)`'s
+// model at `ranks` ranks (one_device at 1, multi_worker at 2, each rank its
+// half of every batch), each step's gradient against the float64 loop's
+// update on `make(false)`'s model (no wrapper, float64, the same initial
+// parameters): largest difference over the largest element at most
+// `tolerance`. Per-layer clipping's layers are the loop's modules with
+// parameters of their own: here each PerSample's layer, and the parameters
+// outside them in one module. Returns the gradient path's description.
+template <typename Net>
+std::string expect_private_steps_equal_the_loop(const std::function<Net(bool wrapped)>& make, const at::Tensor& x,
+                                                const at::Tensor& y, int ranks, double tolerance,
+                                                Clipping clipping = Clipping::flat) {
+  const int64_t batch = 6;
+  const int steps = int(x.size(0) / batch);
+  const double c = 0.05;  // small: most samples are scaled to their own norm
+  const auto init = seeded(21, [&] { return initial_parameters(*make(true)); });
+  Net reference = make(false);
+  reference->to(torch::kFloat64);
+  with_parameters(reference, init);
+  const TrainingModel model = training_model(reference, cross_entropy, sgd(1.0));
+  const auto expected = loop_updates(*reference, model.forward, x.is_floating_point() ? x.to(torch::kFloat64) : x, y,
+                                     batch, steps, c, clipping);
+  PerRank<std::string> description(ranks);
+  run_torch_ranks(ranks, [&](int rank, int size) {
+    std::unique_ptr<Strategy> inner;
+    if (size == 1) inner = std::make_unique<OneDeviceStrategy>();
+    else inner = std::make_unique<MultiWorkerStrategy>(MultiWorkerOptions{.engine = &current_engine()});
+    auto dp = privacy::make_private(std::move(inner), clipping_only(c, clipping));
+    dp->prepare(training_model(with_parameters(make(true), init), cross_entropy, sgd(1.0)));
+    description.add(rank, dp->gradient_path_description());
+    const int64_t mine = batch / size;
+    for (int s = 0; s < steps; ++s) {
+      const int64_t first = s * batch + rank * mine;
+      dp->train_step({x.narrow(0, first, mine), y.narrow(0, first, mine)}, batch);
+      // The gradient the step took (lr 1), as the strategy left it in
+      // .grad(): a float32 parameter's own rounding would hide it.
+      std::vector<at::Tensor> grads;
+      for (const auto& p : dp->module().parameters()) grads.push_back(p.grad().reshape({-1}).to(torch::kFloat64));
+      const at::Tensor update = torch::cat(grads);
+      const at::Tensor& want = expected[size_t(s)];
+      const double error = ((update - want).abs().max() / want.abs().max()).item<double>();
+      COHORT_CHECK(error <= tolerance) << ranks << " ranks, rank " << rank << ", step " << s << ": the update differs "
+                                       << "from the loop's by " << error << " of its largest element";
+    }
+  });
+  return description.of(0).at(0);
+}
+
+at::Tensor tokens(int64_t n, int64_t vocab, int64_t positions) {
+  auto g = at::detail::createCPUGenerator(7);
+  return at::randint(vocab, {n, positions}, g, torch::kInt64);
+}
+
+// The residual CNN with its layers in PerSample and its blocks in
+// ShardedUnit; the stem pads by reflection (no kernel: its own
+// micro-batches) and the head is left unwrapped (whole-model micro-batches).
+ResidualCnn private_cnn(bool wrapped, torch::Dtype dtype) {
+  return ResidualCnn(ResidualCnnOptions{
+      .reflect_stem = true,
+      .wrapping = {.per_sample = wrapped, .sharded = wrapped, .wrap_head = false},
+      .dtype = dtype});
+}
+
+TEST(PrivateStrategy, AResidualCnnWithPerSampleLayersStepsAsTheLoop) {
+  const auto [x, y] = make_data(12, 6);
+  for (const int ranks : {1, 2}) {
+    const std::string path = expect_private_steps_equal_the_loop<ResidualCnn>(
+        [](bool wrapped) { return private_cnn(wrapped, torch::kFloat64); }, x, y, ranks, 1e-10);
+    EXPECT_EQ(path,
+              "kernels: 9 layers; layer micro-batches: stem (Conv2d with reflect padding); whole-model micro-batches "
+              "(a forward per sample) for 2 unwrapped parameters: head.weight, head.bias (wrap head in "
+              "cohort::PerSample)");
+  }
+  expect_private_steps_equal_the_loop<ResidualCnn>([](bool wrapped) { return private_cnn(wrapped, torch::kFloat64); },
+                                                   x, y, 1, 1e-10, Clipping::per_layer);
+  // float32: the kernels compute in float32 and the loop in float64 (the
+  // plain float32 gradient of this model is within about 3e-7 of float64's).
+  expect_private_steps_equal_the_loop<ResidualCnn>([](bool wrapped) { return private_cnn(wrapped, torch::kFloat32); },
+                                                   x.to(torch::kFloat32), y, 1, 2e-6);
+  EXPECT_EQ(privacy::gradient_path(*private_cnn(true, torch::kFloat64)), privacy::GradientPath::mixed);
+  EXPECT_EQ(privacy::gradient_path_name(privacy::GradientPath::mixed), "mixed");
+}
+
+// The transformer: q/k/v/o, MLP and head Linear on [B, T, D], LayerNorm and
+// the Embedding in PerSample, the positional parameter outside; its blocks
+// in ShardedUnit, or one block run twice (its Linear calls joined along the
+// positions, its LayerNorms by their own micro-batches over both calls).
+TEST(PrivateStrategy, ATransformerWithPerSampleLayersStepsAsTheLoop) {
+  const TinyTransformerOptions shape;
+  const at::Tensor x = tokens(12, shape.vocab, shape.positions);
+  const at::Tensor y = make_data(12).second;
+  for (const int ranks : {1, 2}) {
+    const std::string path = expect_private_steps_equal_the_loop<TinyTransformer>(
+        [](bool wrapped) {
+          return TinyTransformer(TinyTransformerOptions{.wrapping = {.per_sample = wrapped, .sharded = wrapped}});
+        },
+        x, y, ranks, 1e-10, ranks == 1 ? Clipping::flat : Clipping::per_layer);
+    EXPECT_EQ(path,
+              "kernels: 18 layers; whole-model micro-batches (a forward per sample) for 1 unwrapped parameter: "
+              "position (move position into a layer wrapped in cohort::PerSample)");
+  }
+  expect_private_steps_equal_the_loop<TinyTransformer>(
+      [](bool wrapped) {
+        return TinyTransformer(TinyTransformerOptions{.shared_block = true, .wrapping = {.per_sample = wrapped}});
+      },
+      x, y, 1, 1e-10);
+}
+
+template <typename Impl>
+std::string refusal_of(nn::ModuleHolder<Impl> net, const at::Tensor& x) {
+  return config_error([&] {
+    PrivateStrategy dp(std::make_unique<OneDeviceStrategy>(), clipping_only(1.0, Clipping::flat));
+    dp.prepare(training_model(net, cross_entropy, sgd(0.1)));
+    dp.train_step({x, torch::zeros({x.size(0)}, torch::kInt64)}, x.size(0));
+  });
+}
+
+// A PerSample inside a PerSample.
+struct NestedImpl : nn::Module {
+  NestedImpl() { outer = register_module("outer", PerSample(nn::Sequential(PerSample(nn::Linear(4, kClasses))))); }
+  at::Tensor forward(const at::Tensor& x) { return outer(x); }
+  PerSample outer{nullptr};
+};
+
+// The wrapped layer's weight also used by hand (a tied projection).
+struct TiedByHandImpl : nn::Module {
+  TiedByHandImpl() { fc = register_module("fc", PerSample(nn::Linear(4, 4))); }
+  at::Tensor forward(const at::Tensor& x) {
+    const at::Tensor& weight = fc->module().as<nn::Linear>()->weight;
+    return torch::linear(torch::tanh(fc(x)), weight).narrow(1, 0, kClasses);
+  }
+  PerSample fc{nullptr};
+};
+
+// Positions folded into the batch before a wrapped Linear.
+struct FoldedImpl : nn::Module {
+  FoldedImpl() { fc = register_module("fc", PerSample(nn::Linear(4, kClasses))); }
+  at::Tensor forward(const at::Tensor& x) { return fc(x.reshape({-1, 4})).view({x.size(0), -1, kClasses}).mean(1); }
+  PerSample fc{nullptr};
+};
+
+// A wrapped layer's input modified in place after the layer ran.
+struct InputChangedImpl : nn::Module {
+  InputChangedImpl() { fc = register_module("fc", PerSample(nn::Linear(4, kClasses))); }
+  at::Tensor forward(const at::Tensor& x) {
+    const at::Tensor h = torch::tanh(x);
+    const at::Tensor y = fc(h);
+    return y + h.mul_(2).narrow(1, 0, kClasses);
+  }
+  PerSample fc{nullptr};
+};
+
+TEST(PrivateStrategy, RefusesPerSampleLayersItCouldNotClipExactly) {
+  torch::set_num_threads(1);
+  const at::Tensor x = torch::randn({3, 4}), positions = torch::randn({3, 2, 4});
+  const std::string nested = refusal_of(nn::ModuleHolder<NestedImpl>(), x);
+  EXPECT_NE(nested.find("cohort::PerSample 'outer.module.0' is inside cohort::PerSample 'outer'"), std::string::npos)
+      << nested;
+  const std::string tied = refusal_of(nn::ModuleHolder<TiedByHandImpl>(), x);
+  EXPECT_NE(tied.find("parameter 'weight' of watched layer 'fc' is also used outside that layer's forward"),
+            std::string::npos)
+      << tied;
+  const std::string folded = refusal_of(nn::ModuleHolder<FoldedImpl>(), positions);
+  EXPECT_NE(folded.find("watched layer 'fc' (torch::nn::LinearImpl) ran on an input of shape [6, 4]"),
+            std::string::npos)
+      << folded;
+  EXPECT_NE(folded.find("samples along dim 0"), std::string::npos) << folded;
+  const std::string changed = refusal_of(nn::ModuleHolder<InputChangedImpl>(), x);
+  EXPECT_NE(changed.find("the input of watched layer 'fc' was modified in place after the layer ran"),
+            std::string::npos)
+      << changed;
 }
 
 // ---- tensor parallelism: ranks as threads, tp = world size ----
@@ -549,9 +785,18 @@ TEST(PrivateStrategy, RefusesWhatItCannotTrainPrivately) {
   });
   EXPECT_NE(mirrored.find("one replica per process"), std::string::npos) << mirrored;
 
-  EXPECT_NE(config_error([] { PrivateStrategy(std::make_unique<OneDeviceStrategy>(), {.sample_rate = 0}); })
-                .find("sample rate"),
+  EXPECT_NE(config_error([] { PrivateStrategy(std::make_unique<OneDeviceStrategy>(), {.sample_rate = 1.5}); })
+                .find("sample rate must be in (0, 1]"),
             std::string::npos);
+  // Sample rate 0 is the training plan's: a step before the plan is refused,
+  // saying where the plan comes from.
+  const std::string no_plan = config_error([] {
+    PrivateStrategy dp(std::make_unique<OneDeviceStrategy>(), {.sample_rate = 0});
+    dp.prepare(training_model(make_sequential(), cross_entropy, sgd(0.1)));
+    const auto [x, y] = make_data(4);
+    dp.train_step({x, y}, 4);
+  });
+  EXPECT_NE(no_plan.find("begin_training"), std::string::npos) << no_plan;
   EXPECT_NE(config_error([] {
               PrivateStrategy(std::make_unique<OneDeviceStrategy>(),
                               {.noise_multiplier = 1, .max_grad_norm = kInf, .sample_rate = 0.1});

@@ -3,7 +3,11 @@
 // concatenated batch (float64, tight tolerance); fit() sees every sample
 // exactly once per epoch at 1-4 ranks with uneven counts; metrics merged
 // over ranks equal the single-process metrics; stop decisions are agreed;
-// bad specs are one-line errors. Ranks run as threads with their own
+// bad specs are one-line errors; one model class of a program's own, with
+// cohort::PerSample layers in cohort::ShardedUnit blocks, trains under
+// one_device, mirrored, multi_worker and zero stage 3 as plain LibTorch on
+// one process, its clones are deep copies, and mirrored says how to make a
+// model that is not Cloneable clonable. Ranks run as threads with their own
 // engines (torch_ranks.h).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -23,6 +27,7 @@
 #include "cohort/torch/strategy/multi_worker.h"
 #include "cohort/torch/strategy/zero.h"
 #include "cohort/torch/strategy/one_device.h"
+#include "tests/torch/residual_models.h"
 #include "tests/torch/torch_ranks.h"
 
 namespace cohort::testing {
@@ -399,6 +404,148 @@ TEST(MultiWorkerState, LoadedStateTrainsInLockStepAndAsTheOriginal) {
     });
     for (int r = 0; r < 2; ++r)
       EXPECT_TRUE(torch::equal(resumed.of(r).at(0), original.of(r).at(0))) << style << " rank " << r;
+  }
+}
+
+// ---- one model class under every strategy (residual_models.h) ----
+
+// `steps` SGD steps of `net` on consecutive global batches of `batch` rows
+// of (x, y): through `strategy`, each process its rows as fit() splits
+// them, or, without one, plain LibTorch on one process.
+template <typename Net>
+at::Tensor trained(Strategy* strategy, Net net, const at::Tensor& x, const at::Tensor& y, int64_t batch, int steps) {
+  const OptimizerFactory optimizer = optimizer_of("sgd");
+  if (strategy == nullptr) {
+    auto opt = optimizer(net->parameters());
+    for (int s = 0; s < steps; ++s) {
+      opt->zero_grad();
+      cross_entropy(net->forward(x.narrow(0, s * batch, batch)), y.narrow(0, s * batch, batch)).backward();
+      opt->step();
+    }
+    return flat_parameters(*net);
+  }
+  strategy->prepare(training_model(net, cross_entropy, optimizer));
+  const int L = strategy->local_replicas(), R = strategy->replicas_in_sync(), p = strategy->process_index();
+  const RowBlock first = reduce_scatter_block(batch, R, p * L), last = reduce_scatter_block(batch, R, p * L + L - 1);
+  const int64_t mine = last.offset + last.rows - first.offset;
+  for (int s = 0; s < steps; ++s) {
+    const int64_t begin = s * batch + first.offset;
+    strategy->train_step({x.narrow(0, begin, mine), y.narrow(0, begin, mine)}, batch);
+  }
+  if (auto* zero = dynamic_cast<ZeroStrategy*>(strategy)) zero->gather_parameters();
+  return flat_parameters(strategy->module());
+}
+
+// `make(true)` (PerSample layers, ShardedUnit blocks) under one_device,
+// mirrored (2 replicas: clones), multi_worker and zero stage 3 (2 ranks)
+// against plain LibTorch on `make(false)` (no wrapper, the same initial
+// parameters).
+template <typename Net>
+void expect_every_strategy_equals_one_process(const std::function<Net(bool wrapped)>& make, const at::Tensor& x,
+                                              const at::Tensor& y) {
+  torch::set_num_threads(1);
+  const int64_t batch = 6;
+  const int steps = 3;
+  const at::Tensor expected = trained<Net>(nullptr, make(false), x, y, batch, steps);
+  OneDeviceStrategy one;
+  EXPECT_LT(max_relative_difference(trained(&one, make(true), x, y, batch, steps), expected), 1e-10) << "one_device";
+  MirroredStrategy mirrored({.replicas = 2});
+  EXPECT_LT(max_relative_difference(trained(&mirrored, make(true), x, y, batch, steps), expected), 1e-10)
+      << "mirrored";
+  for (const std::string name : {"multi_worker", "zero"}) {
+    PerRank<at::Tensor> got(2);
+    run_torch_ranks(2, [&](int rank, int) {
+      std::unique_ptr<Strategy> strategy;
+      if (name == "zero")
+        strategy = std::make_unique<ZeroStrategy>(ZeroStrategyOptions{.stage = 3, .engine = &current_engine()});
+      else strategy = std::make_unique<MultiWorkerStrategy>(MultiWorkerOptions{.engine = &current_engine()});
+      got.add(rank, trained(strategy.get(), make(true), x, y, batch, steps));
+    });
+    for (int r = 0; r < 2; ++r)
+      EXPECT_LT(max_relative_difference(got.of(r).at(0), expected), 1e-10) << name << " rank " << r;
+  }
+}
+
+TEST(EveryStrategy, TrainsAResidualCnnWithPerSampleLayersInShardedUnitsAsOneProcess) {
+  auto g = at::detail::createCPUGenerator(3);
+  const at::Tensor x = at::randn({18, 1, 6, 6}, g, torch::kFloat64), y = at::randint(3, {18}, g, torch::kInt64);
+  expect_every_strategy_equals_one_process<ResidualCnn>(
+      [](bool wrapped) {
+        return seeded(11, [&] {
+          return ResidualCnn(ResidualCnnOptions{.wrapping = {.per_sample = wrapped, .sharded = wrapped}});
+        });
+      },
+      x, y);
+}
+
+TEST(EveryStrategy, TrainsATransformerWithPerSampleLayersInShardedUnitsAsOneProcess) {
+  const TinyTransformerOptions shape;
+  auto g = at::detail::createCPUGenerator(4);
+  const at::Tensor x = at::randint(shape.vocab, {18, shape.positions}, g, torch::kInt64);
+  const at::Tensor y = at::randint(shape.classes, {18}, g, torch::kInt64);
+  expect_every_strategy_equals_one_process<TinyTransformer>(
+      [](bool wrapped) {
+        return seeded(12, [&] {
+          return TinyTransformer(TinyTransformerOptions{.wrapping = {.per_sample = wrapped, .sharded = wrapped}});
+        });
+      },
+      x, y);
+}
+
+// clone() of a model holding ShardedUnit and PerSample gives new
+// parameters of the same values, and the clone's forward runs them: a
+// change to the clone's weights changes its output, not the original's.
+TEST(EveryStrategy, ClonesOfWrappedModelsAreDeepCopiesThatRunThemselves) {
+  ResidualCnn net =
+      seeded(11, [] { return ResidualCnn(ResidualCnnOptions{.wrapping = {.per_sample = true, .sharded = true}}); });
+  const auto copy = std::dynamic_pointer_cast<ResidualCnnImpl>(net->clone());
+  ASSERT_NE(copy, nullptr);
+  const auto original = net->named_parameters(), cloned = copy->named_parameters();
+  ASSERT_EQ(original.keys(), cloned.keys());
+  for (const auto& name : original.keys()) {
+    EXPECT_NE(original[name].data_ptr(), cloned[name].data_ptr()) << name << " is shared";
+    EXPECT_TRUE(torch::equal(original[name], cloned[name])) << name;
+  }
+  auto g = at::detail::createCPUGenerator(5);
+  const at::Tensor x = at::randn({2, 1, 6, 6}, g, torch::kFloat64);
+  torch::NoGradGuard no_grad;
+  const at::Tensor before = net->forward(x);
+  EXPECT_TRUE(torch::equal(copy->forward(x), before));
+  cloned["block1.module.conv2.module.weight"].add_(1.0);
+  EXPECT_TRUE(torch::equal(net->forward(x), before)) << "the original ran the clone's weights";
+  EXPECT_FALSE(torch::equal(copy->forward(x), before)) << "the clone ran the original's weights";
+}
+
+// A model of one's own that is a plain torch::nn::Module cannot be cloned.
+struct NotCloneableImpl : nn::Module {
+  NotCloneableImpl() : fc(register_module("fc", nn::Linear(kIn, kClasses))) { fc->to(torch::kFloat64); }
+  at::Tensor forward(const at::Tensor& x) { return fc(x); }
+  nn::Linear fc;
+};
+
+// A Cloneable model whose PerSample wraps that one (a wrapper deep-copies
+// what it wraps): the message names the block.
+struct WrapsNotCloneableImpl : nn::Cloneable<WrapsNotCloneableImpl> {
+  WrapsNotCloneableImpl() { reset(); }
+  void reset() override { block = register_module("block", PerSample(nn::ModuleHolder<NotCloneableImpl>())); }
+  at::Tensor forward(const at::Tensor& x) { return block->forward(x); }
+  PerSample block{nullptr};
+};
+
+TEST(Mirrored, SaysHowToMakeAModelOfOnesOwnCloneable) {
+  torch::set_num_threads(1);
+  const auto refusal = [](auto net) {
+    return error_of_kind<ConfigError>([&] {
+      MirroredStrategy mirrored({.replicas = 2});
+      mirrored.prepare(training_model(net, cross_entropy, optimizer_of("sgd")));
+    });
+  };
+  for (const std::string& e : {refusal(nn::ModuleHolder<NotCloneableImpl>()),
+                               refusal(nn::ModuleHolder<WrapsNotCloneableImpl>())}) {
+    EXPECT_NE(e.find("mirrored: the replicas are copies of the model made with clone()"), std::string::npos) << e;
+    EXPECT_NE(e.find("Derive NotCloneableImpl from torch::nn::Cloneable<NotCloneableImpl>"), std::string::npos) << e;
+    EXPECT_NE(e.find("in its reset()"), std::string::npos) << e;
+    EXPECT_NE(e.find("one_device, multi_worker, zero and private train it as it is"), std::string::npos) << e;
   }
 }
 

@@ -26,17 +26,30 @@ int data_parallel_replicas(const DataParallelOptions& options) {
   return int(options.devices.size());
 }
 
-std::shared_ptr<torch::nn::Module> clone_replica(const torch::nn::Module& module) {
+std::shared_ptr<torch::nn::Module> clone_replica(const torch::nn::Module& module, const std::string& who) {
   std::shared_ptr<torch::nn::Module> copy;
   try {
     copy = module.clone();
   } catch (const c10::Error& e) {
-    // Module::clone() throws unless the module derives from Cloneable.
-    COHORT_THROW(ConfigError) << "DataParallel: module " << module.name()
-                              << " cannot be replicated: it must be a torch::nn::Cloneable ("
-                              << e.what_without_backtrace() << ")";
+    // Module::clone() throws unless the module (and every submodule)
+    // derives from Cloneable, naming the one that does not; Cloneable's
+    // clone() throws when reset() does not build what the constructor built.
+    const std::string said = e.what_without_backtrace();
+    std::string type = module.name();
+    const std::string marker = "implemented for ";
+    if (const size_t at = said.find(marker); at != std::string::npos)
+      if (const size_t end = said.find(". Subclass", at); end != std::string::npos)
+        type = said.substr(at + marker.size(), end - at - marker.size());
+    if (const size_t colon = type.rfind("::"); colon != std::string::npos) type = type.substr(colon + 2);
+    COHORT_THROW(ConfigError) << who << ": the replicas are copies of the model made with clone(), and "
+                              << module.name() << " cannot be cloned (" << said
+                              << "). Derive " << type << " from torch::nn::Cloneable<" << type
+                              << "> instead of torch::nn::Module, and build every parameter, buffer and submodule "
+                                 "in its reset() (called by its constructor; clone() calls it on the copy), for it "
+                                 "and for its own submodule types. Only mirrored, central_storage and DataParallel "
+                                 "copy the model; one_device, multi_worker, zero and private train it as it is";
   }
-  COHORT_CHECK_AS(ConfigError, copy != nullptr) << "DataParallel: clone() of " << module.name() << " returned null";
+  COHORT_CHECK_AS(ConfigError, copy != nullptr) << who << ": clone() of " << module.name() << " returned null";
   return copy;
 }
 

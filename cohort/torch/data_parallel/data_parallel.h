@@ -87,6 +87,7 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -107,9 +108,11 @@ namespace detail {
 // The validated replica count of `options` (ConfigError on bad options).
 int data_parallel_replicas(const DataParallelOptions& options);
 
-// module.clone(), with LibTorch's "clone() not implemented" turned into a
-// ConfigError that names the module.
-std::shared_ptr<torch::nn::Module> clone_replica(const torch::nn::Module& module);
+// module.clone() for a replica of `who` (DataParallel, mirrored,
+// central_storage), with LibTorch's clone() errors (a module that is not a
+// torch::nn::Cloneable, a reset() that does not build every member) turned
+// into a ConfigError that says what to change in the program's model.
+std::shared_ptr<torch::nn::Module> clone_replica(const torch::nn::Module& module, const std::string& who);
 
 // Everything of DataParallel that does not depend on the module type.
 class DataParallelCore {
@@ -163,7 +166,7 @@ class DataParallel {
     replicas_.push_back(module_);
     std::vector<std::shared_ptr<torch::nn::Module>> modules{module_.ptr()};
     for (int i = 1; i < n; ++i) {
-      auto copy = std::dynamic_pointer_cast<ModuleType>(detail::clone_replica(*module_));
+      auto copy = std::dynamic_pointer_cast<ModuleType>(detail::clone_replica(*module_, "DataParallel"));
       COHORT_CHECK_AS(ConfigError, copy != nullptr)
           << "DataParallel: clone() of module " << module_->name() << " did not return a "
           << "module of its own type";

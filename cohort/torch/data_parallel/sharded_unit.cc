@@ -7,10 +7,11 @@
 
 namespace cohort {
 
-ShardedUnitImpl::ShardedUnitImpl(std::shared_ptr<torch::nn::Module> module, Run run)
-    : module_(std::move(module)), run_(std::move(run)) {
-  COHORT_CHECK_AS(ConfigError, module_ != nullptr && run_) << "ShardedUnit: no module to wrap";
-  register_module("module", module_);
+void ShardedUnitImpl::reset() {
+  ModuleWrapper::reset();
+  // The original's zero strategy does not drive the copy.
+  schedule_.reset();
+  unit_ = -1;
 }
 
 void ShardedUnitImpl::bind(std::shared_ptr<Schedule> schedule, int unit) {
@@ -19,12 +20,12 @@ void ShardedUnitImpl::bind(std::shared_ptr<Schedule> schedule, int unit) {
 }
 
 at::Tensor ShardedUnitImpl::forward(const at::Tensor& input) {
-  if (!schedule_ || !schedule_->training) return run_(input);
+  if (!schedule_ || !schedule_->training) return run(input);
   COHORT_CHECK_AS(ConfigError, unit_ == schedule_->next)
       << "zero: ShardedUnit " << unit_ << " was called when unit " << schedule_->next
       << "'s turn had come: while a step trains, each unit runs once, in the order the units were registered";
   ++schedule_->next;
-  return run_sharded_unit(*schedule_->zero, unit_, &input, run_);
+  return run_sharded_unit(*schedule_->zero, unit_, &input, [this](const at::Tensor& x) { return run(x); });
 }
 
 at::Tensor run_sharded_unit(ZeroOptimizer& zero, int unit, const at::Tensor* input,

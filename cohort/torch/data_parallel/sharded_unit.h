@@ -32,34 +32,35 @@
 // including a rank without rows, which only walks the units): a unit
 // called out of turn, twice or not at all is a ConfigError naming it;
 // units do not nest.
+//
+// A unit is a torch::nn::Cloneable: clone() (of the unit, or of a Cloneable
+// model holding it, as the mirrored strategy makes its replicas) gives a
+// deep copy whose forward runs the copy of the wrapped module, unbound from
+// any zero strategy. The wrapped module must then be Cloneable too.
 #pragma once
 
-#include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 
 #include <functional>
 #include <memory>
-#include <utility>
+
+#include "cohort/torch/core/module_wrapper.h"
 
 namespace cohort {
 
 class ZeroOptimizer;
 
-class ShardedUnitImpl : public torch::nn::Module {
+class ShardedUnitImpl : public ModuleWrapper<ShardedUnitImpl> {
  public:
-  using Run = std::function<at::Tensor(const at::Tensor&)>;
   // Any module holder (a TORCH_MODULE type, torch::nn::Sequential) whose
-  // forward takes and returns one tensor.
-  template <typename ModuleHolder>
-  explicit ShardedUnitImpl(ModuleHolder module)
-      : ShardedUnitImpl(module.ptr(), [impl = module.get()](const at::Tensor& x) -> at::Tensor {
-          return impl->forward(x);
-        }) {}
-  // `module` (registered as the child "module"), run by `run`.
-  ShardedUnitImpl(std::shared_ptr<torch::nn::Module> module, Run run);
+  // forward takes and returns one tensor, registered as the child "module".
+  template <ModuleHolderType Holder>
+  explicit ShardedUnitImpl(const Holder& module) : ModuleWrapper(module) {}
+
+  // clone()'s copy: its own deep copy of the module, and no zero binding.
+  void reset() override;
 
   at::Tensor forward(const at::Tensor& input);
-  torch::nn::Module& module() { return *module_; }
 
   // What a bound unit follows: the sharded optimizer, and whether a step is
   // training (units act only then). Shared by the units of one model.
@@ -73,8 +74,6 @@ class ShardedUnitImpl : public torch::nn::Module {
   void bind(std::shared_ptr<Schedule> schedule, int unit);
 
  private:
-  std::shared_ptr<torch::nn::Module> module_;
-  Run run_;
   std::shared_ptr<Schedule> schedule_;
   int unit_ = -1;
 };

@@ -82,7 +82,8 @@ LayerGradients linear_gradients(const torch::Tensor& input, const torch::Tensor&
 
 LayerGradients conv_gradients(const torch::Tensor& input, const torch::Tensor& grad_output,
                               std::vector<int64_t> kernel, std::vector<int64_t> stride,
-                              std::vector<int64_t> padding, std::vector<int64_t> dilation, bool has_bias) {
+                              std::vector<int64_t> padding, std::vector<int64_t> dilation, bool has_bias,
+                              int64_t kept_bytes) {
   COHORT_CHECK(input.dim() == 3 || input.dim() == 4) << "Conv1d or Conv2d inputs, got " << input.sizes();
   COHORT_CHECK(grad_output.dim() == input.dim() && grad_output.size(0) == input.size(0))
       << "conv per-sample gradients: input " << input.sizes() << " and output gradient " << grad_output.sizes();
@@ -106,14 +107,20 @@ LayerGradients conv_gradients(const torch::Tensor& input, const torch::Tensor& g
   // patches: a few plain weight gradients' time.
   const torch::Tensor per_sample_weights = conv_weight_gradient(
       g.reshape({1, -1, g.size(2), g.size(3)}), x.reshape({1, -1, x.size(2), x.size(3)}), geometry, b);
-  torch::Tensor norms = row_squared_norms(per_sample_weights.reshape({b, -1}));
+  const torch::Tensor flat_weights = per_sample_weights.reshape({b, -1});
+  torch::Tensor norms = row_squared_norms(flat_weights);
   const torch::Tensor bias_per_sample = g.sum({2, 3});  // [B, out]
   if (has_bias) norms = norms + row_squared_norms(bias_per_sample);
-  return {norms, [x, g, geometry, bias_per_sample, has_bias, weight_shape](const torch::Tensor& c) {
-            // sum_i c_i dW_i is the weight gradient of the output gradient
-            // scaled per sample: the backward plain training runs.
+  // sum_i c_i dW_i: from the per-sample gradients when they are small
+  // enough to keep until the factors are known (one [P, B] x [B] product
+  // instead of a convolution backward), else as the weight gradient of the
+  // output gradient scaled per sample (the backward plain training runs).
+  const bool keep = flat_weights.numel() * int64_t(flat_weights.element_size()) <= kept_bytes;
+  const torch::Tensor kept = keep ? flat_weights : torch::Tensor();
+  return {norms, [x, g, geometry, bias_per_sample, has_bias, weight_shape, kept](const torch::Tensor& c) {
             std::vector<torch::Tensor> sums{
-                conv_weight_gradient(per_sample(c, g) * g, x, geometry, 1).reshape(weight_shape)};
+                kept.defined() ? torch::mv(kept.t(), c.to(kept.dtype())).reshape(weight_shape)
+                               : conv_weight_gradient(per_sample(c, g) * g, x, geometry, 1).reshape(weight_shape)};
             if (has_bias) sums.push_back((per_sample(c, bias_per_sample) * bias_per_sample).sum(0));
             return sums;
           }};
@@ -155,11 +162,19 @@ LayerGradients group_norm_gradients(const torch::Tensor& input, const torch::Ten
                                     int64_t num_groups, double eps) {
   const int64_t b = input.size(0), channels = input.size(1);
   COHORT_CHECK_EQ(channels % num_groups, 0) << "GroupNorm channels must divide into groups";
+  // Sample i's weight gradient of channel c is sum_s g (x - mu) rstd over
+  // the channel's positions s, mu and rstd its group's: rstd times one dot
+  // product of g with the centred input per (sample, channel), a batched
+  // [1, S] x [S, 1] product. One temporary (the centred input, which the
+  // variance needs anyway) instead of a normalised copy and the products:
+  // the kernel costs about a plain GroupNorm's forward and backward.
   const torch::Tensor grouped = input.reshape({b, num_groups, -1});
-  const torch::Tensor mean = grouped.mean(2, true);
-  const torch::Tensor var = (grouped - mean).pow(2).mean(2, true);
-  const torch::Tensor normalized = ((grouped - mean) / torch::sqrt(var + eps)).reshape(input.sizes());
-  const torch::Tensor weight = (grad_output * normalized).reshape({b, channels, -1}).sum(2);
+  const torch::Tensor centred = grouped - grouped.mean(2, true);
+  const double per_group = double(centred.size(2));
+  const torch::Tensor rstd = (at::linalg_vector_norm(centred, 2, {2}, true).square() / per_group + eps).rsqrt();
+  const torch::Tensor g = grad_output.reshape({b * channels, 1, -1});
+  const torch::Tensor dots = torch::bmm(g, centred.reshape({b * channels, -1, 1})).reshape({b, num_groups, -1});
+  const torch::Tensor weight = (dots * rstd).reshape({b, channels});
   const torch::Tensor bias = grad_output.reshape({b, channels, -1}).sum(2);
   return materialised_gradients({weight, bias});
 }

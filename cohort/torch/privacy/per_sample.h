@@ -15,11 +15,14 @@
 //   Conv1d/Conv2d: the per-sample weight gradients are one grouped
 //     convolution backward (the batch folded into the channels, a group per
 //     sample), which on a CPU beats unfolding the input into patches; the
-//     scaled sum is the layer's ordinary weight gradient of c G.
+//     scaled sum is those gradients weighted by c (one [P, B] x [B]
+//     product) while they take at most 16 MiB, else the layer's ordinary
+//     weight gradient of c G.
 //   Embedding: sample i's gradient adds G_it to row idx_it; its squared norm
 //     is sum over equal indices t, s of G_it . G_is.
 //   LayerNorm, GroupNorm: the affine parameters' per-sample gradients are a
-//     few numbers per channel; materialised.
+//     few numbers per channel; materialised (GroupNorm's as one batched dot
+//     product of G with the centred input per sample and channel).
 //
 // Everything in float64 or float32 as given; the tests check each against a
 // loop of one-sample backward passes in float64.
@@ -47,11 +50,18 @@ struct LayerGradients {
 // input [B, in] or [B, T, in]; grad_output [B, out] or [B, T, out].
 LayerGradients linear_gradients(const torch::Tensor& input, const torch::Tensor& grad_output, bool has_bias);
 
+// The per-sample weight gradients of a convolution kept from its norms to
+// its clipped sum, at most (every layer's at once: all norms come first).
+inline constexpr int64_t kKeptConvGradientBytes = int64_t(16) << 20;
+
 // input [B, C, L] / [B, C, H, W], grad_output [B, out, L'] / [B, out, H', W'];
 // kernel, stride, padding and dilation per spatial dimension; groups 1.
+// Per-sample weight gradients of more than `kept_bytes` are recomputed for
+// the clipped sum as one weight gradient.
 LayerGradients conv_gradients(const torch::Tensor& input, const torch::Tensor& grad_output,
                               std::vector<int64_t> kernel, std::vector<int64_t> stride,
-                              std::vector<int64_t> padding, std::vector<int64_t> dilation, bool has_bias);
+                              std::vector<int64_t> padding, std::vector<int64_t> dilation, bool has_bias,
+                              int64_t kept_bytes = kKeptConvGradientBytes);
 
 // indices [B, T] (int64), grad_output [B, T, D]; num_embeddings rows.
 LayerGradients embedding_gradients(const torch::Tensor& indices, const torch::Tensor& grad_output,

@@ -174,7 +174,7 @@ std::string PrivateStrategy::do_description() const {
   if (target_.target_epsilon > 0 && calibrated_steps_ > 0)
     s << " (noise for epsilon " << target_.target_epsilon << " at delta " << target_.delta << " over "
       << calibrated_steps_ << " steps)";
-  if (prepared()) s << "; per-sample gradients by " << gradient_path_name(path_);
+  if (prepared()) s << "; per-sample gradients by " << path_description_;
   return s.str();
 }
 
@@ -182,9 +182,10 @@ void PrivateStrategy::do_prepare() {
   const TrainingModel& model = this->model();
   check_private_compatible(*model.module);
   path_ = privacy::gradient_path(*model.module);
-  COHORT_CHECK_AS(ConfigError, options_.clipping == Clipping::flat || path_ == GradientPath::kernels)
-      << "private: per-layer clipping needs a torch::nn::Sequential of supported layers (Linear, Conv1d/2d, "
-         "Embedding, LayerNorm, GroupNorm); this model takes the micro-batch path";
+  path_description_ = describe_gradient_path(*model.module);
+  COHORT_CHECK_AS(ConfigError, options_.clipping == Clipping::flat || path_ != GradientPath::micro_batches)
+      << "private: per-layer clipping needs layers: a torch::nn::Sequential, or layers wrapped in "
+         "cohort::PerSample; this model takes the whole-model micro-batch path";
   noise_streams_.clear();
   for (const auto& child : model.module->modules(/*include_self=*/true)) {
     COHORT_CHECK_AS(ConfigError, !splits_over_ranks(*child) || inner_->process_count() == 1)

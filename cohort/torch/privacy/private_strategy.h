@@ -105,6 +105,9 @@ class PrivateStrategy : public Strategy, public ElasticTraining, private BatchSa
   // As calibrated: after begin_training() for a target or a sample rate from the plan.
   const PrivacyOptions& options() const { return options_; }
   GradientPath gradient_path() const { return path_; }
+  // Which path each layer's per-sample gradients take, in a line
+  // (describe_gradient_path()); set by prepare().
+  const std::string& gradient_path_description() const { return path_description_; }
   Strategy& inner() { return *inner_; }
 
  protected:
@@ -151,6 +154,7 @@ class PrivateStrategy : public Strategy, public ElasticTraining, private BatchSa
   PrivacyOptions options_;
   EpsilonTarget target_;
   GradientPath path_ = GradientPath::micro_batches;
+  std::string path_description_;
   // Per trainable parameter, in order: the noise stream it draws from. 0
   // for a parameter every process of a tensor-parallel group holds the same
   // (the same noise on each copy), 1 + the rank for a rank's own shard

@@ -59,7 +59,7 @@ std::string MirroredStrategy::do_spec() const {
 void MirroredStrategy::do_prepare() {
   torch::nn::Module& module = *model().module;
   replicas_ = {model().module};
-  for (int i = 1; i < options_.replicas; ++i) replicas_.push_back(detail::clone_replica(module));
+  for (int i = 1; i < options_.replicas; ++i) replicas_.push_back(detail::clone_replica(module, options_.name));
   core_ = std::make_unique<detail::DataParallelCore>(
       replicas_, DataParallelOptions{.replicas = options_.replicas,
                                      .threads_per_replica = options_.threads_per_replica});

@@ -37,7 +37,8 @@ class MirroredStrategy : public SingleProcessStrategy {
  protected:
   std::string do_spec() const override;
   // The module must be a torch::nn::Cloneable (clone() implemented), as for
-  // DataParallel: the replicas are its clones.
+  // DataParallel: the replicas are its clones; a ConfigError otherwise says
+  // what to change. cohort's wrappers (ShardedUnit, PerSample) are Cloneable.
   void do_prepare() override;
   torch::optim::Optimizer& do_optimizer() override { return *optimizer_; }
   StepResult do_train_step(const Batch& mine, int64_t global_rows) override;
