@@ -95,7 +95,9 @@
 #include "cohort/torch/fit/progress_bar.h"
 #include "cohort/torch/fit/reduce_lr_on_plateau.h"
 #include "cohort/torch/fit/terminate_on_nan.h"
-// torch/privacy: DP-SGD and DP-Adam over any one-replica-per-process strategy.
+// torch/privacy: DP-SGD and DP-Adam over any one-replica-per-process strategy,
+// PerSample (a layer given per-sample kernels wherever it sits in a model).
+#include "cohort/torch/privacy/per_sample_module.h"
 #include "cohort/torch/privacy/private_strategy.h"
 // torch/parameter_server: tables and modules on parameter servers.
 #include "cohort/torch/parameter_server/ps_embedding.h"

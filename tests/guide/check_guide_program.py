@@ -13,6 +13,9 @@ Usage: check_guide_program.py COHORTRUN PROGRAM SOURCE_DIR COHORT_DATA
   zero stage 3 print the same losses (every strategy trains on the same
   global batches); the private run trains, and its first line names the
   calibrated noise and the per-sample gradient path.
+- guide_any_model: the same model class under one_device, mirrored,
+  multi_worker and zero stage 3 prints the same losses, and the private
+  run takes the per-sample kernels of all 4 wrapped layers.
 - guide_errors: the sum of rank + 1 over 2 ranks.
 - readme_quick_start: on 2 ranks the losses it prints alone.
 - readme_fit: one_device and multi_worker on 2 ranks train 3 epochs, and
@@ -120,6 +123,17 @@ def check(cohortrun, program, sources, cohort_data):
         for expected in ("+privacy:", "noise for epsilon 8", "per-sample gradients by kernels"):
             if expected not in private:
                 fail(f"the private run's first line lacks '{expected}'", private)
+    elif name == "guide_any_model":
+        # The same class under every strategy: the same losses (one device's
+        # global batches), and the private run takes every layer's kernel.
+        reference = losses(run([program, "one_device"]), "one_device")
+        same_losses(reference, losses(run([program, "mirrored:replicas=2"]), "mirrored"), "mirrored")
+        for spec in ("multi_worker", "zero:stage=3"):
+            same_losses(reference, losses(run([cohortrun, "-np", "2", program, spec]), spec), spec)
+        private = run([cohortrun, "-np", "2", program, "multi_worker+privacy:epsilon=8"])
+        losses(private, "multi_worker+privacy")
+        if "per-sample gradients by kernels: 4 layers" not in private:
+            fail("the private run's first line lacks 'per-sample gradients by kernels: 4 layers'", private)
     elif name == "guide_errors":
         out = run([cohortrun, "-np", "2", program])
         if not re.search(r"sum 3$", out, re.M):
