@@ -23,6 +23,7 @@ namespace {
 int train(const ex::TrainOptions& o) {
   if (o.threads > 0) cohort::set_intra_op_threads(o.threads);
   std::unique_ptr<cohort::Strategy> strategy = cohort::make_strategy(o.strategy_spec());
+  if (strategy->is_server()) return strategy->serve();  // parameter_server's servers: until the workers finish
   torch::manual_seed(o.seed);  // the same initial weights on every rank (and the chief's are broadcast)
 
   // The data: IDX files as tensors, or TFRecord shards through the input

@@ -52,6 +52,7 @@ int run(const synthetic::BenchmarkOptions& o) {
   std::unique_ptr<cohort::Strategy> strategy =
       spec == "one_device" ? std::make_unique<cohort::OneDeviceStrategy>(cohort::OneDeviceOptions{.independent_ranks = true})
                            : cohort::make_strategy(spec);
+  if (strategy->is_server()) return strategy->serve();  // parameter_server's servers: until the workers finish
   torch::manual_seed(42 + rank);  // different on purpose: the strategy starts every replica alike
   torch::nn::Sequential model = cohort::models::synthetic_classifier(o.model, o.width, o.depth);
   int64_t params = 0;
@@ -67,8 +68,8 @@ int run(const synthetic::BenchmarkOptions& o) {
                 "%d threads\n",
                 o.model.c_str(), static_cast<long long>(params), strategy->spec().c_str(), size, o.batch_size,
                 torch::get_num_threads());
-  // parameter_server's servers never return from make_strategy(): the
-  // training processes time their steps among themselves.
+  // parameter_server's servers serve apart (above): the training
+  // processes time their steps among themselves.
   const bool servers_apart = spec.starts_with("parameter_server");
   for (int i = 0; i < o.warmup; ++i) strategy->train_step(batch, global_rows);
   if (servers_apart)

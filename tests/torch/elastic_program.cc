@@ -317,6 +317,7 @@ int main(int argc, char** argv) {
 
   if (fit) {
     std::unique_ptr<cohort::Strategy> strategy = cohort::make_strategy(strategy_spec);
+    if (strategy->is_server()) return strategy->serve();  // parameter_server's: until training is over
     if (private_sgd) {
       const auto share = split_noise ? cohort::privacy::NoiseShare::split : cohort::privacy::NoiseShare::designated;
       strategy = cohort::privacy::make_private(std::move(strategy), {.noise_multiplier = 0.5,

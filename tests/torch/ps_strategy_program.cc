@@ -9,6 +9,12 @@
 // --slow-ms N: training process 1 sleeps N ms in every loss evaluation, after
 // the step's parameters arrived and before its gradients leave (a worker that
 // is late at every step, for backup_workers).
+//
+// A server rank serves (is_server()) and, once the strategy is destroyed,
+// prints "ps_strategy_program: server N served, status S, strategy
+// destroyed" and returns S; with serve_and_exit=true in the spec the
+// strategy's constructor serves and ends the process instead, and the line
+// never appears.
 #include <torch/torch.h>
 
 #include <chrono>
@@ -36,6 +42,12 @@ int main(int argc, char** argv) {
                                {});
     cohort::set_intra_op_threads(1);
     auto strategy = cohort::make_strategy(spec);
+    if (strategy->is_server()) {
+      const int status = strategy->serve();
+      strategy.reset();
+      std::printf("ps_strategy_program: server served, status %d, strategy destroyed\n", status);
+      return status;
+    }
     auto g = at::detail::createCPUGenerator(5);
     const at::Tensor x = at::randn({45, 6}, g, torch::kFloat64);
     const at::Tensor y = (x.sum(1) > 0).to(torch::kInt64);

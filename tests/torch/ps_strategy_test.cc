@@ -3,8 +3,11 @@
 // and 1 server at staleness=0 ends with the parameters multi_worker (DDP)
 // reaches on 2 ranks, float64, with the program's optimizer (the servers
 // sum) and with the servers' own SGD and Adam; both workers agree; the
-// evaluation after training reads the servers' values. Bad specs are
-// one-line errors.
+// evaluation after training reads the servers' values. The server rank's
+// program serves (is_server(), serve()) and goes on after it, its strategy
+// destroyed, to exit 0; with serve_and_exit=true the strategy's constructor
+// serves and exits 0 instead (the program's line never comes). Bad specs
+// are one-line errors.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -97,13 +100,16 @@ TEST_P(PsStrategy, SynchronousFitEqualsDataParallelism) {
   expect_close(params_of(dir, "ps", 0), reference, c.tolerance, c.ps_spec + ": worker 0");
   expect_close(params_of(dir, "ps", 1), reference, c.tolerance, c.ps_spec + ": worker 1");
   EXPECT_FALSE(std::filesystem::exists(dir.path() + "/ps/params.2")) << "the server rank ran the program's fit()";
+  const bool serve_and_exit = c.ps_spec.find("serve_and_exit=true") != std::string::npos;
+  EXPECT_EQ(out.find("server served, status 0, strategy destroyed") != std::string::npos, !serve_and_exit) << out;
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Optimizers, PsStrategy,
     ::testing::Values(Case{"parameter_server:servers=1", "sgd", 1e-12},
                       Case{"parameter_server:servers=1,staleness=0", "adam", 1e-12},
-                      Case{"parameter_server:servers=1,optimizer=sgd,lr=0.1,momentum=0.9,shards=2", "sgd", 1e-12},
+                      Case{"parameter_server:servers=1,optimizer=sgd,lr=0.1,momentum=0.9,shards=2,serve_and_exit=true",
+                           "sgd", 1e-12},
                       Case{"parameter_server:servers=1,optimizer=adam,lr=0.01", "adam", 1e-10}),
     [](const auto& info) { return "case" + std::to_string(info.index); });
 

@@ -7,11 +7,17 @@
 // cohort::PerSample layers in cohort::ShardedUnit blocks, trains under
 // one_device, mirrored, multi_worker and zero stage 3 as plain LibTorch on
 // one process, its clones are deep copies, and mirrored says how to make a
-// model that is not Cloneable clonable. Ranks run as threads with their own
-// engines (torch_ranks.h).
+// model that is not Cloneable clonable; parameter_server's server is hosted
+// by a thread of the test process and ends cleanly. Ranks run as threads
+// with their own engines (torch_ranks.h).
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <torch/torch.h>
+#include <unistd.h>
 
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <set>
@@ -25,6 +31,8 @@
 #include "cohort/torch/strategy/make_strategy.h"
 #include "cohort/torch/strategy/mirrored.h"
 #include "cohort/torch/strategy/multi_worker.h"
+#include "cohort/torch/strategy/parameter_server.h"
+#include "cohort/torch/parameter_server/server_role.h"
 #include "cohort/torch/strategy/zero.h"
 #include "cohort/torch/strategy/one_device.h"
 #include "tests/torch/residual_models.h"
@@ -131,6 +139,99 @@ TEST(Mirrored, EqualsOneDeviceOnTheConcatenatedBatch) {
       EXPECT_LT(max_relative_difference(got, reference_parameters("sgd", kRows, kBatch, kSteps)), 1e-10)
           << name << " replicas " << replicas;
     }
+}
+
+// Whether a socket can listen on 127.0.0.1:`port` now (SO_REUSEADDR: a port
+// left with connections in TIME_WAIT counts as free, one that another socket
+// listens on does not).
+bool can_listen_on(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  const int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(uint16_t(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && ::listen(fd, 1) == 0;
+  ::close(fd);
+  return ok;
+}
+
+// What the server rank of ParameterServer.ServesInTheTestProcess saw.
+struct ServerRankChecks {
+  bool is_server = false;
+  std::string prepare_error, model_error, placement_error, all_sum_error, serve_again_error;
+  std::string ipc_path;
+  int tcp_port = 0;
+  bool ipc_before = false, listening_before = false, ipc_after = true, listening_after = true;
+  int status = -1;
+};
+
+// The parameter_server strategy with its ranks as threads of this process
+// (a world of the test's own): 2 workers train the steps of the one-device
+// reference (the servers sum, the program's SGD steps) and reach its
+// parameters, while the third thread is the server: is_server(), refuses to
+// train, and serve() returns 0 once the workers are done, its sockets closed
+// (the ipc socket file removed, the tcp port listenable again): the test
+// process goes on.
+TEST(ParameterServer, ServesInTheTestProcessAndEqualsOneDevice) {
+  constexpr int kRanks = 3;
+  const at::Tensor expected = reference_parameters("sgd", kRows, kBatch, kSteps);
+  PerRank<at::Tensor> got(kRanks);
+  PerRank<std::string> worker_errors(kRanks);
+  ServerRankChecks server;
+  const auto errors = run_world_ranks_collect(kRanks, [&](WorldRank& w) {
+    ParameterServerOptions options = parameter_server_options({{"servers", "1"}}, w.size);
+    options.world = {.comm = w.world, .store = w.store, .secret = "0123456789abcdef0123456789abcdef"};
+    auto strategy = std::make_unique<ParameterServerStrategy>(options);
+    if (!strategy->is_server()) {
+      worker_errors.add(w.rank, error_of_kind<ConfigError>([&] { strategy->serve(); }));
+      got.add(w.rank, strategy_parameters(*strategy, "sgd", kRows, kBatch, kSteps));
+      return;  // the strategy's destructor says goodbye to the server
+    }
+    server.is_server = true;
+    server.prepare_error = error_of_kind<ConfigError>(
+        [&] { strategy->prepare(training_model(make_net(), cross_entropy, optimizer_of("sgd"))); });
+    server.model_error = error_of_kind<ConfigError>(
+        [&] { Model model(*strategy, make_net(), {.loss = cross_entropy, .optimizer = optimizer_of("sgd")}); });
+    server.placement_error = error_of_kind<ConfigError>([&] { strategy->process_index(); });
+    server.all_sum_error = error_of_kind<ConfigError>([&] { strategy->all_sum(at::zeros({1}, at::kDouble)); });
+    const ps::ServerAddress address = *strategy->server_role()->address();
+    server.ipc_path = address.ipc.substr(std::string("ipc://").size());
+    server.tcp_port = std::stoi(address.tcp.substr(address.tcp.rfind(':') + 1));
+    server.ipc_before = std::filesystem::exists(server.ipc_path);
+    server.listening_before = !can_listen_on(server.tcp_port);
+    server.status = strategy->serve();
+    server.ipc_after = std::filesystem::exists(server.ipc_path);
+    server.listening_after = !can_listen_on(server.tcp_port);
+    server.serve_again_error = error_of_kind<ConfigError>([&] { strategy->serve(); });
+  });
+  for (int r = 0; r < kRanks; ++r) {
+    if (!errors[size_t(r)]) continue;
+    try {
+      std::rethrow_exception(errors[size_t(r)]);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "rank " << r << ": " << e.what();
+    }
+  }
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(got.of(r).size(), 1u) << "rank " << r;
+    EXPECT_LT(max_relative_difference(got.of(r).at(0), expected), 1e-10) << "worker " << r;
+    EXPECT_NE(worker_errors.of(r).at(0).find("serve() on a process that trains"), std::string::npos)
+        << worker_errors.of(r).at(0);
+  }
+  ASSERT_TRUE(server.is_server);
+  for (const std::string& e : {server.prepare_error, server.model_error})
+    EXPECT_NE(e.find("this process is a server, which trains nothing"), std::string::npos) << e;
+  for (const std::string& e : {server.placement_error, server.all_sum_error})
+    EXPECT_NE(e.find("on server 0, which trains nothing"), std::string::npos) << e;
+  EXPECT_NE(server.serve_again_error.find("serves once"), std::string::npos) << server.serve_again_error;
+  EXPECT_EQ(server.status, 0);
+  EXPECT_TRUE(server.ipc_before && server.listening_before) << "the server did not listen: the checks below prove "
+                                                               "nothing";
+  EXPECT_FALSE(server.ipc_after) << server.ipc_path << " is still there after serve()";
+  EXPECT_FALSE(server.listening_after) << "port " << server.tcp_port << " is still listened on after serve()";
 }
 
 TEST(OneDevice, EqualsPlainLibTorch) {

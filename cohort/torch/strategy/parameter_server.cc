@@ -3,10 +3,8 @@
 #include <torch/torch.h>
 
 #include <algorithm>
-#include <atomic>
-#include <chrono>
+#include <cstdio>
 #include <cstdlib>
-#include <thread>
 
 #include "cohort/common/check.h"
 #include "cohort/common/logging.h"
@@ -14,7 +12,6 @@
 #include "cohort/comm/create.h"
 #include "cohort/engine/engine.h"
 #include "cohort/parameter_server/roles.h"
-#include "cohort/parameter_server/server.h"
 #include "cohort/parameter_server/worker.h"
 #include "cohort/rendezvous/discovery.h"
 #include "cohort/rendezvous/membership.h"
@@ -23,8 +20,10 @@
 #include "cohort/torch/core/collectives.h"
 #include "cohort/torch/core/runtime.h"
 #include "cohort/torch/core/zero_grad.h"
-#include "cohort/torch/parameter_server/sharded_training.h"
 #include "cohort/torch/core/strategy_registry.h"
+#include "cohort/torch/parameter_server/server_role.h"
+#include "cohort/torch/parameter_server/sharded_training.h"
+#include "cohort/torch/parameter_server/workers_group.h"
 #include "cohort/torch/strategy/data_parallel_step.h"
 
 namespace cohort {
@@ -38,146 +37,6 @@ SpecKey number_key(const char* name, const char* description) {
 
 SpecKey integer_key(const char* name, const char* description, int64_t min) {
   return {.name = name, .kind = Kind::integer, .description = description, .min = min, .optional = true};
-}
-
-// The workers' group of the current world: a split of a copy of it, in
-// which every member takes part (servers get nothing back). Named by the
-// membership epoch in an elastic job, whose worlds follow one another.
-std::shared_ptr<comm::Communicator> split_workers(const std::string& ns, const ps::Role& role) {
-  const std::string name = ns + "/world" + (elastic() ? "/" + std::to_string(membership_epoch()) : "");
-  const std::unique_ptr<comm::Communicator> copy = create_world_communicator(name);
-  std::shared_ptr<comm::Communicator> split = copy->split(role.server ? 1 : 0, role.index);
-  if (role.server) split.reset();
-  return split;
-}
-
-// An elastic job's server: a member of every membership epoch, though it
-// keeps none of training's state. This thread follows the epochs: when the
-// launcher publishes a new one (or abandons the current world), it forms
-// the new world with the others and takes part in the split that gives the
-// workers their group, as the workers' rejoin() does. `on_end` gets the
-// process's exit status when the membership ends for this process (0: the
-// job ended or left it out; 1: an error).
-class MembershipFollower {
- public:
-  MembershipFollower(std::string ns, ps::Role role, std::function<void(int)> on_end)
-      : ns_(std::move(ns)), role_(role), on_end_(std::move(on_end)), thread_([this] { run(); }) {}
-  ~MembershipFollower() {
-    if (thread_.joinable()) thread_.detach();  // stop() said it cannot be joined
-  }
-  // Stops following; false when the thread is inside a world's formation,
-  // which cannot be interrupted (the process must then end without it).
-  bool stop() {
-    stopping_ = true;
-    if (forming_) return false;
-    thread_.join();
-    return true;
-  }
-
- private:
-  void run() {
-    using namespace std::chrono_literals;
-    while (!stopping_) {
-      std::this_thread::sleep_for(20ms);
-      try {
-        if (!membership_changed() && !world_abandoned()) continue;
-        forming_ = true;
-        if (stopping_) break;
-        reform();
-        split_workers(ns_, role_);
-        forming_ = false;
-        COHORT_LOG(info) << "parameter server " << role_.index << ": membership epoch " << membership_epoch()
-                         << ", rank " << rank() << " of " << size();
-      } catch (const comm::ElasticLeave& e) {
-        return end(0, std::string("left the job: ") + e.what());
-      } catch (const rendezvous::MembershipEnded& e) {
-        return end(0, std::string("the job ended: ") + e.what());
-      } catch (const PeerLostError& e) {
-        // A member lost while the workers' group formed: the next epoch.
-        forming_ = false;
-        COHORT_LOG(warn) << "parameter server " << role_.index << ": " << e.what() << "; following the next epoch";
-      } catch (const std::exception& e) {
-        return end(1, e.what());
-      }
-    }
-    forming_ = false;
-  }
-  void end(int status, const std::string& why) {
-    forming_ = false;
-    if (status == 0)
-      COHORT_LOG(info) << "parameter server " << role_.index << ": " << why;
-    else
-      COHORT_LOG(error) << "parameter server " << role_.index << ": " << why;
-    on_end_(status);
-  }
-
-  std::string ns_;
-  ps::Role role_;
-  std::function<void(int)> on_end_;
-  std::atomic<bool> stopping_{false};
-  std::atomic<bool> forming_{false};
-  std::thread thread_;
-};
-
-// Serves partitions of the job until every worker has left, then ends the
-// process (see the header: the program's code after make_strategy is the
-// workers'). In an elastic job it follows the membership meanwhile; a
-// replacement of a server's slot serves nothing (a lost server's
-// partitions stay with the one that took them over) and ends when the
-// workers are done.
-[[noreturn]] void serve_and_exit(std::shared_ptr<rendezvous::Store> store, const rendezvous::LaunchInfo& info,
-                                 const ps::Role& role, const ps::JobOptions& job, const std::string& ns,
-                                 bool elastic_job) {
-  std::atomic<int> status{0};
-  std::atomic<bool> membership_ended{false};
-  std::unique_ptr<ps::Server> server;
-  std::unique_ptr<MembershipFollower> follower;
-  bool clean = true;
-  try {
-    const bool spare = elastic_job && info.elastic_incarnation > 0;
-    if (!spare) server = std::make_unique<ps::Server>(store, ps::server_options_for(info, role, job));
-    if (elastic_job)
-      follower = std::make_unique<MembershipFollower>(ns, role, [&](int s) {
-        status = s;
-        membership_ended = true;
-        if (server) server->stop();
-      });
-    if (spare) {
-      COHORT_LOG(info) << "parameter server slot " << info.elastic_slot << " started again: its partitions stay with "
-                       << "the server that took them over; this process only follows the membership";
-      // Until training is over: the launcher ends the membership when the
-      // first member (a worker) exits 0.
-      const auto root = world_store();
-      try {
-        while (!membership_ended) {
-          rendezvous::throw_if_ended(*root);
-          std::this_thread::sleep_for(std::chrono::milliseconds(100));
-        }
-      } catch (const rendezvous::MembershipEnded&) {
-      }
-    } else {
-      COHORT_LOG(info) << "parameter server " << role.index << " of " << role.num_servers << " serving "
-                       << role.num_workers << " worker(s): " << ps::describe(job);
-      server->run();
-      // What the consistency rules did, for the user (and the backup_workers
-      // test): late_dropped counts gradients a step went on without.
-      const ps::PartitionCounters c = server->totals();
-      COHORT_LOG(info) << "parameter server " << role.index << " done: steps_applied=" << c.steps_applied
-                       << " late_dropped=" << c.late_dropped << " stale_ignored=" << c.stale_ignored
-                       << " discarded_steps=" << c.discarded_steps << " max_staleness=" << c.max_staleness
-                       << " restores=" << c.restores;
-    }
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "parameter server %d: %s\n", role.index, e.what());
-    status = 1;
-  }
-  if (follower) clean = follower->stop();
-  std::fflush(nullptr);
-  // A follower inside a world's formation cannot be joined, and the exit
-  // handlers would wait for that world: end without them.
-  if (!clean) std::_Exit(status);
-  server.reset();
-  std::exit(status);
 }
 
 }  // namespace
@@ -210,6 +69,9 @@ std::vector<SpecKey> parameter_server_spec_keys() {
       {.name = "hybrid", .kind = Kind::boolean, .description = "dense parameters allreduced among the workers, "
                                                                "only embedding tables on the servers",
        .optional = true},
+      {.name = "serve_and_exit", .kind = Kind::boolean, .default_value = "false",
+       .description = "a server rank serves and ends the process inside make_strategy() (no is_server() branch "
+                      "in the program)"},
   };
 }
 
@@ -218,7 +80,12 @@ ParameterServerOptions parameter_server_options(const std::map<std::string, std:
   const auto optimizer = keys.find("optimizer");
   const bool program = optimizer == keys.end() || optimizer->second == "program";
   job_keys["optimizer"] = program ? "sum" : optimizer->second;
-  ParameterServerOptions o{.job = ps::parse_job_options(job_keys, world_size), .program_optimizer = program};
+  // The strategy's own key; the rest are the job's.
+  const Spec strategy_keys{.name = "parameter_server", .values = keys};
+  const bool serve_and_exit = strategy_keys.has("serve_and_exit") && strategy_keys.boolean("serve_and_exit");
+  job_keys.erase("serve_and_exit");
+  ParameterServerOptions o{.job = ps::parse_job_options(job_keys, world_size), .program_optimizer = program,
+                           .serve_and_exit = serve_and_exit};
   COHORT_CHECK_AS(ConfigError, !o.job.hybrid || !program)
       << "parameter_server: hybrid=true keeps only embedding tables on the servers, which need an optimizer "
          "there (optimizer=sgd|adam|adagrad); the dense layers step the program's";
@@ -241,33 +108,60 @@ COHORT_REGISTER_STRATEGY(parameter_server, {
 ParameterServerStrategy::ParameterServerStrategy(ParameterServerOptions options) : options_(std::move(options)) {
   COHORT_CHECK_AS(ConfigError, options_.program_optimizer == (options_.job.optimizer.rule == ps::UpdateRule::sum))
       << "parameter_server: program_optimizer means the servers' rule is sum";
-  if (!initialized()) init();
-  const rendezvous::LaunchInfo info = rendezvous::discover();
-  elastic_ = cohort::elastic();
-  // In an elastic job a rank changes with the membership, a slot does not:
-  // roles follow the slots of the -np processes started (epoch 0's).
-  const int slot = elastic_ ? info.elastic_slot : cohort::rank();
-  const int slots = elastic_ ? rendezvous::read_membership(*world_store(), 0).size() : cohort::size();
-  COHORT_CHECK_AS(ConfigError, slot < slots)
-      << "parameter_server: slot " << slot << " was added to the elastic job (host discovery); a parameter-server "
-      << "job keeps the " << slots << " slots it started with (--max-np above -np is not supported)";
+  const ParameterServerWorld& given = options_.world;
+  COHORT_CHECK_AS(ConfigError, !given.comm == !given.store)
+      << "parameter_server: a world of the program's own needs both its communicator and its store";
+  rendezvous::LaunchInfo info;
+  int slot = 0, slots = 1;
+  if (given.comm) {
+    // The servers listen on loopback (no store host) under the given secret.
+    info.secret = given.secret;
+    slot = info.rank = given.comm->rank();
+    slots = info.size = given.comm->size();
+    job_store_ = given.store;
+  } else {
+    if (!initialized()) init();
+    info = rendezvous::discover();
+    elastic_ = cohort::elastic();
+    job_store_ = world_store();
+    // In an elastic job a rank changes with the membership, a slot does not:
+    // roles follow the slots of the -np processes started (epoch 0's).
+    slot = elastic_ ? info.elastic_slot : cohort::rank();
+    slots = elastic_ ? rendezvous::read_membership(*job_store_, 0).size() : cohort::size();
+    COHORT_CHECK_AS(ConfigError, slot < slots)
+        << "parameter_server: slot " << slot << " was added to the elastic job (host discovery); a "
+        << "parameter-server job keeps the " << slots << " slots it started with (--max-np above -np is not "
+        << "supported)";
+  }
   role_ = ps::assign_role(slot, slots, options_.job.servers);
   // Every strategy object of a job takes its own namespace (all processes
   // build them in the same order; a replacement counts its own from 1).
-  const auto world = world_store();
   const std::string me = elastic_ ? std::to_string(slot) + "." + std::to_string(info.elastic_incarnation)
-                                  : std::to_string(cohort::rank());
-  const int64_t instance = world->add("ps_strategy/instances/" + me, 1);
+                                  : std::to_string(slot);
+  const int64_t instance = job_store_->add("ps_strategy/instances/" + me, 1);
   namespace_ = "ps_strategy/" + std::to_string(instance);
   // Servers and workers meet under one namespace (server addresses, ...).
-  ps_store_ = std::make_shared<rendezvous::PrefixStore>(namespace_ + "/ps", world);
+  ps_store_ = std::make_shared<rendezvous::PrefixStore>(namespace_ + "/ps", job_store_);
+  // The workers' group: a split that every process takes part in, servers
+  // too.
+  std::shared_ptr<comm::Communicator> workers =
+      given.comm ? split_workers(*given.comm, role_) : split_world_workers(namespace_, role_);
   if (role_.server) {
-    // The servers take part in the workers' split (it is collective).
-    split_workers(namespace_, role_);
-    serve_and_exit(ps_store_, info, role_, options_.job, namespace_, elastic_);
+    server_ = std::make_unique<ServerRole>(ServerRoleOptions{.role = role_, .job = options_.job, .launch = info,
+                                                             .store = ps_store_, .elastic = elastic_,
+                                                             .ns = namespace_});
+    if (options_.serve_and_exit) {
+      // The opt-in of programs that do not branch on is_server(): the
+      // server's role is over (sockets closed, threads joined) before the
+      // exit handlers run.
+      const int status = server_->run();
+      std::fflush(nullptr);
+      std::exit(status);
+    }
+    return;
   }
   worker_index_ = role_.index;
-  form_workers_group();
+  use_workers_group(std::move(workers));
   ps::WorkerOptions wo{.worker = role_.index, .num_workers = role_.num_workers, .num_servers = role_.num_servers,
                        .job = options_.job, .secret = info.secret};
   if (elastic_) {
@@ -280,10 +174,7 @@ ParameterServerStrategy::ParameterServerStrategy(ParameterServerOptions options)
   worker_ = std::make_unique<ps::Worker>(ps_store_, std::move(wo));
 }
 
-void ParameterServerStrategy::form_workers_group() {
-  // The new group first: a member lost meanwhile leaves the old one in
-  // place (failed), never none.
-  std::shared_ptr<comm::Communicator> comm = split_workers(namespace_, role_);
+void ParameterServerStrategy::use_workers_group(std::shared_ptr<comm::Communicator> comm) {
   COHORT_CHECK(comm && comm->size() <= role_.num_workers &&
                (elastic_ || (comm->rank() == worker_index_ && comm->size() == role_.num_workers)))
       << "parameter_server: the workers' group came out of split with the wrong rank or size";
@@ -291,8 +182,10 @@ void ParameterServerStrategy::form_workers_group() {
   eo.label = "ps_workers";
   if (elastic_) eo.liveness_probe = kElasticLivenessProbe;
   const std::string suffix = elastic_ ? "/" + std::to_string(membership_epoch()) : "";
+  // The new group is built before the old one goes: a member lost meanwhile
+  // leaves the old one in place (failed), never none.
   auto engine = std::make_unique<engine::Engine>(
-      comm, std::make_shared<rendezvous::PrefixStore>(namespace_ + "/engine" + suffix, world_store()), eo);
+      comm, std::make_shared<rendezvous::PrefixStore>(namespace_ + "/engine" + suffix, job_store_), eo);
   engine_ = std::move(engine);
   workers_comm_ = std::move(comm);
 }
@@ -309,7 +202,26 @@ ParameterServerStrategy::~ParameterServerStrategy() {
   worker_.reset();
   engine_.reset();
   workers_comm_.reset();
+  server_.reset();
 }
+
+void ParameterServerStrategy::require_worker(const char* call) const {
+  COHORT_CHECK_AS(ConfigError, !role_.server)
+      << "parameter_server: " << call << " on server " << role_.index << ", which trains nothing: "
+      << "`if (strategy->is_server()) return strategy->serve();` before the training code";
+}
+
+ps::Worker& ParameterServerStrategy::worker() {
+  require_worker("worker()");
+  return *worker_;
+}
+
+engine::Engine& ParameterServerStrategy::workers_engine() {
+  require_worker("workers_engine()");
+  return *engine_;
+}
+
+int ParameterServerStrategy::do_serve() { return server_->run(); }
 
 std::string ParameterServerStrategy::do_spec() const {
   const ps::JobOptions& j = options_.job;
@@ -318,11 +230,13 @@ std::string ParameterServerStrategy::do_spec() const {
                   ",servers=" + std::to_string(j.servers) +
                   ",staleness=" + (j.staleness == ps::kAsync ? std::string("async") : std::to_string(j.staleness));
   if (j.backup_workers) s += ",backup_workers=" + std::to_string(j.backup_workers);
+  if (options_.serve_and_exit) s += ",serve_and_exit=true";
   return s;
 }
 
 // The workers of the current world (fewer than the slots after a loss).
 ReplicaPlacement ParameterServerStrategy::do_placement() const {
+  require_worker("placement()");
   return {.replicas_in_sync = workers_comm_->size(), .local_replicas = 1, .process_count = workers_comm_->size(),
           .process_index = workers_comm_->rank()};
 }
@@ -383,13 +297,13 @@ at::Tensor ParameterServerStrategy::do_predict(const at::Tensor& input) {
 bool ParameterServerStrategy::follows_membership() const {
   // A step that applies before every worker kept the last commit could not
   // be rolled back (partition.h).
-  return elastic_ && options_.job.staleness == 0 && options_.job.backup_workers == 0;
+  return elastic_ && !role_.server && options_.job.staleness == 0 && options_.job.backup_workers == 0;
 }
 
 void ParameterServerStrategy::rejoin() {
   require_prepared("rejoin()");
   // The servers' followers take part in the new world's split.
-  form_workers_group();
+  use_workers_group(split_world_workers(namespace_, role_));
   training_->set_worker_engine(engine_.get());
   // The interrupted step's gradients are not state (a commit holds none).
   zero_grad_to_none(*optimizer_);
@@ -444,15 +358,19 @@ void ParameterServerStrategy::load_own_state(const std::string& bytes) {
 }
 
 void ParameterServerStrategy::do_abort(const std::string& reason) {
+  if (server_) server_->stop();
   if (engine_) engine_->abort(reason);
-  if (initialized()) current_engine().abort(reason);
+  // The world's engine is init()'s, not the one of a world the program gave.
+  if (!options_.world.comm && initialized()) current_engine().abort(reason);
 }
 
 at::Tensor ParameterServerStrategy::do_all_sum(const at::Tensor& values) {
+  require_worker("all_sum()");
   return allreduce(values, {.op = ReduceOp::sum, .engine = engine_.get()});
 }
 
 at::Tensor ParameterServerStrategy::do_all_gather(const at::Tensor& rows) {
+  require_worker("all_gather()");
   return allgather(rows, {.engine = engine_.get()});
 }
 
