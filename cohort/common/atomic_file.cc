@@ -60,7 +60,8 @@ void AtomicFile::write(const void* data, size_t n) {
   size_ += n;
   if (buffer_.size() + n > options_.buffer_bytes) flush();
   if (n >= options_.buffer_bytes) {
-    write_out(data, n);  // large: no copy through the buffer
+    write_out(data, n, flushed_);  // large: no copy through the buffer
+    flushed_ += n;
     return;
   }
   if (buffer_.capacity() == 0) buffer_.reserve(options_.buffer_bytes);
@@ -73,6 +74,17 @@ void AtomicFile::write_at(uint64_t offset, const void* data, size_t n) {
   COHORT_CHECK(offset + n <= size_) << path_ << ": write_at(" << offset << ", " << n << " bytes) passes the " << size_
                                     << " bytes written";
   flush();
+  write_out(data, n, offset);
+}
+
+void AtomicFile::flush() {
+  if (buffer_.empty()) return;
+  write_out(buffer_.data(), buffer_.size(), flushed_);
+  flushed_ += buffer_.size();
+  buffer_.clear();
+}
+
+void AtomicFile::write_out(const void* data, size_t n, uint64_t offset) {
   const char* p = static_cast<const char*>(data);
   while (n > 0) {
     const ssize_t w = ::pwrite(fd_, p, n, static_cast<off_t>(offset));
@@ -84,26 +96,6 @@ void AtomicFile::write_at(uint64_t offset, const void* data, size_t n) {
     p += w;
     n -= size_t(w);
     offset += uint64_t(w);
-  }
-}
-
-void AtomicFile::flush() {
-  if (buffer_.empty()) return;
-  write_out(buffer_.data(), buffer_.size());
-  buffer_.clear();
-}
-
-void AtomicFile::write_out(const void* data, size_t n) {
-  const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    const ssize_t w = ::write(fd_, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      const int err = w < 0 ? errno : EIO;
-      fail("writing " + temporary_, err);
-    }
-    p += w;
-    n -= size_t(w);
   }
 }
 

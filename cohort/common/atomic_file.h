@@ -1,8 +1,8 @@
 // AtomicFile: a file written under a temporary name next to its final path
 // and renamed onto it by commit(), so that a reader sees the old file or the
-// whole new one, never part of one. Every file cohort writes for others to
-// read (record shards, indexes, checkpoints, manifests, store values, CSV and
-// PNG histories) goes through it.
+// whole new one, never part of one. The files cohort writes whole for others
+// to read (record shards, indexes, checkpoints, manifests, store values, CSV
+// and PNG histories) go through it.
 //
 //   AtomicFile out(path, {.durability = Durability::fsync_file_and_dir});
 //   out.write(header);
@@ -74,7 +74,8 @@ class AtomicFile {
 
  private:
   void flush();
-  void write_out(const void* data, size_t n);
+  // pwrite(2)s all of it at `offset`.
+  void write_out(const void* data, size_t n, uint64_t offset);
   // Closes and removes the temporary, then throws a ConfigError naming
   // path() with `what` and strerror(err).
   [[noreturn]] void fail(const std::string& what, int err);
@@ -84,7 +85,8 @@ class AtomicFile {
   AtomicFileOptions options_;
   int fd_ = -1;
   std::vector<char> buffer_;
-  uint64_t size_ = 0;
+  uint64_t size_ = 0;     // bytes written, buffered ones included
+  uint64_t flushed_ = 0;  // bytes in the file
 };
 
 // Writes `bytes` as the whole file at `path` through an AtomicFile.

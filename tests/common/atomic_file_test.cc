@@ -14,63 +14,35 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "cohort/common/error.h"
+#include "tests/data/temp_dir.h"
 
 namespace cohort {
 namespace {
 
 namespace fs = std::filesystem;
 
-class TempDir {
- public:
-  TempDir() {
-    char pattern[] = "/tmp/cohort_atomic_file_test.XXXXXX";
-    path_ = ::mkdtemp(pattern);
-  }
-  ~TempDir() {
-    fs::permissions(path_, fs::perms::owner_all);
-    fs::remove_all(path_);
-  }
-  const std::string& path() const { return path_; }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-  // The names in the directory, sorted.
-  std::vector<std::string> names() const {
-    std::vector<std::string> out;
-    for (const auto& e : fs::directory_iterator(path_)) out.push_back(e.path().filename().string());
-    std::sort(out.begin(), out.end());
-    return out;
-  }
+using testing::error_of;
+using testing::TempDir;
 
- private:
-  std::string path_;
-};
+// The names in `dir`, sorted.
+std::vector<std::string> names_in(const TempDir& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir.path())) out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
 
 std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(f), {});
+  const std::vector<uint8_t> bytes = testing::slurp(path);
+  return std::string(bytes.begin(), bytes.end());
 }
 
-void spit(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
-}
-
-// What the error of `fn` says, or "" when it throws none; a non-ConfigError
-// is a failure.
-template <typename Fn>
-std::string config_error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
-}
+void spit(const std::string& path, const std::string& text) { testing::spit(path, {text.begin(), text.end()}); }
 
 class AtomicFileTest : public ::testing::TestWithParam<Durability> {
  protected:
@@ -101,7 +73,7 @@ TEST_P(AtomicFileTest, ContentAppearsWholeAtCommitAndNotBefore) {
   EXPECT_EQ(fs::path(file.temporary_path()).parent_path(), fs::path(dir_.path()));
   file.commit();
   EXPECT_EQ(slurp(path), expected);
-  EXPECT_EQ(dir_.names(), std::vector<std::string>{"out.bin"});  // no temporary left
+  EXPECT_EQ(names_in(dir_), std::vector<std::string>{"out.bin"});  // no temporary left
 }
 
 TEST_P(AtomicFileTest, AbandonedWriterLeavesTheOldFileAndNoTemporary) {
@@ -112,12 +84,12 @@ TEST_P(AtomicFileTest, AbandonedWriterLeavesTheOldFileAndNoTemporary) {
     file.write(std::string(200000, 'x'));  // partly on disk already
   }
   EXPECT_EQ(slurp(path), "{\"step\": 1}");
-  EXPECT_EQ(dir_.names(), std::vector<std::string>{"state.json"});
+  EXPECT_EQ(names_in(dir_), std::vector<std::string>{"state.json"});
   {
     AtomicFile file(dir_.file("new.json"), options());
     file.write("never committed");
   }
-  EXPECT_EQ(dir_.names(), std::vector<std::string>{"state.json"});
+  EXPECT_EQ(names_in(dir_), std::vector<std::string>{"state.json"});
 }
 
 TEST_P(AtomicFileTest, FailedWriteLeavesTheOldFileAndNoTemporary) {
@@ -136,7 +108,7 @@ TEST_P(AtomicFileTest, FailedWriteLeavesTheOldFileAndNoTemporary) {
   small.rlim_cur = 4096;
   ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
   AtomicFile file(path, options(1024));
-  std::string what = config_error_of([&] {
+  std::string what = error_of<ConfigError>([&] {
     for (int i = 0; i < 100; ++i) file.write(std::string(1000, 'n'));
   });
   ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &saved), 0);
@@ -144,7 +116,7 @@ TEST_P(AtomicFileTest, FailedWriteLeavesTheOldFileAndNoTemporary) {
   EXPECT_NE(what.find("cannot write " + path), std::string::npos) << what;
   EXPECT_NE(what.find(std::strerror(EFBIG)), std::string::npos) << what;
   EXPECT_EQ(slurp(path), old);
-  EXPECT_EQ(dir_.names(), std::vector<std::string>{"shard.rec"});
+  EXPECT_EQ(names_in(dir_), std::vector<std::string>{"shard.rec"});
   // The writer is done: committing what failed is a programming error.
   EXPECT_THROW(file.commit(), Error);
   EXPECT_EQ(slurp(path), old);
@@ -169,13 +141,13 @@ TEST_P(AtomicFileTest, KeepsTheReplacedFileWhenAsked) {
     first.write("first");
     first.commit(previous);  // nothing to keep yet
   }
-  EXPECT_EQ(dir_.names(), std::vector<std::string>{"model.ckpt"});
+  EXPECT_EQ(names_in(dir_), std::vector<std::string>{"model.ckpt"});
   AtomicFile second(path, options());
   second.write("second");
   second.commit(previous);
   EXPECT_EQ(slurp(path), "second");
   EXPECT_EQ(slurp(previous), "first");
-  EXPECT_EQ(dir_.names(), (std::vector<std::string>{"model.ckpt", "model.ckpt.prev"}));
+  EXPECT_EQ(names_in(dir_), (std::vector<std::string>{"model.ckpt", "model.ckpt.prev"}));
 }
 
 TEST_P(AtomicFileTest, WriteFileAtomicallyUsesTheModeGiven) {
@@ -202,12 +174,12 @@ TEST_P(AtomicFileTest, ConcurrentWritersOfOnePathNeverMix) {
   tb.join();
   const std::string last = slurp(path);
   EXPECT_TRUE(last == a || last == b) << "the file mixes both writers' bytes";
-  EXPECT_EQ(dir_.names(), std::vector<std::string>{"shared"});
+  EXPECT_EQ(names_in(dir_), std::vector<std::string>{"shared"});
 }
 
 TEST_P(AtomicFileTest, MissingDirectoryIsAConfigErrorNamingThePath) {
   const std::string path = dir_.file("no-such-dir/out.csv");
-  const std::string what = config_error_of([&] { write_file_atomically(path, "x", options()); });
+  const std::string what = error_of<ConfigError>([&] { write_file_atomically(path, "x", options()); });
   EXPECT_NE(what.find("cannot write " + path), std::string::npos) << what;
   EXPECT_NE(what.find(std::strerror(ENOENT)), std::string::npos) << what;
 }
@@ -217,7 +189,7 @@ TEST_P(AtomicFileTest, MissingDirectoryIsAConfigErrorNamingThePath) {
 // becomes nobody (65534); the message comes back through a pipe.
 std::string error_in_unwritable_directory(const std::string& dir, const std::string& path) {
   ::chmod(dir.c_str(), 0555);
-  if (::geteuid() != 0) return config_error_of([&] { write_file_atomically(path, "x", {}); });
+  if (::geteuid() != 0) return error_of<ConfigError>([&] { write_file_atomically(path, "x", {}); });
   int fds[2];
   if (::pipe(fds) != 0) return "pipe failed";
   const pid_t child = ::fork();
@@ -225,7 +197,7 @@ std::string error_in_unwritable_directory(const std::string& dir, const std::str
     ::close(fds[0]);
     std::string what = "the child could not drop root";
     if (::setgid(65534) == 0 && ::setuid(65534) == 0)
-      what = config_error_of([&] { write_file_atomically(path, "x", {}); });
+      what = error_of<ConfigError>([&] { write_file_atomically(path, "x", {}); });
     [[maybe_unused]] ssize_t n = ::write(fds[1], what.data(), what.size());
     ::_exit(0);
   }
