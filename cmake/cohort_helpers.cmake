@@ -2,10 +2,74 @@
 
 # cohort_install_headers(<header>...): installs the public headers of the
 # calling folder under include/, at the path they have in the source tree
-# (cohort/torch/core/runtime.h -> include/cohort/torch/core/runtime.h).
-# A header not listed is internal: it is never installed, and no installed
-# header may include it (tests/package/public_headers_test.sh checks).
+# (cohort/torch/core/runtime.h -> include/cohort/torch/core/runtime.h), as
+# install component "headers". A header not listed is internal: it is never
+# installed, and no installed header may include it. The declared set is
+# recorded (COHORT_PUBLIC_HEADERS) for the layering test (tests/layering),
+# which installs the component alone and compares.
 function(cohort_install_headers)
   file(RELATIVE_PATH dir ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_SOURCE_DIR})
-  install(FILES ${ARGN} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/${dir})
+  install(FILES ${ARGN} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/${dir} COMPONENT headers)
+  foreach(header ${ARGN})
+    set_property(GLOBAL APPEND PROPERTY COHORT_PUBLIC_HEADERS ${dir}/${header})
+  endforeach()
+endfunction()
+
+# cohort_write_build_graph(<dir>): writes what the layering test reads, once
+# the whole project is configured:
+#   <dir>/links.tsv           one line per target: name, type, source folder
+#                             (relative), and the targets and libraries it
+#                             links (LINK_LIBRARIES and
+#                             INTERFACE_LINK_LIBRARIES, aliases resolved),
+#                             separated by ";"
+#   <dir>/public_headers.txt  the headers cohort_install_headers declared
+# Read at configure time rather than through CMake's file API, whose query
+# must exist before the first configure.
+function(cohort_write_build_graph dir)
+  set(pending ${PROJECT_SOURCE_DIR})
+  set(targets)
+  while(pending)
+    list(POP_FRONT pending folder)
+    get_property(here DIRECTORY ${folder} PROPERTY BUILDSYSTEM_TARGETS)
+    get_property(below DIRECTORY ${folder} PROPERTY SUBDIRECTORIES)
+    list(APPEND targets ${here})
+    list(APPEND pending ${below})
+  endwhile()
+  set(lines)
+  foreach(target ${targets})
+    get_target_property(type ${target} TYPE)
+    get_target_property(source ${target} SOURCE_DIR)
+    file(RELATIVE_PATH source ${PROJECT_SOURCE_DIR} ${source})
+    set(links)
+    foreach(property LINK_LIBRARIES INTERFACE_LINK_LIBRARIES)
+      get_target_property(items ${target} ${property})
+      if(NOT items)
+        continue()
+      endif()
+      foreach(item ${items})
+        # Links made from another folder are bracketed by "::@(id)" markers;
+        # a static library's private links are exported as $<LINK_ONLY:x>.
+        if(item MATCHES "^::@")
+          continue()
+        endif()
+        string(REGEX REPLACE "^\\$<LINK_ONLY:(.*)>$" "\\1" item "${item}")
+        if(TARGET ${item})
+          get_target_property(aliased ${item} ALIASED_TARGET)
+          if(aliased)
+            set(item ${aliased})
+          endif()
+        endif()
+        list(APPEND links ${item})
+      endforeach()
+    endforeach()
+    list(REMOVE_DUPLICATES links)
+    list(JOIN links "," links)
+    list(APPEND lines "${target}\t${type}\t${source}\t${links}")
+  endforeach()
+  list(JOIN lines "\n" text)
+  file(WRITE ${dir}/links.tsv "${text}\n")
+  get_property(headers GLOBAL PROPERTY COHORT_PUBLIC_HEADERS)
+  list(SORT headers)
+  list(JOIN headers "\n" text)
+  file(WRITE ${dir}/public_headers.txt "${text}\n")
 endfunction()

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs every Debian package cohort needs to build, test and benchmark.
 #
-# Usage: scripts/bootstrap.sh [--with-torch] [--with-slurm] [--with-fuzz] [--check]
+# Usage: scripts/bootstrap.sh [--with-torch] [--with-slurm] [--with-fuzz] [--with-format] [--check]
 #   --with-torch  also install python3-torch (PyTorch for Python, for
 #                 comparisons) and python3-protobuf (the DataLoader peer of
 #                 bench/input_pipeline.sh parses tf.train.Example with it);
@@ -10,6 +10,8 @@
 #                 one-machine cluster; `make test` asks for them).
 #   --with-fuzz   also install clang and its libFuzzer and sanitizer runtimes
 #                 (`make fuzz`, fuzz/README.md).
+#   --with-format also install clang-format (scripts/check_format.sh, which
+#                 .ci/run runs).
 #   --check       install nothing; exit 0 when everything is present, 1 otherwise
 #                 (the Makefile uses it to skip bootstrap quickly).
 #
@@ -74,22 +76,29 @@ fuzz_packages=(
   libclang-rt-14-dev
 )
 
+# Optional: clang-format 14 and git clang-format, for the format check.
+format_packages=(
+  clang-format
+)
+
 with_torch=0
 with_slurm=0
 with_fuzz=0
+with_format=0
 check_only=0
 for arg in "$@"; do
   case "$arg" in
     --with-torch) with_torch=1 ;;
     --with-slurm) with_slurm=1 ;;
     --with-fuzz) with_fuzz=1 ;;
+    --with-format) with_format=1 ;;
     --check) check_only=1 ;;
     -h|--help)
-      sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
+      sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
     *)
-      echo "bootstrap.sh: unknown argument '$arg' (expected --with-torch, --with-slurm, --with-fuzz, --check, --help)" >&2
+      echo "bootstrap.sh: unknown argument '$arg' (expected --with-torch, --with-slurm, --with-fuzz, --with-format, --check, --help)" >&2
       exit 2
       ;;
   esac
@@ -104,6 +113,9 @@ if [[ $with_slurm == 1 ]]; then
 fi
 if [[ $with_fuzz == 1 ]]; then
   wanted+=("${fuzz_packages[@]}")
+fi
+if [[ $with_format == 1 ]]; then
+  wanted+=("${format_packages[@]}")
 fi
 
 if ! command -v dpkg-query >/dev/null 2>&1; then

@@ -12,6 +12,7 @@
 #include "cohort/comm/shm/communicator.h"
 #include "cohort/common/check.h"
 #include "cohort/common/logging.h"
+#include "cohort/common/network_interface.h"
 #include "cohort/common/tunables.h"
 #include "cohort/rendezvous/epoch_store.h"
 #include "cohort/rendezvous/heartbeat.h"
@@ -22,7 +23,6 @@
 
 #ifdef COHORT_HAVE_GLOO
 #include "cohort/comm/gloo/communicator.h"
-#include "cohort/comm/gloo/network_interface.h"
 #include "cohort/comm/hierarchical/communicator.h"  // issue 5 item 3: hierarchical over gloo
 #endif
 #ifdef COHORT_HAVE_MPI
@@ -173,9 +173,7 @@ void join_next_epoch(World& world, int64_t after) {
 // whether or not the banner is wanted: ranks may not agree on COHORT_BANNER.
 // Returns the count on rank 0, 0 elsewhere.
 int count_hosts(Communicator& comm) {
-  char name[256] = {};
-  ::gethostname(name, sizeof name - 1);
-  int64_t mine = static_cast<int64_t>(std::hash<std::string>{}(name));
+  int64_t mine = static_cast<int64_t>(std::hash<std::string>{}(net::host_name()));
   std::vector<int64_t> all(static_cast<size_t>(comm.size()));
   comm.gather(BufferView{&mine, 1, DType::i64}, BufferView{all.data(), all.size(), DType::i64}, 0);
   if (comm.rank() != 0) return 0;
@@ -325,7 +323,7 @@ gloo::Options gloo_options(const CommunicatorOptions& options) {
   // gloo backend's own choice (primary_interface()).
   o.iface = options.iface;
   if (o.iface.empty() && options.all_local) o.iface = "lo";
-  if (o.iface.empty() && !options.store_host.empty()) o.hostname = local_address_toward(options.store_host);
+  if (o.iface.empty() && !options.store_host.empty()) o.hostname = net::local_address_toward(options.store_host);
   if (options.elastic) o.failure_grace = std::min(o.failure_grace, kElasticFailureGrace);
   o.abandoned = options.abandoned;
   return o;

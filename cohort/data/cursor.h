@@ -20,7 +20,7 @@
 #include <string_view>
 #include <vector>
 
-#include "cohort/data/epoch_order.h"
+#include "cohort/data/order_options.h"
 
 namespace cohort::data {
 

@@ -19,17 +19,9 @@
 #include <vector>
 
 #include "cohort/data/index_permutation.h"
+#include "cohort/data/order_options.h"
 
 namespace cohort::data {
-
-enum class Sharding : uint8_t { by_record, by_file };
-
-struct OrderOptions {
-  uint64_t seed = 0;
-  bool shuffle = true;
-  Sharding sharding = Sharding::by_record;
-  bool operator==(const OrderOptions&) const = default;
-};
 
 class EpochOrder {
  public:

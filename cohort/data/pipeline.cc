@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "cohort/common/check.h"
+#include "cohort/data/epoch_order.h"
 
 namespace cohort::data {
 

@@ -5,8 +5,8 @@
 #include <charconv>
 #include <string_view>
 
+#include "cohort/common/atomic_file.h"
 #include "cohort/common/check.h"
-#include "cohort/data/file_writer.h"
 #include "cohort/data/record_format.h"
 #include "cohort/data/record_reader.h"
 
@@ -62,7 +62,8 @@ RecordIndex load_index(const std::string& index_file, const std::string& record_
 }
 
 void write_index(const std::string& index_file, const RecordIndex& index) {
-  FileWriter writer(index_file);
+  // Synced like the records it indexes (record_writer.h says why).
+  AtomicFile writer(index_file, {.durability = Durability::fsync_file_and_dir});
   // Two u64 of at most 20 digits each, a space and a newline.
   char line[64];
   for (uint64_t r = 0; r < index.records(); ++r) {

@@ -2,8 +2,10 @@
 // and its sidecar index (record_index.h).
 //
 // The file is written under a temporary name and appears under its own,
-// complete, at close() (FileWriter); the index follows it. A writer
-// destroyed without close() leaves neither behind.
+// complete, at close() (common/atomic_file.h, synced to disk: a shard set is
+// written once and read by many jobs, which must not find an empty shard
+// after a power cut); the index follows it. A writer destroyed without
+// close() leaves neither behind.
 #pragma once
 
 #include <cstdint>
@@ -11,7 +13,7 @@
 #include <string>
 #include <string_view>
 
-#include "cohort/data/file_writer.h"
+#include "cohort/common/atomic_file.h"
 #include "cohort/data/record_index.h"
 
 namespace cohort::data {
@@ -34,7 +36,7 @@ class RecordWriter {
 
  private:
   RecordWriterOptions options_;
-  FileWriter file_;
+  AtomicFile file_;
   RecordIndex index_;
 };
 

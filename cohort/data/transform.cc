@@ -5,9 +5,9 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "cohort/common/atomic_file.h"
 #include "cohort/common/check.h"
 #include "cohort/data/feature_values.h"
-#include "cohort/data/file_writer.h"
 #include "cohort/data/random_access_file.h"
 #include "cohort/data/transform.pb.h"
 
@@ -218,7 +218,9 @@ MapFn Transform::as_map() const {
 void Transform::save(const std::string& path) const {
   std::string bytes;
   COHORT_CHECK(impl_->message.SerializeToString(&bytes)) << "cannot serialise the transform";
-  write_file_atomically(path, bytes);
+  // Synced: the artifact costs a full pass over the data to make again, and
+  // serving loads it long after training wrote it.
+  write_file_atomically(path, bytes, {.durability = Durability::fsync_file_and_dir});
 }
 
 Transform Transform::load(const std::string& path) {

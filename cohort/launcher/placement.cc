@@ -1,17 +1,15 @@
 #include "cohort/launcher/placement.h"
 
-#include <unistd.h>
-
 #include <set>
 
+#include "cohort/common/network_interface.h"
 #include "cohort/launcher/options.h"
 
 namespace cohort::launcher {
 
 std::string this_host_name() {
-  char name[256] = {};
-  if (::gethostname(name, sizeof name - 1) != 0) return "localhost";
-  return name;
+  std::string name = net::host_name();
+  return name.empty() ? "localhost" : name;
 }
 
 bool is_this_host(const std::string& host) {

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "cohort/common/atomic_file.h"
 #include "cohort/common/check.h"
 #include "cohort/parameter_server/shard_record.h"
 #include "cohort/parameter_server/wire.h"
@@ -32,17 +33,6 @@ uint32_t crc_of(const std::byte* data, size_t n, uint32_t crc = 0) {
   return crc;
 }
 
-void write_all(int fd, const void* data, size_t n, const std::string& path) {
-  const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    const ssize_t w = ::write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    COHORT_CHECK_AS(ConfigError, w > 0) << "writing checkpoint " << path << ": " << std::strerror(errno);
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-}
-
 void read_at(int fd, void* data, size_t n, uint64_t offset, const std::string& path) {
   char* p = static_cast<char*>(data);
   while (n > 0) {
@@ -56,37 +46,10 @@ void read_at(int fd, void* data, size_t n, uint64_t offset, const std::string& p
   }
 }
 
-// Writes `content` through a temporary file, synced, then renamed.
-class AtomicFile {
- public:
-  explicit AtomicFile(std::string path) : path_(std::move(path)), tmp_(path_ + ".tmp") {
-    fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    COHORT_CHECK_AS(ConfigError, fd_ >= 0) << "cannot write checkpoint " << tmp_ << ": " << std::strerror(errno);
-  }
-  ~AtomicFile() {
-    if (fd_ >= 0) {
-      ::close(fd_);
-      ::unlink(tmp_.c_str());
-    }
-  }
-  void write(const void* data, size_t n) {
-    write_all(fd_, data, n, tmp_);
-    offset_ += n;
-  }
-  uint64_t offset() const { return offset_; }
-  void commit() {
-    COHORT_CHECK_AS(ConfigError, ::fsync(fd_) == 0) << "fsync " << tmp_ << ": " << std::strerror(errno);
-    ::close(fd_);
-    fd_ = -1;
-    COHORT_CHECK_AS(ConfigError, ::rename(tmp_.c_str(), path_.c_str()) == 0)
-        << "rename " << tmp_ << " -> " << path_ << ": " << std::strerror(errno);
-  }
-
- private:
-  std::string path_, tmp_;
-  int fd_ = -1;
-  uint64_t offset_ = 0;
-};
+// Synced, files and manifest: the manifest is the commit point of state
+// that cost the whole job's training, and it must never name shard files a
+// power cut emptied.
+constexpr AtomicFileOptions kDurable{.durability = Durability::fsync_file_and_dir, .buffer_bytes = size_t(1) << 20};
 
 }  // namespace
 
@@ -126,16 +89,23 @@ CheckpointEntry CheckpointEntry::decode(const std::string& line) {
 std::vector<CheckpointEntry> save_partition(const Partition& partition, const std::string& dir,
                                             const std::string& file) {
   ::mkdir(dir.c_str(), 0755);
-  AtomicFile out(dir + "/" + file);
+  AtomicFile out(dir + "/" + file, kDurable);
   out.write(kFileMagic, sizeof kFileMagic);
   std::vector<CheckpointEntry> entries;
   for (const auto& [key, s] : partition.shards()) {
     const ShardRecordHeader h = record_header(s, false, static_cast<uint64_t>(s.info.rows()));
     out.write(&h, sizeof h);
     out.write(s.spec.name.data(), s.spec.name.size());
-    CheckpointEntry e{.variable = s.spec.name, .dtype = s.spec.dtype, .rows = s.spec.rows, .cols = s.spec.cols,
-                      .row_begin = s.info.row_begin, .row_end = s.info.row_end, .updates = s.updates,
-                      .slots = static_cast<int>(s.slots.size()), .file = file, .offset = out.offset(),
+    CheckpointEntry e{.variable = s.spec.name,
+                      .dtype = s.spec.dtype,
+                      .rows = s.spec.rows,
+                      .cols = s.spec.cols,
+                      .row_begin = s.info.row_begin,
+                      .row_end = s.info.row_end,
+                      .updates = s.updates,
+                      .slots = static_cast<int>(s.slots.size()),
+                      .file = file,
+                      .offset = out.size(),
                       .bytes = s.values.size() * (1 + s.slots.size())};
     uint32_t crc = crc_of(s.values.data(), s.values.size());
     out.write(s.values.data(), s.values.size());
@@ -154,10 +124,7 @@ void write_manifest(const std::string& dir, const Manifest& m) {
   std::ostringstream text;
   text << kManifestHeader << " step=" << m.step << " rule=" << m.rule << '\n';
   for (const auto& e : m.entries) text << e.encode() << '\n';
-  const std::string s = text.str();
-  AtomicFile out(dir + "/manifest");
-  out.write(s.data(), s.size());
-  out.commit();
+  write_file_atomically(dir + "/manifest", text.str(), kDurable);
 }
 
 bool has_manifest(const std::string& dir) { return ::access((dir + "/manifest").c_str(), R_OK) == 0; }

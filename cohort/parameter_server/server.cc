@@ -13,8 +13,8 @@
 
 #include "cohort/common/check.h"
 #include "cohort/common/logging.h"
+#include "cohort/common/network_interface.h"
 #include "cohort/common/tunables.h"
-#include "cohort/comm/gloo/network_interface.h"
 #include "cohort/parameter_server/checkpoint.h"
 #include "cohort/parameter_server/partition.h"
 #include "cohort/parameter_server/replica.h"
@@ -45,7 +45,7 @@ ServerOptions server_options_for(const rendezvous::LaunchInfo& info, const Role&
   o.secret = info.secret;
   o.job_id = info.job_id;
   const bool local = info.store_host.empty() || info.store_host == "127.0.0.1" || info.store_host == "localhost";
-  o.tcp_host = local ? "127.0.0.1" : comm::local_address_toward(info.store_host);
+  o.tcp_host = local ? "127.0.0.1" : net::local_address_toward(info.store_host);
   COHORT_CHECK_AS(ConfigError, !o.tcp_host.empty())
       << "parameter server " << role.index << ": no route toward the store's host " << info.store_host;
   return o;

@@ -14,8 +14,8 @@
 #include <thread>
 #include <variant>
 
-#include "cohort/comm/hierarchical/host_key.h"
 #include "cohort/common/check.h"
+#include "cohort/common/host_key.h"
 #include "cohort/common/logging.h"
 #include "cohort/common/tunables.h"
 #include "cohort/parameter_server/credentials.h"
@@ -117,7 +117,7 @@ ServerSocket::ServerSocket(const ServerSocketOptions& options) : context_(1) {
   if (options.secret.empty())
     COHORT_LOG(warn) << "parameter server: empty job secret (COHORT_SECRET): anyone who can reach it may connect";
   zap_ = std::make_unique<Zap>(context_, options.secret);
-  address_.host_key = comm::hierarchical::host_key();
+  address_.host_key = net::host_key();
   const CurveKeys keys = derive_curve_keys(options.secret);
   router_ = zmq::socket_t(context_, zmq::socket_type::router);
   configure_common(router_);
@@ -398,7 +398,7 @@ struct Client::Impl {
     configure_common(peer.socket);
     peer.socket.set(zmq::sockopt::routing_id, options.name + "." + std::to_string(options.incarnation) + ">" +
                                                   std::to_string(server));
-    const bool same_host = address.host_key == comm::hierarchical::host_key();
+    const bool same_host = address.host_key == net::host_key();
     const bool use_ipc = !address.ipc.empty() &&
                          (options.transport == "ipc" || (options.transport == "auto" && same_host) ||
                           address.tcp.empty());

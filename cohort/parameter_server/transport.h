@@ -5,7 +5,7 @@
 // other hosts reach it at, and ipc:// (a Unix socket file, mode 0600) for
 // clients on its own host, which skips TCP's loopback stack. A client holds
 // one DEALER socket per server and picks ipc:// when the server's host key
-// equals its own (comm::hierarchical::host_key(): an emulated host of
+// equals its own (net::host_key(), common/host_key.h: an emulated host of
 // scripts/cluster.sh is a host of its own), tcp:// otherwise. Both are
 // authenticated with the job secret (credentials.h); bench/README.md ("The transport")
 // has the measurement behind choosing ZeroMQ over cohort's communicators.

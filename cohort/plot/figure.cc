@@ -7,7 +7,9 @@
 #include <cstdio>
 #include <memory>
 #include <numbers>
+#include <string>
 
+#include "cohort/common/atomic_file.h"
 #include "cohort/common/check.h"
 
 namespace cohort::plot {
@@ -289,8 +291,19 @@ void write_png(const Figure& f, const std::string& path) {
   }
 
   cairo_surface_flush(surface.get());
-  const cairo_status_t st = cairo_surface_write_to_png(surface.get(), path.c_str());
-  COHORT_CHECK(st == CAIRO_STATUS_SUCCESS) << "plot: cannot write '" << path << "': " << cairo_status_to_string(st);
+  // Encoded in memory (a chart is some 100 KB), then written atomically so
+  // that a reader never sees half a picture. Not synced: a chart is drawn
+  // again from data its caller keeps.
+  std::string png;
+  const cairo_status_t st = cairo_surface_write_to_png_stream(
+      surface.get(),
+      [](void* out, const unsigned char* data, unsigned int n) {
+        static_cast<std::string*>(out)->append(reinterpret_cast<const char*>(data), n);
+        return CAIRO_STATUS_SUCCESS;
+      },
+      &png);
+  COHORT_CHECK(st == CAIRO_STATUS_SUCCESS) << "plot: cannot encode '" << path << "': " << cairo_status_to_string(st);
+  write_file_atomically(path, png, {.durability = Durability::none});
 }
 
 }  // namespace cohort::plot

@@ -49,9 +49,10 @@ struct Figure {
   int height = 560;
 };
 
-// Writes `figure` as a PNG at `path`; ConfigError on an invalid figure
-// (mismatched x/y lengths, non-positive size, inverted limits), Error when
-// the file cannot be written.
+// Writes `figure` as a PNG at `path`, atomically (common/atomic_file.h: a
+// reader sees the old picture or the new one); ConfigError on an invalid
+// figure (mismatched x/y lengths, non-positive size, inverted limits) or
+// when the file cannot be written.
 void write_png(const Figure& figure, const std::string& path);
 
 // Where the data land in the image, for tests and for callers placing

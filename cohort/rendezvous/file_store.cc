@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "cohort/common/atomic_file.h"
 #include "cohort/common/check.h"
 #include "cohort/rendezvous/auth.h"
 #include "cohort/rendezvous/store_util.h"
@@ -23,7 +24,8 @@ namespace {
 //                 atomic with respect to each other and to set/remove
 //   k<hex(key)>   one file per key (hex keeps any byte legal in a file name)
 //   h<sha256hex>  keys whose hex name would pass NAME_MAX use their hash
-//   .tmp-<random> a value being written, renamed over its key when complete
+//   <name>.tmp.<pid>.<n>  a value being written, renamed over its key when
+//                 complete (common/atomic_file.h)
 constexpr size_t kMaxHexName = 200;
 
 std::string key_file_name(const std::string& key) {
@@ -87,35 +89,12 @@ bool file_exists(const std::string& path) {
   return false;
 }
 
-// Writes `value` to `path` so that readers see either the old file or the
-// whole new one, never a partial write.
-void write_atomically(const std::string& directory, const std::string& path, const Bytes& value) {
-  const std::string tmp = directory + "/.tmp-" + to_hex(random_bytes(8));
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  COHORT_CHECK(fd >= 0) << "FileStore: cannot create '" << tmp << "': " << errno_text(errno);
-  size_t done = 0;
-  while (done < value.size()) {
-    ssize_t n = ::write(fd, value.data() + done, value.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int e = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      COHORT_THROW(Error) << "FileStore: cannot write '" << tmp << "': " << errno_text(e);
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::close(fd) != 0) {
-    const int e = errno;
-    ::unlink(tmp.c_str());
-    COHORT_THROW(Error) << "FileStore: cannot write '" << tmp << "': " << errno_text(e);
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int e = errno;
-    ::unlink(tmp.c_str());
-    COHORT_THROW(Error) << "FileStore: cannot rename '" << tmp << "' to '" << path
-                        << "': " << errno_text(e);
-  }
+// Readers see the old value or the whole new one, never a partial write.
+// Not synced: a store lives as long as its job's processes, which a power cut
+// ends too, and rendezvous sets many small keys (an fsync each would make it
+// as slow as the disk). 0600: values may hold the job's addresses.
+void write_atomically(const std::string& path, const Bytes& value) {
+  write_file_atomically(path, value, {.durability = Durability::none, .mode = 0600});
 }
 
 // An exclusive flock on the directory's lock file. Each lock opens its own
@@ -174,7 +153,7 @@ FileStore::FileStore(std::string directory) : directory_(std::move(directory)) {
 
 void FileStore::set(const std::string& key, const Bytes& value) {
   DirectoryLock lock(directory_);
-  write_atomically(directory_, directory_ + "/" + key_file_name(key), value);
+  write_atomically(directory_ + "/" + key_file_name(key), value);
 }
 
 Bytes FileStore::get(const std::string& key, Duration timeout) {
@@ -194,7 +173,7 @@ int64_t FileStore::add(const std::string& key, int64_t delta) {
   const auto current = read_file(path);
   const int64_t result = detail::add_to_counter("file store in " + directory_, key,
                                                 current ? &*current : nullptr, delta);
-  write_atomically(directory_, path, std::to_string(result));
+  write_atomically(path, std::to_string(result));
   return result;
 }
 
@@ -208,7 +187,7 @@ Bytes FileStore::compare_set(const std::string& key, const Bytes& expected, cons
   } else if (*current != expected) {
     return *current;
   }
-  write_atomically(directory_, path, desired);
+  write_atomically(path, desired);
   return desired;
 }
 

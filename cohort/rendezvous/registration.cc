@@ -2,9 +2,8 @@
 
 #include <unistd.h>
 
-#include <climits>
-
 #include "cohort/common/check.h"
+#include "cohort/common/network_interface.h"
 #include "cohort/rendezvous/auth.h"
 
 namespace cohort::rendezvous {
@@ -15,9 +14,8 @@ constexpr const char* kJobKey = "cohort/job";
 std::string seat_key(int rank) { return "cohort/seat/" + std::to_string(rank); }
 
 std::string this_host() {
-  char name[HOST_NAME_MAX + 1] = {};
-  if (::gethostname(name, sizeof name - 1) != 0) return "unknown-host";
-  return name;
+  std::string name = net::host_name();
+  return name.empty() ? "unknown-host" : name;
 }
 
 // The holder's description without the nonce, for messages.

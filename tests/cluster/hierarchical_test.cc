@@ -5,8 +5,8 @@
 // namespaces.
 #include <gtest/gtest.h>
 
-#include "cohort/comm/hierarchical/host_key.h"
 #include "cohort/comm/hierarchical/topology.h"
+#include "cohort/common/host_key.h"
 #include "tests/cluster/collective_checks.h"
 #include "tests/cluster/hierarchical_threads.h"
 #include "tests/comm/half_average_checks.h"
@@ -45,11 +45,11 @@ TEST(HierarchicalTopology, UnevenAndInterleavedHosts) {
 
 TEST(HierarchicalHostKey, CohortHostWinsElseHostBootAndNamespace) {
   ::setenv("COHORT_HOST", "node7", 1);
-  EXPECT_EQ(comm::hierarchical::host_key(), "node7");
+  EXPECT_EQ(net::host_key(), "node7");
   ::unsetenv("COHORT_HOST");
-  const std::string key = comm::hierarchical::host_key();
+  const std::string key = net::host_key();
   EXPECT_NE(key.find("/net:["), std::string::npos) << key;
-  EXPECT_NE(comm::hierarchical::host_key_hash("a"), comm::hierarchical::host_key_hash("b"));
+  EXPECT_NE(net::host_key_hash("a"), net::host_key_hash("b"));
 }
 
 struct Layout {

@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "cohort/common/error.h"
+#include "cohort/data/epoch_order.h"
 #include "cohort/data/epoch_plan.h"
 #include "tests/data/temp_dir.h"
 

@@ -14,12 +14,13 @@
 #include <thread>
 
 #include "cohort/data/cursor_sync.h"
+#include "cohort/data/epoch_order.h"
+#include "cohort/data/example.h"
 #include "cohort/data/pipeline.h"
 #include "cohort/data/record_format.h"
 #include "cohort/data/record_index.h"
 #include "cohort/data/record_source.h"
 #include "cohort/data/record_writer.h"
-#include "cohort/data/example.h"
 #include "tests/comm/rank_threads.h"
 #include "tests/data/temp_dir.h"
 

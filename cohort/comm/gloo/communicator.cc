@@ -33,10 +33,10 @@
 
 #include "cohort/comm/gloo/connection_shutdown.h"
 #include "cohort/comm/gloo/failure_report.h"
-#include "cohort/comm/gloo/network_interface.h"
 #include "cohort/comm/gloo/store_adapter.h"
 #include "cohort/common/check.h"
 #include "cohort/common/logging.h"
+#include "cohort/common/network_interface.h"
 #include "cohort/common/reduce.h"
 #include "cohort/common/tunables.h"
 #include "cohort/rendezvous/prefix_store.h"
@@ -117,7 +117,7 @@ std::shared_ptr<::gloo::transport::Device> create_device(const Options& options)
   if (!options.iface.empty()) {
     if (if_nametoindex(options.iface.c_str()) == 0) {
       std::string known;
-      for (const auto& name : interfaces_with_ipv4()) known += (known.empty() ? "" : ", ") + name;
+      for (const auto& name : net::interfaces_with_ipv4()) known += (known.empty() ? "" : ", ") + name;
       COHORT_THROW(ConfigError) << "COHORT_IFACE='" << options.iface
                                 << "': no such network interface (interfaces with an IPv4 address: "
                                 << known << ")";
@@ -127,11 +127,11 @@ std::shared_ptr<::gloo::transport::Device> create_device(const Options& options)
   } else if (!options.hostname.empty()) {
     attr.hostname = options.hostname;
     what = "address " + options.hostname;
-  } else if (std::string primary = primary_interface(); !primary.empty()) {
+  } else if (std::string primary = net::primary_interface(); !primary.empty()) {
     attr.iface = primary;
     what = "interface " + primary;
   } else {
-    attr.hostname = host_name();
+    attr.hostname = net::host_name();
     what = "host name " + attr.hostname;
   }
   try {

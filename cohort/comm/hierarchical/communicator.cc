@@ -6,8 +6,8 @@
 #include <utility>
 
 #include "cohort/comm/f32_average.h"
-#include "cohort/comm/hierarchical/host_key.h"
 #include "cohort/common/check.h"
+#include "cohort/common/host_key.h"
 #include "cohort/common/reduce.h"
 #include "cohort/rendezvous/prefix_store.h"
 
@@ -50,10 +50,10 @@ Communicator::Communicator(std::unique_ptr<comm::Communicator> flat, std::shared
   COHORT_CHECK_AS(ConfigError, options_.chunk_bytes >= 4096) << "hierarchical chunk_bytes must be at least 4096";
   rank_ = flat_->rank();
   size_ = flat_->size();
-  if (options_.host_key.empty()) options_.host_key = host_key();
+  if (options_.host_key.empty()) options_.host_key = net::host_key();
 
   // The hash travels as an i64: only its bits matter.
-  uint64_t mine = host_key_hash(options_.host_key);
+  uint64_t mine = net::host_key_hash(options_.host_key);
   std::vector<uint64_t> all(static_cast<size_t>(size_));
   flat_->allgather(BufferView{&mine, 1, DType::i64}, BufferView{all.data(), all.size(), DType::i64});
   topology_ = make_topology(all);

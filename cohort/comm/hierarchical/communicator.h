@@ -2,7 +2,7 @@
 // cross-host communicator (gloo or mpi) between hosts.
 //
 // Construction (collective over every rank of `flat`): ranks exchange host
-// key hashes (host_key.h) over `flat` and compute the same Topology; each
+// key hashes (common/host_key.h) over `flat` and compute the same Topology; each
 // host's ranks form an shm communicator (local), and the ranks with local
 // rank k < M form cross communicator k over the hosts, ordered by host, split
 // from `flat` (M = the smallest number of ranks on any host).

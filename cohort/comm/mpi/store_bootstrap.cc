@@ -4,8 +4,8 @@
 #include <cstring>
 #include <sstream>
 
-#include "cohort/comm/gloo/network_interface.h"
 #include "cohort/common/check.h"
+#include "cohort/common/network_interface.h"
 #include "cohort/common/tunables.h"
 #include "cohort/rendezvous/auth.h"
 #include "cohort/rendezvous/tcp_store.h"
@@ -16,13 +16,13 @@ namespace {
 std::string advertised_host(bool all_local) {
   if (all_local) return "127.0.0.1";
   if (const std::string iface = tunables::iface(); !iface.empty()) {
-    const std::string address = interface_ipv4(iface);
+    const std::string address = net::interface_ipv4(iface);
     COHORT_CHECK_AS(ConfigError, !address.empty()) << "COHORT_IFACE='" << iface << "' has no IPv4 address";
     return address;
   }
-  if (const std::string primary = primary_interface(); !primary.empty())
-    if (std::string address = interface_ipv4(primary); !address.empty()) return address;
-  return host_name();
+  if (const std::string primary = net::primary_interface(); !primary.empty())
+    if (std::string address = net::interface_ipv4(primary); !address.empty()) return address;
+  return net::host_name();
 }
 
 }  // namespace

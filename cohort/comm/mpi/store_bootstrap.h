@@ -7,7 +7,7 @@
 // configuration. When every rank is on this host the store listens on
 // 127.0.0.1 only and is reached there; else it listens on every interface
 // and is reached at the IPv4 address of COHORT_IFACE, else that of
-// primary_interface() (network_interface.h), else the host name. The secret
+// primary_interface() (common/network_interface.h), else the host name. The secret
 // is COHORT_SECRET when set, else a fresh one (generate_secret()).
 #pragma once
 

@@ -10,7 +10,7 @@
 //  28  u32 CRC-32 of bytes 0..27
 //  32  payload: a LibTorch archive with "model", "optimizer" and "training_state"
 //
-// Saving writes "<path>.tmp.<pid>", fsyncs it, keeps the current "<path>" as
+// Saving writes "<path>.tmp.<pid>.<n>", fsyncs it, keeps the current "<path>" as
 // "<path>.prev" (hard link, then rename: "<path>" exists at every instant),
 // renames the new file over "<path>" and fsyncs the directory. Loading
 // verifies size, magic, version and both checksums before touching the

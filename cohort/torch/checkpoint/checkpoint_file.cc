@@ -7,23 +7,12 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 #include <vector>
 
 #include "cohort/common/check.h"
 
 namespace cohort {
 namespace {
-
-void write_all(int fd, const char* data, size_t n, const std::string& path) {
-  while (n > 0) {
-    const ssize_t w = ::write(fd, data, n);
-    if (w < 0 && errno == EINTR) continue;
-    COHORT_CHECK(w > 0) << "writing checkpoint " << path << ": " << std::strerror(errno);
-    data += w;
-    n -= size_t(w);
-  }
-}
 
 // false at the end of the file.
 bool pread_all(int fd, char* out, size_t n, uint64_t offset) {
@@ -36,86 +25,27 @@ bool pread_all(int fd, char* out, size_t n, uint64_t offset) {
   return true;
 }
 
-void fsync_directory_of(const std::string& path) {
-  std::string dir = std::filesystem::path(path).parent_path().string();
-  if (dir.empty()) dir = ".";
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return;  // best effort: the rename itself has happened
-  ::fsync(fd);
-  ::close(fd);
-}
-
 }  // namespace
 
+// Synced, file and directory: a checkpoint is what a job restarts from, so
+// it must survive the power cut it exists for.
 CheckpointFileWriter::CheckpointFileWriter(std::string path, CheckpointKind kind)
-    : path_(std::move(path)), tmp_(path_ + ".tmp." + std::to_string(::getpid())) {
+    : file_(std::move(path), {.durability = Durability::fsync_file_and_dir, .buffer_bytes = size_t(1) << 20}) {
   header_.kind = kind;
-  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  COHORT_CHECK(fd_ >= 0) << "cannot create " << tmp_ << ": " << std::strerror(errno);
   const std::array<char, kCheckpointHeaderBytes> placeholder{};
-  try {
-    write_all(fd_, placeholder.data(), placeholder.size(), tmp_);
-  } catch (...) {
-    ::close(fd_);
-    ::unlink(tmp_.c_str());
-    throw;
-  }
-}
-
-CheckpointFileWriter::~CheckpointFileWriter() {
-  if (fd_ < 0) return;
-  ::close(fd_);
-  ::unlink(tmp_.c_str());
+  file_.write(placeholder.data(), placeholder.size());
 }
 
 void CheckpointFileWriter::append(const void* data, size_t n) {
-  COHORT_CHECK(fd_ >= 0) << "checkpoint " << path_ << ": append after commit";
-  write_all(fd_, static_cast<const char*>(data), n, tmp_);
+  file_.write(data, n);
   header_.payload_crc = crc32_update(header_.payload_crc, data, n);
   header_.payload_bytes += n;
 }
 
 void CheckpointFileWriter::commit(const CheckpointOptions& options) {
-  COHORT_CHECK(fd_ >= 0) << "checkpoint " << path_ << ": committed twice";
   const auto header = checkpoint_header(header_);
-  const int fd = fd_;
-  fd_ = -1;  // from here on, this function cleans up
-  try {
-    COHORT_CHECK(::pwrite(fd, header.data(), header.size(), 0) == ssize_t(header.size()))
-        << "writing checkpoint " << tmp_ << ": " << std::strerror(errno);
-    // The data must be on disk before the rename makes it the checkpoint.
-    COHORT_CHECK(::fsync(fd) == 0) << "fsync " << tmp_ << ": " << std::strerror(errno);
-  } catch (...) {
-    ::close(fd);
-    ::unlink(tmp_.c_str());
-    throw;
-  }
-  if (::close(fd) != 0) {
-    const std::string why = std::strerror(errno);
-    ::unlink(tmp_.c_str());
-    COHORT_THROW(Error) << "closing " << tmp_ << ": " << why;
-  }
-  struct stat st;
-  if (options.keep_previous && ::stat(path_.c_str(), &st) == 0) {
-    const std::string prev = previous_checkpoint_path(path_);
-    const std::string prev_tmp = prev + ".tmp." + std::to_string(::getpid());
-    ::unlink(prev_tmp.c_str());
-    // A hard link keeps "<path>" in place until the new file replaces it.
-    if (::link(path_.c_str(), prev_tmp.c_str()) == 0) {
-      COHORT_CHECK(::rename(prev_tmp.c_str(), prev.c_str()) == 0)
-          << "rename " << prev_tmp << " to " << prev << ": " << std::strerror(errno);
-    } else {
-      // No hard links on this filesystem: fall back to moving it.
-      COHORT_CHECK(::rename(path_.c_str(), prev.c_str()) == 0)
-          << "rename " << path_ << " to " << prev << ": " << std::strerror(errno);
-    }
-  }
-  if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    ::unlink(tmp_.c_str());
-    COHORT_THROW(Error) << "rename " << tmp_ << " to " << path_ << ": " << why;
-  }
-  fsync_directory_of(path_);
+  file_.write_at(0, header.data(), header.size());
+  file_.commit(options.keep_previous ? previous_checkpoint_path(file_.path()) : std::string());
 }
 
 CheckpointFileReader::CheckpointFileReader(std::string path, CheckpointKind kind) : path_(std::move(path)) {

@@ -3,12 +3,13 @@
 // once (a sharded or consolidated checkpoint of a large model) is never
 // assembled in memory.
 //
-// Writing goes to "<path>.tmp.<pid>" behind a placeholder header; commit()
-// writes the real header (size, CRC-32 of what was appended), fsyncs, keeps
-// the current "<path>" as "<path>.prev" when asked (hard link, then rename:
-// "<path>" exists at every instant), renames the new file over "<path>" and
-// fsyncs the directory. A writer destroyed without commit() removes its
-// temporary file: a failed save leaves the last good checkpoint as it was.
+// Writing goes through an AtomicFile (common/atomic_file.h) behind a
+// placeholder header; commit() writes the real header (size, CRC-32 of what
+// was appended), fsyncs, keeps the current "<path>" as "<path>.prev" when
+// asked (hard link, then rename: "<path>" exists at every instant), renames
+// the new file over "<path>" and fsyncs the directory. A writer destroyed
+// without commit() removes its temporary file: a failed save leaves the last
+// good checkpoint as it was.
 //
 // Reading verifies the header and the payload's CRC in one pass of 1 MiB
 // reads, then serves any range of the payload (pread).
@@ -17,6 +18,7 @@
 #include <cstdint>
 #include <string>
 
+#include "cohort/common/atomic_file.h"
 #include "cohort/torch/checkpoint/checkpoint.h"
 #include "cohort/torch/checkpoint/checkpoint_frame.h"
 
@@ -25,18 +27,13 @@ namespace cohort {
 class CheckpointFileWriter {
  public:
   CheckpointFileWriter(std::string path, CheckpointKind kind);
-  ~CheckpointFileWriter();
-  CheckpointFileWriter(const CheckpointFileWriter&) = delete;
-  CheckpointFileWriter& operator=(const CheckpointFileWriter&) = delete;
-
   void append(const void* data, size_t n);
   uint64_t appended() const { return header_.payload_bytes; }
   // Makes the file "<path>"; the writer is done.
   void commit(const CheckpointOptions& options = {});
 
  private:
-  std::string path_, tmp_;
-  int fd_ = -1;
+  AtomicFile file_;
   CheckpointHeader header_;
 };
 

@@ -206,7 +206,7 @@ std::string save_sharded(const std::string& dir, const std::function<void(ShardW
       const std::string current = id_text(save_id);
       for (const auto& entry : fs::directory_iterator(dir)) {
         const std::string file_id = id_of_shard_file(entry.path().filename().string());
-        // (A crashed save's temporary files end in ".tmp.<pid>": they go too.)
+        // (A crashed save's temporary files end in ".tmp.<pid>.<n>": they go too.)
         if (!file_id.empty() && file_id != current && file_id != previous) fs::remove(entry.path());
       }
     } catch (const std::exception& e) {

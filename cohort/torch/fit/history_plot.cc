@@ -1,9 +1,6 @@
 #include "cohort/torch/fit/history_plot.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
 
 #include "cohort/common/check.h"
 
@@ -45,11 +42,7 @@ plot::Figure history_figure(const History& history, const std::vector<std::strin
 void write_history_png(const History& history, const std::string& path, const std::vector<std::string>& keys,
                        const std::string& title) {
   const plot::Figure figure = history_figure(history, keys, title);
-  // Readers see the old picture or the new one: drawn beside it, renamed over it.
-  const std::string temporary = path + ".tmp";
-  plot::write_png(figure, temporary);
-  COHORT_CHECK_AS(ConfigError, std::rename(temporary.c_str(), path.c_str()) == 0)
-      << "cannot write " << path << ": " << std::strerror(errno);
+  plot::write_png(figure, path);  // atomically: readers see the old picture or the new one
 }
 
 }  // namespace cohort

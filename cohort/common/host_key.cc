@@ -1,4 +1,4 @@
-#include "cohort/comm/hierarchical/host_key.h"
+#include "cohort/common/host_key.h"
 
 #include <unistd.h>
 
@@ -6,7 +6,9 @@
 #include <fstream>
 #include <string>
 
-namespace cohort::comm::hierarchical {
+#include "cohort/common/network_interface.h"
+
+namespace cohort::net {
 namespace {
 
 std::string first_line(const char* path) {
@@ -26,10 +28,7 @@ std::string link_target(const char* path) {
 
 std::string host_key() {
   if (const char* host = std::getenv("COHORT_HOST"); host && *host) return host;
-  char name[256] = {};
-  ::gethostname(name, sizeof name - 1);
-  return std::string(name) + "/" + first_line("/proc/sys/kernel/random/boot_id") + "/" +
-         link_target("/proc/self/ns/net");
+  return host_name() + "/" + first_line("/proc/sys/kernel/random/boot_id") + "/" + link_target("/proc/self/ns/net");
 }
 
 uint64_t host_key_hash(const std::string& key) {
@@ -41,4 +40,4 @@ uint64_t host_key_hash(const std::string& key) {
   return h;
 }
 
-}  // namespace cohort::comm::hierarchical
+}  // namespace cohort::net

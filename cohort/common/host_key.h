@@ -1,5 +1,7 @@
 // The host key: what tells ranks on the same machine apart from ranks on
-// other machines, so that the hierarchical communicator can group them.
+// other machines, so that the hierarchical communicator can group them and
+// a parameter server can offer its same-host clients an ipc:// socket.
+// Internal (not installed), in common for both users.
 //
 // COHORT_HOST when set (cohortrun sets it to the host's name from -H or the
 // hostfile); otherwise the host name, the kernel's boot id and the inode of
@@ -12,7 +14,7 @@
 #include <cstdint>
 #include <string>
 
-namespace cohort::comm::hierarchical {
+namespace cohort::net {
 
 // "COHORT_HOST" or "hostname/boot_id/net:[inode]".
 std::string host_key();
@@ -20,4 +22,4 @@ std::string host_key();
 // A 64-bit FNV-1a hash of `key`, which ranks exchange instead of the text.
 uint64_t host_key_hash(const std::string& key);
 
-}  // namespace cohort::comm::hierarchical
+}  // namespace cohort::net

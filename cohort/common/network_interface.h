@@ -1,12 +1,17 @@
-// Choosing the local address a communicator listens on.
+// This host's name, interfaces and addresses: where a communicator listens,
+// what a store address or a parameter server advertises, how ranks tell
+// hosts apart.
 //
-// Pure POSIX (no Gloo): the mpi backend's store bootstrap uses it as well.
+// Pure POSIX, in common because every layer that meets the network uses it
+// (rendezvous's registration, comm's create and its gloo, mpi, shm and
+// hierarchical backends, the parameter servers, the launcher). Internal:
+// not installed.
 #pragma once
 
 #include <string>
 #include <vector>
 
-namespace cohort::comm {
+namespace cohort::net {
 
 // The interface of the IPv4 default route (from /proc/net/route), or ""
 // when there is none (an isolated host or network namespace).
@@ -30,7 +35,7 @@ std::string interface_ipv4(const std::string& iface);
 // does not resolve or has no route.
 std::string local_address_toward(const std::string& host);
 
-// This host's name (gethostname).
+// This host's name (gethostname), or "" when it cannot be read.
 std::string host_name();
 
-}  // namespace cohort::comm
+}  // namespace cohort::net

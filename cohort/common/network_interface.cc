@@ -1,4 +1,4 @@
-#include "cohort/comm/gloo/network_interface.h"
+#include "cohort/common/network_interface.h"
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
@@ -12,7 +12,7 @@
 #include <fstream>
 #include <sstream>
 
-namespace cohort::comm {
+namespace cohort::net {
 namespace {
 
 std::string dotted(const sockaddr_in& a) {
@@ -96,8 +96,8 @@ std::string local_address_toward(const std::string& host) {
 
 std::string host_name() {
   char name[256] = {};
-  gethostname(name, sizeof name - 1);
+  if (gethostname(name, sizeof name - 1) != 0) return {};
   return name;
 }
 
-}  // namespace cohort::comm
+}  // namespace cohort::net
