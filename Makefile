@@ -9,6 +9,9 @@
 #                (CSV, PNG charts) in $(DEMO_DIR)
 #   make bench   build, then bench/allreduce_vs_mpi.sh (cohort vs OpenMPI)
 #   make build   set up and build everything (library, tools, examples, tests)
+#                but the benchmarks, which the tests do not run
+#   make bench-build   build the benchmarks of bench/ too (each bench/*.sh
+#                also builds what it runs)
 #   make fuzz    build the libFuzzer harnesses with clang in $(FUZZ_BUILD_DIR)
 #                and run each for FUZZ_SECONDS (fuzz/README.md)
 #   make clean   remove the build directory
@@ -42,7 +45,7 @@ BOOTSTRAP_FLAGS ?=
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD_DIR ?= build-fuzz
 
-.PHONY: all bootstrap configure build test demo bench fuzz clean test-tsan test-asan
+.PHONY: all bootstrap configure build bench-build test demo bench fuzz clean test-tsan test-asan
 
 all: build
 
@@ -60,6 +63,9 @@ configure: bootstrap
 
 build: configure
 	cmake --build $(BUILD_DIR) -j $(JOBS)
+
+bench-build: build
+	cmake --build $(BUILD_DIR) -j $(JOBS) --target benchmarks
 
 # Prerequisites see this too: bootstrap installs Slurm for tests/slurm.
 test: BOOTSTRAP_FLAGS += --with-slurm

@@ -130,7 +130,9 @@ int main(int argc, char** argv) {
   try {
     flags::parse_flags(std::vector<std::string>(argv + 1, argv + argc),
                        {{"--model",
-                         [&](auto& n, auto& v) { f.model = flags::one_of(n, v, {"mlp", "cnn", "tanh_cnn", "residual_cnn"}); }},
+                         [&](auto& n, auto& v) {
+                           f.model = flags::one_of(n, v, {"mlp", "cnn", "tanh_cnn", "residual_cnn"});
+                         }},
                         {"--rounds", [&](auto& n, auto& v) { f.rounds = flags::parse_number<int>(n, v, 1); }},
                         {"--steps", [&](auto& n, auto& v) { f.steps = flags::parse_number<int>(n, v, 1); }},
                         {"--micro-steps", [&](auto& n, auto& v) { f.micro_steps = flags::parse_number<int>(n, v, 1); }},

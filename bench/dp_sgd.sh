@@ -17,6 +17,9 @@ while [[ $# -gt 0 ]]; do
     *) echo "dp_sgd.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
+# The benchmarks are not in the default build.
+cmake --build "$build_dir" -j 2 --target dp_sgd >/dev/null ||
+  { echo "dp_sgd.sh: building dp_sgd in $build_dir failed (run: cmake --build $build_dir --target dp_sgd)" >&2; exit 1; }
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 # glibc serves blocks above its mmap threshold (128 KiB, raised only after
 # such a block is freed) with fresh pages: each per-sample gradient of the

@@ -17,6 +17,9 @@ while [[ $# -gt 0 ]]; do
     *) echo "fit_overhead.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
+# The benchmarks are not in the default build.
+cmake --build "$build_dir" -j 2 --target fit_overhead cohortrun >/dev/null ||
+  { echo "fit_overhead.sh: building fit_overhead in $build_dir failed (run: cmake --build $build_dir --target fit_overhead cohortrun)" >&2; exit 1; }
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 COHORT_BANNER=0
 # glibc moves its mmap threshold with the history of frees, so whether a
 # step's 400 KB input buffer comes from fresh pages (page faults and zeroing:

@@ -17,6 +17,8 @@
 #pragma once
 
 // Core.
+#include "cohort/comm/communicator.h"
+#include "cohort/comm/create.h"
 #include "cohort/common/buffer_view.h"
 #include "cohort/common/check.h"
 #include "cohort/common/dtype.h"
@@ -24,9 +26,6 @@
 #include "cohort/common/logging.h"
 #include "cohort/common/reduce_op.h"
 #include "cohort/common/tunables.h"
-#include "cohort/comm/communicator.h"
-#include "cohort/comm/create.h"
-#include "cohort/engine/engine.h"
 #include "cohort/data/image_ops.h"
 #include "cohort/data/mean_variance.h"
 #include "cohort/data/min_max.h"
@@ -34,6 +33,7 @@
 #include "cohort/data/record_source.h"
 #include "cohort/data/record_writer.h"
 #include "cohort/data/transform.h"
+#include "cohort/engine/engine.h"
 #include "cohort/privacy/accountant.h"
 #include "cohort/rendezvous/discovery.h"
 #include "cohort/rendezvous/file_store.h"
@@ -75,8 +75,8 @@
 #include "cohort/torch/data/distributed_sampler.h"
 #include "cohort/torch/data/pipeline_input.h"
 // torch/strategy: one training program from one device to many machines.
-#include "cohort/torch/core/strategy.h"
 #include "cohort/torch/core/elastic_state.h"
+#include "cohort/torch/core/strategy.h"
 #include "cohort/torch/strategy/make_strategy.h"
 #include "cohort/torch/strategy/mirrored.h"
 #include "cohort/torch/strategy/multi_worker.h"

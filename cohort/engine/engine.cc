@@ -94,10 +94,13 @@ Failure classify(std::exception_ptr e) {
 // the engine thread only.
 
 struct Counters {
+  // clang-format 14 reflows this list differently on each run:
+  // clang-format off
 #define COHORT_ENGINE_COUNTERS(X)                                                             \
   X(cycles) X(negotiations) X(cache_hits) X(cache_misses) X(ops_completed) X(ops_failed)      \
   X(fused_ops) X(fusion_groups) X(bytes) X(sleeps) X(rings) X(mismatches) X(stall_warnings) \
   X(negotiation_ns) X(execution_ns) X(tuning_changes) X(fusion_threshold_bytes) X(cycle_time_us)
+  // clang-format on
 #define X(name) std::atomic<uint64_t> name{0};
   COHORT_ENGINE_COUNTERS(X)
 #undef X

@@ -65,8 +65,8 @@ int train(const ex::TrainOptions& o) {
   if (!o.csv.empty()) callbacks.push_back(cohort::csv_logger(o.csv));
 
   if (model.is_chief())
-    std::printf("fashion_mnist: %s, %s lr %g, %lld train / %lld test examples\n", o.model.c_str(),
-                o.optimizer.c_str(), o.lr, (long long)train_size, (long long)test->size());
+    std::printf("fashion_mnist: %s, %s lr %g, %lld train / %lld test examples\n", o.model.c_str(), o.optimizer.c_str(),
+                o.lr, (long long)train_size, (long long)test->size());
   const cohort::FitOptions fit_options{
       .epochs = o.epochs, .batch_size = o.batch_size, .validation_data = test.get(), .seed = o.seed, .callbacks = callbacks};
   const cohort::History history =

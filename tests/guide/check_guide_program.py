@@ -66,6 +66,18 @@ def same_losses(a, b, what):
         fail(f"{what}: losses {b} differ from {a}")
 
 
+def same_losses_under_every_strategy(cohortrun, program):
+    """Checks that mirrored, multi_worker and zero stage 3 print one device's
+    losses (the same global batches); returns a private run's output."""
+    reference = losses(run([program, "one_device"]), "one_device")
+    same_losses(reference, losses(run([program, "mirrored:replicas=2"]), "mirrored"), "mirrored")
+    for spec in ("multi_worker", "zero:stage=3"):
+        same_losses(reference, losses(run([cohortrun, "-np", "2", program, spec]), spec), spec)
+    private = run([cohortrun, "-np", "2", program, "multi_worker+privacy:epsilon=8"])
+    losses(private, "multi_worker+privacy")
+    return private
+
+
 def code_lines(path):
     """(code, line) for each non-blank line: the code without its comment, spaces squeezed."""
     lines = []
@@ -114,24 +126,14 @@ def check(cohortrun, program, sources, cohort_data):
         marks = [line for _, line in code_lines(source) if marked(line)]
         if len(marks) != 2 or "make_strategy" not in marks[0] or "cohort::Model" not in marks[1]:
             fail("expected exactly two '// cohort' lines, the strategy's and the Model's; got:\n  " + "\n  ".join(marks))
-        reference = losses(run([program, "one_device"]), "one_device")
-        same_losses(reference, losses(run([program, "mirrored:replicas=2"]), "mirrored"), "mirrored")
-        for spec in ("multi_worker", "zero:stage=3"):
-            same_losses(reference, losses(run([cohortrun, "-np", "2", program, spec]), spec), spec)
-        private = run([cohortrun, "-np", "2", program, "multi_worker+privacy:epsilon=8"])
-        losses(private, "multi_worker+privacy")
+        private = same_losses_under_every_strategy(cohortrun, program)
         for expected in ("+privacy:", "noise for epsilon 8", "per-sample gradients by kernels"):
             if expected not in private:
                 fail(f"the private run's first line lacks '{expected}'", private)
     elif name == "guide_any_model":
         # The same class under every strategy: the same losses (one device's
         # global batches), and the private run takes every layer's kernel.
-        reference = losses(run([program, "one_device"]), "one_device")
-        same_losses(reference, losses(run([program, "mirrored:replicas=2"]), "mirrored"), "mirrored")
-        for spec in ("multi_worker", "zero:stage=3"):
-            same_losses(reference, losses(run([cohortrun, "-np", "2", program, spec]), spec), spec)
-        private = run([cohortrun, "-np", "2", program, "multi_worker+privacy:epsilon=8"])
-        losses(private, "multi_worker+privacy")
+        private = same_losses_under_every_strategy(cohortrun, program)
         if "per-sample gradients by kernels: 4 layers" not in private:
             fail("the private run's first line lacks 'per-sample gradients by kernels: 4 layers'", private)
     elif name == "guide_errors":

@@ -89,7 +89,9 @@ int main(int argc, char** argv) {
     // Every worker says when it has pulled the kill step's parameters, and
     // worker 0 kills only then: every gradient of that step comes from the
     // values before the loss, whichever worker was slower.
-    auto pulled_key = [](int worker, int64_t s) { return "pulled/" + std::to_string(worker) + "/" + std::to_string(s); };
+    auto pulled_key = [](int worker, int64_t s) {
+      return "pulled/" + std::to_string(worker) + "/" + std::to_string(s);
+    };
     hooks.after_pull = [&](int64_t s) {
       if (timeline) stamp("pulled", s);
       if (kill_server >= 0 && s == kill_step) store->set(pulled_key(role.index, s), "1");

@@ -56,7 +56,11 @@
 // makes rank 0 write TEXT, its commas as line ends, to FILE after step STEP
 // (a host discovery script's hosts, changed mid-run); --hold STEP makes
 // every member wait after step STEP until the launcher published a newer
-// epoch (so that the change lands at that step's commit).
+// epoch (so that the change lands at that step's commit); --hold-below N
+// makes every member of a world of fewer than N training processes wait
+// after each step until the launcher published a newer epoch (a replacement
+// registered), so that a replacement joins however long it takes to start
+// (without it, a short job could end before a slow start joined).
 //
 //   elastic_program --out FILE [--rows 96] [--batch 4] [--epochs 3] [--kill S:K:P ...]
 //                   [--step-delay-ms D] [--model linear|mlp|cnn] [--replacement-stalls]
@@ -127,13 +131,14 @@ class FitProbe final : public cohort::Callback {
   // `seen`: the row numbers the loss was given in the step (null: not
   // counted), `rows` the data set's.
   FitProbe(cohort::Strategy& strategy, std::function<void(int64_t, const char*)> maybe_kill, int64_t delay_ms,
-           std::vector<Write> writes, std::vector<int64_t> holds, std::shared_ptr<std::vector<at::Tensor>> seen,
-           int64_t rows)
+           std::vector<Write> writes, std::vector<int64_t> holds, int hold_below,
+           std::shared_ptr<std::vector<at::Tensor>> seen, int64_t rows)
       : strategy_(strategy),
         maybe_kill_(std::move(maybe_kill)),
         delay_ms_(delay_ms),
         writes_(std::move(writes)),
         holds_(std::move(holds)),
+        hold_below_(hold_below),
         seen_(std::move(seen)),
         counts_(seen_ ? size_t(rows) : 0, 0.0) {}
   std::string name() const override { return "fit_probe"; }
@@ -170,7 +175,7 @@ class FitProbe final : public cohort::Callback {
         std::ofstream(w.file + ".new") << text << "\n";
         std::rename((w.file + ".new").c_str(), w.file.c_str());  // the script never reads half a file
       }
-    if (std::find(holds_.begin(), holds_.end(), step) != holds_.end())
+    if (std::find(holds_.begin(), holds_.end(), step) != holds_.end() || strategy_.process_count() < hold_below_)
       for (int i = 0; i < 3000 && !cohort::membership_changed(); ++i) ::usleep(20000);
   }
   void save_state(cohort::CallbackState& state) const override {
@@ -192,6 +197,7 @@ class FitProbe final : public cohort::Callback {
   int64_t delay_ms_;
   std::vector<Write> writes_;
   std::vector<int64_t> holds_;
+  int hold_below_;
   std::shared_ptr<std::vector<at::Tensor>> seen_;
   std::vector<double> sizes_;
   std::vector<double> counts_;
@@ -205,26 +211,36 @@ int main(int argc, char** argv) {
   std::vector<Kill> kills;
   std::vector<Write> writes;
   std::vector<int64_t> holds;
+  int hold_below = 0;
   bool replacement_stalls = false, fit = false, scale_lr = false, private_sgd = false, split_noise = false;
   try {
     cohort::flags::parse_flags(
         std::vector<std::string>(argv + 1, argv + argc),
         {{"--out", [&](auto&, auto& v) { out = v; }},
-         {"--model", [&](auto& f, auto& v) { kind = cohort::flags::one_of(f, v, {"linear", "mlp", "cnn"}); }},
+         {"--model",
+          [&](auto& f, auto& v) {
+            kind = cohort::flags::one_of(f, v, {"linear", "mlp", "cnn"});
+          }},
          {"--rows", [&](auto& f, auto& v) { rows = cohort::flags::parse_number<int64_t>(f, v, 1); }},
          {"--batch", [&](auto& f, auto& v) { batch = cohort::flags::parse_number<int64_t>(f, v, 1); }},
          {"--epochs", [&](auto& f, auto& v) { epochs = cohort::flags::parse_number<int64_t>(f, v, 1); }},
          {"--strategy", [&](auto&, auto& v) { strategy_spec = v; }},
-         {"--input", [&](auto& f, auto& v) { input = cohort::flags::one_of(f, v, {"dataset", "pipeline"}); }},
+         {"--input",
+          [&](auto& f, auto& v) {
+            input = cohort::flags::one_of(f, v, {"dataset", "pipeline"});
+          }},
          {"--commit-steps", [&](auto& f, auto& v) { commit_steps = cohort::flags::parse_number<int64_t>(f, v, 1); }},
          {"--hold", [&](auto& f, auto& v) { holds.push_back(cohort::flags::parse_number<int64_t>(f, v, 0)); }},
-         {"--write", [&](auto& f, auto& v) {
+         {"--hold-below", [&](auto& f, auto& v) { hold_below = cohort::flags::parse_number<int>(f, v, 1); }},
+         {"--write",
+          [&](auto& f, auto& v) {
             const size_t a = v.find(':'), b = a == std::string::npos ? a : v.find(':', a + 1);
             if (b == std::string::npos) throw cohort::ConfigError(f + " expects STEP:FILE:TEXT, got '" + v + "'");
             writes.push_back({std::stoll(v.substr(0, a)), v.substr(a + 1, b - a - 1), v.substr(b + 1)});
           }},
          {"--step-delay-ms", [&](auto& f, auto& v) { delay_ms = cohort::flags::parse_number<int64_t>(f, v, 0); }},
-         {"--kill", [&](auto& f, auto& v) {
+         {"--kill",
+          [&](auto& f, auto& v) {
             Kill k;
             char phase[16] = {};
             long long step = 0;
@@ -338,7 +354,7 @@ int main(int argc, char** argv) {
                            },
                            .optimizer = cohort::optimizer_factory<torch::optim::SGD>(
                                torch::optim::SGDOptions(0.05).momentum(0.9))});
-    auto probe = std::make_shared<FitProbe>(*strategy, maybe_kill, delay_ms, writes, holds, seen, rows);
+    auto probe = std::make_shared<FitProbe>(*strategy, maybe_kill, delay_ms, writes, holds, hold_below, seen, rows);
     const cohort::FitOptions options{.epochs = epochs, .batch_size = batch, .shuffle = false, .callbacks = {probe},
                                      .elastic_commit_steps = commit_steps};
     cohort::History history;

@@ -363,10 +363,11 @@ TEST(Elastic, APrivateFitRollsItsAccountantBackWithTheModel) {
   TempDir split_dir("elastic_test");
   const JobRun split = run_job(split_dir, "elasticprivatesplit", {"--min-np", "2", "--max-restarts", "0"},
                                {"--fit", "--private", "--split-noise"}, 8);
-  expect_job_fails_saying(split, "cannot follow its membership changes (these can: multi_worker (always); "
-                                 "parameter_server (staleness=0, without backup_workers); zero (without "
-                                 "shard_group); privacy (over multi_worker, noise_share=designated, without "
-                                 "secure_noise))");
+  expect_job_fails_saying(split,
+                          "cannot follow its membership changes (these can: multi_worker (always); "
+                          "parameter_server (staleness=0, without backup_workers); zero (without "
+                          "shard_group); privacy (over multi_worker, noise_share=designated, without "
+                          "secure_noise))");
 }
 
 TEST(Elastic, ZeroLosesACommitOnlyWhenAPartAndItsCopyDieTogether) {
@@ -439,13 +440,15 @@ TEST(Elastic, AParameterServerFitRollsTheServersBackWithItsWorkers) {
     SCOPED_TRACE(std::string(c.strategy) + ", kill " + c.kills.front());
     TempDir dir("elastic_test");
     const std::string job = "elasticps" + std::to_string(c.np);
-    std::vector<std::string> args = {"--fit", "--strategy", c.strategy, "--commit-steps", "2", "--step-delay-ms",
-                                     "50"};
+    // --hold-below: the 36 steps may end before a replacement started
+    // under load has joined; the survivors wait for its registration.
+    std::vector<std::string> args = {"--fit", "--strategy",   c.strategy, "--commit-steps", "2", "--step-delay-ms",
+                                     "50",    "--hold-below", "3"};
     for (const std::string& k : c.kills) args.insert(args.end(), {"--kill", k});
     const JobRun run = run_job(dir, job,
                                {"--min-np", std::to_string(c.np - int(c.kills.size())), "--max-restarts", "1"}, args,
                                kFitBatch, {}, c.np);
-    ASSERT_TRUE(run.result.finished);
+    ASSERT_TRUE(run.result.finished) << run.result.err;
     ASSERT_EQ(run.result.exit_code, 0) << run.result.err;
     for (const std::string& k : c.kills)
       EXPECT_NE(run.result.err.find("(SIGKILL); starting slot " + k.substr(0, k.find(':')) + " again"),
@@ -460,7 +463,7 @@ TEST(Elastic, AParameterServerFitRollsTheServersBackWithItsWorkers) {
     ASSERT_NE(two, sizes.end()) << "the survivors never trained as 2";
     EXPECT_EQ(two - sizes.begin(), c.first_two);
     EXPECT_TRUE(std::all_of(sizes.begin(), two, [](double s) { return s == 3; }));
-    EXPECT_EQ(sizes.back(), 3) << "the replacement never joined";
+    EXPECT_EQ(sizes.back(), 3) << "the replacement never joined:\n" << run.result.err;
     if (c.server_lost) {
       EXPECT_NE(run.result.err.find("took over partition 1 of lost server 1 from its replica"), std::string::npos)
           << run.result.err;

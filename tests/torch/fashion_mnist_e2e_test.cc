@@ -87,8 +87,9 @@ TEST_F(FashionMnistE2E, TrainsCheckpointsAndBacksUpOnTwoRanks) {
                      "--log-every", "5", "--backup", backup, "--plot", dir_ + "/history"});
   ASSERT_TRUE(r.finished && r.exit_code == 0) << "exit " << r.exit_code << "\n" << r.out << r.err;
   EXPECT_NE(r.out.find("fit: multi_worker:bucket_mb=25,bucket_view=true,compression=none,style=ddp; 2 replicas in 2 "
-                        "processes; global batch 32"),
-            std::string::npos) << r.out;
+                       "processes; global batch 32"),
+            std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("epoch 2/2: accuracy"), std::string::npos) << r.out;
   EXPECT_GE(final_accuracy(r.out), 90.0) << r.out;
   EXPECT_NE(r.out.find("metrics (JSON lines): " + metrics), std::string::npos);
@@ -208,9 +209,28 @@ double parsed(const std::string& text, const std::string& pattern) {
 TEST_F(FashionMnistE2E, TrainsUnderPlainMpirunWithTheDefaultStrategy) {
   const std::string mpirun = "/usr/bin/mpirun";
   ASSERT_TRUE(std::filesystem::exists(mpirun)) << "openmpi-bin (scripts/bootstrap.sh) provides mpirun";
-  CohortrunProcess p(mpirun, {"--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-np", "2", kProgram,
-                              "--data-dir", data_, "--model", "mlp", "--batch-size", "32", "--lr", "0.1", "--threads",
-                              "1", "--progress", "lines", "--epochs", "2"},
+  CohortrunProcess p(mpirun,
+                     {"--allow-run-as-root",
+                      "--oversubscribe",
+                      "--bind-to",
+                      "none",
+                      "-np",
+                      "2",
+                      kProgram,
+                      "--data-dir",
+                      data_,
+                      "--model",
+                      "mlp",
+                      "--batch-size",
+                      "32",
+                      "--lr",
+                      "0.1",
+                      "--threads",
+                      "1",
+                      "--progress",
+                      "lines",
+                      "--epochs",
+                      "2"},
                      dir_);
   const RunResult r = p.wait(std::chrono::seconds(120));
   ASSERT_TRUE(r.finished && r.exit_code == 0) << "exit " << r.exit_code << "\n" << r.out << r.err;
@@ -228,7 +248,8 @@ TEST_F(FashionMnistE2E, TrainsWithDifferentialPrivacyOnTwoRanks) {
   ASSERT_TRUE(r.finished && r.exit_code == 0) << "exit " << r.exit_code << "\n" << r.out << r.err;
   // fit()'s start line: the calibrated noise, and the gradient path the model took.
   EXPECT_NE(r.out.find("+privacy:accountant=rdp,clipping=flat,delta=1e-05,max_grad_norm=1,noise_multiplier="),
-            std::string::npos) << r.out;
+            std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("(noise for epsilon 4 at delta 1e-05 over"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("per-sample gradients by kernels"), std::string::npos) << r.out;
   const double first = parsed(r.out, "epoch 1/2:.* epsilon ([0-9.]+)");

@@ -185,8 +185,9 @@ struct LrRecorder : Callback {
 struct ChosenMetric {
   explicit ChosenMetric(std::vector<double> v) : values(std::move(v)) {}
   std::shared_ptr<Metric> metric() {
-    return make_metric("chosen", 1, [](at::Tensor&, const at::Tensor&, const at::Tensor&) {},
-                       [this](const at::Tensor&) { return values[size_t(epoch)]; });
+    return make_metric(
+        "chosen", 1, [](at::Tensor&, const at::Tensor&, const at::Tensor&) {},
+        [this](const at::Tensor&) { return values[size_t(epoch)]; });
   }
   std::shared_ptr<Callback> tracker() {
     struct Tracker : Callback {
@@ -216,11 +217,15 @@ TEST(Callbacks, ReduceLrOnPlateauWaitsPatienceThenCutsAndCoolsDown) {
   Problem p([](const at::Tensor& o, const at::Tensor& t) { return torch::cross_entropy_loss(o, t); },
             {chosen.metric()});
   auto lr = std::make_shared<LrRecorder>();
-  p.model->fit(p.data(), {.epochs = 8, .batch_size = 32, .catch_preemption = false,
-                          .callbacks = {chosen.tracker(),
-                                        reduce_lr_on_plateau({.monitor = "chosen", .mode = Monitor::Mode::min,
-                                                              .factor = 0.5, .patience = 1, .cooldown = 2}),
-                                        lr}});
+  p.model->fit(p.data(),
+               {.epochs = 8,
+                .batch_size = 32,
+                .catch_preemption = false,
+                .callbacks = {
+                    chosen.tracker(),
+                    reduce_lr_on_plateau(
+                        {.monitor = "chosen", .mode = Monitor::Mode::min, .factor = 0.5, .patience = 1, .cooldown = 2}),
+                    lr}});
   // Keras's rules: epochs 0 and 1 improve; 2 has none for `patience` epochs
   // and cuts; 3 is in cooldown; 4 cuts; 5 cools down; 6 cuts; 7 cools down.
   EXPECT_EQ(lr->epochs, (std::vector<double>{0.1, 0.1, 0.05, 0.05, 0.025, 0.025, 0.0125, 0.0125}));
@@ -311,12 +316,15 @@ TEST(Callbacks, ModelCheckpointBestOnlyKeepsTheBestWhenTheMonitorWorsens) {
   };
   TempDir dir;
   auto reader = std::make_shared<FileReader>(dir.path() + "/best.ckpt");
-  p.model->fit(p.data(), {.epochs = 5, .batch_size = 8, .catch_preemption = false,
-                          .callbacks = {chosen.tracker(),
-                                        model_checkpoint(reader->path, {.monitor = "chosen",
-                                                                        .mode = Monitor::Mode::min,
-                                                                        .save_best_only = true}),
-                                        reader}});
+  p.model->fit(
+      p.data(),
+      {.epochs = 5,
+       .batch_size = 8,
+       .catch_preemption = false,
+       .callbacks = {
+           chosen.tracker(),
+           model_checkpoint(reader->path, {.monitor = "chosen", .mode = Monitor::Mode::min, .save_best_only = true}),
+           reader}});
   // The file's epoch counts completed epochs: rewritten after epochs 0, 1
   // and 3 (improvements), left alone after 2 and 4 (worse).
   EXPECT_EQ(reader->saved_epoch, (std::vector<int64_t>{1, 2, 2, 4, 4}));

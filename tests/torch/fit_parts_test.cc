@@ -60,9 +60,8 @@ class SimulatedSum {
       cast_.notify_all();
       return TensorHandle({.name = "vote", .finish = [this, round] {
                              std::unique_lock<std::mutex> lock(mutex_);
-                             const bool all = cast_.wait_for(lock, std::chrono::seconds(10), [&] {
-                               return int(rounds_[round].size()) == n_;
-                             });
+                             const bool all = cast_.wait_for(lock, std::chrono::seconds(10),
+                                                             [&] { return int(rounds_[round].size()) == n_; });
                              if (!all) throw std::logic_error("a process never cast its vote");
                              at::Tensor sum = at::zeros_like(rounds_[round].front());
                              for (const auto& v : rounds_[round]) sum += v;
@@ -81,7 +80,7 @@ class SimulatedSum {
 
 struct VoteRun {
   std::vector<std::map<int64_t, StepVote::Decision>> decisions;  // per process: step -> decision
-  std::vector<int64_t> ended_at;                                  // per process: the step it stopped before (-1: none)
+  std::vector<int64_t> ended_at;                                 // per process: the step it stopped before (-1: none)
 };
 
 // `n` processes (threads) run up to `steps` steps, voting as fit() does;
@@ -126,9 +125,8 @@ TEST(StepVote, EveryStepVotesAtIntervalZeroAndARequestLandsAStepLater) {
   // Process 2's request is there when step 5 starts (made during step 4):
   // the vote cast as step 5 starts carries it, and step 6 reads it, on
   // every process: steps 0-5 run.
-  const VoteRun run = run_votes(3, 20, {.rows_known = true, .interval_s = 0}, [](int p, int64_t step) {
-    return StepVote::Requests{.stop = p == 2 && step >= 5};
-  });
+  const VoteRun run = run_votes(3, 20, {.rows_known = true, .interval_s = 0},
+                                [](int p, int64_t step) { return StepVote::Requests{.stop = p == 2 && step >= 5}; });
   for (size_t p = 0; p < 3; ++p) {
     EXPECT_EQ(run.ended_at[p], 6) << p;
     EXPECT_EQ(run.decisions[p].size(), 7u) << "a vote before every step at interval 0";
@@ -140,8 +138,8 @@ TEST(StepVote, EveryStepVotesAtIntervalZeroAndARequestLandsAStepLater) {
 TEST(StepVote, TheCadenceFollowsTheChiefsStepTimeAndIsTheSameEverywhere) {
   // 10 ms steps and 50 ms between votes: after the first measured step,
   // votes are 5 steps apart. The first two votes know no step time yet.
-  const VoteRun run = run_votes(2, 30, {.rows_known = true, .interval_s = 0.05},
-                                [](int, int64_t) { return StepVote::Requests{}; });
+  const VoteRun run =
+      run_votes(2, 30, {.rows_known = true, .interval_s = 0.05}, [](int, int64_t) { return StepVote::Requests{}; });
   EXPECT_EQ(run.ended_at, (std::vector<int64_t>{-1, -1}));
   std::vector<int64_t> steps;
   for (const auto& [step, d] : run.decisions[0]) steps.push_back(step);
@@ -154,9 +152,8 @@ TEST(StepVote, TheCadenceFollowsTheChiefsStepTimeAndIsTheSameEverywhere) {
 
 TEST(StepVote, APreemptionEndsEveryProcessAtTheSameStep) {
   // A request made while a vote is in flight waits for the next vote.
-  const VoteRun run = run_votes(2, 40, {.rows_known = true, .interval_s = 0.05}, [](int p, int64_t step) {
-    return StepVote::Requests{.preempt = p == 0 && step >= 8};
-  });
+  const VoteRun run = run_votes(2, 40, {.rows_known = true, .interval_s = 0.05},
+                                [](int p, int64_t step) { return StepVote::Requests{.preempt = p == 0 && step >= 8}; });
   // Votes read at 0, 1, 2, 7, 12: the one cast as step 12 starts (the
   // first cast after the request) is read at step 17.
   EXPECT_EQ(run.ended_at, (std::vector<int64_t>{17, 17}));
@@ -242,7 +239,9 @@ TEST(Fit, LoggersCreateTheirFolders) {
   TempDir dir;
   SmallProblem p;
   const std::string jsonl = dir.path() + "/runs/a/metrics.jsonl", csv = dir.path() + "/runs/b/c/history.csv";
-  p.model->fit(p.data(), {.epochs = 2, .batch_size = 16, .catch_preemption = false,
+  p.model->fit(p.data(), {.epochs = 2,
+                          .batch_size = 16,
+                          .catch_preemption = false,
                           .callbacks = {json_lines_logger(jsonl), csv_logger(csv)}});
   const FitEvents events = count_fit_events(split_lines(read_text(jsonl)));
   EXPECT_EQ(events.epochs, 2);
@@ -257,9 +256,11 @@ TEST(Fit, EarlyStoppingsReasonIsInTheHistoryAndTheJsonLines) {
   // No epoch improves on the first by more than min_delta: the stop comes
   // after epoch 2 (patience 1, never at epoch 1).
   const History h = p.model->fit(
-      p.data(), {.epochs = 10, .batch_size = 16, .catch_preemption = false,
-                 .callbacks = {early_stopping({.monitor = "loss", .min_delta = 1e9, .patience = 1}),
-                               json_lines_logger(jsonl)}});
+      p.data(),
+      {.epochs = 10,
+       .batch_size = 16,
+       .catch_preemption = false,
+       .callbacks = {early_stopping({.monitor = "loss", .min_delta = 1e9, .patience = 1}), json_lines_logger(jsonl)}});
   EXPECT_EQ(h.epochs().size(), 2u);
   EXPECT_NE(h.stop_reason().find("EarlyStopping: loss has not improved for 1 epoch"), std::string::npos)
       << h.stop_reason();
@@ -278,10 +279,14 @@ TEST(Fit, ValidatesOnAStreamAsOnTheDataSet) {
   const TensorDataset val(a.x.narrow(0, 0, 20), a.y.narrow(0, 0, 20));
   const int64_t no_step = 0;
   DatasetStream stream(val, /*shuffle=*/false, 0, nullptr, no_step);
-  const History on_data = a.model->fit(a.data(), {.epochs = 2, .batch_size = 16, .validation_data = &val,
-                                                  .validation_batch_size = 7, .catch_preemption = false});
-  const History on_stream = b.model->fit(b.data(), {.epochs = 2, .batch_size = 16, .validation_data = &stream,
-                                                    .validation_batch_size = 7, .catch_preemption = false});
+  const History on_data = a.model->fit(
+      a.data(),
+      {.epochs = 2, .batch_size = 16, .validation_data = &val, .validation_batch_size = 7, .catch_preemption = false});
+  const History on_stream = b.model->fit(b.data(), {.epochs = 2,
+                                                    .batch_size = 16,
+                                                    .validation_data = &stream,
+                                                    .validation_batch_size = 7,
+                                                    .catch_preemption = false});
   for (const char* key : {"val_loss", "val_accuracy"}) {
     ASSERT_EQ(on_data.values(key).size(), 2u) << key;
     for (size_t e = 0; e < 2; ++e) EXPECT_NEAR(on_stream.values(key)[e], on_data.values(key)[e], 1e-12) << key;
@@ -327,9 +332,11 @@ TEST(Fit, AnExceptionThatEscapesOneRanksFitFailsTheOthersWithItsReason) {
     torch::nn::Sequential net(torch::nn::Linear(4, 2));
     Model model(strategy, net, {.loss = cross_entropy, .optimizer = torch::optim::SGDOptions(0.1)});
     const at::Tensor x = torch::randn({64, 4});
-    model.fit(TensorDataset(x, (x.sum(1) > 0).to(torch::kInt64)),
-              {.epochs = 4, .batch_size = 8, .catch_preemption = false, .vote_interval_s = 0,
-               .callbacks = {std::make_shared<Boom>()}});
+    model.fit(TensorDataset(x, (x.sum(1) > 0).to(torch::kInt64)), {.epochs = 4,
+                                                                   .batch_size = 8,
+                                                                   .catch_preemption = false,
+                                                                   .vote_interval_s = 0,
+                                                                   .callbacks = {std::make_shared<Boom>()}});
   });
   EXPECT_EQ(errors[1], "boom at batch 2");
   EXPECT_NE(errors[0].find("boom at batch 2"), std::string::npos) << "rank 0 learns why rank 1 stopped: " << errors[0];

@@ -304,8 +304,8 @@ std::vector<at::Tensor> loop_updates(nn::Module& net, const ForwardFn& forward, 
                                      const at::Tensor& y, int64_t batch, int steps, double c, Clipping clipping) {
   std::vector<at::Tensor> updates;
   for (int s = 0; s < steps; ++s) {
-    const auto mean = reference_clipped_mean(net, forward, x.narrow(0, s * batch, batch),
-                                             y.narrow(0, s * batch, batch), c, clipping);
+    const auto mean =
+        reference_clipped_mean(net, forward, x.narrow(0, s * batch, batch), y.narrow(0, s * batch, batch), c, clipping);
     std::vector<at::Tensor> flat;
     for (const auto& g : mean) flat.push_back(g.reshape({-1}));
     updates.push_back(torch::cat(flat));
@@ -373,10 +373,9 @@ at::Tensor tokens(int64_t n, int64_t vocab, int64_t positions) {
 // ShardedUnit; the stem pads by reflection (no kernel: its own
 // micro-batches) and the head is left unwrapped (whole-model micro-batches).
 ResidualCnn private_cnn(bool wrapped, torch::Dtype dtype) {
-  return ResidualCnn(ResidualCnnOptions{
-      .reflect_stem = true,
-      .wrapping = {.per_sample = wrapped, .sharded = wrapped, .wrap_head = false},
-      .dtype = dtype});
+  return ResidualCnn(ResidualCnnOptions{.reflect_stem = true,
+                                        .wrapping = {.per_sample = wrapped, .sharded = wrapped, .wrap_head = false},
+                                        .dtype = dtype});
 }
 
 TEST(PrivateStrategy, AResidualCnnWithPerSampleLayersStepsAsTheLoop) {
@@ -764,8 +763,7 @@ TEST(PrivateStrategy, OwnStateRollsTheBudgetAndTheNoiseKeyBack) {
     void rejoin() override {}
   } stateless;
   EXPECT_EQ(stateless.own_state(), "");
-  EXPECT_NE(config_error([&] { stateless.load_own_state(two); }).find("keeps no state of its own"),
-            std::string::npos);
+  EXPECT_NE(config_error([&] { stateless.load_own_state(two); }).find("keeps no state of its own"), std::string::npos);
   // Whether it follows an elastic job's membership is the wrapped strategy's say.
   EXPECT_EQ(dp.elastic(), nullptr);
 }
@@ -785,8 +783,9 @@ TEST(PrivateStrategy, RefusesWhatItCannotTrainPrivately) {
   });
   EXPECT_NE(mirrored.find("one replica per process"), std::string::npos) << mirrored;
 
-  EXPECT_NE(config_error([] { PrivateStrategy(std::make_unique<OneDeviceStrategy>(), {.sample_rate = 1.5}); })
-                .find("sample rate must be in (0, 1]"),
+  EXPECT_NE(config_error([] {
+              PrivateStrategy(std::make_unique<OneDeviceStrategy>(), {.sample_rate = 1.5});
+            }).find("sample rate must be in (0, 1]"),
             std::string::npos);
   // Sample rate 0 is the training plan's: a step before the plan is refused,
   // saying where the plan comes from.

@@ -64,21 +64,23 @@ class TaggingWrapper final : public Strategy {
   double tag_;
 };
 
-COHORT_REGISTER_STRATEGY(test_counting, {
-    .name = "test_counting",
-    .description = "one_device, counting its steps (defined in a test)",
-    .keys = {{.name = "label", .kind = SpecKey::Kind::word, .default_value = "none", .description = "a word"}},
-    .make = [](const Spec& spec) -> std::unique_ptr<Strategy> {
-      return std::make_unique<CountingStrategy>(spec.word("label"));
-    }});
+COHORT_REGISTER_STRATEGY(
+    test_counting,
+    {.name = "test_counting",
+     .description = "one_device, counting its steps (defined in a test)",
+     .keys = {{.name = "label", .kind = SpecKey::Kind::word, .default_value = "none", .description = "a word"}},
+     .make = [](const Spec& spec) -> std::unique_ptr<Strategy> {
+       return std::make_unique<CountingStrategy>(spec.word("label"));
+     }});
 
-COHORT_REGISTER_STRATEGY(test_tag, {
-    .name = "test_tag",
-    .description = "tags the wrapped strategy's logs (defined in a test)",
-    .keys = {{.name = "tag", .kind = SpecKey::Kind::integer, .default_value = "7", .description = "the tag"}},
-    .wrap = [](std::unique_ptr<Strategy> inner, const Spec& spec) -> std::unique_ptr<Strategy> {
-      return std::make_unique<TaggingWrapper>(std::move(inner), double(spec.integer("tag")));
-    }});
+COHORT_REGISTER_STRATEGY(
+    test_tag,
+    {.name = "test_tag",
+     .description = "tags the wrapped strategy's logs (defined in a test)",
+     .keys = {{.name = "tag", .kind = SpecKey::Kind::integer, .default_value = "7", .description = "the tag"}},
+     .wrap = [](std::unique_ptr<Strategy> inner, const Spec& spec) -> std::unique_ptr<Strategy> {
+       return std::make_unique<TaggingWrapper>(std::move(inner), double(spec.integer("tag")));
+     }});
 
 at::Tensor cross_entropy(const at::Tensor& o, const at::Tensor& t) { return torch::cross_entropy_loss(o, t); }
 
@@ -149,15 +151,17 @@ TEST(StrategyRegistry, BadSpecsAndRegistrationsAreOneLineErrors) {
   EXPECT_NE(unknown.find("test_counting"), std::string::npos) << "the valid names, the test's included: " << unknown;
   EXPECT_NE(error_of_kind<ConfigError>([] { make_strategy("test_tag"); }).find("wraps another strategy"),
             std::string::npos);
-  EXPECT_NE(error_of_kind<ConfigError>([] { make_strategy("one_device+test_counting"); })
-                .find("does not wrap another strategy"),
+  EXPECT_NE(error_of_kind<ConfigError>([] {
+              make_strategy("one_device+test_counting");
+            }).find("does not wrap another strategy"),
             std::string::npos);
   EXPECT_NE(error_of_kind<ConfigError>([] { make_strategy("test_counting:colour=red"); }).find("colour"),
             std::string::npos);
-  EXPECT_NE(error_of_kind<ConfigError>([] {
-              register_strategy({.name = "test_counting", .make = [](const Spec&) { return std::unique_ptr<Strategy>(); }});
-            }).find("is registered already"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of_kind<ConfigError>([] {
+        register_strategy({.name = "test_counting", .make = [](const Spec&) { return std::unique_ptr<Strategy>(); }});
+      }).find("is registered already"),
+      std::string::npos);
   EXPECT_NE(error_of_kind<ConfigError>([] { register_strategy({.name = "no_factory"}); }).find("neither"),
             std::string::npos);
 }

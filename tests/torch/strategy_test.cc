@@ -28,13 +28,13 @@
 #include "cohort/torch/core/runtime.h"
 #include "cohort/torch/fit/early_stopping.h"
 #include "cohort/torch/fit/model.h"
+#include "cohort/torch/parameter_server/server_role.h"
 #include "cohort/torch/strategy/make_strategy.h"
 #include "cohort/torch/strategy/mirrored.h"
 #include "cohort/torch/strategy/multi_worker.h"
-#include "cohort/torch/strategy/parameter_server.h"
-#include "cohort/torch/parameter_server/server_role.h"
-#include "cohort/torch/strategy/zero.h"
 #include "cohort/torch/strategy/one_device.h"
+#include "cohort/torch/strategy/parameter_server.h"
+#include "cohort/torch/strategy/zero.h"
 #include "tests/torch/residual_models.h"
 #include "tests/torch/torch_ranks.h"
 
@@ -435,8 +435,9 @@ TEST(MakeStrategy, BadSpecsAreOneLineErrorsNamingTheProblem) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"", "empty spec"},
       // The registered names, sorted (this binary registers test_* strategies too), wrappers last.
-      {"mirored", "unknown strategy 'mirored' (valid: auto, central_storage, mirrored, multi_worker, one_device, "
-                  "parameter_server, "},
+      {"mirored",
+       "unknown strategy 'mirored' (valid: auto, central_storage, mirrored, multi_worker, one_device, "
+       "parameter_server, "},
       {"mirrored:replica=2", "unknown key 'replica' (valid keys: replicas, threads_per_replica)"},
       {"mirrored:replicas=two", "replicas must be an integer >= 1, got 'two'"},
       {"mirrored:replicas=0", "replicas must be an integer >= 1, got '0'"},
@@ -551,8 +552,7 @@ void expect_every_strategy_equals_one_process(const std::function<Net(bool wrapp
   OneDeviceStrategy one;
   EXPECT_LT(max_relative_difference(trained(&one, make(true), x, y, batch, steps), expected), 1e-10) << "one_device";
   MirroredStrategy mirrored({.replicas = 2});
-  EXPECT_LT(max_relative_difference(trained(&mirrored, make(true), x, y, batch, steps), expected), 1e-10)
-      << "mirrored";
+  EXPECT_LT(max_relative_difference(trained(&mirrored, make(true), x, y, batch, steps), expected), 1e-10) << "mirrored";
   for (const std::string name : {"multi_worker", "zero"}) {
     PerRank<at::Tensor> got(2);
     run_torch_ranks(2, [&](int rank, int) {
@@ -641,8 +641,8 @@ TEST(Mirrored, SaysHowToMakeAModelOfOnesOwnCloneable) {
       mirrored.prepare(training_model(net, cross_entropy, optimizer_of("sgd")));
     });
   };
-  for (const std::string& e : {refusal(nn::ModuleHolder<NotCloneableImpl>()),
-                               refusal(nn::ModuleHolder<WrapsNotCloneableImpl>())}) {
+  for (const std::string& e :
+       {refusal(nn::ModuleHolder<NotCloneableImpl>()), refusal(nn::ModuleHolder<WrapsNotCloneableImpl>())}) {
     EXPECT_NE(e.find("mirrored: the replicas are copies of the model made with clone()"), std::string::npos) << e;
     EXPECT_NE(e.find("Derive NotCloneableImpl from torch::nn::Cloneable<NotCloneableImpl>"), std::string::npos) << e;
     EXPECT_NE(e.find("in its reset()"), std::string::npos) << e;

@@ -18,9 +18,9 @@
 namespace cohort {
 
 struct InputContext {
-  int num_replicas_in_sync = 1;  // over all processes
-  int num_input_pipelines = 1;   // the processes that read input
-  int input_pipeline_id = 0;     // this process's, in [0, num_input_pipelines)
+  int num_replicas_in_sync = 1;   // over all processes
+  int num_input_pipelines = 1;    // the processes that read input
+  int input_pipeline_id = 0;      // this process's, in [0, num_input_pipelines)
   int64_t global_batch_size = 0;  // rows of one step over all replicas (0: not known)
 
   // The replicas this process holds.

@@ -34,7 +34,7 @@ namespace cohort {
 template <typename T>
 concept ModuleHolderType = requires(const T& holder) {
   typename T::ContainedType;
-  { holder.ptr() };
+  {holder.ptr()};
   { holder.is_empty() } -> std::convertible_to<bool>;
 };
 

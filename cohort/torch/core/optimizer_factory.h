@@ -36,17 +36,29 @@ namespace cohort {
 template <typename Options>
 struct optimizer_for {};
 template <>
-struct optimizer_for<torch::optim::SGDOptions> { using type = torch::optim::SGD; };
+struct optimizer_for<torch::optim::SGDOptions> {
+  using type = torch::optim::SGD;
+};
 template <>
-struct optimizer_for<torch::optim::AdamOptions> { using type = torch::optim::Adam; };
+struct optimizer_for<torch::optim::AdamOptions> {
+  using type = torch::optim::Adam;
+};
 template <>
-struct optimizer_for<torch::optim::AdamWOptions> { using type = torch::optim::AdamW; };
+struct optimizer_for<torch::optim::AdamWOptions> {
+  using type = torch::optim::AdamW;
+};
 template <>
-struct optimizer_for<torch::optim::AdagradOptions> { using type = torch::optim::Adagrad; };
+struct optimizer_for<torch::optim::AdagradOptions> {
+  using type = torch::optim::Adagrad;
+};
 template <>
-struct optimizer_for<torch::optim::RMSpropOptions> { using type = torch::optim::RMSprop; };
+struct optimizer_for<torch::optim::RMSpropOptions> {
+  using type = torch::optim::RMSprop;
+};
 template <>
-struct optimizer_for<torch::optim::LBFGSOptions> { using type = torch::optim::LBFGS; };
+struct optimizer_for<torch::optim::LBFGSOptions> {
+  using type = torch::optim::LBFGS;
+};
 
 class OptimizerFactory {
  public:
@@ -54,15 +66,18 @@ class OptimizerFactory {
 
   OptimizerFactory() = default;
   // Any callable that makes an optimizer over the parameters it is given.
-  template <typename F, std::enable_if_t<std::is_invocable_r_v<std::unique_ptr<torch::optim::Optimizer>, F&,
-                                                               const std::vector<at::Tensor>&>,
-                                         int> = 0>
+  template <
+      typename F,
+      std::enable_if_t<
+          std::is_invocable_r_v<std::unique_ptr<torch::optim::Optimizer>, F&, const std::vector<at::Tensor>&>, int> = 0>
   OptimizerFactory(F make) : make_(std::move(make)) {}
   // The options of an optimizer that optimizer_for<> knows.
   template <typename Options, typename Optimizer = typename optimizer_for<std::decay_t<Options>>::type>
   OptimizerFactory(Options options)
-      : make_([options = std::move(options)](const std::vector<at::Tensor>& parameters)
-                  -> std::unique_ptr<torch::optim::Optimizer> { return std::make_unique<Optimizer>(parameters, options); }) {}
+      : make_([options = std::move(options)](
+                  const std::vector<at::Tensor>& parameters) -> std::unique_ptr<torch::optim::Optimizer> {
+          return std::make_unique<Optimizer>(parameters, options);
+        }) {}
 
   std::unique_ptr<torch::optim::Optimizer> operator()(const std::vector<at::Tensor>& parameters) const {
     return make_(parameters);
@@ -78,8 +93,8 @@ class OptimizerFactory {
 //   optimizer_factory<torch::optim::SGD>(torch::optim::SGDOptions(0.1))
 template <typename Optimizer, typename Options>
 OptimizerFactory optimizer_factory(Options options) {
-  return OptimizerFactory([options = std::move(options)](const std::vector<at::Tensor>& parameters)
-                              -> std::unique_ptr<torch::optim::Optimizer> {
+  return OptimizerFactory([options = std::move(options)](
+                              const std::vector<at::Tensor>& parameters) -> std::unique_ptr<torch::optim::Optimizer> {
     return std::make_unique<Optimizer>(parameters, options);
   });
 }

@@ -32,10 +32,8 @@ std::vector<std::string> split_wrappers(const std::string& text) {
   for (size_t i = 0; i < text.size(); ++i) {
     const bool cut = text[i] == '+' && i + 1 < text.size() &&
                      (std::isalpha(static_cast<unsigned char>(text[i + 1])) || text[i + 1] == '_');
-    if (cut)
-      parts.emplace_back();
-    else
-      parts.back() += text[i];
+    if (cut) parts.emplace_back();
+    else parts.back() += text[i];
   }
   return parts;
 }
@@ -51,8 +49,8 @@ std::vector<SpecSchema> schemas_of(const std::vector<StrategyRegistration>& entr
 bool register_strategy(StrategyRegistration registration) {
   COHORT_CHECK_AS(ConfigError, !registration.name.empty()) << "register_strategy: the strategy has no name";
   COHORT_CHECK_AS(ConfigError, static_cast<bool>(registration.make) != static_cast<bool>(registration.wrap))
-      << "register_strategy: '" << registration.name
-      << "' must have either make (a strategy) or wrap (a wrapper), not " << (registration.make ? "both" : "neither");
+      << "register_strategy: '" << registration.name << "' must have either make (a strategy) or wrap (a wrapper), not "
+      << (registration.make ? "both" : "neither");
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   const std::string name = registration.name;
@@ -90,15 +88,14 @@ std::unique_ptr<Strategy> make_strategy(const std::string& text) {
           << parts[0] << "'";
       strategy = entry.make(spec);
     } else {
-      COHORT_CHECK_AS(ConfigError, is_wrapper(entry))
-          << "strategy '" << spec.name << "' after '+' does not wrap another strategy (the wrappers: "
-          << [&] {
-               std::string names;
-               for (const auto& e : entries)
-                 if (is_wrapper(e)) names += (names.empty() ? "" : ", ") + e.name;
-               return names.empty() ? std::string("none") : names;
-             }()
-          << ")";
+      COHORT_CHECK_AS(ConfigError, is_wrapper(entry)) << "strategy '" << spec.name
+                                                      << "' after '+' does not wrap another strategy (the wrappers: " <<
+          [&] {
+            std::string names;
+            for (const auto& e : entries)
+              if (is_wrapper(e)) names += (names.empty() ? "" : ", ") + e.name;
+            return names.empty() ? std::string("none") : names;
+          }() << ")";
       strategy = entry.wrap(std::move(strategy), spec);
     }
     COHORT_CHECK(strategy != nullptr) << "strategy '" << spec.name << "': its factory returned null";

@@ -10,10 +10,9 @@
 //
 // fit() gives the pipeline its place (an InputContext): rank = the input
 // pipeline's id (the strategy's process_index()), world = the pipelines
-// (process_count()), and each process's batch = the global batch / world, so step k of all processes is the pipeline's global batch
-// k (by record: positions [kB, (k+1)B) of the epoch's order, whatever the
-// number of processes). The pipeline's cursor is the stream's state, so a
-// backup taken by BackupAndRestore resumes mid-epoch exactly once, on the
+// (process_count()), and each process's batch = the global batch / world, so step k of all processes is the pipeline's
+// global batch k (by record: positions [kB, (k+1)B) of the epoch's order, whatever the number of processes). The
+// pipeline's cursor is the stream's state, so a backup taken by BackupAndRestore resumes mid-epoch exactly once, on the
 // same or another number of processes (the cursor re-deals what is left);
 // an elastic fit commits it with the rest of its state, and after a change
 // start_epoch() builds the pipeline again for the new world from the

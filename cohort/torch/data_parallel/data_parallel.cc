@@ -42,8 +42,8 @@ std::shared_ptr<torch::nn::Module> clone_replica(const torch::nn::Module& module
         type = said.substr(at + marker.size(), end - at - marker.size());
     if (const size_t colon = type.rfind("::"); colon != std::string::npos) type = type.substr(colon + 2);
     COHORT_THROW(ConfigError) << who << ": the replicas are copies of the model made with clone(), and "
-                              << module.name() << " cannot be cloned (" << said
-                              << "). Derive " << type << " from torch::nn::Cloneable<" << type
+                              << module.name() << " cannot be cloned (" << said << "). Derive " << type
+                              << " from torch::nn::Cloneable<" << type
                               << "> instead of torch::nn::Module, and build every parameter, buffer and submodule "
                                  "in its reset() (called by its constructor; clone() calls it on the copy), for it "
                                  "and for its own submodule types. Only mirrored, central_storage and DataParallel "

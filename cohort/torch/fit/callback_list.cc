@@ -13,48 +13,32 @@ CallbackList::CallbackList(std::vector<std::shared_ptr<Callback>> callbacks, con
   (void)save_states();
 }
 
-void CallbackList::restore(Model& model) {
-  for (const auto& c : callbacks_) c->restore(model);
-}
-void CallbackList::on_train_begin(Model& model, const Logs& logs) {
-  for (const auto& c : callbacks_) c->on_train_begin(model, logs);
-}
-void CallbackList::on_train_end(Model& model, const Logs& logs) {
-  for (const auto& c : callbacks_) c->on_train_end(model, logs);
-}
+void CallbackList::restore(Model& model) { each(&Callback::restore, model); }
+void CallbackList::on_train_begin(Model& model, const Logs& logs) { each(&Callback::on_train_begin, model, logs); }
+void CallbackList::on_train_end(Model& model, const Logs& logs) { each(&Callback::on_train_end, model, logs); }
 void CallbackList::on_epoch_begin(Model& model, int64_t epoch, const Logs& logs) {
-  for (const auto& c : callbacks_) c->on_epoch_begin(model, epoch, logs);
+  each(&Callback::on_epoch_begin, model, epoch, logs);
 }
 void CallbackList::on_epoch_end(Model& model, int64_t epoch, const Logs& logs) {
-  for (const auto& c : callbacks_) c->on_epoch_end(model, epoch, logs);
+  each(&Callback::on_epoch_end, model, epoch, logs);
 }
 void CallbackList::on_train_batch_begin(Model& model, int64_t batch, const Logs& logs) {
-  for (const auto& c : callbacks_) c->on_train_batch_begin(model, batch, logs);
+  each(&Callback::on_train_batch_begin, model, batch, logs);
 }
 void CallbackList::on_train_batch_end(Model& model, int64_t batch, const Logs& logs) {
-  for (const auto& c : callbacks_) c->on_train_batch_end(model, batch, logs);
+  each(&Callback::on_train_batch_end, model, batch, logs);
 }
-void CallbackList::on_test_begin(Model& model, const Logs& logs) {
-  for (const auto& c : callbacks_) c->on_test_begin(model, logs);
-}
-void CallbackList::on_test_end(Model& model, const Logs& logs) {
-  for (const auto& c : callbacks_) c->on_test_end(model, logs);
-}
+void CallbackList::on_test_begin(Model& model, const Logs& logs) { each(&Callback::on_test_begin, model, logs); }
+void CallbackList::on_test_end(Model& model, const Logs& logs) { each(&Callback::on_test_end, model, logs); }
 void CallbackList::on_test_batch_end(Model& model, int64_t batch, const Logs& logs) {
-  for (const auto& c : callbacks_) c->on_test_batch_end(model, batch, logs);
+  each(&Callback::on_test_batch_end, model, batch, logs);
 }
-void CallbackList::on_predict_begin(Model& model, const Logs& logs) {
-  for (const auto& c : callbacks_) c->on_predict_begin(model, logs);
-}
+void CallbackList::on_predict_begin(Model& model, const Logs& logs) { each(&Callback::on_predict_begin, model, logs); }
 void CallbackList::on_predict_batch_end(Model& model, int64_t batch, const Logs& logs) {
-  for (const auto& c : callbacks_) c->on_predict_batch_end(model, batch, logs);
+  each(&Callback::on_predict_batch_end, model, batch, logs);
 }
-void CallbackList::on_predict_end(Model& model, const Logs& logs) {
-  for (const auto& c : callbacks_) c->on_predict_end(model, logs);
-}
-void CallbackList::on_preemption(Model& model) {
-  for (const auto& c : callbacks_) c->on_preemption(model);
-}
+void CallbackList::on_predict_end(Model& model, const Logs& logs) { each(&Callback::on_predict_end, model, logs); }
+void CallbackList::on_preemption(Model& model) { each(&Callback::on_preemption, model); }
 
 std::map<std::string, CallbackState> CallbackList::save_states() const {
   std::map<std::string, CallbackState> states;

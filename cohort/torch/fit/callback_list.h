@@ -50,6 +50,12 @@ class CallbackList {
   void load_states(const std::map<std::string, CallbackState>& states);
 
  private:
+  // Calls `hook` on every callback, in order.
+  template <typename... Params, typename... Args>
+  void each(void (Callback::*hook)(Params...), Args&&... args) {
+    for (const auto& c : callbacks_) ((*c).*hook)(args...);
+  }
+
   std::vector<std::shared_ptr<Callback>> callbacks_;
 };
 

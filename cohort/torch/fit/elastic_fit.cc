@@ -41,8 +41,7 @@ bool Model::train_elastic(BatchStream& train, bool& preempted, Logs& last) {
       "strategy", [&elastic] { return elastic.own_state(); },
       [&elastic](const std::string& bytes) { elastic.load_own_state(bytes); });
   state.track(
-      "fit", [this] { return elastic_progress(); },
-      [this](const std::string& bytes) { load_elastic_progress(bytes); });
+      "fit", [this] { return elastic_progress(); }, [this](const std::string& bytes) { load_elastic_progress(bytes); });
   return run_elastic(
       state, [&] { preempted = run_epochs(train, /*epoch_started=*/false, &state, last); },
       [&elastic] { elastic.rejoin(); });

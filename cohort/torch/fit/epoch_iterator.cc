@@ -28,8 +28,7 @@ std::optional<EpochIterator::Step> EpochIterator::next() {
   if (end_ != End::running) return std::nullopt;
   Step step{.index = step_++, .batch = stream_.next(), .global_rows = global_rows};
   COHORT_CHECK_AS(MismatchError, step.batch.rows() == my_rows)
-      << "fit: the training input said its next batch has " << my_rows << " rows here, then gave "
-      << step.batch.rows();
+      << "fit: the training input said its next batch has " << my_rows << " rows here, then gave " << step.batch.rows();
   return step;
 }
 

@@ -80,8 +80,8 @@ at::Tensor Model::predict(const Dataset& data, PredictOptions options) {
     int64_t batch = 0;
     for (int64_t start = 0; start < share.rows; start += local_batch, ++batch) {
       const int64_t rows = std::min(local_batch, share.rows - start);
-      outputs.push_back(strategy_.predict(
-          data.get(at::arange(share.offset + start, share.offset + start + rows, at::kLong)).input));
+      outputs.push_back(
+          strategy_.predict(data.get(at::arange(share.offset + start, share.offset + start + rows, at::kLong)).input));
       callbacks.on_predict_batch_end(*this, batch, {{"rows", double(rows)}});
     }
     if (outputs.empty()) {

@@ -144,16 +144,16 @@ void Model::print_start() const {
   if (!fit_options_.verbose || !is_chief()) return;
   const FitOptions& o = fit_options_;
   const bool sampled = strategy_.batch_sampler() != nullptr;
-  std::printf("fit: %s; %d replica%s in %d process%s; %s %lld; %lld epoch%s of %lld steps%s\n",
-              strategy_.description().c_str(), strategy_.replicas_in_sync(),
-              strategy_.replicas_in_sync() == 1 ? "" : "s", strategy_.process_count(),
-              strategy_.process_count() == 1 ? "" : "es", sampled ? "expected global batch" : "global batch",
-              static_cast<long long>(o.batch_size), static_cast<long long>(o.epochs), o.epochs == 1 ? "" : "s",
-              static_cast<long long>(position_.steps_per_epoch),
-              position_.step > 0 ? (", resuming at epoch " + std::to_string(position_.epoch + 1) + ", step " +
-                                    std::to_string(position_.batch))
-                                       .c_str()
-                                 : "");
+  std::printf(
+      "fit: %s; %d replica%s in %d process%s; %s %lld; %lld epoch%s of %lld steps%s\n", strategy_.description().c_str(),
+      strategy_.replicas_in_sync(), strategy_.replicas_in_sync() == 1 ? "" : "s", strategy_.process_count(),
+      strategy_.process_count() == 1 ? "" : "es", sampled ? "expected global batch" : "global batch",
+      static_cast<long long>(o.batch_size), static_cast<long long>(o.epochs), o.epochs == 1 ? "" : "s",
+      static_cast<long long>(position_.steps_per_epoch),
+      position_.step > 0
+          ? (", resuming at epoch " + std::to_string(position_.epoch + 1) + ", step " + std::to_string(position_.batch))
+                .c_str()
+          : "");
   std::fflush(stdout);
 }
 
@@ -173,8 +173,7 @@ bool Model::run_epochs(BatchStream& train, bool epoch_started, ElasticState* ela
   // over every member at the last commit plus this member's since.
   auto running_metrics = [&] { return elastic ? committed_metrics_ + epoch_metrics_ : epoch_metrics_; };
   auto requests = [&] {
-    return StepVote::Requests{.stop = stop_requested_,
-                              .preempt = o.catch_preemption && PreemptionWatch::requested()};
+    return StepVote::Requests{.stop = stop_requested_, .preempt = o.catch_preemption && PreemptionWatch::requested()};
   };
   while (position_.epoch < o.epochs && !stopped_ && !preempted) {
     const int64_t epoch = position_.epoch;
@@ -182,11 +181,10 @@ bool Model::run_epochs(BatchStream& train, bool epoch_started, ElasticState* ela
     epoch_started = false;
     module().train();
     callbacks_.on_epoch_begin(*this, epoch, {});
-    StepVote vote(
-        [this](const at::Tensor& v) { return strategy_.all_sum_async(v); },
-        {.rows_known = train.next_global_rows().has_value(),
-         .interval_s = o.vote_interval_s >= 0 ? o.vote_interval_s : tunables::fit_vote_interval_s(),
-         .is_chief = is_chief()});
+    StepVote vote([this](const at::Tensor& v) { return strategy_.all_sum_async(v); },
+                  {.rows_known = train.next_global_rows().has_value(),
+                   .interval_s = o.vote_interval_s >= 0 ? o.vote_interval_s : tunables::fit_vote_interval_s(),
+                   .is_chief = is_chief()});
     EpochIterator steps(train, position_.batch, position_.steps_per_epoch, sampled, vote, requests);
     while (std::optional<EpochIterator::Step> step = steps.next()) {
       callbacks_.on_train_batch_begin(*this, step->index, {});
@@ -216,12 +214,11 @@ bool Model::run_epochs(BatchStream& train, bool epoch_started, ElasticState* ela
     const bool complete = position_.batch >= position_.steps_per_epoch;
     if (complete && o.validation_data && (epoch + 1) % o.validation_freq == 0) {
       const int64_t batch = o.validation_batch_size > 0 ? o.validation_batch_size : o.batch_size;
-      const Logs val = o.validation_data.stream
-                           ? run_evaluation(*o.validation_data.stream, batch, callbacks_, "val_")
-                           : [&] {
-                               DatasetStream stream(*o.validation_data.dataset, false, 0, nullptr, position_.step);
-                               return run_evaluation(stream, batch, callbacks_, "val_");
-                             }();
+      const Logs val =
+          o.validation_data.stream ? run_evaluation(*o.validation_data.stream, batch, callbacks_, "val_") : [&] {
+            DatasetStream stream(*o.validation_data.dataset, false, 0, nullptr, position_.step);
+            return run_evaluation(stream, batch, callbacks_, "val_");
+          }();
       logs.insert(val.begin(), val.end());
     }
     history_.add_epoch(epoch, logs);

@@ -104,8 +104,8 @@ class ElasticState;
 inline constexpr int kPreemptedExitCode = 75;
 
 struct ModelOptions {
-  LossFn loss;                  // a mean over the rows it is given; a loss module converts
-  OptimizerFactory optimizer;   // an optimizer's options (SGDOptions, AdamOptions, ...) or a factory
+  LossFn loss;                 // a mean over the rows it is given; a loss module converts
+  OptimizerFactory optimizer;  // an optimizer's options (SGDOptions, AdamOptions, ...) or a factory
   std::vector<std::shared_ptr<Metric>> metrics;
 };
 

@@ -57,9 +57,10 @@ void StepVote::start(int64_t step, Requests requests) {
 std::optional<StepVote::Decision> StepVote::before_step(int64_t step, int64_t my_rows, Requests requests) {
   cast_this_step_ = false;
   if (options_.rows_known && step != next_vote_step_) return std::nullopt;
-  const at::Tensor votes = (options_.rows_known ? std::exchange(in_flight_, TensorHandle()) : cast(step, my_rows, requests))
-                               .wait()
-                               .contiguous();
+  const at::Tensor votes =
+      (options_.rows_known ? std::exchange(in_flight_, TensorHandle()) : cast(step, my_rows, requests))
+          .wait()
+          .contiguous();
   COHORT_CHECK_EQ(votes.numel(), int64_t(kSlots)) << "fit: a vote of the wrong size";
   const double* v = votes.data_ptr<double>();
   Decision d{.stop = v[kStop] > 0, .preempt = v[kPreempt] > 0, .global_rows = static_cast<int64_t>(v[kRows])};

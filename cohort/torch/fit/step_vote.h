@@ -37,7 +37,7 @@ namespace cohort {
 struct StepVoteOptions {
   bool rows_known = true;  // the input tells every step's global rows (see above)
   double interval_s = 0.2;
-  bool is_chief = false;   // the process whose step time sets the cadence
+  bool is_chief = false;  // the process whose step time sets the cadence
 };
 
 class StepVote {

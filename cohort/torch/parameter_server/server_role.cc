@@ -5,10 +5,10 @@
 #include <functional>
 #include <thread>
 
+#include "cohort/comm/create.h"
 #include "cohort/common/check.h"
 #include "cohort/common/error.h"
 #include "cohort/common/logging.h"
-#include "cohort/comm/create.h"
 #include "cohort/parameter_server/server.h"
 #include "cohort/rendezvous/membership.h"
 #include "cohort/torch/core/runtime.h"
@@ -56,10 +56,8 @@ class ServerRole::MembershipFollower {
     }
   }
   void end(int status, const std::string& why) {
-    if (status == 0)
-      COHORT_LOG(info) << "parameter server " << role_.index << ": " << why;
-    else
-      COHORT_LOG(error) << "parameter server " << role_.index << ": " << why;
+    if (status == 0) COHORT_LOG(info) << "parameter server " << role_.index << ": " << why;
+    else COHORT_LOG(error) << "parameter server " << role_.index << ": " << why;
     on_end_(status);
   }
 

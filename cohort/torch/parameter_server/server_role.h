@@ -100,7 +100,7 @@ class ServerRole {
   // The follower's verdict when the membership ended (or failed).
   std::atomic<int> membership_status_{-1};
   std::shared_ptr<rendezvous::Store> job_store_;  // elastic: the world's, for the membership's end
-  std::mutex server_mutex_;  // stop() against release()
+  std::mutex server_mutex_;                       // stop() against release()
   std::unique_ptr<ps::Server> server_;
   std::unique_ptr<MembershipFollower> follower_;
 };

@@ -31,8 +31,8 @@ using torch::autograd::Node;
 // A layer whose per-sample quantities come from its kernel, or from its own
 // micro-batches.
 struct Watched {
-  std::string name;  // its path in the model ("block1.conv", a Sequential's "3")
-  nn::Module* layer;  // the layer (a PerSample's module)
+  std::string name;                                        // its path in the model ("block1.conv", a Sequential's "3")
+  nn::Module* layer;                                       // the layer (a PerSample's module)
   std::function<torch::Tensor(const torch::Tensor&)> run;  // the layer alone, never recorded
   std::optional<LayerKernel> kernel;
   std::string no_kernel;                 // why not, when there is none
@@ -81,8 +81,8 @@ bool watch(Plan& plan, const std::string& name, const nn::Module* key, nn::Modul
   if (!w.kernel) {
     for (const auto& m : layer.modules(/*include_self=*/true))
       COHORT_CHECK_AS(ConfigError, !splits_over_ranks(*m))
-          << "private: layer " << name << " (" << layer.name() << ") holds the tensor-parallel layer "
-          << m->name() << " but takes its own micro-batches (" << w.no_kernel
+          << "private: layer " << name << " (" << layer.name() << ") holds the tensor-parallel layer " << m->name()
+          << " but takes its own micro-batches (" << w.no_kernel
           << "): its per-sample norms would miss the other ranks' shards; wrap the tensor-parallel layer itself";
   }
   plan.index.emplace(key, plan.watched.size());
@@ -195,10 +195,10 @@ torch::Tensor run_model(const Plan& plan, nn::Module& module, const ForwardFn& f
 
 // One call of a watched layer, as the forward made it.
 struct Call {
-  torch::Tensor input;  // detached
-  Edge output;          // the output's place in the graph; none when it needs no gradient
-  torch::Tensor zeros;  // the output's shape and type, for a call no gradient reaches
-  NodeRange nodes;      // the autograd nodes the call made
+  torch::Tensor input;        // detached
+  Edge output;                // the output's place in the graph; none when it needs no gradient
+  torch::Tensor zeros;        // the output's shape and type, for a call no gradient reaches
+  NodeRange nodes;            // the autograd nodes the call made
   int64_t input_version = 0;  // the input's version counter then
 };
 
@@ -218,18 +218,18 @@ class Trace final : public LayerRecorder {
       return;
     }
     const Watched& w = plan_.watched[it->second];
-    COHORT_CHECK_AS(ConfigError, input.dim() >= 1 && input.size(0) == rows_ && output.dim() >= 1 &&
-                                     output.size(0) == rows_)
+    COHORT_CHECK_AS(ConfigError,
+                    input.dim() >= 1 && input.size(0) == rows_ && output.dim() >= 1 && output.size(0) == rows_)
         << "private: watched layer '" << w.name << "' (" << w.layer->name() << ") ran on an input of shape "
         << input.sizes() << " and gave " << output.sizes() << " in a step of " << rows_
         << " samples: per-sample gradients need the samples along dim 0 (Linear takes [B, T, in]; do not fold "
            "positions into the batch)";
-    calls_[it->second].push_back({.input = input.detach(),
-                                  .output = output.requires_grad() ? torch::autograd::impl::gradient_edge(output)
-                                                                   : Edge(),
-                                  .zeros = torch::zeros({}, output.options()).expand(output.sizes()),
-                                  .nodes = nodes,
-                                  .input_version = input._version()});
+    calls_[it->second].push_back(
+        {.input = input.detach(),
+         .output = output.requires_grad() ? torch::autograd::impl::gradient_edge(output) : Edge(),
+         .zeros = torch::zeros({}, output.options()).expand(output.sizes()),
+         .nodes = nodes,
+         .input_version = input._version()});
   }
 
   // The kernels read the inputs as the layers took them: one modified in
@@ -349,8 +349,7 @@ LayerGradients watched_gradients(const Watched& w, const std::vector<LayerCall>&
   if (calls.empty()) {
     // Not run this step: no gradient.
     std::vector<std::vector<torch::Tensor>> zeros(w.trainable.size());
-    for (size_t k = 0; k < w.trainable.size(); ++k)
-      zeros[k].assign(size_t(rows), torch::zeros_like(w.trainable[k]));
+    for (size_t k = 0; k < w.trainable.size(); ++k) zeros[k].assign(size_t(rows), torch::zeros_like(w.trainable[k]));
     return stacked(zeros);
   }
   if (w.kernel && calls.size() == 1) return w.kernel->gradients(calls.front().input, calls.front().grad_output);
@@ -369,8 +368,8 @@ LayerGradients outside_gradients(const Plan& plan, nn::Module& module, const For
   torch::AutoGradMode enable(true);
   std::vector<std::vector<torch::Tensor>> per_parameter(plan.outside.size());
   for (int64_t i = 0; i < batch.rows(); ++i) {
-    const torch::Tensor sample_loss = loss(run_model(plan, module, forward, batch.input.narrow(0, i, 1), nullptr),
-                                           batch.target.narrow(0, i, 1));
+    const torch::Tensor sample_loss =
+        loss(run_model(plan, module, forward, batch.input.narrow(0, i, 1), nullptr), batch.target.narrow(0, i, 1));
     std::vector<torch::Tensor> grads(plan.outside.size());
     if (sample_loss.requires_grad())
       grads = torch::autograd::grad({sample_loss}, plan.outside, {}, /*retain_graph=*/false,
@@ -404,8 +403,7 @@ ClippedSum by_watched_layers(const Plan& plan, nn::Module& module, const Forward
   std::vector<const std::vector<torch::Tensor>*> parameters;
   for (size_t w = 0; w < plan.watched.size(); ++w) {
     std::vector<LayerCall> calls;
-    for (size_t c = 0; c < trace.calls(w).size(); ++c)
-      calls.push_back({trace.calls(w)[c].input, grad_outputs[w][c]});
+    for (size_t c = 0; c < trace.calls(w).size(); ++c) calls.push_back({trace.calls(w)[c].input, grad_outputs[w][c]});
     layers.push_back(watched_gradients(plan.watched[w], calls, rows));
     parameters.push_back(&plan.watched[w].trainable);
   }
@@ -457,12 +455,9 @@ GradientPath gradient_path(nn::Module& module) { return path_of(plan_of(module))
 
 std::string gradient_path_name(GradientPath path) {
   switch (path) {
-    case GradientPath::kernels:
-      return "kernels";
-    case GradientPath::micro_batches:
-      return "micro_batches";
-    case GradientPath::mixed:
-      return "mixed";
+    case GradientPath::kernels: return "kernels";
+    case GradientPath::micro_batches: return "micro_batches";
+    case GradientPath::mixed: return "mixed";
   }
   return "unknown";
 }

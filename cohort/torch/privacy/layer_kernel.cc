@@ -87,8 +87,7 @@ std::optional<LayerKernel> kernel_of(const nn::Module& layer, std::string* why) 
                          // features are positions: [B, T, in].
                          const int64_t b = x.size(0);
                          if (x.dim() == 2) return linear_gradients(x, g, bias);
-                         return linear_gradients(x.reshape({b, -1, x.size(-1)}), g.reshape({b, -1, g.size(-1)}),
-                                                 bias);
+                         return linear_gradients(x.reshape({b, -1, x.size(-1)}), g.reshape({b, -1, g.size(-1)}), bias);
                        },
                        &join_features};
   }
@@ -112,11 +111,11 @@ std::optional<LayerKernel> kernel_of(const nn::Module& layer, std::string* why) 
       *why = "LayerNorm without affine parameters";
       return std::nullopt;
     }
-    return LayerKernel{[dims = int64_t(o.normalized_shape().size()), eps = o.eps()](const torch::Tensor& x,
-                                                                                   const torch::Tensor& g) {
-                         return layer_norm_gradients(x, g, dims, eps);
-                       },
-                       {}};
+    return LayerKernel{
+        [dims = int64_t(o.normalized_shape().size()), eps = o.eps()](const torch::Tensor& x, const torch::Tensor& g) {
+          return layer_norm_gradients(x, g, dims, eps);
+        },
+        {}};
   }
   if (const auto* norm = dynamic_cast<const nn::GroupNormImpl*>(&layer)) {
     const auto& o = norm->options;

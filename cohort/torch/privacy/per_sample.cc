@@ -80,10 +80,9 @@ LayerGradients linear_gradients(const torch::Tensor& input, const torch::Tensor&
           }};
 }
 
-LayerGradients conv_gradients(const torch::Tensor& input, const torch::Tensor& grad_output,
-                              std::vector<int64_t> kernel, std::vector<int64_t> stride,
-                              std::vector<int64_t> padding, std::vector<int64_t> dilation, bool has_bias,
-                              int64_t kept_bytes) {
+LayerGradients conv_gradients(const torch::Tensor& input, const torch::Tensor& grad_output, std::vector<int64_t> kernel,
+                              std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation,
+                              bool has_bias, int64_t kept_bytes) {
   COHORT_CHECK(input.dim() == 3 || input.dim() == 4) << "Conv1d or Conv2d inputs, got " << input.sizes();
   COHORT_CHECK(grad_output.dim() == input.dim() && grad_output.size(0) == input.size(0))
       << "conv per-sample gradients: input " << input.sizes() << " and output gradient " << grad_output.sizes();

@@ -58,10 +58,9 @@ inline constexpr int64_t kKeptConvGradientBytes = int64_t(16) << 20;
 // kernel, stride, padding and dilation per spatial dimension; groups 1.
 // Per-sample weight gradients of more than `kept_bytes` are recomputed for
 // the clipped sum as one weight gradient.
-LayerGradients conv_gradients(const torch::Tensor& input, const torch::Tensor& grad_output,
-                              std::vector<int64_t> kernel, std::vector<int64_t> stride,
-                              std::vector<int64_t> padding, std::vector<int64_t> dilation, bool has_bias,
-                              int64_t kept_bytes = kKeptConvGradientBytes);
+LayerGradients conv_gradients(const torch::Tensor& input, const torch::Tensor& grad_output, std::vector<int64_t> kernel,
+                              std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation,
+                              bool has_bias, int64_t kept_bytes = kKeptConvGradientBytes);
 
 // indices [B, T] (int64), grad_output [B, T, D]; num_embeddings rows.
 LayerGradients embedding_gradients(const torch::Tensor& indices, const torch::Tensor& grad_output,

@@ -22,9 +22,7 @@ thread_local LayerRecorder* current_recorder = nullptr;
 
 LayerRecorder* active_recorder() { return current_recorder; }
 
-RecordingScope::RecordingScope(LayerRecorder* recorder) : previous_(current_recorder) {
-  current_recorder = recorder;
-}
+RecordingScope::RecordingScope(LayerRecorder* recorder) : previous_(current_recorder) { current_recorder = recorder; }
 
 RecordingScope::~RecordingScope() { current_recorder = previous_; }
 

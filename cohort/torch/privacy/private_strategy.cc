@@ -32,53 +32,72 @@ std::unique_ptr<Strategy> wrap_private(std::unique_ptr<Strategy> inner, const Sp
   COHORT_CHECK_AS(ConfigError, spec.has("epsilon") != spec.has("noise_multiplier"))
       << "privacy: give epsilon (the budget: the noise is calibrated to it) or noise_multiplier, "
       << (spec.has("epsilon") ? "not both" : "one of them");
-  PrivacyOptions o{.noise_multiplier = spec.has("noise_multiplier") ? spec.number("noise_multiplier") : 0,
-                   .max_grad_norm = spec.number("max_grad_norm"),
-                   .clipping = spec.word("clipping") == "per_layer" ? Clipping::per_layer : Clipping::flat,
-                   .sample_rate = spec.has("sample_rate") ? spec.number("sample_rate") : 0,
-                   .poisson = spec.boolean("poisson"),
-                   .delta = spec.number("delta"),
-                   .accountant = parse_accountant_kind(spec.word("accountant")),
-                   .seed = uint64_t(spec.integer("seed")),
-                   .secure_noise = spec.boolean("secure_noise"),
-                   .noise_share = spec.word("noise_share") == "designated" ? NoiseShare::designated
-                                                                           : NoiseShare::split};
+  PrivacyOptions o{
+      .noise_multiplier = spec.has("noise_multiplier") ? spec.number("noise_multiplier") : 0,
+      .max_grad_norm = spec.number("max_grad_norm"),
+      .clipping = spec.word("clipping") == "per_layer" ? Clipping::per_layer : Clipping::flat,
+      .sample_rate = spec.has("sample_rate") ? spec.number("sample_rate") : 0,
+      .poisson = spec.boolean("poisson"),
+      .delta = spec.number("delta"),
+      .accountant = parse_accountant_kind(spec.word("accountant")),
+      .seed = uint64_t(spec.integer("seed")),
+      .secure_noise = spec.boolean("secure_noise"),
+      .noise_share = spec.word("noise_share") == "designated" ? NoiseShare::designated : NoiseShare::split};
   EpsilonTarget target;
   if (spec.has("epsilon"))
-    target = {.target_epsilon = spec.number("epsilon"), .delta = o.delta,
+    target = {.target_epsilon = spec.number("epsilon"),
+              .delta = o.delta,
               .epochs = spec.has("epochs") ? spec.integer("epochs") : 0};
   return std::make_unique<PrivateStrategy>(std::move(inner), o, target);
 }
 
 }  // namespace
 
-COHORT_REGISTER_STRATEGY(privacy, {
-    .name = "privacy",
-    .description = "DP-SGD (DP-Adam with Adam) over the strategy before '+': clipped per-sample gradients, noise",
-    .keys = {optional_number("epsilon", "the privacy budget over the run: the noise is calibrated to it"),
-             optional_number("noise_multiplier", "sigma, instead of epsilon"),
-             {.name = "max_grad_norm", .kind = Kind::number, .default_value = "1",
-              .description = "C: each sample's gradient clipped to this norm"},
-             {.name = "delta", .kind = Kind::number, .default_value = "1e-05", .description = "of (epsilon, delta)"},
-             optional_number("sample_rate", "q, each example's probability per step (default: batch / rows)"),
-             {.name = "epochs", .kind = Kind::integer, .description = "epsilon's run length (default: fit()'s)",
-              .min = 1, .optional = true},
-             {.name = "clipping", .kind = Kind::word, .default_value = "flat",
-              .description = "flat (the whole gradient) or per_layer", .words = {"flat", "per_layer"}},
-             {.name = "accountant", .kind = Kind::word, .default_value = "rdp",
-              .description = "how epsilon is counted", .words = {"rdp", "prv"}},
-             {.name = "poisson", .kind = Kind::boolean, .default_value = "true",
-              .description = "Poisson sampling (what the accountant assumes); false: shuffled fixed batches"},
-             {.name = "seed", .kind = Kind::integer, .default_value = "0", .description = "sampling and noise"},
-             {.name = "secure_noise", .kind = Kind::boolean, .default_value = "false",
-              .description = "OpenSSL's generator for the noise"},
-             {.name = "noise_share", .kind = Kind::word, .default_value = "split",
-              .description = "split over the processes, or designated (rank 0's; elastic jobs need it)",
-              .words = {"split", "designated"}}},
-    .model_requirements = "no BatchNorm (GroupNorm instead); the fast path: layers wrapped in cohort::PerSample, "
-                          "or a torch::nn::Sequential (other layers take per-sample micro-batches)",
-    .elastic = "over multi_worker, noise_share=designated, without secure_noise",
-    .wrap = wrap_private});
+COHORT_REGISTER_STRATEGY(
+    privacy,
+    {.name = "privacy",
+     .description = "DP-SGD (DP-Adam with Adam) over the strategy before '+': clipped per-sample gradients, noise",
+     .keys = {optional_number("epsilon", "the privacy budget over the run: the noise is calibrated to it"),
+              optional_number("noise_multiplier", "sigma, instead of epsilon"),
+              {.name = "max_grad_norm",
+               .kind = Kind::number,
+               .default_value = "1",
+               .description = "C: each sample's gradient clipped to this norm"},
+              {.name = "delta", .kind = Kind::number, .default_value = "1e-05", .description = "of (epsilon, delta)"},
+              optional_number("sample_rate", "q, each example's probability per step (default: batch / rows)"),
+              {.name = "epochs",
+               .kind = Kind::integer,
+               .description = "epsilon's run length (default: fit()'s)",
+               .min = 1,
+               .optional = true},
+              {.name = "clipping",
+               .kind = Kind::word,
+               .default_value = "flat",
+               .description = "flat (the whole gradient) or per_layer",
+               .words = {"flat", "per_layer"}},
+              {.name = "accountant",
+               .kind = Kind::word,
+               .default_value = "rdp",
+               .description = "how epsilon is counted",
+               .words = {"rdp", "prv"}},
+              {.name = "poisson",
+               .kind = Kind::boolean,
+               .default_value = "true",
+               .description = "Poisson sampling (what the accountant assumes); false: shuffled fixed batches"},
+              {.name = "seed", .kind = Kind::integer, .default_value = "0", .description = "sampling and noise"},
+              {.name = "secure_noise",
+               .kind = Kind::boolean,
+               .default_value = "false",
+               .description = "OpenSSL's generator for the noise"},
+              {.name = "noise_share",
+               .kind = Kind::word,
+               .default_value = "split",
+               .description = "split over the processes, or designated (rank 0's; elastic jobs need it)",
+               .words = {"split", "designated"}}},
+     .model_requirements = "no BatchNorm (GroupNorm instead); the fast path: layers wrapped in cohort::PerSample, "
+                           "or a torch::nn::Sequential (other layers take per-sample micro-batches)",
+     .elastic = "over multi_worker, noise_share=designated, without secure_noise",
+     .wrap = wrap_private});
 
 int64_t poisson_steps_per_epoch(double sample_rate) {
   COHORT_CHECK_AS(ConfigError, sample_rate > 0 && sample_rate <= 1)
@@ -222,8 +241,8 @@ StepResult PrivateStrategy::do_train_step(const Batch& mine, int64_t global_rows
   const std::vector<torch::Tensor> parameters = trainable(net.parameters());
   StepResult result{.rows = mine.rows()};
   if (mine.rows() > 0) {
-    const ClippedSum clipped = clipped_gradient_sum(net, model().forward, model().loss, mine, options_.max_grad_norm,
-                                                    options_.clipping);
+    const ClippedSum clipped =
+        clipped_gradient_sum(net, model().forward, model().loss, mine, options_.max_grad_norm, options_.clipping);
     result.loss_sum = clipped.loss_sum;
     result.output = clipped.output;
   }
@@ -280,14 +299,13 @@ StepResult PrivateStrategy::do_train_step(const Batch& mine, int64_t global_rows
 
 ElasticTraining* PrivateStrategy::do_elastic() {
   ElasticTraining* inner = inner_->elastic();
-  const bool follows = inner != nullptr && (!inner_->sharded_checkpoints() || !inner_->sharded_checkpoints()->saves_sharded()) &&
+  const bool follows = inner != nullptr &&
+                       (!inner_->sharded_checkpoints() || !inner_->sharded_checkpoints()->saves_sharded()) &&
                        options_.noise_share == NoiseShare::designated && !options_.secure_noise;
   return follows ? this : nullptr;
 }
 
-std::map<std::string, double> PrivateStrategy::do_logs() {
-  return {{"epsilon", epsilon()}};
-}
+std::map<std::string, double> PrivateStrategy::do_logs() { return {{"epsilon", epsilon()}}; }
 
 void PrivateStrategy::do_save(torch::serialize::OutputArchive& archive) {
   inner_->save(archive);

@@ -9,12 +9,12 @@
 
 namespace cohort {
 
-COHORT_REGISTER_STRATEGY(auto_strategy, {
-    .name = "auto",
-    .description = "multi_worker when launched on several ranks, else one_device",
-    .make = [](const Spec&) -> std::unique_ptr<Strategy> {
-      if (!initialized() && rendezvous::launched_by() != rendezvous::LaunchSource::single) init();
-      return make_strategy(initialized() && size() > 1 ? "multi_worker" : "one_device");
-    }});
+COHORT_REGISTER_STRATEGY(auto_strategy,
+                         {.name = "auto",
+                          .description = "multi_worker when launched on several ranks, else one_device",
+                          .make = [](const Spec&) -> std::unique_ptr<Strategy> {
+                            if (!initialized() && rendezvous::launched_by() != rendezvous::LaunchSource::single) init();
+                            return make_strategy(initialized() && size() > 1 ? "multi_worker" : "one_device");
+                          }});
 
 }  // namespace cohort

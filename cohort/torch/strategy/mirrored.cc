@@ -14,16 +14,23 @@ const char* const kCloneable =
     "build every member in reset()";
 
 std::vector<SpecKey> replica_keys() {
-  return {{.name = "replicas", .kind = Kind::integer, .default_value = "2",
-           .description = "replicas (threads) in this process", .min = 1},
-          {.name = "threads_per_replica", .kind = Kind::integer, .default_value = "1",
-           .description = "intra-op threads of each replica", .min = 1}};
+  return {{.name = "replicas",
+           .kind = Kind::integer,
+           .default_value = "2",
+           .description = "replicas (threads) in this process",
+           .min = 1},
+          {.name = "threads_per_replica",
+           .kind = Kind::integer,
+           .default_value = "1",
+           .description = "intra-op threads of each replica",
+           .min = 1}};
 }
 
 std::unique_ptr<Strategy> make_mirrored(const Spec& spec) {
-  return std::make_unique<MirroredStrategy>(MirroredOptions{.replicas = int(spec.integer("replicas")),
-                                                            .threads_per_replica = int(spec.integer("threads_per_replica")),
-                                                            .name = spec.name});
+  return std::make_unique<MirroredStrategy>(
+      MirroredOptions{.replicas = int(spec.integer("replicas")),
+                      .threads_per_replica = int(spec.integer("threads_per_replica")),
+                      .name = spec.name});
 }
 
 }  // namespace

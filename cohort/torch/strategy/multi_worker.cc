@@ -6,10 +6,10 @@
 #include "cohort/torch/core/broadcast_state.h"
 #include "cohort/torch/core/collectives.h"
 #include "cohort/torch/core/runtime.h"
+#include "cohort/torch/core/strategy_registry.h"
 #include "cohort/torch/core/zero_grad.h"
 #include "cohort/torch/data_parallel/distributed_data_parallel.h"
 #include "cohort/torch/data_parallel/distributed_optimizer.h"
-#include "cohort/torch/core/strategy_registry.h"
 #include "cohort/torch/strategy/data_parallel_step.h"
 
 namespace cohort {
@@ -23,27 +23,37 @@ const char* style_name(MultiWorkerOptions::Style s) {
 
 }  // namespace
 
-COHORT_REGISTER_STRATEGY(multi_worker, {
-    .name = "multi_worker",
-    .description = "one replica per rank, across processes and hosts (cohortrun, mpirun, srun)",
-    .keys = {{.name = "style", .kind = Kind::word, .default_value = "ddp",
-              .description = "gradient exchange: DDP buckets or Horovod's per-parameter allreduces",
-              .words = {"ddp", "horovod"}},
-             {.name = "compression", .kind = Kind::word, .default_value = "none",
-              .description = "gradients on the wire", .words = {"none", "fp16", "bf16"}},
-             {.name = "bucket_mb", .kind = Kind::integer, .default_value = "25",
-              .description = "style=ddp: bucket size in MiB", .min = 1},
-             {.name = "bucket_view", .kind = Kind::boolean, .default_value = "true",
-              .description = "style=ddp: gradients are views of the buckets (no copies)"}},
-    .elastic = "always",
-    .make = [](const Spec& spec) -> std::unique_ptr<Strategy> {
-      return std::make_unique<MultiWorkerStrategy>(MultiWorkerOptions{
-          .style = spec.word("style") == "horovod" ? MultiWorkerOptions::Style::horovod
-                                                   : MultiWorkerOptions::Style::ddp,
-          .compression = parse_compression(spec.word("compression")),
-          .bucket_bytes = spec.integer("bucket_mb") << 20,
-          .bucket_view = spec.boolean("bucket_view")});
-    }});
+COHORT_REGISTER_STRATEGY(
+    multi_worker, {.name = "multi_worker",
+                   .description = "one replica per rank, across processes and hosts (cohortrun, mpirun, srun)",
+                   .keys = {{.name = "style",
+                             .kind = Kind::word,
+                             .default_value = "ddp",
+                             .description = "gradient exchange: DDP buckets or Horovod's per-parameter allreduces",
+                             .words = {"ddp", "horovod"}},
+                            {.name = "compression",
+                             .kind = Kind::word,
+                             .default_value = "none",
+                             .description = "gradients on the wire",
+                             .words = {"none", "fp16", "bf16"}},
+                            {.name = "bucket_mb",
+                             .kind = Kind::integer,
+                             .default_value = "25",
+                             .description = "style=ddp: bucket size in MiB",
+                             .min = 1},
+                            {.name = "bucket_view",
+                             .kind = Kind::boolean,
+                             .default_value = "true",
+                             .description = "style=ddp: gradients are views of the buckets (no copies)"}},
+                   .elastic = "always",
+                   .make = [](const Spec& spec) -> std::unique_ptr<Strategy> {
+                     return std::make_unique<MultiWorkerStrategy>(MultiWorkerOptions{
+                         .style = spec.word("style") == "horovod" ? MultiWorkerOptions::Style::horovod
+                                                                  : MultiWorkerOptions::Style::ddp,
+                         .compression = parse_compression(spec.word("compression")),
+                         .bucket_bytes = spec.integer("bucket_mb") << 20,
+                         .bucket_view = spec.boolean("bucket_view")});
+                   }});
 
 MultiWorkerStrategy::MultiWorkerStrategy(MultiWorkerOptions options)
     : RankStrategy(options.engine, "multi_worker strategy"), options_(options) {

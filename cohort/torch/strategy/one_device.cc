@@ -6,10 +6,11 @@
 
 namespace cohort {
 
-COHORT_REGISTER_STRATEGY(one_device, {
-    .name = "one_device",
-    .description = "one process, one replica, no communication (the reference)",
-    .make = [](const Spec&) -> std::unique_ptr<Strategy> { return std::make_unique<OneDeviceStrategy>(); }});
+COHORT_REGISTER_STRATEGY(one_device, {.name = "one_device",
+                                      .description = "one process, one replica, no communication (the reference)",
+                                      .make = [](const Spec&) -> std::unique_ptr<Strategy> {
+                                        return std::make_unique<OneDeviceStrategy>();
+                                      }});
 
 OneDeviceStrategy::OneDeviceStrategy(OneDeviceOptions options)
     : SingleProcessStrategy("one_device", 1, options.independent_ranks) {}

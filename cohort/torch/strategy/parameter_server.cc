@@ -6,10 +6,10 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "cohort/common/check.h"
-#include "cohort/common/logging.h"
 #include "cohort/comm/communicator.h"
 #include "cohort/comm/create.h"
+#include "cohort/common/check.h"
+#include "cohort/common/logging.h"
 #include "cohort/engine/engine.h"
 #include "cohort/parameter_server/roles.h"
 #include "cohort/parameter_server/worker.h"
@@ -19,8 +19,8 @@
 #include "cohort/torch/core/broadcast_state.h"
 #include "cohort/torch/core/collectives.h"
 #include "cohort/torch/core/runtime.h"
-#include "cohort/torch/core/zero_grad.h"
 #include "cohort/torch/core/strategy_registry.h"
+#include "cohort/torch/core/zero_grad.h"
 #include "cohort/torch/parameter_server/server_role.h"
 #include "cohort/torch/parameter_server/sharded_training.h"
 #include "cohort/torch/parameter_server/workers_group.h"
@@ -43,12 +43,19 @@ SpecKey integer_key(const char* name, const char* description, int64_t min) {
 
 std::vector<SpecKey> parameter_server_spec_keys() {
   return {
-      {.name = "servers", .kind = Kind::integer, .default_value = "1",
-       .description = "the last S ranks serve, the others train", .min = 1},
-      {.name = "staleness", .kind = Kind::word, .default_value = "0",
+      {.name = "servers",
+       .kind = Kind::integer,
+       .default_value = "1",
+       .description = "the last S ranks serve, the others train",
+       .min = 1},
+      {.name = "staleness",
+       .kind = Kind::word,
+       .default_value = "0",
        .description = "0 synchronous, K steps ahead of the slowest at most, or async"},
       integer_key("backup_workers", "staleness=0: a step goes on without the last B workers' gradients", 0),
-      {.name = "optimizer", .kind = Kind::word, .default_value = "program",
+      {.name = "optimizer",
+       .kind = Kind::word,
+       .default_value = "program",
        .description = "program: the servers sum gradients, workers step the program's optimizer; or the "
                       "servers' own",
        .words = {"program", "sgd", "adam", "adagrad"}},
@@ -64,12 +71,18 @@ std::vector<SpecKey> parameter_server_spec_keys() {
       integer_key("max_shards", "most shards of a variable split by size (default: servers)", 1),
       integer_key("replicas", "1: a copy of each partition on the next server (needs servers >= 2)", 0),
       integer_key("replicate_every", "updates between replica snapshots (default 1)", 1),
-      {.name = "checkpoint_dir", .kind = Kind::word, .description = "where a lost server's shards are restored from",
+      {.name = "checkpoint_dir",
+       .kind = Kind::word,
+       .description = "where a lost server's shards are restored from",
        .optional = true},
-      {.name = "hybrid", .kind = Kind::boolean, .description = "dense parameters allreduced among the workers, "
-                                                               "only embedding tables on the servers",
+      {.name = "hybrid",
+       .kind = Kind::boolean,
+       .description = "dense parameters allreduced among the workers, "
+                      "only embedding tables on the servers",
        .optional = true},
-      {.name = "serve_and_exit", .kind = Kind::boolean, .default_value = "false",
+      {.name = "serve_and_exit",
+       .kind = Kind::boolean,
+       .default_value = "false",
        .description = "a server rank serves and ends the process inside make_strategy() (no is_server() branch "
                       "in the program)"},
   };
@@ -84,7 +97,8 @@ ParameterServerOptions parameter_server_options(const std::map<std::string, std:
   const Spec strategy_keys{.name = "parameter_server", .values = keys};
   const bool serve_and_exit = strategy_keys.has("serve_and_exit") && strategy_keys.boolean("serve_and_exit");
   job_keys.erase("serve_and_exit");
-  ParameterServerOptions o{.job = ps::parse_job_options(job_keys, world_size), .program_optimizer = program,
+  ParameterServerOptions o{.job = ps::parse_job_options(job_keys, world_size),
+                           .program_optimizer = program,
                            .serve_and_exit = serve_and_exit};
   COHORT_CHECK_AS(ConfigError, !o.job.hybrid || !program)
       << "parameter_server: hybrid=true keeps only embedding tables on the servers, which need an optimizer "
@@ -92,18 +106,19 @@ ParameterServerOptions parameter_server_options(const std::map<std::string, std:
   return o;
 }
 
-COHORT_REGISTER_STRATEGY(parameter_server, {
-    .name = "parameter_server",
-    .description = "the last S ranks hold the variables (sharded), the others train; sync to async",
-    .keys = parameter_server_spec_keys(),
-    .model_requirements = "hybrid=true: the embedding tables as cohort::PsEmbedding (the rest is averaged among "
-                          "the workers)",
-    .elastic = "staleness=0, without backup_workers",
-    .make = [](const Spec& spec) -> std::unique_ptr<Strategy> {
-      // The job's size decides the roles; init() is the strategy's.
-      return std::make_unique<ParameterServerStrategy>(
-          parameter_server_options(spec.values, rendezvous::discover().size));
-    }});
+COHORT_REGISTER_STRATEGY(
+    parameter_server,
+    {.name = "parameter_server",
+     .description = "the last S ranks hold the variables (sharded), the others train; sync to async",
+     .keys = parameter_server_spec_keys(),
+     .model_requirements = "hybrid=true: the embedding tables as cohort::PsEmbedding (the rest is averaged among "
+                           "the workers)",
+     .elastic = "staleness=0, without backup_workers",
+     .make = [](const Spec& spec) -> std::unique_ptr<Strategy> {
+       // The job's size decides the roles; init() is the strategy's.
+       return std::make_unique<ParameterServerStrategy>(
+           parameter_server_options(spec.values, rendezvous::discover().size));
+     }});
 
 ParameterServerStrategy::ParameterServerStrategy(ParameterServerOptions options) : options_(std::move(options)) {
   COHORT_CHECK_AS(ConfigError, options_.program_optimizer == (options_.job.optimizer.rule == ps::UpdateRule::sum))
@@ -136,8 +151,8 @@ ParameterServerStrategy::ParameterServerStrategy(ParameterServerOptions options)
   role_ = ps::assign_role(slot, slots, options_.job.servers);
   // Every strategy object of a job takes its own namespace (all processes
   // build them in the same order; a replacement counts its own from 1).
-  const std::string me = elastic_ ? std::to_string(slot) + "." + std::to_string(info.elastic_incarnation)
-                                  : std::to_string(slot);
+  const std::string me =
+      elastic_ ? std::to_string(slot) + "." + std::to_string(info.elastic_incarnation) : std::to_string(slot);
   const int64_t instance = job_store_->add("ps_strategy/instances/" + me, 1);
   namespace_ = "ps_strategy/" + std::to_string(instance);
   // Servers and workers meet under one namespace (server addresses, ...).
@@ -147,9 +162,8 @@ ParameterServerStrategy::ParameterServerStrategy(ParameterServerOptions options)
   std::shared_ptr<comm::Communicator> workers =
       given.comm ? split_workers(*given.comm, role_) : split_world_workers(namespace_, role_);
   if (role_.server) {
-    server_ = std::make_unique<ServerRole>(ServerRoleOptions{.role = role_, .job = options_.job, .launch = info,
-                                                             .store = ps_store_, .elastic = elastic_,
-                                                             .ns = namespace_});
+    server_ = std::make_unique<ServerRole>(ServerRoleOptions{
+        .role = role_, .job = options_.job, .launch = info, .store = ps_store_, .elastic = elastic_, .ns = namespace_});
     if (options_.serve_and_exit) {
       // The opt-in of programs that do not branch on is_server(): the
       // server's role is over (sockets closed, threads joined) before the
@@ -237,7 +251,9 @@ std::string ParameterServerStrategy::do_spec() const {
 // The workers of the current world (fewer than the slots after a loss).
 ReplicaPlacement ParameterServerStrategy::do_placement() const {
   require_worker("placement()");
-  return {.replicas_in_sync = workers_comm_->size(), .local_replicas = 1, .process_count = workers_comm_->size(),
+  return {.replicas_in_sync = workers_comm_->size(),
+          .local_replicas = 1,
+          .process_count = workers_comm_->size(),
           .process_index = workers_comm_->rank()};
 }
 

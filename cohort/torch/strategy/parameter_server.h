@@ -146,8 +146,8 @@ class ParameterServerStrategy : public Strategy, public ElasticTraining {
  protected:
   std::string do_spec() const override;
   ReplicaPlacement do_placement() const override;  // the workers'; ConfigError on a server
-  void do_prepare() override;                     // collective over the workers
-  torch::nn::Module& do_module() override;        // current values (pulled when stale)
+  void do_prepare() override;                      // collective over the workers
+  torch::nn::Module& do_module() override;         // current values (pulled when stale)
   torch::optim::Optimizer& do_optimizer() override { return *optimizer_; }
   StepResult do_train_step(const Batch& mine, int64_t global_rows) override;
   at::Tensor do_predict(const at::Tensor& input) override;

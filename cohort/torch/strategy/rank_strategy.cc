@@ -26,7 +26,9 @@ void RankStrategy::hold_new_world() {
 }
 
 ReplicaPlacement RankStrategy::do_placement() const {
-  return {.replicas_in_sync = engine_.size(), .local_replicas = 1, .process_count = engine_.size(),
+  return {.replicas_in_sync = engine_.size(),
+          .local_replicas = 1,
+          .process_count = engine_.size(),
           .process_index = engine_.rank()};
 }
 

@@ -10,8 +10,8 @@ SingleProcessStrategy::SingleProcessStrategy(const std::string& name, int replic
   if (independent_ranks) return;
   const rendezvous::LaunchInfo job = rendezvous::discover();
   COHORT_CHECK_AS(ConfigError, job.size == 1)
-      << "strategy '" << name << "' trains in one process, but this is rank " << job.rank << " of " << job.size
-      << " (" << rendezvous::launch_source_name(job.source)
+      << "strategy '" << name << "' trains in one process, but this is rank " << job.rank << " of " << job.size << " ("
+      << rendezvous::launch_source_name(job.source)
       << "): use --strategy multi_worker across processes, or start one process";
 }
 

@@ -22,32 +22,41 @@ using Kind = SpecKey::Kind;
 
 }  // namespace
 
-COHORT_REGISTER_STRATEGY(zero, {
-    .name = "zero",
-    .description = "one replica per rank; optimizer state (1), gradients (2), parameters (3) split over the ranks",
-    .keys = {{.name = "stage", .kind = Kind::word, .default_value = "1",
-              .description = "1: optimizer state sharded; 2: and gradients; 3: and parameters (FSDP)",
-              .words = {"1", "2", "3"}},
-             {.name = "bucket_mb", .kind = Kind::integer, .default_value = "25",
-              .description = "stages 1, 2: flat gradient buckets reduce-scattered during backward, in MiB "
-                             "(stage 2 keeps two packing buffers of this size)",
-              .min = 1},
-             {.name = "unit_mb", .kind = Kind::integer, .default_value = "1",
-              .description = "stage 3: layers gathered together, closed at this many MiB of parameters",
-              .min = 1},
-             {.name = "shard_group", .kind = Kind::integer, .default_value = "0",
-              .description = "shard within groups of N consecutive ranks (a host's), replicate across (0: all)",
-              .min = 0}},
-    .model_requirements = "stage 3: a torch::nn::Sequential, or a model of one's own whose blocks are wrapped in "
-                          "cohort::ShardedUnit; an optimizer that works per element (SGD, Adam, AdamW, Adagrad, "
-                          "RMSprop)",
-    .elastic = "without shard_group",
-    .make = [](const Spec& spec) -> std::unique_ptr<Strategy> {
-      return std::make_unique<ZeroStrategy>(ZeroStrategyOptions{.stage = std::stoi(spec.word("stage")),
+COHORT_REGISTER_STRATEGY(
+    zero,
+    {.name = "zero",
+     .description = "one replica per rank; optimizer state (1), gradients (2), parameters (3) split over the ranks",
+     .keys = {{.name = "stage",
+               .kind = Kind::word,
+               .default_value = "1",
+               .description = "1: optimizer state sharded; 2: and gradients; 3: and parameters (FSDP)",
+               .words = {"1", "2", "3"}},
+              {.name = "bucket_mb",
+               .kind = Kind::integer,
+               .default_value = "25",
+               .description = "stages 1, 2: flat gradient buckets reduce-scattered during backward, in MiB "
+                              "(stage 2 keeps two packing buffers of this size)",
+               .min = 1},
+              {.name = "unit_mb",
+               .kind = Kind::integer,
+               .default_value = "1",
+               .description = "stage 3: layers gathered together, closed at this many MiB of parameters",
+               .min = 1},
+              {.name = "shard_group",
+               .kind = Kind::integer,
+               .default_value = "0",
+               .description = "shard within groups of N consecutive ranks (a host's), replicate across (0: all)",
+               .min = 0}},
+     .model_requirements = "stage 3: a torch::nn::Sequential, or a model of one's own whose blocks are wrapped in "
+                           "cohort::ShardedUnit; an optimizer that works per element (SGD, Adam, AdamW, Adagrad, "
+                           "RMSprop)",
+     .elastic = "without shard_group",
+     .make = [](const Spec& spec) -> std::unique_ptr<Strategy> {
+       return std::make_unique<ZeroStrategy>(ZeroStrategyOptions{.stage = std::stoi(spec.word("stage")),
                                                                  .bucket_bytes = spec.integer("bucket_mb") << 20,
                                                                  .unit_bytes = spec.integer("unit_mb") << 20,
                                                                  .shard_group = int(spec.integer("shard_group"))});
-    }});
+     }});
 
 ZeroStrategy::ZeroStrategy(ZeroStrategyOptions options)
     : RankStrategy(options.engine, "zero strategy"), options_(options) {
@@ -142,7 +151,8 @@ void ZeroStrategy::rejoin() {
   require_prepared("rejoin()");
   COHORT_CHECK_AS(ConfigError, !own_engine_ && options_.shard_group == 0)
       << "zero: only without shard_group, on cohort::init()'s world, does it follow an elastic job's "
-         "membership; this is " << spec();
+         "membership; this is "
+      << spec();
   hold_new_world();
   // The old world's blocks go (their engine is stopped); the new world's
   // are built as prepare() built them, and the elastic state's restore

@@ -135,7 +135,7 @@ class ZeroStrategy : public RankStrategy, public ElasticTraining {
   at::Tensor forward_by_layers(const at::Tensor& input);
 
   ZeroStrategyOptions options_;
-  TrainingModel training_;  // model(), with the forward a step runs (by units, by layers)
+  TrainingModel training_;          // model(), with the forward a step runs (by units, by layers)
   std::vector<std::string> names_;  // zero_'s parameters' names (the module's trainable ones), in its order
   // Hybrid: the mesh whose tp axis is the shard groups and dp the replicas
   // (declared before zero_, so that it outlives it).
