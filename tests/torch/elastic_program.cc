@@ -231,7 +231,7 @@ int main(int argc, char** argv) {
           }},
          {"--commit-steps", [&](auto& f, auto& v) { commit_steps = cohort::flags::parse_number<int64_t>(f, v, 1); }},
          {"--hold", [&](auto& f, auto& v) { holds.push_back(cohort::flags::parse_number<int64_t>(f, v, 0)); }},
-         {"--hold-below", [&](auto& f, auto& v) { hold_below = cohort::flags::parse_number<int>(f, v, 1); }},
+         {"--hold-below", [&](auto& f, auto& v) { hold_below = cohort::flags::parse_number<int>(f, v, 0); }},
          {"--write",
           [&](auto& f, auto& v) {
             const size_t a = v.find(':'), b = a == std::string::npos ? a : v.find(':', a + 1);
