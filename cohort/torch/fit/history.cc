@@ -5,8 +5,8 @@
 #include <fstream>
 #include <set>
 
+#include "cohort/common/atomic_file.h"
 #include "cohort/common/check.h"
-#include "cohort/torch/fit/atomic_file.h"
 
 namespace cohort {
 
@@ -57,7 +57,11 @@ std::string History::csv() const {
   return out;
 }
 
-void History::write_csv(const std::string& path) const { write_file_atomically(path, csv()); }
+// Readers see the old file or the new one; no fsync: fit() rewrites it every
+// epoch from state it holds, so one lost to a power cut is written again.
+void History::write_csv(const std::string& path) const {
+  write_file_atomically(path, csv(), {.durability = Durability::none});
+}
 
 void History::save(CallbackState& state) const {
   state["epochs"] = std::vector<double>(epochs_.begin(), epochs_.end());
