@@ -1,7 +1,6 @@
 #include "cohort/torch/fit/json_lines.h"
 
 #include <cerrno>
-#include <cmath>
 #include <cstdio>
 #include <cstring>
 
@@ -10,41 +9,6 @@
 #include "cohort/torch/fit/output_directory.h"
 
 namespace cohort {
-
-void JsonObject::key(std::string_view k) {
-  if (!body_.empty()) body_ += ',';
-  body_ += '"' + json::escape(k) + "\":";
-}
-
-JsonObject& JsonObject::add(std::string_view k, std::string_view value) {
-  key(k);
-  body_ += '"' + json::escape(value) + '"';
-  return *this;
-}
-
-JsonObject& JsonObject::add(std::string_view k, double value) {
-  key(k);
-  if (!std::isfinite(value)) {
-    body_ += "null";
-  } else {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.6g", value);
-    body_ += buf;
-  }
-  return *this;
-}
-
-JsonObject& JsonObject::add(std::string_view k, int64_t value) {
-  key(k);
-  body_ += std::to_string(value);
-  return *this;
-}
-
-JsonObject& JsonObject::add(std::string_view k, bool value) {
-  key(k);
-  body_ += value ? "true" : "false";
-  return *this;
-}
 
 namespace {
 

@@ -10,24 +10,9 @@
 #include <string>
 #include <string_view>
 
+#include "cohort/common/json_object.h"
+
 namespace cohort {
-
-// A flat JSON object built field by field; strings are escaped, non-finite
-// numbers become null (JSON has no NaN).
-class JsonObject {
- public:
-  JsonObject& add(std::string_view key, std::string_view value);
-  JsonObject& add(std::string_view key, const char* value) { return add(key, std::string_view(value)); }
-  JsonObject& add(std::string_view key, double value);
-  JsonObject& add(std::string_view key, int64_t value);
-  JsonObject& add(std::string_view key, int value) { return add(key, int64_t(value)); }
-  JsonObject& add(std::string_view key, bool value);
-  std::string str() const { return "{" + body_ + "}"; }
-
- private:
-  void key(std::string_view k);
-  std::string body_;
-};
 
 class JsonLinesWriter {
  public:
