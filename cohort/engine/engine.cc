@@ -641,7 +641,10 @@ Engine::Impl::Outcome Engine::Impl::run_cycle() {
                                       << " holds no request for it (engine bug)";
       local = it->second.get();
     }
-    if (local) local->ready = t1;
+    if (local) {
+      local->ready = t1;
+      local->state->mark_agreed(std::chrono::duration_cast<std::chrono::nanoseconds>(t1.time_since_epoch()).count());
+    }
     Work& wk = work.emplace_back();
     wk.op = &op;
     wk.local = local;

@@ -1,6 +1,7 @@
 #include "cohort/engine/handle.h"
 
 #include "cohort/common/check.h"
+#include "cohort/engine/blocked_time.h"
 
 namespace cohort::engine {
 
@@ -47,14 +48,23 @@ bool HandleState::done() const {
 void Handle::wait() const {
   COHORT_CHECK(state_) << "wait() on an empty Handle";
   std::unique_lock lock(state_->mutex_);
-  state_->cv_.wait(lock, [&] { return state_->done_; });
+  if (!state_->done_) {
+    const int64_t start = detail::steady_now_ns();
+    state_->cv_.wait(lock, [&] { return state_->done_; });
+    detail::add_blocked_time(start, detail::steady_now_ns(), state_->agreed_ns_.load(std::memory_order_relaxed));
+  }
   if (state_->error_) std::rethrow_exception(state_->error_);
 }
 
 bool Handle::wait_for(std::chrono::nanoseconds timeout) const {
   COHORT_CHECK(state_) << "wait_for() on an empty Handle";
   std::unique_lock lock(state_->mutex_);
-  if (!state_->cv_.wait_for(lock, timeout, [&] { return state_->done_; })) return false;
+  if (!state_->done_) {
+    const int64_t start = detail::steady_now_ns();
+    const bool done = state_->cv_.wait_for(lock, timeout, [&] { return state_->done_; });
+    detail::add_blocked_time(start, detail::steady_now_ns(), state_->agreed_ns_.load(std::memory_order_relaxed));
+    if (!done) return false;
+  }
   if (state_->error_) std::rethrow_exception(state_->error_);
   return true;
 }

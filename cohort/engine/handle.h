@@ -8,7 +8,9 @@
 // allocator) with each rank's element count, and join()'s last rank.
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <condition_variable>
 #include <cstddef>
 #include <exception>
@@ -39,6 +41,9 @@ class HandleState {
   void on_done(std::function<void()> callback);
 
   const std::string& name() const { return name_; }
+  // When the negotiation found every rank had submitted the op (steady_clock
+  // nanoseconds; 0 until then): splits a caller's wait (blocked_time.h).
+  void mark_agreed(int64_t steady_ns) { agreed_ns_.store(steady_ns, std::memory_order_relaxed); }
 
   // Results (written by the engine before complete()).
   std::vector<std::byte> owned_output;  // allgather without an allocator
@@ -54,6 +59,7 @@ class HandleState {
   bool done_ = false;
   std::exception_ptr error_;
   std::vector<std::function<void()>> callbacks_;
+  std::atomic<int64_t> agreed_ns_{0};
 };
 
 class Handle {

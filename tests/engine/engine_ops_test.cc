@@ -10,6 +10,7 @@
 #include <random>
 
 #include "cohort/common/check.h"
+#include "cohort/engine/blocked_time.h"
 #include "tests/comm/typed_buffer.h"
 #include "tests/engine/engine_ranks.h"
 
@@ -50,6 +51,46 @@ void check_result(const TypedBuffer& out, const OpCase& c, int n, int rank) {
 }
 
 class EngineWorld : public ::testing::TestWithParam<int> {};
+
+// A thread's time blocked in wait() splits at the moment every rank had
+// submitted the op: rank 0 waits while rank 1 sleeps before submitting, so
+// at least the time from rank 0's wait to rank 1's submission is peer wait
+// (causality, not a timing threshold); the two parts add up to the wait.
+TEST(EngineBlockedTime, AWaitSplitsAtTheLastRanksSubmission) {
+  std::atomic<int64_t> submitted_ns{0};
+  run_engine_ranks(2, [&](EngineRank& info, Engine& e) {
+    float x = 1;
+    e.barrier_async("start").wait();
+    const engine::BlockedTime before = engine::this_thread_blocked_time();
+    if (info.rank == 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      submitted_ns = engine::detail::steady_now_ns();
+      e.allreduce_async("late", BufferView{&x, 1, DType::f32}).wait();
+      return;
+    }
+    Handle h = e.allreduce_async("late", BufferView{&x, 1, DType::f32});
+    const int64_t wait_start = engine::detail::steady_now_ns();
+    h.wait();
+    const int64_t wait_end = engine::detail::steady_now_ns();
+    const engine::BlockedTime after = engine::this_thread_blocked_time();
+    const uint64_t peer = after.peer_wait_ns - before.peer_wait_ns;
+    const uint64_t transfer = after.transfer_ns - before.transfer_ns;
+    EXPECT_GE(int64_t(peer), submitted_ns.load() - wait_start);
+    EXPECT_LE(int64_t(peer + transfer), wait_end - wait_start);
+    EXPECT_EQ(x, 2.0f);
+  });
+  // A wait on an op already done blocks nothing and adds nothing.
+  run_engine_ranks(2, [&](EngineRank&, Engine& e) {
+    float x = 1;
+    Handle h = e.allreduce_async("done", BufferView{&x, 1, DType::f32});
+    while (!h.poll()) std::this_thread::yield();
+    const engine::BlockedTime before = engine::this_thread_blocked_time();
+    h.wait();
+    const engine::BlockedTime after = engine::this_thread_blocked_time();
+    EXPECT_EQ(after.peer_wait_ns, before.peer_wait_ns);
+    EXPECT_EQ(after.transfer_ns, before.transfer_ns);
+  });
+}
 
 TEST_P(EngineWorld, OutOfOrderSubmissionFromSeveralThreads) {
   const int n = GetParam();

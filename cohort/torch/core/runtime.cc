@@ -177,6 +177,11 @@ int local_size() {
   return world_or_throw().world.info.local_size;
 }
 
+std::string world_backend() {
+  std::lock_guard lock(g_mutex);
+  return world_or_throw().comm->backend();
+}
+
 std::shared_ptr<rendezvous::Store> world_store() {
   std::lock_guard lock(g_mutex);
   return world_or_throw().world.store;

@@ -46,6 +46,8 @@ int rank();
 int size();
 int local_rank();
 int local_size();
+// The world communicator's backend ("shm", "gloo", "mpi", ...).
+std::string world_backend();
 
 // The job's store of init() (groups built on the world take namespaces in
 // it); ConfigError when not initialized.

@@ -14,6 +14,7 @@
 #include "cohort/torch/data/dataset_stream.h"
 #include "cohort/torch/fit/epoch_iterator.h"
 #include "cohort/torch/fit/preemption.h"
+#include "cohort/torch/fit/step_telemetry.h"
 
 namespace cohort {
 namespace {
@@ -29,6 +30,11 @@ Model::Model(Strategy& strategy, TrainingModel model, std::vector<std::shared_pt
 }
 
 Model::~Model() = default;
+
+const std::vector<telemetry::RankSample>& Model::epoch_ranks() const {
+  static const std::vector<telemetry::RankSample> none;
+  return telemetry_ ? telemetry_->epoch_ranks() : none;
+}
 
 double Model::learning_rate() {
   auto& groups = optimizer().param_groups();
@@ -94,10 +100,23 @@ History Model::fit(BatchStream& train, FitOptions options) {
   resumed_ = false;
   resumed_stream_state_.clear();
   stream_ = &train;
-  struct StreamReset {
+  telemetry_ = std::make_unique<StepTelemetry>(strategy_.process_count(), is_chief());
+  struct Reset {
     BatchStream*& stream;
-    ~StreamReset() { stream = nullptr; }
-  } stream_reset{stream_};
+    std::unique_ptr<StepTelemetry>& telemetry;
+    ~Reset() {
+      stream = nullptr;
+      telemetry.reset();
+    }
+  } reset{stream_, telemetry_};
+  telemetry_->publish_job({.strategy = strategy_.description(),
+                           .backend = initialized() ? world_backend() : "local",
+                           .size = strategy_.process_count(),
+                           .replicas = strategy_.replicas_in_sync(),
+                           .global_batch = o.batch_size,
+                           .epochs = o.epochs,
+                           .steps_per_epoch = position_.steps_per_epoch,
+                           .unix_time_s = telemetry::unix_now_s()});
 
   Logs last;
   bool preempted = false;
@@ -186,14 +205,22 @@ bool Model::run_epochs(BatchStream& train, bool epoch_started, ElasticState* ela
                    .interval_s = o.vote_interval_s >= 0 ? o.vote_interval_s : tunables::fit_vote_interval_s(),
                    .is_chief = is_chief()});
     EpochIterator steps(train, position_.batch, position_.steps_per_epoch, sampled, vote, requests);
-    while (std::optional<EpochIterator::Step> step = steps.next()) {
+    StepTelemetry& telemetry = *telemetry_;
+    for (;;) {
+      telemetry.step_begins();
+      std::optional<EpochIterator::Step> step = steps.next();
+      if (!step) break;
+      telemetry.input_ready();
       callbacks_.on_train_batch_begin(*this, step->index, {});
       vote.step_starts(step->index, requests());
+      telemetry.compute_begins();
       const StepResult result = strategy_.train_step(step->batch, step->global_rows);
       metrics_.update(epoch_metrics_, result, step->batch.target);
+      telemetry.compute_done();
       ++position_.batch;
       ++position_.step;
       if (!callbacks_.empty()) callbacks_.on_train_batch_end(*this, step->index, metrics_.logs(running_metrics()));
+      telemetry.step_ends(step->batch.rows(), epoch, position_.step);
       // A step and its callbacks are done once committed (elastic): a member
       // lost before the commit's collective makes every member redo them,
       // one lost after does not.
@@ -208,9 +235,13 @@ bool Model::run_epochs(BatchStream& train, bool epoch_started, ElasticState* ela
     }
     const bool stopped_mid_epoch = steps.end() == EpochIterator::End::stop;
 
-    const at::Tensor merged = strategy_.all_sum(epoch_metrics_);
+    // Every process's step accounting rides in the metrics' merge.
+    const at::Tensor merged_all = strategy_.all_sum(at::cat({epoch_metrics_, telemetry.epoch_rows()}));
+    const at::Tensor merged = merged_all.narrow(0, 0, epoch_metrics_.numel());
     Logs logs = metrics_.logs(elastic ? committed_metrics_ + merged : merged);
     for (const auto& [name, value] : strategy_.logs()) logs[name] = value;
+    telemetry.finish_epoch(merged_all.narrow(0, epoch_metrics_.numel(), merged_all.numel() - epoch_metrics_.numel()),
+                           logs);
     const bool complete = position_.batch >= position_.steps_per_epoch;
     if (complete && o.validation_data && (epoch + 1) % o.validation_freq == 0) {
       const int64_t batch = o.validation_batch_size > 0 ? o.validation_batch_size : o.batch_size;
@@ -222,6 +253,7 @@ bool Model::run_epochs(BatchStream& train, bool epoch_started, ElasticState* ela
       logs.insert(val.begin(), val.end());
     }
     history_.add_epoch(epoch, logs);
+    telemetry.publish_epoch(epoch, position_.step, logs);
     last = logs;
     // The position a backup taken at epoch end resumes from: the next epoch.
     ++position_.epoch;

@@ -86,6 +86,7 @@
 #include <string>
 #include <vector>
 
+#include "cohort/telemetry/rank_sample.h"
 #include "cohort/torch/core/strategy.h"
 #include "cohort/torch/data/batch_stream.h"
 #include "cohort/torch/data/dataset.h"
@@ -98,6 +99,7 @@
 namespace cohort {
 
 class ElasticState;
+class StepTelemetry;
 
 // The exit code of a program whose fit() was preempted (BSD's EX_TEMPFAIL:
 // try again later).
@@ -216,6 +218,11 @@ class Model {
   const FitPosition& position() const { return position_; }
   const FitOptions& fit_options() const { return fit_options_; }
   const History& history() const { return history_; }
+  // While fit() runs, from the first epoch's end: every process's step
+  // accounting over the last epoch (index = rank; one entry with one
+  // process): means per step of compute, peer wait, transfer and input
+  // (cohort/telemetry/rank_sample.h; host and pid are this process's only).
+  const std::vector<telemetry::RankSample>& epoch_ranks() const;
 
   // Everything a resumed fit() needs to continue bit for bit: the
   // strategy's model and optimizer state, the position, the partial epoch's
@@ -281,6 +288,7 @@ class Model {
   at::Tensor resumed_epoch_metrics_;
   std::string resumed_stream_state_;
   BatchStream* stream_ = nullptr;  // the training input while fit() runs
+  std::unique_ptr<StepTelemetry> telemetry_;  // while fit() runs
 };
 
 }  // namespace cohort

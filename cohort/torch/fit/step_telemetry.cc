@@ -1,0 +1,134 @@
+#include "cohort/torch/fit/step_telemetry.h"
+
+#include <ATen/ATen.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "cohort/common/tunables.h"
+#include "cohort/torch/core/runtime.h"
+
+namespace cohort {
+namespace {
+
+// Columns of a process's row in the epoch merge: sums, nanoseconds as double.
+enum Column : int64_t { kColSteps, kColRows, kColStep, kColCompute, kColPeerWait, kColTransfer, kColInput, kColColumns };
+
+uint64_t ns(StepTelemetry::Clock::duration d) {
+  return static_cast<uint64_t>(std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::nanoseconds>(d).count()));
+}
+
+uint64_t blocked_ns(const engine::BlockedTime& from, const engine::BlockedTime& to) {
+  return (to.peer_wait_ns - from.peer_wait_ns) + (to.transfer_ns - from.transfer_ns);
+}
+
+uint64_t minus(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
+
+}  // namespace
+
+StepTelemetry::StepTelemetry(int processes, bool chief) : processes_(processes), chief_(chief) {
+  if (!initialized()) return;
+  rank_ = cohort::rank();
+  // Per-process rows only where the strategy's processes are the world's
+  // ranks (multi_worker, zero, ...): its merge sums one row per rank.
+  if (processes_ != cohort::size()) processes_ = 1;
+  store_ = world_store();
+  if (!tunables::telemetry()) return;
+  publisher_ = std::make_unique<telemetry::Publisher>(
+      store_, accounting_,
+      telemetry::PublisherOptions{
+          .rank = rank_,
+          .size = cohort::size(),
+          .membership_epoch = membership_epoch(),
+          .period = std::chrono::milliseconds(std::max<int64_t>(10, tunables::telemetry_interval_ms())),
+          .watch_stragglers = rank_ == 0,
+          .straggler = {.threshold = tunables::straggler_threshold(), .hold_s = tunables::straggler_hold_s()}});
+}
+
+StepTelemetry::~StepTelemetry() = default;
+
+void StepTelemetry::step_ends(int64_t rows, int64_t epoch, int64_t step) {
+  const Clock::time_point end = Clock::now();
+  const engine::BlockedTime blocked_end = engine::this_thread_blocked_time();
+  accounting_.add({.rows = rows,
+                   .step_ns = ns(end - begin_),
+                   .compute_ns = minus(ns(compute_end_ - compute_begin_), blocked_ns(blocked_compute_begin_, blocked_compute_)),
+                   .peer_wait_ns = blocked_end.peer_wait_ns - blocked_begin_.peer_wait_ns,
+                   .transfer_ns = blocked_end.transfer_ns - blocked_begin_.transfer_ns,
+                   .input_ns = minus(ns(input_end_ - begin_), blocked_ns(blocked_begin_, blocked_input_))},
+                  epoch, step);
+}
+
+at::Tensor StepTelemetry::epoch_rows() const {
+  at::Tensor rows = at::zeros({processes_ > 1 ? processes_ : 0, kColColumns}, at::kDouble);
+  if (processes_ <= 1) return rows.flatten();
+  const telemetry::StepTotals t = accounting_.epoch();
+  auto row = rows[rank_];
+  row[kColSteps] = static_cast<double>(t.steps);
+  row[kColRows] = static_cast<double>(t.rows);
+  row[kColStep] = static_cast<double>(t.step_ns);
+  row[kColCompute] = static_cast<double>(t.compute_ns);
+  row[kColPeerWait] = static_cast<double>(t.peer_wait_ns);
+  row[kColTransfer] = static_cast<double>(t.transfer_ns);
+  row[kColInput] = static_cast<double>(t.input_ns);
+  return rows.flatten();
+}
+
+void StepTelemetry::finish_epoch(const at::Tensor& merged_rows, Logs& logs) {
+  epoch_ranks_.clear();
+  const telemetry::StepTotals mine = accounting_.epoch();
+  accounting_.reset_epoch();
+  if (processes_ <= 1 && mine.steps == 0) return;
+  const at::Tensor rows =
+      processes_ > 1 ? merged_rows.reshape({processes_, kColColumns}).contiguous() : at::Tensor();
+  const int n = processes_ > 1 ? processes_ : 1;
+  for (int r = 0; r < n; ++r) {
+    telemetry::StepTotals t = mine;
+    if (processes_ > 1) {
+      const double* v = rows[r].data_ptr<double>();
+      t = {.steps = static_cast<int64_t>(v[kColSteps]),
+           .rows = static_cast<int64_t>(v[kColRows]),
+           .step_ns = static_cast<uint64_t>(v[kColStep]),
+           .compute_ns = static_cast<uint64_t>(v[kColCompute]),
+           .peer_wait_ns = static_cast<uint64_t>(v[kColPeerWait]),
+           .transfer_ns = static_cast<uint64_t>(v[kColTransfer]),
+           .input_ns = static_cast<uint64_t>(v[kColInput])};
+    }
+    telemetry::RankSample s{.rank = processes_ > 1 ? r : rank_,
+                            .size = n,
+                            .membership_epoch = initialized() ? membership_epoch() : -1,
+                            .window_steps = t.steps,
+                            .step_ms = t.mean_ms(&telemetry::StepTotals::step_ns),
+                            .compute_ms = t.mean_ms(&telemetry::StepTotals::compute_ns),
+                            .peer_wait_ms = t.mean_ms(&telemetry::StepTotals::peer_wait_ns),
+                            .transfer_ms = t.mean_ms(&telemetry::StepTotals::transfer_ns),
+                            .input_ms = t.mean_ms(&telemetry::StepTotals::input_ns),
+                            .other_ms = t.steps > 0 ? static_cast<double>(t.other_ns()) / 1e6 / static_cast<double>(t.steps) : 0,
+                            .samples_per_s = t.samples_per_s()};
+    if (s.rank == rank_) s.pid = static_cast<int64_t>(getpid());
+    epoch_ranks_.push_back(std::move(s));
+  }
+  const std::optional<telemetry::Slowest> slowest = telemetry::slowest_rank(epoch_ranks_);
+  if (!slowest) return;
+  double step_ms = 0;
+  for (const auto& s : epoch_ranks_) step_ms += s.step_ms;
+  step_ms /= static_cast<double>(epoch_ranks_.size());
+  const auto& worst = epoch_ranks_[static_cast<size_t>(slowest->rank)];
+  const double own = worst.compute_ms + worst.input_ms + worst.transfer_ms;
+  const double others = own / (1 + slowest->slower_by);
+  logs["slowest_rank"] = slowest->rank;
+  logs["slowest_rank_share"] = step_ms > 0 ? std::max(0.0, own - others) / step_ms : 0.0;
+}
+
+void StepTelemetry::publish_job(const telemetry::JobRecord& job) {
+  if (!chief_ || !store_) return;
+  telemetry::publish_job(*store_, job);
+}
+
+void StepTelemetry::publish_epoch(int64_t epoch, int64_t step, const Logs& logs) {
+  if (!chief_ || !store_) return;
+  telemetry::publish_epoch(*store_, epoch,
+                           {.epoch = epoch, .step = step, .unix_time_s = telemetry::unix_now_s(), .logs = logs});
+}
+
+}  // namespace cohort
