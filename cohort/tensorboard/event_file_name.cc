@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <system_error>
 
-namespace cohort::tensorboard {
+namespace cohort::tfevents {
 
 std::string event_file_name(int64_t seconds, const std::string& host, int64_t pid, int64_t n) {
   return "events.out.tfevents." + std::to_string(seconds) + "." + host + "." + std::to_string(pid) + "." +
@@ -22,4 +22,4 @@ std::vector<std::string> list_event_files(const std::string& dir) {
   return paths;
 }
 
-}  // namespace cohort::tensorboard
+}  // namespace cohort::tfevents

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace cohort::tensorboard {
+namespace cohort::tfevents {
 
 std::string event_file_name(int64_t seconds, const std::string& host, int64_t pid, int64_t n);
 
@@ -17,4 +17,4 @@ std::string event_file_name(int64_t seconds, const std::string& host, int64_t pi
 // ".tfevents."), sorted by name; empty when `dir` does not exist.
 std::vector<std::string> list_event_files(const std::string& dir);
 
-}  // namespace cohort::tensorboard
+}  // namespace cohort::tfevents

@@ -9,7 +9,7 @@
 #include "cohort/data/record_format.h"
 #include "cohort/tensorboard/event.pb.h"
 
-namespace cohort::tensorboard {
+namespace cohort::tfevents {
 namespace {
 
 constexpr int kDtFloat = 1, kDtDouble = 2;  // tensorflow.DataType
@@ -94,4 +94,4 @@ EventFile read_event_file(const std::string& path) {
   return file;
 }
 
-}  // namespace cohort::tensorboard
+}  // namespace cohort::tfevents

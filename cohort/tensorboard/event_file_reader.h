@@ -14,7 +14,7 @@
 
 #include "cohort/tensorboard/scalar_event.h"
 
-namespace cohort::tensorboard {
+namespace cohort::tfevents {
 
 struct EventFile {
   std::string file_version;    // the first record's ("brain.Event:2"); empty if it has none
@@ -30,4 +30,4 @@ struct EventFile {
 
 EventFile read_event_file(const std::string& path);
 
-}  // namespace cohort::tensorboard
+}  // namespace cohort::tfevents

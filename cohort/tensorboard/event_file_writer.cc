@@ -17,7 +17,7 @@
 #include "cohort/tensorboard/event.pb.h"
 #include "cohort/tensorboard/event_file_name.h"
 
-namespace cohort::tensorboard {
+namespace cohort::tfevents {
 namespace {
 
 // TensorFlow's global_uid: distinct names for the files one process opens
@@ -96,4 +96,4 @@ void EventFileWriter::flush() {
   buffer_.clear();
 }
 
-}  // namespace cohort::tensorboard
+}  // namespace cohort::tfevents

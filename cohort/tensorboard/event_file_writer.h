@@ -15,7 +15,7 @@
 #include <string>
 #include <string_view>
 
-namespace cohort::tensorboard {
+namespace cohort::tfevents {
 
 class EventFileWriter {
  public:
@@ -48,4 +48,4 @@ class EventFileWriter {
 // Seconds since the Unix epoch, now (the wall_time of events).
 double wall_time_now();
 
-}  // namespace cohort::tensorboard
+}  // namespace cohort::tfevents

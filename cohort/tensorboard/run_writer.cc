@@ -7,7 +7,7 @@
 #include "cohort/tensorboard/event_file_name.h"
 #include "cohort/tensorboard/event_file_reader.h"
 
-namespace cohort::tensorboard {
+namespace cohort::tfevents {
 
 RunWriter::RunWriter(std::string dir) : dir_(std::move(dir)) {}
 
@@ -47,4 +47,4 @@ void RunWriter::flush() {
   if (file_) file_->flush();
 }
 
-}  // namespace cohort::tensorboard
+}  // namespace cohort::tfevents

@@ -24,7 +24,7 @@
 
 #include "cohort/tensorboard/event_file_writer.h"
 
-namespace cohort::tensorboard {
+namespace cohort::tfevents {
 
 class RunWriter {
  public:
@@ -50,4 +50,4 @@ class RunWriter {
   std::unique_ptr<EventFileWriter> file_;
 };
 
-}  // namespace cohort::tensorboard
+}  // namespace cohort::tfevents

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-namespace cohort::tensorboard {
+namespace cohort::tfevents {
 
 struct ScalarEvent {
   std::string tag;       // "epoch_loss", "batch_accuracy", ...
@@ -13,4 +13,4 @@ struct ScalarEvent {
   double wall_time = 0;  // seconds since the Unix epoch
 };
 
-}  // namespace cohort::tensorboard
+}  // namespace cohort::tfevents

@@ -24,7 +24,7 @@
 #include "cohort/tensorboard/run_writer.h"
 #include "tests/data/temp_dir.h"
 
-namespace cohort::tensorboard {
+namespace cohort::tfevents {
 namespace {
 
 using cohort::testing::slurp;
@@ -277,4 +277,4 @@ TEST(Peer, FixtureReadsHere) {
 }
 
 }  // namespace
-}  // namespace cohort::tensorboard
+}  // namespace cohort::tfevents

@@ -288,8 +288,8 @@ TEST(Callbacks, CsvAndJsonLinesLoggersRecordTheRun) {
 // Every scalar of a TensorBoard run directory: tag -> step -> value.
 std::map<std::string, std::map<int64_t, double>> tensorboard_run(const std::string& dir) {
   std::map<std::string, std::map<int64_t, double>> run;
-  for (const std::string& path : tensorboard::list_event_files(dir))
-    for (const tensorboard::ScalarEvent& s : tensorboard::read_event_file(path).scalars) {
+  for (const std::string& path : tfevents::list_event_files(dir))
+    for (const tfevents::ScalarEvent& s : tfevents::read_event_file(path).scalars) {
       EXPECT_TRUE(run[s.tag].emplace(s.step, s.value).second) << s.tag << " step " << s.step << " twice";
     }
   return run;
@@ -323,7 +323,7 @@ TEST(Callbacks, TensorBoardScalarsEqualTheHistory) {
   ASSERT_EQ(q.model->position().step, 12);
   const auto train = tensorboard_run(dir.path() + "/train");
   const auto validation = tensorboard_run(dir.path() + "/validation");
-  EXPECT_EQ(tensorboard::list_event_files(dir.path() + "/train").size(), 1u);
+  EXPECT_EQ(tfevents::list_event_files(dir.path() + "/train").size(), 1u);
   std::set<std::string> train_tags = {"epoch_learning_rate", "epoch_steps_per_second", "batch_steps_per_second"},
                         validation_tags;
   for (const std::string& key : h.keys()) {

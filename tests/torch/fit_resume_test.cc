@@ -180,9 +180,9 @@ TEST_P(FitResume, SigtermBacksUpExitsPreemptedAndTheNextLaunchFinishes) {
 // A TensorBoard run's scalars, its files in the order they were started:
 // tag -> (step, value) in the order a reader plotting them meets them.
 std::map<std::string, std::vector<std::pair<int64_t, double>>> tensorboard_run(const std::string& dir) {
-  std::vector<tensorboard::EventFile> files;
-  for (const std::string& path : tensorboard::list_event_files(dir))
-    files.push_back(tensorboard::read_event_file(path));
+  std::vector<tfevents::EventFile> files;
+  for (const std::string& path : tfevents::list_event_files(dir))
+    files.push_back(tfevents::read_event_file(path));
   std::sort(files.begin(), files.end(),
             [](const auto& a, const auto& b) { return a.start_wall_time < b.start_wall_time; });
   std::map<std::string, std::vector<std::pair<int64_t, double>>> run;
@@ -221,7 +221,7 @@ TEST(FitTensorBoard, OneRunFromTheChiefReadableAfterAKillEveryStepOnceAfterTheRe
   for (const auto& e : std::filesystem::directory_iterator(dir.path() + "/tb_a"))
     entries.push_back(e.path().filename());
   EXPECT_EQ(entries, std::vector<std::string>{"train"}) << "no validation data: one run";
-  const auto files_a = tensorboard::list_event_files(dir.path() + "/tb_a/train");
+  const auto files_a = tfevents::list_event_files(dir.path() + "/tb_a/train");
   ASSERT_EQ(files_a.size(), 1u) << "one file, the chief's";
   const auto a = tensorboard_run(dir.path() + "/tb_a/train");
   const std::string csv = read_text(dir.path() + "/a.bin.csv");
@@ -263,7 +263,7 @@ TEST(FitTensorBoard, OneRunFromTheChiefReadableAfterAKillEveryStepOnceAfterTheRe
   const std::string out =
       run_to_end(launch_dir(dir.path(), "b2"), job_args(dir.path(), "backup_b", "b.bin", "ddp", flags_b));
   ASSERT_NE(out.find("BackupAndRestore: resuming from"), std::string::npos) << out;
-  EXPECT_EQ(tensorboard::list_event_files(tb_b + "/train").size(), 2u) << "the killed chief's and the resumed chief's";
+  EXPECT_EQ(tfevents::list_event_files(tb_b + "/train").size(), 2u) << "the killed chief's and the resumed chief's";
   const auto b = tensorboard_run(tb_b + "/train");
   EXPECT_EQ(b.size(), a.size());
   for (const auto& [tag, points] : a) {

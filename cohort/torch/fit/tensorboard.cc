@@ -40,7 +40,7 @@ class TensorBoard : public Callback {
   void on_train_batch_end(Model& model, int64_t, const Logs& logs) override {
     const int64_t step = model.position().step;
     if (options_.update_freq == 0 || step % options_.update_freq != 0 || !chief(model)) return;
-    tensorboard::RunWriter& train = run(train_, "train");
+    tfevents::RunWriter& train = run(train_, "train");
     for (const auto& [key, value] : logs) train.add_scalar("batch_" + key, step, value);
     const Clock::time_point now = Clock::now();
     if (options_.write_steps_per_second && step > last_summary_step_)
@@ -73,7 +73,7 @@ class TensorBoard : public Callback {
   // the learning rate and steps per second now. Per-rank accounting
   // (rank_<r>/step_time_ms, ...) joins them here once it exists.
   void write_extra_epoch_scalars(int64_t epoch, const std::map<std::string, double>& values) {
-    tensorboard::RunWriter& train = run(train_, "train");
+    tfevents::RunWriter& train = run(train_, "train");
     for (const auto& [tag, value] : values) train.add_scalar(tag, epoch, value);
   }
 
@@ -88,7 +88,7 @@ class TensorBoard : public Callback {
   }
 
   // The run's writer, made when this process first writes as the chief.
-  tensorboard::RunWriter& run(std::optional<tensorboard::RunWriter>& writer, const char* name) {
+  tfevents::RunWriter& run(std::optional<tfevents::RunWriter>& writer, const char* name) {
     if (!writer) writer.emplace(logdir_ + "/" + name);
     return *writer;
   }
@@ -100,7 +100,7 @@ class TensorBoard : public Callback {
 
   std::string logdir_;
   TensorBoardOptions options_;
-  std::optional<tensorboard::RunWriter> train_, validation_;
+  std::optional<tfevents::RunWriter> train_, validation_;
   int64_t epoch_start_step_ = 0, last_summary_step_ = 0;
   Clock::time_point epoch_start_time_ = Clock::now(), last_summary_time_ = Clock::now();
 };
