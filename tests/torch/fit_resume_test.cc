@@ -181,8 +181,7 @@ TEST_P(FitResume, SigtermBacksUpExitsPreemptedAndTheNextLaunchFinishes) {
 // tag -> (step, value) in the order a reader plotting them meets them.
 std::map<std::string, std::vector<std::pair<int64_t, double>>> tensorboard_run(const std::string& dir) {
   std::vector<tfevents::EventFile> files;
-  for (const std::string& path : tfevents::list_event_files(dir))
-    files.push_back(tfevents::read_event_file(path));
+  for (const std::string& path : tfevents::list_event_files(dir)) files.push_back(tfevents::read_event_file(path));
   std::sort(files.begin(), files.end(),
             [](const auto& a, const auto& b) { return a.start_wall_time < b.start_wall_time; });
   std::map<std::string, std::vector<std::pair<int64_t, double>>> run;
