@@ -94,6 +94,7 @@
 #include "cohort/torch/fit/model_checkpoint.h"
 #include "cohort/torch/fit/progress_bar.h"
 #include "cohort/torch/fit/reduce_lr_on_plateau.h"
+#include "cohort/torch/fit/tensorboard.h"
 #include "cohort/torch/fit/terminate_on_nan.h"
 // torch/privacy: DP-SGD and DP-Adam over any one-replica-per-process strategy,
 // PerSample (a layer given per-sample kernels wherever it sits in a model).

@@ -63,6 +63,7 @@ int train(const ex::TrainOptions& o) {
     callbacks.push_back(cohort::model_checkpoint(o.checkpoint, {.every_steps = o.checkpoint_every}));
   if (!o.metrics.empty()) callbacks.push_back(cohort::json_lines_logger(o.metrics, {.every_steps = o.log_every}));
   if (!o.csv.empty()) callbacks.push_back(cohort::csv_logger(o.csv));
+  if (!o.tensorboard.empty()) callbacks.push_back(cohort::tensorboard(o.tensorboard, {.update_freq = o.log_every}));
 
   if (model.is_chief())
     std::printf("fashion_mnist: %s, %s lr %g, %lld train / %lld test examples\n", o.model.c_str(), o.optimizer.c_str(),
@@ -96,9 +97,13 @@ int train(const ex::TrainOptions& o) {
                                   std::string("fashion_mnist ") + metric);
     if (o.dp())
       std::printf("fashion_mnist: privacy spent: epsilon %.4f at delta %g\n", history.last().at("epsilon"), o.dp_delta);
-    for (const auto& [flag, path] : {std::pair{"metrics (JSON lines)", o.metrics}, {"checkpoint", o.checkpoint},
-                                     {"history (CSV)", o.csv}, {"history (charts)", o.plot.empty() ? "" : o.plot + "-*.png"},
-                                     {"transform", o.transform}, {"predictions", o.predictions}})
+    for (const auto& [flag, path] : {std::pair{"metrics (JSON lines)", o.metrics},
+                                     {"checkpoint", o.checkpoint},
+                                     {"history (CSV)", o.csv},
+                                     {"history (charts)", o.plot.empty() ? "" : o.plot + "-*.png"},
+                                     {"TensorBoard logs", o.tensorboard},
+                                     {"transform", o.transform},
+                                     {"predictions", o.predictions}})
       if (!path.empty()) std::printf("fashion_mnist: %s: %s\n", flag, path.c_str());
     std::fflush(stdout);
   }

@@ -48,6 +48,8 @@ is distributed, with no change to the program:
   --metrics FILE        JSON lines: start, a step line every --log-every steps, epochs, end
   --csv FILE            the per-epoch history as CSV
   --plot PREFIX         the history as charts: PREFIX-loss.png, PREFIX-accuracy.png
+  --tensorboard DIR     TensorBoard event files (Keras's tags) in DIR/train and DIR/validation,
+                        batch scalars every --log-every steps
   --threads N           intra-op threads per process (0: OMP_NUM_THREADS, as cohortrun sets it)
   --seed N              model initialisation and data order (42)
   --limit-train N       train on the first N examples only (all)
@@ -98,11 +100,20 @@ TrainOptions parse_options(const std::vector<std::string>& args) {
       {"--batch-size", [&](auto& f, auto& v) { o.batch_size = parse_number<int>(f, v, 1); }},
       {"--lr", [&](auto& f, auto& v) { o.lr = parse_number<double>(f, v); }},
       {"--warmup-epochs", [&](auto& f, auto& v) { o.warmup_epochs = parse_number<double>(f, v); }},
-      {"--optimizer", [&](auto& f, auto& v) { o.optimizer = one_of(f, v, {"sgd", "adam"}); }},
+      {"--optimizer",
+       [&](auto& f, auto& v) {
+         o.optimizer = one_of(f, v, {"sgd", "adam"});
+       }},
       {"--momentum", [&](auto& f, auto& v) { o.momentum = parse_number<double>(f, v); }},
-      {"--model", [&](auto& f, auto& v) { o.model = one_of(f, v, {"mlp", "cnn", "tanh_cnn"}); }},
+      {"--model",
+       [&](auto& f, auto& v) {
+         o.model = one_of(f, v, {"mlp", "cnn", "tanh_cnn"});
+       }},
       {"--data-dir", [&](auto&, auto& v) { o.data_dir = v; }},
-      {"--data-format", [&](auto& f, auto& v) { o.data_format = one_of(f, v, {"idx", "tfrecord"}); }},
+      {"--data-format",
+       [&](auto& f, auto& v) {
+         o.data_format = one_of(f, v, {"idx", "tfrecord"});
+       }},
       {"--data", [&](auto&, auto& v) { o.data = v; }},
       {"--workers", [&](auto& f, auto& v) { o.workers = parse_number<int>(f, v, 0); }},
       {"--transform", [&](auto&, auto& v) { o.transform = v; }},
@@ -114,19 +125,29 @@ TrainOptions parse_options(const std::vector<std::string>& args) {
       {"--metrics", [&](auto&, auto& v) { o.metrics = v; }},
       {"--csv", [&](auto&, auto& v) { o.csv = v; }},
       {"--plot", [&](auto&, auto& v) { o.plot = v; }},
+      {"--tensorboard", [&](auto&, auto& v) { o.tensorboard = v; }},
       {"--threads", [&](auto& f, auto& v) { o.threads = parse_number<int>(f, v, 0); }},
       {"--seed", [&](auto& f, auto& v) { o.seed = parse_number<uint64_t>(f, v); }},
       {"--limit-train", [&](auto& f, auto& v) { o.limit_train = parse_number<int64_t>(f, v, 0); }},
       {"--limit-test", [&](auto& f, auto& v) { o.limit_test = parse_number<int64_t>(f, v, 0); }},
       {"--log-every", [&](auto& f, auto& v) { o.log_every = parse_number<int64_t>(f, v, 1); }},
-      {"--progress", [&](auto& f, auto& v) { o.progress = one_of(f, v, {"auto", "bar", "lines", "none"}); }},
+      {"--progress",
+       [&](auto& f, auto& v) {
+         o.progress = one_of(f, v, {"auto", "bar", "lines", "none"});
+       }},
       {"--target-accuracy", [&](auto& f, auto& v) { o.target_accuracy = parse_number<double>(f, v); }},
       {"--dp-epsilon", [&](auto& f, auto& v) { o.dp_epsilon = parse_number<double>(f, v); }},
       {"--dp-noise-multiplier", [&](auto& f, auto& v) { o.dp_noise_multiplier = parse_number<double>(f, v); }},
       {"--dp-delta", [&](auto& f, auto& v) { o.dp_delta = parse_number<double>(f, v); }},
       {"--dp-max-grad-norm", [&](auto& f, auto& v) { o.dp_max_grad_norm = parse_number<double>(f, v); }},
-      {"--dp-clipping", [&](auto& f, auto& v) { o.dp_clipping = one_of(f, v, {"flat", "per_layer"}); }},
-      {"--dp-accountant", [&](auto& f, auto& v) { o.dp_accountant = one_of(f, v, {"rdp", "prv"}); }},
+      {"--dp-clipping",
+       [&](auto& f, auto& v) {
+         o.dp_clipping = one_of(f, v, {"flat", "per_layer"});
+       }},
+      {"--dp-accountant",
+       [&](auto& f, auto& v) {
+         o.dp_accountant = one_of(f, v, {"rdp", "prv"});
+       }},
       {"--compression", retired("--compression", "use --strategy multi_worker:compression=fp16")},
       {"--lr-scaling", retired("--lr-scaling", "--batch-size is global now and --lr is the rate for it")},
   };

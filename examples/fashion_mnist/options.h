@@ -33,6 +33,7 @@ struct TrainOptions {
   std::string metrics;            // JSON lines; empty: none
   std::string csv;                // the history as CSV; empty: none
   std::string plot;               // the history as PNG charts PREFIX-{loss,accuracy}.png; empty: none
+  std::string tensorboard;  // TensorBoard event files under DIR/train, DIR/validation (batch scalars every log_every)
   int threads = 0;                // intra-op threads per process; 0: LibTorch's default (OMP_NUM_THREADS)
   uint64_t seed = 42;
   int64_t limit_train = 0;        // use only the first N examples (0: all)

@@ -24,6 +24,7 @@ TEST(FashionMnistOptions, ParsesBothFlagForms) {
   EXPECT_EQ(o.metrics, "/tmp/m");
   EXPECT_EQ(o.csv, "/tmp/h.csv");
   EXPECT_EQ(o.plot, "/tmp/h");
+  EXPECT_EQ(ex::parse_options({"--tensorboard", "/tmp/tb"}).tensorboard, "/tmp/tb");
   EXPECT_EQ(o.threads, 2);
   EXPECT_EQ(o.optimizer, "adam");
   EXPECT_FALSE(o.help);

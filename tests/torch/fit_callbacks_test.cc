@@ -2,7 +2,7 @@
 // formulas, the JSON-lines writer, the progress display, the history's CSV,
 // and each built-in callback's behaviour in a real fit() (ReduceLROnPlateau's
 // rates, ModelCheckpoint's best file, TerminateOnNaN, CsvLogger,
-// JsonLinesLogger, LearningRateScheduler).
+// JsonLinesLogger, LearningRateScheduler, TensorBoard).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 #include <unistd.h>
@@ -11,9 +11,13 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <numbers>
+#include <set>
 
 #include "cohort/common/error.h"
+#include "cohort/tensorboard/event_file_name.h"
+#include "cohort/tensorboard/event_file_reader.h"
 #include "cohort/torch/checkpoint/checkpoint.h"
 #include "cohort/torch/fit/csv_logger.h"
 #include "cohort/torch/fit/history_plot.h"
@@ -24,11 +28,12 @@
 #include "cohort/torch/fit/model_checkpoint.h"
 #include "cohort/torch/fit/progress.h"
 #include "cohort/torch/fit/reduce_lr_on_plateau.h"
+#include "cohort/torch/fit/tensorboard.h"
 #include "cohort/torch/fit/terminate_on_nan.h"
 #include "cohort/torch/strategy/one_device.h"
 #include "tests/engine/json_check.h"
-#include "tests/torch/fit_events.h"
 #include "tests/launcher/cohortrun_process.h"
+#include "tests/torch/fit_events.h"
 
 namespace cohort::testing {
 namespace {
@@ -278,6 +283,82 @@ TEST(Callbacks, CsvAndJsonLinesLoggersRecordTheRun) {
   EXPECT_EQ(events.steps, 4);  // 8 steps, one line every 2
   EXPECT_EQ(events.epochs, 2);
   EXPECT_EQ(events.ends, 1);
+}
+
+// Every scalar of a TensorBoard run directory: tag -> step -> value.
+std::map<std::string, std::map<int64_t, double>> tensorboard_run(const std::string& dir) {
+  std::map<std::string, std::map<int64_t, double>> run;
+  for (const std::string& path : tfevents::list_event_files(dir))
+    for (const tfevents::ScalarEvent& s : tfevents::read_event_file(path).scalars) {
+      EXPECT_TRUE(run[s.tag].emplace(s.step, s.value).second) << s.tag << " step " << s.step << " twice";
+    }
+  return run;
+}
+
+// The batch-end logs of the steps a summary is due at.
+struct BatchLogRecorder : Callback {
+  int64_t every;
+  explicit BatchLogRecorder(int64_t e) : every(e) {}
+  std::string name() const override { return "batch_log_recorder"; }
+  void on_train_batch_end(Model& m, int64_t, const Logs& logs) override {
+    if (m.position().step % every == 0) at_step[m.position().step] = logs;
+  }
+  std::map<int64_t, Logs> at_step;
+};
+
+// Keras's tags: epoch_<key> per epoch (0-based) in train/, the val_ keys
+// without their prefix in validation/, the learning rate and steps per
+// second; batch_<key> every update_freq steps at the steps done; values the
+// History's (and the batch-end logs') rounded to float32.
+TEST(Callbacks, TensorBoardScalarsEqualTheHistory) {
+  TempDir dir;
+  Problem q([](const at::Tensor& o, const at::Tensor& t) { return torch::cross_entropy_loss(o, t); }, {accuracy()});
+  const TensorDataset data = q.data();
+  auto batches = std::make_shared<BatchLogRecorder>(3);
+  const History h = q.model->fit(data, {.epochs = 3,
+                                        .batch_size = 8,
+                                        .validation_data = &data,
+                                        .catch_preemption = false,
+                                        .callbacks = {tensorboard(dir.path(), {.update_freq = 3}), batches}});
+  ASSERT_EQ(q.model->position().step, 12);
+  const auto train = tensorboard_run(dir.path() + "/train");
+  const auto validation = tensorboard_run(dir.path() + "/validation");
+  EXPECT_EQ(tfevents::list_event_files(dir.path() + "/train").size(), 1u);
+  std::set<std::string> train_tags = {"epoch_learning_rate", "epoch_steps_per_second", "batch_steps_per_second"},
+                        validation_tags;
+  for (const std::string& key : h.keys()) {
+    const bool val = key.starts_with("val_");
+    const std::string tag = "epoch_" + (val ? key.substr(4) : key);
+    (val ? validation_tags : train_tags).insert(tag);
+    const auto& steps = (val ? validation : train).at(tag);
+    ASSERT_EQ(steps.size(), 3u) << tag;
+    for (int64_t e = 0; e < 3; ++e) EXPECT_EQ(steps.at(e), double(float(h.values(key)[size_t(e)]))) << key << e;
+  }
+  for (const auto& [step, logs] : batches->at_step)
+    for (const auto& [key, value] : logs) {
+      train_tags.insert("batch_" + key);
+      EXPECT_EQ(train.at("batch_" + key).at(step), double(float(value))) << key << " at step " << step;
+    }
+  EXPECT_EQ(batches->at_step.size(), 4u);
+  std::set<std::string> got_train, got_validation;
+  for (const auto& [tag, steps] : train) got_train.insert(tag);
+  for (const auto& [tag, steps] : validation) got_validation.insert(tag);
+  EXPECT_EQ(got_train, train_tags);
+  EXPECT_EQ(got_validation, validation_tags);
+  EXPECT_TRUE(validation_tags.count("epoch_loss") && validation_tags.count("epoch_accuracy"));
+  for (const auto& [tag, steps] : train) {
+    if (tag.starts_with("batch_")) {
+      std::vector<int64_t> at;
+      for (const auto& [step, value] : steps) at.push_back(step);
+      EXPECT_EQ(at, (std::vector<int64_t>{3, 6, 9, 12})) << tag;
+    }
+  }
+  for (int64_t e = 0; e < 3; ++e) {
+    EXPECT_EQ(train.at("epoch_learning_rate").at(e), double(float(0.1)));
+    EXPECT_GT(train.at("epoch_steps_per_second").at(e), 0);
+  }
+  EXPECT_THROW(tensorboard(""), ConfigError);
+  EXPECT_THROW(tensorboard(dir.path(), {.update_freq = -1}), ConfigError);
 }
 
 TEST(Fit, BadOptionsAreConfigErrors) {

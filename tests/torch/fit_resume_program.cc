@@ -5,10 +5,12 @@
 // "step N" after each step's backup and writes the final parameters' bytes
 // to --out. For the tests: --hang-at K stops every rank after step K's
 // backup (the test then kills the job there), --step-delay-ms D slows each
-// step (so that a signal arrives mid-run).
+// step (so that a signal arrives mid-run), --backup-every N backs up every
+// N steps instead of every step, --tensorboard DIR adds TensorBoard's
+// callback with a batch summary every step.
 //
 //   fit_resume_program --backup DIR --out FILE [--style ddp|horovod] [--strategy SPEC] [--epochs N]
-//                      [--hang-at K] [--step-delay-ms D]
+//                      [--hang-at K] [--step-delay-ms D] [--backup-every N] [--tensorboard DIR]
 // --strategy replaces multi_worker:style=... (zero:stage=3: the backup's
 // model and optimizer state are sharded).
 #include <cohort/cohort.h>
@@ -43,19 +45,23 @@ struct Announcer : cohort::Callback {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string backup, out, style = "ddp", spec;
-  int64_t epochs = 4;
+  std::string backup, out, style = "ddp", spec, tensorboard;
+  int64_t epochs = 4, backup_every = 1;
   auto announcer = std::make_shared<Announcer>();
   try {
-    cohort::flags::parse_flags(std::vector<std::string>(argv + 1, argv + argc),
-                               {{"--backup", [&](auto&, auto& v) { backup = v; }},
-                                {"--out", [&](auto&, auto& v) { out = v; }},
-                                {"--style", [&](auto&, auto& v) { style = v; }},
-                                {"--strategy", [&](auto&, auto& v) { spec = v; }},
-                                {"--epochs", [&](auto& f, auto& v) { epochs = cohort::flags::parse_number<int64_t>(f, v, 1); }},
-                                {"--hang-at", [&](auto& f, auto& v) { announcer->hang_at = cohort::flags::parse_number<int64_t>(f, v, 1); }},
-                                {"--step-delay-ms", [&](auto& f, auto& v) { announcer->delay_ms = cohort::flags::parse_number<int64_t>(f, v, 0); }}},
-                               {});
+    cohort::flags::parse_flags(
+        std::vector<std::string>(argv + 1, argv + argc),
+        {{"--backup", [&](auto&, auto& v) { backup = v; }},
+         {"--out", [&](auto&, auto& v) { out = v; }},
+         {"--style", [&](auto&, auto& v) { style = v; }},
+         {"--strategy", [&](auto&, auto& v) { spec = v; }},
+         {"--epochs", [&](auto& f, auto& v) { epochs = cohort::flags::parse_number<int64_t>(f, v, 1); }},
+         {"--hang-at", [&](auto& f, auto& v) { announcer->hang_at = cohort::flags::parse_number<int64_t>(f, v, 1); }},
+         {"--step-delay-ms",
+          [&](auto& f, auto& v) { announcer->delay_ms = cohort::flags::parse_number<int64_t>(f, v, 0); }},
+         {"--backup-every", [&](auto& f, auto& v) { backup_every = cohort::flags::parse_number<int64_t>(f, v, 1); }},
+         {"--tensorboard", [&](auto&, auto& v) { tensorboard = v; }}},
+        {});
   } catch (const std::exception& e) {
     std::fprintf(stderr, "fit_resume_program: %s\n", cohort::flags::one_line_message(e).c_str());
     return 2;
@@ -74,15 +80,14 @@ int main(int argc, char** argv) {
                       {.loss = [](const at::Tensor& o, const at::Tensor& t) { return torch::cross_entropy_loss(o, t); },
                        .optimizer = cohort::optimizer_factory<torch::optim::Adam>(torch::optim::AdamOptions(0.01)),
                        .metrics = {cohort::accuracy()}});
-  const cohort::History h = model.fit(
-      cohort::TensorDataset(x, y),
-      {.epochs = epochs,
-       .batch_size = 6,
-       .validation_data = nullptr,
-       .seed = 3,
-       .callbacks = {cohort::reduce_lr_on_plateau({.monitor = "loss", .factor = 0.5, .patience = 0}),
-                     cohort::early_stopping({.monitor = "loss", .patience = 100}),
-                     cohort::backup_and_restore(backup, {.every_steps = 1}), announcer}});
+  std::vector<std::shared_ptr<cohort::Callback>> callbacks = {
+      cohort::reduce_lr_on_plateau({.monitor = "loss", .factor = 0.5, .patience = 0}),
+      cohort::early_stopping({.monitor = "loss", .patience = 100}),
+      cohort::backup_and_restore(backup, {.every_steps = backup_every}), announcer};
+  if (!tensorboard.empty()) callbacks.insert(callbacks.begin(), cohort::tensorboard(tensorboard, {.update_freq = 1}));
+  const cohort::History h =
+      model.fit(cohort::TensorDataset(x, y),
+                {.epochs = epochs, .batch_size = 6, .validation_data = nullptr, .seed = 3, .callbacks = callbacks});
   if (h.preempted()) return cohort::kPreemptedExitCode;
   // Stage 3 holds only its blocks between steps (collective).
   if (auto* zero = dynamic_cast<cohort::ZeroStrategy*>(strategy.get())) zero->gather_parameters();

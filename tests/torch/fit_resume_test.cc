@@ -5,6 +5,8 @@
 // (under DDP, Horovod-style, and zero stage 3 with sharded backups);
 // a job sent SIGTERM agrees on a step, backs up, exits with
 // kPreemptedExitCode, and the next launch finishes it, again bit for bit.
+// TensorBoard's files through a kill and a resume: one run from the
+// chief only, readable after the kill, every step once after the resume.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -12,10 +14,13 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <random>
 #include <regex>
 #include <sstream>
 
+#include "cohort/tensorboard/event_file_name.h"
+#include "cohort/tensorboard/event_file_reader.h"
 #include "tests/launcher/cohortrun_process.h"
 
 namespace cohort::testing {
@@ -170,6 +175,103 @@ TEST_P(FitResume, SigtermBacksUpExitsPreemptedAndTheNextLaunchFinishes) {
   EXPECT_NE(out.find("BackupAndRestore: resuming from"), std::string::npos) << out;
   EXPECT_EQ(parameters(read_text(dir.path() + "/b.bin")), parameters(uninterrupted));
   expect_same_history(read_text(dir.path() + "/b.bin.csv"), read_text(dir.path() + "/a.bin.csv"));
+}
+
+// A TensorBoard run's scalars, its files in the order they were started:
+// tag -> (step, value) in the order a reader plotting them meets them.
+std::map<std::string, std::vector<std::pair<int64_t, double>>> tensorboard_run(const std::string& dir) {
+  std::vector<tfevents::EventFile> files;
+  for (const std::string& path : tfevents::list_event_files(dir)) files.push_back(tfevents::read_event_file(path));
+  std::sort(files.begin(), files.end(),
+            [](const auto& a, const auto& b) { return a.start_wall_time < b.start_wall_time; });
+  std::map<std::string, std::vector<std::pair<int64_t, double>>> run;
+  for (const auto& f : files) {
+    EXPECT_EQ(f.file_version, "brain.Event:2");
+    for (const auto& s : f.scalars) run[s.tag].emplace_back(s.step, s.value);
+  }
+  return run;
+}
+
+std::vector<int64_t> steps_of(const std::vector<std::pair<int64_t, double>>& points) {
+  std::vector<int64_t> steps;
+  for (const auto& [step, value] : points) steps.push_back(step);
+  return steps;
+}
+
+std::vector<int64_t> range(int64_t from, int64_t to) {  // [from, to]
+  std::vector<int64_t> v;
+  for (int64_t i = from; i <= to; ++i) v.push_back(i);
+  return v;
+}
+
+// Two ranks: only the chief writes (one file, no other). Killed at step 11
+// (backed up every 4 steps: the resume redoes steps 9-11, whose batch
+// scalars were flushed): the files read whole, with the steps flushed before
+// the kill. Resumed: every tag's steps once each, in order; the epoch
+// scalars equal the uninterrupted run's History (float32).
+TEST(FitTensorBoard, OneRunFromTheChiefReadableAfterAKillEveryStepOnceAfterTheResume) {
+  TempDir dir;
+  const std::vector<std::string> tb_a = {"--tensorboard", dir.path() + "/tb_a", "--backup-every", "4"};
+  const std::string out_a =
+      run_to_end(launch_dir(dir.path(), "a"), job_args(dir.path(), "backup_a", "a.bin", "ddp", tb_a));
+  const std::vector<pid_t> pids_a = rank_pids(out_a);
+  ASSERT_EQ(pids_a.size(), 2u);
+  std::vector<std::string> entries;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path() + "/tb_a"))
+    entries.push_back(e.path().filename());
+  EXPECT_EQ(entries, std::vector<std::string>{"train"}) << "no validation data: one run";
+  const auto files_a = tfevents::list_event_files(dir.path() + "/tb_a/train");
+  ASSERT_EQ(files_a.size(), 1u) << "one file, the chief's";
+  const auto a = tensorboard_run(dir.path() + "/tb_a/train");
+  const std::string csv = read_text(dir.path() + "/a.bin.csv");
+  const auto history = history_cells(csv);
+  ASSERT_EQ(history.size(), 4u);
+  std::istringstream header(csv.substr(0, csv.find('\n')));
+  std::string column;
+  std::getline(header, column, ',');  // epoch
+  for (size_t c = 1; std::getline(header, column, ','); ++c) {
+    // Every History key as epoch_<key>, at steps 0-3; the CSV's 9 digits
+    // then float32 agree within float32's rounding.
+    ASSERT_TRUE(a.count("epoch_" + column)) << column;
+    const auto& points = a.at("epoch_" + column);
+    ASSERT_EQ(steps_of(points), range(0, 3)) << column;
+    for (size_t e = 0; e < 4; ++e)
+      EXPECT_NEAR(points[e].second, history[e][c], 1.2e-7 * std::abs(history[e][c])) << column << " epoch " << e;
+  }
+  EXPECT_EQ(steps_of(a.at("batch_loss")), range(1, kSteps));
+
+  const int kill_at = 11;
+  const std::string tb_b = dir.path() + "/tb_b";
+  const std::vector<std::string> flags_b = {"--tensorboard", tb_b, "--backup-every", "4"};
+  {
+    const std::string out_dir = launch_dir(dir.path(), "b1");
+    std::vector<std::string> hang = flags_b;
+    hang.insert(hang.end(), {"--hang-at", std::to_string(kill_at)});
+    CohortrunProcess p(kCohortrun, job_args(dir.path(), "backup_b", "b.bin", "ddp", hang), out_dir);
+    ASSERT_TRUE(wait_for_step(p, out_dir, kill_at)) << read_text(out_dir + "/cohortrun.out");
+    const std::vector<pid_t> pids = rank_pids(read_text(out_dir + "/cohortrun.out"));
+    ASSERT_EQ(pids.size(), 2u);
+    p.signal(SIGKILL);
+    for (pid_t pid : pids) ::kill(pid, SIGKILL);
+    p.wait(std::chrono::seconds(10));
+  }
+  const auto killed = tensorboard_run(tb_b + "/train");
+  EXPECT_EQ(steps_of(killed.at("batch_loss")), range(1, kill_at));
+  EXPECT_EQ(steps_of(killed.at("epoch_loss")), range(0, 0));
+
+  const std::string out =
+      run_to_end(launch_dir(dir.path(), "b2"), job_args(dir.path(), "backup_b", "b.bin", "ddp", flags_b));
+  ASSERT_NE(out.find("BackupAndRestore: resuming from"), std::string::npos) << out;
+  EXPECT_EQ(tfevents::list_event_files(tb_b + "/train").size(), 2u) << "the killed chief's and the resumed chief's";
+  const auto b = tensorboard_run(tb_b + "/train");
+  EXPECT_EQ(b.size(), a.size());
+  for (const auto& [tag, points] : a) {
+    ASSERT_TRUE(b.count(tag)) << tag;
+    EXPECT_EQ(steps_of(b.at(tag)), steps_of(points)) << tag << ": steps repeated, missing or out of order";
+  }
+  for (const char* tag : {"epoch_loss", "epoch_accuracy", "epoch_learning_rate"})
+    for (size_t e = 0; e < 4; ++e)
+      EXPECT_NEAR(b.at(tag)[e].second, a.at(tag)[e].second, 2e-7 * std::abs(a.at(tag)[e].second)) << tag << e;
 }
 
 // zero:stage=3: the backup's model and optimizer state are sharded, each
