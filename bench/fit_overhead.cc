@@ -3,20 +3,26 @@
 // examples/fashion_mnist ran before it moved to fit()). Run under cohortrun;
 // bench/fit_overhead.sh runs it and prints the table.
 //
-// Each round trains one epoch with the hand-written loop and one with fit(),
-// alternating which goes first, over the same in-memory data; the per-step
+// Each round trains one epoch with the hand-written loop, one with fit()
+// bare (COHORT_TELEMETRY=0) and one with fit() observed (step accounting
+// and its publisher, a TensorBoard callback every 100 steps), rotating which
+// goes first, over the same in-memory data; the per-step
 // time of each is the epoch's wall time over its steps, the slowest rank's.
 // Prints the median over rounds of each, their ratio, and the median of the
-// rounds' own ratios (paired: both halves of a round share the machine's
-// state of the moment, which on a shared machine drifts between rounds).
+// rounds' own ratios (paired: the arms of a round share the machine's
+// state of the moment, which on a shared machine drifts between rounds),
+// and the paired median of observed / bare: what seeing the job costs.
 //
 //   cohortrun -np 2 build/bench/fit_overhead --model mlp --rounds 7
 #include <cohort/cohort.h>
 #include <torch/torch.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 
 #include "cohort/common/flags.h"
 #include "cohort/common/stats.h"
@@ -87,7 +93,7 @@ int run(const Flags& f) {
                        .metrics = {cohort::accuracy()}});
   const cohort::TensorDataset data(x, y);
 
-  std::vector<double> hand_ms, fit_ms;
+  std::vector<double> hand_ms, fit_ms, observed_ms;
   auto timed = [&](auto&& body) {
     cohort::barrier();
     const auto t0 = Clock::now();
@@ -95,26 +101,45 @@ int run(const Flags& f) {
     const double local = std::chrono::duration<double>(Clock::now() - t0).count();
     return cohort::allreduce(torch::tensor({local}, torch::kDouble), {.op = cohort::ReduceOp::max}).item<double>();
   };
-  hand_epoch(0);  // warm-up of both
-  model.fit(data, {.epochs = 1, .batch_size = f.batch, .catch_preemption = false});
+  // fit() bare (COHORT_TELEMETRY=0: no step timing, no publisher thread),
+  // and fit() observed: the step accounting and its publisher on, and a
+  // TensorBoard callback writing batch scalars every 100 steps.
+  const std::string tensorboard_dir = "/tmp/fit_overhead_tb." + std::to_string(::getpid());
+  auto fit_epoch = [&](bool observed) {
+    ::setenv("COHORT_TELEMETRY", observed ? "1" : "0", 1);
+    std::vector<std::shared_ptr<cohort::Callback>> callbacks;
+    if (observed) callbacks.push_back(cohort::tensorboard(tensorboard_dir, {.update_freq = 100}));
+    model.fit(data, {.epochs = 1, .batch_size = f.batch, .catch_preemption = false, .callbacks = callbacks});
+  };
+  hand_epoch(0);  // warm-up of all three
+  fit_epoch(false);
+  fit_epoch(true);
   for (int r = 0; r < f.rounds; ++r) {
     auto hand = [&] { hand_ms.push_back(1e3 * timed([&] { hand_epoch(r + 1); }) / double(steps)); };
-    auto fit = [&] {
-      fit_ms.push_back(1e3 * timed([&] { model.fit(data, {.epochs = 1, .batch_size = f.batch, .catch_preemption = false}); }) /
-                       double(steps));
-    };
-    if (r % 2 == 0) { hand(); fit(); } else { fit(); hand(); }
+    auto fit = [&] { fit_ms.push_back(1e3 * timed([&] { fit_epoch(false); }) / double(steps)); };
+    auto observed = [&] { observed_ms.push_back(1e3 * timed([&] { fit_epoch(true); }) / double(steps)); };
+    // Each arm runs first, second and third equally often.
+    switch (r % 3) {
+      case 0: hand(); fit(); observed(); break;
+      case 1: fit(); observed(); hand(); break;
+      default: observed(); hand(); fit(); break;
+    }
   }
+  std::filesystem::remove_all(tensorboard_dir);
   if (rank == 0) {
-    const double h = median(hand_ms), t = median(fit_ms);
-    std::vector<double> paired;
-    for (size_t r = 0; r < hand_ms.size(); ++r) paired.push_back(fit_ms[r] / hand_ms[r]);
+    const double h = median(hand_ms), t = median(fit_ms), o = median(observed_ms);
+    std::vector<double> paired, paired_observed;
+    for (size_t r = 0; r < hand_ms.size(); ++r) {
+      paired.push_back(fit_ms[r] / hand_ms[r]);
+      paired_observed.push_back(observed_ms[r] / fit_ms[r]);
+    }
     std::printf("fit_overhead: model %s, %s, %d rank(s), global batch %lld, %lld steps/epoch, %d rounds\n",
                 f.model.c_str(), strategy->spec().c_str(), size, (long long)f.batch, (long long)steps, f.rounds);
-    std::printf("hand-written loop: median %.3f ms/step\nfit():             median %.3f ms/step\n", h, t);
+    std::printf("hand-written loop: median %.3f ms/step\nfit():             median %.3f ms/step\n"
+                "fit() observed:    median %.3f ms/step\n", h, t, o);
     std::printf("{\"bench\":\"fit_overhead\",\"model\":\"%s\",\"ranks\":%d,\"hand_ms\":%.4f,\"fit_ms\":%.4f,"
-                "\"ratio\":%.4f,\"paired_ratio\":%.4f}\n",
-                f.model.c_str(), size, h, t, t / h, median(paired));
+                "\"observed_ms\":%.4f,\"ratio\":%.4f,\"paired_ratio\":%.4f,\"observed_paired_ratio\":%.4f}\n",
+                f.model.c_str(), size, h, t, o, t / h, median(paired), median(paired_observed));
   }
   hand_opt.reset();
   return 0;

@@ -32,6 +32,9 @@
 // sleep instead of joining (the launcher's --elastic-timeout then ends the
 // job).
 //
+// --tensorboard DIR (with --fit): a TensorBoard callback writing every
+// step's batch scalars into DIR.
+//
 // --fit trains the model with Model::fit instead (unchanged code: fit is
 // elastic because the job is; --commit-steps: its elastic_commit_steps),
 // --strategy (multi_worker:style=ddp), mean squared error (the linear
@@ -206,7 +209,7 @@ class FitProbe final : public cohort::Callback {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string out, kind = "linear", strategy_spec = "multi_worker:style=ddp", input = "dataset";
+  std::string out, kind = "linear", strategy_spec = "multi_worker:style=ddp", input = "dataset", tensorboard;
   int64_t rows = 96, batch = 4, epochs = 3, delay_ms = 0, commit_steps = 1;
   std::vector<Kill> kills;
   std::vector<Write> writes;
@@ -225,6 +228,7 @@ int main(int argc, char** argv) {
          {"--batch", [&](auto& f, auto& v) { batch = cohort::flags::parse_number<int64_t>(f, v, 1); }},
          {"--epochs", [&](auto& f, auto& v) { epochs = cohort::flags::parse_number<int64_t>(f, v, 1); }},
          {"--strategy", [&](auto&, auto& v) { strategy_spec = v; }},
+         {"--tensorboard", [&](auto&, auto& v) { tensorboard = v; }},
          {"--input",
           [&](auto& f, auto& v) {
             input = cohort::flags::one_of(f, v, {"dataset", "pipeline"});
@@ -355,7 +359,9 @@ int main(int argc, char** argv) {
                            .optimizer = cohort::optimizer_factory<torch::optim::SGD>(
                                torch::optim::SGDOptions(0.05).momentum(0.9))});
     auto probe = std::make_shared<FitProbe>(*strategy, maybe_kill, delay_ms, writes, holds, hold_below, seen, rows);
-    const cohort::FitOptions options{.epochs = epochs, .batch_size = batch, .shuffle = false, .callbacks = {probe},
+    std::vector<std::shared_ptr<cohort::Callback>> callbacks = {probe};
+    if (!tensorboard.empty()) callbacks.push_back(cohort::tensorboard(tensorboard, {.update_freq = 1}));
+    const cohort::FitOptions options{.epochs = epochs, .batch_size = batch, .shuffle = false, .callbacks = callbacks,
                                      .elastic_commit_steps = commit_steps};
     cohort::History history;
     if (input == "pipeline") {

@@ -25,10 +25,13 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <numeric>
 #include <random>
 #include <sstream>
 #include <thread>
 
+#include "cohort/tensorboard/event_file_name.h"
+#include "cohort/tensorboard/event_file_reader.h"
 #include "tests/cluster/emulated_cluster.h"
 #include "tests/launcher/cohortrun_process.h"
 #include "tests/torch/elastic_rows.h"
@@ -279,7 +282,7 @@ TEST(Elastic, FitGoesOnUnchangedThroughALostMemberAndItsReplacement) {
     TempDir dir("elastic_test");
     const std::string job = "elasticfit" + std::to_string(seed);
     const JobRun run = run_job(dir, job, {"--min-np", "2", "--max-restarts", "1"},
-                               {"--fit", "--strategy", strategy, "--commit-steps",
+                               {"--fit", "--strategy", strategy, "--tensorboard", dir / "tb", "--commit-steps",
                                 std::to_string(commit_steps), "--kill",
                                 std::to_string(slot) + ":" + std::to_string(step) + ":" + phase, "--step-delay-ms",
                                 "100"},
@@ -297,6 +300,23 @@ TEST(Elastic, FitGoesOnUnchangedThroughALostMemberAndItsReplacement) {
     EXPECT_TRUE(std::all_of(sizes.begin(), two, [](double s) { return s == 3; }));
     EXPECT_EQ(sizes.back(), 3) << "the replacement never joined";
     expect_one_process_fit(run, kFitBatch);
+    // TensorBoard: the steps the survivors redid (and, when the chief was
+    // lost, the new chief's file) add no step twice and none goes back.
+    std::map<std::string, std::vector<int64_t>> steps;
+    for (const std::string& file : tfevents::list_event_files(dir / "tb/train")) {
+      std::map<std::string, int64_t> last;
+      for (const tfevents::ScalarEvent& e : tfevents::read_event_file(file).scalars) {
+        if (last.count(e.tag)) EXPECT_GT(e.step, last[e.tag]) << e.tag << " went back in " << file;
+        last[e.tag] = e.step;
+        steps[e.tag].push_back(e.step);
+      }
+    }
+    for (auto& [tag, s] : steps) std::sort(s.begin(), s.end());
+    std::vector<int64_t> every_step(sizes.size()), every_epoch(size_t(kEpochs));
+    std::iota(every_step.begin(), every_step.end(), 1);
+    std::iota(every_epoch.begin(), every_epoch.end(), 0);
+    EXPECT_EQ(steps["batch_loss"], every_step);
+    EXPECT_EQ(steps["epoch_loss"], every_epoch);
   }
 }
 

@@ -125,7 +125,10 @@ int main(int argc, char** argv) {
   slowdown.step = &model.position().step;
   SlowStream stream(inner);
   // Three epochs: the figures of each are printed as it ends.
-  model.fit(stream, {.epochs = 3, .batch_size = batch, .steps_per_epoch = steps / 3, .verbose = false,
-                     .callbacks = {std::make_shared<Report>()}});
+  model.fit(stream, {.epochs = 3,
+                     .batch_size = batch,
+                     .steps_per_epoch = steps / 3,
+                     .callbacks = {std::make_shared<Report>()},
+                     .verbose = false});
   return 0;
 }

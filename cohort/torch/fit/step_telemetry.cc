@@ -26,14 +26,15 @@ uint64_t minus(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
 
 }  // namespace
 
-StepTelemetry::StepTelemetry(int processes, bool chief) : processes_(processes), chief_(chief) {
+StepTelemetry::StepTelemetry(int processes, bool chief)
+    : processes_(processes), enabled_(tunables::telemetry()), chief_(chief) {
   if (!initialized()) return;
   rank_ = cohort::rank();
   // Per-process rows only where the strategy's processes are the world's
   // ranks (multi_worker, zero, ...): its merge sums one row per rank.
   if (processes_ != cohort::size()) processes_ = 1;
   store_ = world_store();
-  if (!tunables::telemetry()) return;
+  if (!enabled_) return;
   publisher_ = std::make_unique<telemetry::Publisher>(
       store_, accounting_,
       telemetry::PublisherOptions{
@@ -48,6 +49,7 @@ StepTelemetry::StepTelemetry(int processes, bool chief) : processes_(processes),
 StepTelemetry::~StepTelemetry() = default;
 
 void StepTelemetry::step_ends(int64_t rows, int64_t epoch, int64_t step) {
+  if (!enabled_) return;
   const Clock::time_point end = Clock::now();
   const engine::BlockedTime blocked_end = engine::this_thread_blocked_time();
   accounting_.add({.rows = rows,
@@ -76,6 +78,7 @@ at::Tensor StepTelemetry::epoch_rows() const {
 
 void StepTelemetry::finish_epoch(const at::Tensor& merged_rows, Logs& logs) {
   epoch_ranks_.clear();
+  if (!enabled_) return;
   const telemetry::StepTotals mine = accounting_.epoch();
   accounting_.reset_epoch();
   if (processes_ <= 1 && mine.steps == 0) return;

@@ -7,7 +7,7 @@
 // the slowest peer and moving bytes). The sums feed
 // - a telemetry::Publisher (a thread: the rank's sample in the job's store a
 //   few times a second; on rank 0 the straggler detector and its line), in
-//   a job with a world (cohort::init()) unless COHORT_TELEMETRY=0;
+//   a job with a world (cohort::init());
 // - the epoch's end: each process's totals ride in the collective that
 //   already merges the metrics (no collective of their own), so every rank
 //   gets every rank's figures (epoch_ranks()) and the same logs:
@@ -15,7 +15,9 @@
 //   ranks spent waiting for it (its own time less the others' median, over
 //   the mean step time).
 // The chief also publishes the run's JobRecord and each EpochRecord, which
-// the dashboard reads.
+// the dashboard reads. COHORT_TELEMETRY=0 (read when fit() starts) turns
+// all of it off but the records: no timing, no thread, empty epoch figures
+// (the merge keeps its shape, so ranks that disagree on it still agree).
 #pragma once
 
 #include <ATen/Tensor.h>
@@ -47,18 +49,22 @@ class StepTelemetry {
 
   // The marks of one step, in order.
   void step_begins() {
+    if (!enabled_) return;
     begin_ = Clock::now();
     blocked_begin_ = engine::this_thread_blocked_time();
   }
   void input_ready() {
+    if (!enabled_) return;
     input_end_ = Clock::now();
     blocked_input_ = engine::this_thread_blocked_time();
   }
   void compute_begins() {
+    if (!enabled_) return;
     compute_begin_ = Clock::now();
     blocked_compute_begin_ = engine::this_thread_blocked_time();
   }
   void compute_done() {
+    if (!enabled_) return;
     compute_end_ = Clock::now();
     blocked_compute_ = engine::this_thread_blocked_time();
   }
@@ -77,6 +83,7 @@ class StepTelemetry {
 
  private:
   int processes_;
+  bool enabled_;  // COHORT_TELEMETRY
   int rank_ = 0;
   bool chief_;
   std::shared_ptr<rendezvous::Store> store_;

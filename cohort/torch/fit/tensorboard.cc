@@ -57,6 +57,17 @@ class TensorBoard : public Callback {
     const int64_t steps = model.position().step - epoch_start_step_;
     if (options_.write_steps_per_second && steps > 0)
       extra["epoch_steps_per_second"] = double(steps) / seconds_between(epoch_start_time_, Clock::now());
+    // Every rank's step accounting over the epoch (model.h's epoch_ranks()),
+    // so that TensorBoard shows which rank the others wait for.
+    for (const telemetry::RankSample& r : model.epoch_ranks()) {
+      const std::string prefix = "rank_" + std::to_string(r.rank) + "/";
+      extra[prefix + "step_time_ms"] = r.step_ms;
+      extra[prefix + "compute_ms"] = r.compute_ms;
+      extra[prefix + "peer_wait_ms"] = r.peer_wait_ms;
+      extra[prefix + "transfer_ms"] = r.transfer_ms;
+      extra[prefix + "input_ms"] = r.input_ms;
+      extra[prefix + "samples_per_second"] = r.samples_per_s;
+    }
     for (const auto& [key, value] : logs) {
       if (key.starts_with("val_")) run(validation_, "validation").add_scalar("epoch_" + key.substr(4), epoch, value);
       else run(train_, "train").add_scalar("epoch_" + key, epoch, value);
@@ -70,8 +81,7 @@ class TensorBoard : public Callback {
 
  private:
   // Scalars beside the epoch's logs, in the train run under the tags given:
-  // the learning rate and steps per second now. Per-rank accounting
-  // (rank_<r>/step_time_ms, ...) joins them here once it exists.
+  // the learning rate, steps per second and the per-rank accounting.
   void write_extra_epoch_scalars(int64_t epoch, const std::map<std::string, double>& values) {
     tfevents::RunWriter& train = run(train_, "train");
     for (const auto& [tag, value] : values) train.add_scalar(tag, epoch, value);

@@ -5,6 +5,9 @@
 //     epoch_<key> for every training log of the epoch (epoch_loss,
 //     epoch_accuracy, every metric), epoch_learning_rate,
 //     epoch_steps_per_second, at step = the epoch (0-based, as Keras);
+//     every rank's step accounting over the epoch (Model::epoch_ranks()):
+//     rank_<r>/step_time_ms, compute_ms, peer_wait_ms, transfer_ms,
+//     input_ms and samples_per_second, so the straggler shows;
 //     with update_freq = N also batch_<key> (this process's running values,
 //     as the batch-end logs are) and batch_steps_per_second at step = the
 //     steps done, every N steps
