@@ -29,7 +29,8 @@
 # CMAKE_FLAGS (extra -D options; given, they force a re-configure),
 # CTEST_FLAGS (e.g. -R shm), DEMO_ARGS (fashion_mnist flags), DEMO_DIR
 # (build/demo), BENCH_ARGS, BOOTSTRAP_FLAGS (--with-torch adds python3-torch;
-# `make test` adds --with-slurm: tests/slurm runs cohort under a real Slurm),
+# `make test` adds --with-slurm: tests/slurm runs cohort under a real Slurm,
+# and --with-browser: tests/dashboard opens the dashboard in Chromium),
 # FUZZ_SECONDS (60, per harness), FUZZ_BUILD_DIR (build-fuzz).
 
 BUILD_DIR ?= build
@@ -67,8 +68,9 @@ build: configure
 bench-build: build
 	cmake --build $(BUILD_DIR) -j $(JOBS) --target benchmarks
 
-# Prerequisites see this too: bootstrap installs Slurm for tests/slurm.
-test: BOOTSTRAP_FLAGS += --with-slurm
+# Prerequisites see this too: bootstrap installs Slurm for tests/slurm and
+# Chromium for tests/dashboard's browser test.
+test: BOOTSTRAP_FLAGS += --with-slurm --with-browser
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(TEST_JOBS) $(CTEST_FLAGS)
 

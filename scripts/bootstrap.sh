@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Installs every Debian package cohort needs to build, test and benchmark.
 #
-# Usage: scripts/bootstrap.sh [--with-torch] [--with-slurm] [--with-fuzz] [--with-format] [--check]
+# Usage: scripts/bootstrap.sh [--with-torch] [--with-slurm] [--with-browser] [--with-fuzz] [--with-format] [--check]
 #   --with-torch  also install python3-torch (PyTorch for Python, for
 #                 comparisons) and python3-protobuf (the DataLoader peer of
 #                 bench/input_pipeline.sh parses tf.train.Example with it);
 #                 LibTorch itself is in the default set.
 #   --with-slurm  also install Slurm and munge (tests/slurm starts a
 #                 one-machine cluster; `make test` asks for them).
+#   --with-browser also install Chromium (tests/dashboard opens the live
+#                 dashboard in a headless browser; `make test` asks for it).
 #   --with-fuzz   also install clang and its libFuzzer and sanitizer runtimes
 #                 (`make fuzz`, fuzz/README.md).
 #   --with-format also install clang-format (scripts/check_format.sh, which
@@ -29,7 +31,10 @@ set -euo pipefail
 # time); then LibTorch and
 # Fashion-MNIST for cohort/torch and `make demo`, which trains on it, and
 # fortunes, whose plain-text quotations are the corpus of examples/char_lm;
-# protobuf (library and protoc) for cohort/data's tf.train.Example records.
+# protobuf (library and protoc) for cohort/data's tf.train.Example records;
+# cpp-httplib and Chart.js for cohort/dashboard (the live dashboard's server
+# and charts, embedded at build time: no CDN), and python3-jsonschema, which
+# checks /api/status against its schema in tests/dashboard.
 core_packages=(
   build-essential
   g++
@@ -55,6 +60,14 @@ core_packages=(
   libtorch-dev
   dataset-fashion-mnist
   fortunes
+  libcpp-httplib-dev
+  libjs-chart.js
+  python3-jsonschema
+)
+
+# Optional: Chromium, headless, for tests/dashboard's browser test.
+browser_packages=(
+  chromium
 )
 
 # Optional: PyTorch for Python (large; not needed to build, test or demo).
@@ -83,6 +96,7 @@ format_packages=(
 
 with_torch=0
 with_slurm=0
+with_browser=0
 with_fuzz=0
 with_format=0
 check_only=0
@@ -90,15 +104,16 @@ for arg in "$@"; do
   case "$arg" in
     --with-torch) with_torch=1 ;;
     --with-slurm) with_slurm=1 ;;
+    --with-browser) with_browser=1 ;;
     --with-fuzz) with_fuzz=1 ;;
     --with-format) with_format=1 ;;
     --check) check_only=1 ;;
     -h|--help)
-      sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
+      sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
     *)
-      echo "bootstrap.sh: unknown argument '$arg' (expected --with-torch, --with-slurm, --with-fuzz, --with-format, --check, --help)" >&2
+      echo "bootstrap.sh: unknown argument '$arg' (expected --with-torch, --with-slurm, --with-browser, --with-fuzz, --with-format, --check, --help)" >&2
       exit 2
       ;;
   esac
@@ -110,6 +125,9 @@ if [[ $with_torch == 1 ]]; then
 fi
 if [[ $with_slurm == 1 ]]; then
   wanted+=("${slurm_packages[@]}")
+fi
+if [[ $with_browser == 1 ]]; then
+  wanted+=("${browser_packages[@]}")
 fi
 if [[ $with_fuzz == 1 ]]; then
   wanted+=("${fuzz_packages[@]}")

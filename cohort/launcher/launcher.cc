@@ -1,6 +1,7 @@
 #include "cohort/launcher/launcher.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -13,6 +14,9 @@
 #include <string>
 
 #include "cohort/common/check.h"
+#include "cohort/common/tunables.h"
+#include "cohort/dashboard/dashboard.h"
+#include "cohort/dashboard/report.h"
 #include "cohort/launcher/elastic_controller.h"
 #include "cohort/launcher/host_discovery.h"
 #include "cohort/launcher/job_id.h"
@@ -24,11 +28,11 @@
 #include "cohort/launcher/signals.h"
 #include "cohort/launcher/spawn.h"
 #include "cohort/launcher/start_watch.h"
-#include "cohort/common/tunables.h"
 #include "cohort/launcher/store_address.h"
 #include "cohort/launcher/supervisor.h"
 #include "cohort/rendezvous/auth.h"
 #include "cohort/rendezvous/tcp_store.h"
+#include "cohort/telemetry/job_record.h"
 
 namespace cohort::launcher {
 namespace {
@@ -98,10 +102,18 @@ void send_payload(int fd, const RemotePayload& payload) {
 // records, and the host discovery script polled every kDiscoveryPeriod.
 class ElasticAdapter final : public ElasticPolicy {
  public:
-  ElasticAdapter(ElasticController& controller, std::string discovery_script)
-      : controller_(controller), script_(std::move(discovery_script)) {}
+  ElasticAdapter(ElasticController& controller, std::string discovery_script, dashboard::Dashboard* dashboard)
+      : controller_(controller), script_(std::move(discovery_script)), dashboard_(dashboard) {}
   bool rank_ended(const RankRecord& r, std::string& note) override {
-    return controller_.member_ended({r.rank, r.incarnation}, !r.status.success(), note);
+    const bool goes_on = controller_.member_ended({r.rank, r.incarnation}, !r.status.success(), note);
+    if (dashboard_) {
+      const std::string who = "rank " + rendezvous::member_text({r.rank, r.incarnation});
+      dashboard_->state().set_rank_ended(r.rank, describe(r.status));
+      dashboard_->state().add_event({.unix_time_s = telemetry::unix_now_s(),
+                                     .kind = "membership",
+                                     .message = who + " " + describe(r.status) + (note.empty() ? "" : ": " + note)});
+    }
+    return goes_on;
   }
   std::string tick() override {
     const auto now = ElasticController::Clock::now();
@@ -114,8 +126,12 @@ class ElasticAdapter final : public ElasticPolicy {
         last_error_ = found.error;
       } else {
         last_error_.clear();
-        if (const std::string note = controller_.hosts_discovered(found.hosts); !note.empty())
+        if (const std::string note = controller_.hosts_discovered(found.hosts); !note.empty()) {
           print("cohortrun: host discovery: " + note + "\n");
+          if (dashboard_)
+            dashboard_->state().add_event(
+                {.unix_time_s = telemetry::unix_now_s(), .kind = "membership", .message = "host discovery: " + note});
+        }
       }
     }
     return controller_.tick(now);
@@ -125,6 +141,7 @@ class ElasticAdapter final : public ElasticPolicy {
  private:
   ElasticController& controller_;
   std::string script_;
+  dashboard::Dashboard* dashboard_;
   ElasticController::Clock::time_point next_discovery_{};
   std::string last_error_;
 };
@@ -150,6 +167,63 @@ RankLaunch with_elastic_identity(RankLaunch launch, rendezvous::Member m, bool j
     else launch.envp.push_back(name + "=" + value);
   }
   return launch;
+}
+
+// The dashboard (--dashboard) or the state behind the report (--report),
+// over a client of the job's store; nullptr when neither was asked for.
+std::unique_ptr<dashboard::Dashboard> start_dashboard(const LaunchOptions& options, const std::string& store_host,
+                                                      int store_port, const std::string& secret) {
+  if (options.dashboard.empty() && options.report.empty()) return nullptr;
+  auto client = std::make_shared<rendezvous::TcpStore>(rendezvous::TcpStoreOptions{
+      .host = store_host, .port = store_port, .secret = secret, .connect_timeout = std::chrono::seconds(10)});
+  dashboard::DashboardOptions dashboard_options{
+      .serve = !options.dashboard.empty(), .secret = secret, .state = {.size = options.num_ranks}};
+  if (dashboard_options.serve)
+    dashboard_options.address = dashboard::parse_server_address(options.dashboard, "--dashboard");
+  auto dashboard = std::make_unique<dashboard::Dashboard>(std::move(dashboard_options), std::move(client));
+  if (!options.dashboard.empty()) print("cohortrun: dashboard at " + dashboard->url() + "\n");
+  return dashboard;
+}
+
+// What cohortrun says about how the job ended (possibly nothing).
+std::string end_text(const SupervisionResult& result, const std::string& launch_error) {
+  if (!launch_error.empty()) return "cohortrun: error: " + launch_error + "\n";
+  if (result.reason == StopReason::rank_failed) return failure_report(result);
+  if (result.reason == StopReason::start_timeout || result.reason == StopReason::elastic_ended)
+    return "cohortrun: error: " + result.start_error + "\n";
+  return stop_summary(result);
+}
+
+// The job's end as the dashboard shows it: its phase and `failure` (what
+// cohortrun printed; empty when the job succeeded), how each rank ended;
+// then the report file and the linger.
+void finish_dashboard(dashboard::Dashboard& dashboard, const LaunchOptions& options, const SupervisionResult& result,
+                      const std::string& failure, SignalEvents& signals) {
+  for (const RankRecord& r : result.ranks) dashboard.state().set_rank_ended(r.rank, describe(r.status));
+  dashboard.poll_now();  // the ranks' last samples and epochs
+  dashboard.state().set_phase(failure.empty() ? dashboard::JobPhase::finished : dashboard::JobPhase::failed, failure);
+  if (!options.report.empty()) {
+    try {
+      dashboard::write_report(options.report, dashboard.status_json());
+      print("cohortrun: report written to " + options.report + "\n");
+    } catch (const Error& e) {
+      print_error(std::string("cannot write the report: ") + e.what());
+    }
+  }
+  if (options.dashboard_linger_s <= 0 || options.dashboard.empty()) return;
+  // SIGINT, SIGTERM or SIGHUP (blocked, read from the signal fd) ends the
+  // linger early.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(options.dashboard_linger_s);
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return;
+    struct pollfd p {
+      .fd = signals.fd(), .events = POLLIN, .revents = 0
+    };
+    ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 1000)));
+    for (int signo; (signo = signals.next()) != 0;)
+      if (signo != SIGCHLD) return;
+  }
 }
 
 }  // namespace
@@ -213,6 +287,13 @@ int run_job(const LaunchOptions& options) {
     return 1;
   }
   job.store_port = store->port();
+  std::unique_ptr<dashboard::Dashboard> dashboard;
+  try {
+    dashboard = start_dashboard(options, store_address.bind, job.store_port, job.secret);
+  } catch (const Error& e) {
+    print_error(std::string("cannot start the dashboard: ") + e.what());
+    return 1;
+  }
   plan = make_launch_plan(options, job, base, placement, store_address, self_executable());
   if (options.verbose)
     print("cohortrun: job " + job_id + ": " + std::to_string(options.num_ranks) + " rank(s) of " +
@@ -235,6 +316,9 @@ int run_job(const LaunchOptions& options) {
     const SpawnedProcess process = spawn_process(spawn_request(launch));
     supervisor.add(launch.where.rank, process, launch.where.remote ? launch.where.host : std::string(),
                    m ? m->incarnation : 0);
+    if (dashboard)
+      dashboard->state().set_rank_process(launch.where.rank, launch.where.remote ? launch.where.host : this_host_name(),
+                                          process.pid);
     if (launch.payload) send_payload(process.stdin_fd, *launch.payload);
     return process;
   };
@@ -292,7 +376,7 @@ int run_job(const LaunchOptions& options) {
         supervisor.kill(m.slot, m.incarnation);
       });
       elastic->publish_initial();
-      elastic_policy.emplace(*elastic, options.host_discovery_script);
+      elastic_policy.emplace(*elastic, options.host_discovery_script, dashboard.get());
       supervisor.set_elastic(*elastic_policy);
     } catch (const Error& e) {
       print_error(std::string("cannot start the elastic membership: ") + e.what());
@@ -341,15 +425,13 @@ int run_job(const LaunchOptions& options) {
   }
 
   const SupervisionResult result = supervisor.run();
-  if (!launch_error.empty()) {
-    print_error(launch_error);
-    return launch_error_code;
+  const std::string end = end_text(result, launch_error);
+  print(end);
+  if (dashboard) {
+    const bool ok = launch_error.empty() && exit_code(result) == 0;
+    finish_dashboard(*dashboard, options, result, ok ? std::string() : end, signals);
   }
-  if (result.reason == StopReason::rank_failed) print(failure_report(result));
-  else if (result.reason == StopReason::start_timeout || result.reason == StopReason::elastic_ended)
-    print_error(result.start_error);
-  else print(stop_summary(result));
-  return exit_code(result);
+  return launch_error.empty() ? exit_code(result) : launch_error_code;
 }
 
 }  // namespace cohort::launcher

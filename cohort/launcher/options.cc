@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cohort/common/tunables.h"
+#include "cohort/dashboard/server.h"
 #include "cohort/launcher/host_discovery.h"
 #include "cohort/launcher/job_id.h"
 
@@ -61,6 +62,15 @@ double grace_seconds(const std::string& flag, const std::string& text) {
   if (text.empty() || *end != '\0' || !std::isfinite(s) || s < 0 || s > 3600)
     throw UsageError(flag + " needs seconds between 0 and 3600, got " + quoted(text));
   return s;
+}
+
+// `path` made absolute against the working directory; UsageError naming
+// `flag` when that cannot be read.
+std::string absolute_path(const std::string& flag, const std::string& path) {
+  if (path[0] == '/') return path;
+  char cwd[4096];
+  if (!getcwd(cwd, sizeof cwd)) throw UsageError(flag + ": cannot read the working directory");
+  return std::string(cwd) + "/" + path;
 }
 
 // The message with control characters escaped, so that an argument holding
@@ -186,12 +196,21 @@ LaunchOptions parse_arguments(std::span<const std::string> args) {
       const std::string text = value();
       if (text.empty()) throw UsageError("--timeline needs a file path for the Chrome trace, got ''");
       // Absolute: ranks may start in another directory (remote hosts).
-      options.timeline = text;
-      if (text[0] != '/') {
-        char cwd[4096];
-        if (!getcwd(cwd, sizeof cwd)) throw UsageError("--timeline: cannot read the working directory");
-        options.timeline = std::string(cwd) + "/" + text;
+      options.timeline = absolute_path(name, text);
+    } else if (name == "--dashboard") {
+      const std::string text = value();
+      try {
+        dashboard::parse_server_address(text, "--dashboard");
+      } catch (const ConfigError& e) {
+        throw UsageError(e.what());
       }
+      options.dashboard = text;
+    } else if (name == "--dashboard-linger") {
+      options.dashboard_linger_s = grace_seconds(name, value());
+    } else if (name == "--report") {
+      const std::string text = value();
+      if (text.empty()) throw UsageError("--report needs a file path for the HTML report, got ''");
+      options.report = absolute_path(name, text);
     } else if (name == "--output") {
       const std::string text = value();
       if (text == "pty") options.output = OutputMode::pty;
@@ -261,6 +280,8 @@ LaunchOptions parse_arguments(std::span<const std::string> args) {
   options.command.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
 
   if (options.help) return options;
+  if (options.dashboard_linger_s > 0 && options.dashboard.empty())
+    throw UsageError("--dashboard-linger needs --dashboard (there is nothing to keep serving)");
   if (!options.host_discovery_script.empty()) {
     if (!options.elastic()) throw UsageError("--host-discovery-script needs --min-np (an elastic job)");
     // The first answer places the ranks started; the launcher polls for more.
@@ -329,7 +350,9 @@ std::string usage_text() {
         "when one fails.\n"
         "\n"
         "flags:\n"
-        "  -np, -n, --np N       number of ranks to start (1.." << kMaxRanks << "; with hosts, default: all\n"
+        "  -np, -n, --np N       number of ranks to start (1.."
+     << kMaxRanks
+     << "; with hosts, default: all\n"
         "                        their slots)\n"
         "  --backend B           communicator backend: auto, shm, gloo, mpi, hierarchical\n"
         "                        (sets COHORT_BACKEND)\n"
@@ -360,6 +383,16 @@ std::string usage_text() {
         "                        fails is blacklisted for 10 s, doubling per failure\n"
         "  --max-np N            elastic with discovery: most ranks (default: as many as\n"
         "                        the discovered slots hold, growing with them)\n"
+        "  --dashboard [ADDR:]PORT\n"
+        "                        serve the live dashboard (per-rank steps and times,\n"
+        "                        metrics, stragglers, the failure) at http://ADDR:PORT/ and\n"
+        "                        its JSON at /api/status; ADDR defaults to 127.0.0.1, any\n"
+        "                        other address asks for the token in the URL cohortrun\n"
+        "                        prints (docs/dashboard.md, docs/security.md); PORT 0: free\n"
+        "  --dashboard-linger S  keep serving the dashboard S seconds after the job ended,\n"
+        "                        so a browser sees how it ended (default 0)\n"
+        "  --report F.html       write the dashboard's final view to F.html when the job\n"
+        "                        ends, also when it failed: one self-contained file\n"
         "  -v, --verbose         report the store, the ranks' pids and how each ended\n"
         "  -h, --help            print this help\n"
         "\n"
@@ -368,7 +401,9 @@ std::string usage_text() {
         "                        ranks fill them in order (host1 gets ranks 0 and 1, ...)\n"
         "  --hostfile F          hosts from a file: one 'host slots=N' per line, '#' comments\n"
         "  --launch-template T   how to start a rank on a host; {host} is replaced by the\n"
-        "                        host (default: '" << kDefaultLaunchTemplate << "';\n"
+        "                        host (default: '"
+     << kDefaultLaunchTemplate
+     << "';\n"
         "                        for the network namespaces of scripts/cluster.sh:\n"
         "                        'ip netns exec {host}')\n"
         "  --store-addr A        this machine's address the hosts reach the store at (default:\n"

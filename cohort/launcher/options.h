@@ -3,6 +3,7 @@
 //   cohortrun -np N [--backend B] [--env K=V]... [--port P]
 //             [--job-id ID] [--grace-s S] [--signal-grace-s S]
 //             [--output pty|pipe] [--verbose]
+//             [--dashboard [ADDR:]PORT [--dashboard-linger S]] [--report F.html]
 //             [--] prog args...
 //   cohortrun [-np N] -H host1:2,host2:2 | --hostfile F
 //             [--launch-template T] [--store-addr A] [--start-timeout S]
@@ -56,6 +57,11 @@ struct LaunchOptions {
   std::string network_interface;  // --network-interface: COHORT_IFACE for every rank
   std::string remote_cohortrun;   // --remote-cohortrun; empty: this cohortrun's path
   bool dry_run = false;           // --dry-run: print what would run where, start nothing
+
+  // The live dashboard and the post-run report (cohort/dashboard).
+  std::string dashboard;          // --dashboard [ADDR:]PORT; empty: none
+  double dashboard_linger_s = 0;  // --dashboard-linger: serve this long after the job ended
+  std::string report;             // --report FILE.html, made absolute; empty: none
 
   // Elastic (min_np > 0): a rank that fails does not stop the job while at
   // least min_np ranks live; its slot is started again up to max_restarts

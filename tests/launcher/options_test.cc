@@ -259,3 +259,25 @@ TEST(JobId, ProblemsAreNamed) {
 
 }  // namespace
 }  // namespace cohort::launcher
+
+namespace cohort::launcher {
+namespace {
+
+TEST(Options, DashboardAndReportFlags) {
+  const LaunchOptions o =
+      parse({"-np", "2", "--dashboard", "0.0.0.0:8265", "--dashboard-linger", "30", "--report", "/tmp/run.html", "p"});
+  EXPECT_EQ(o.dashboard, "0.0.0.0:8265");
+  EXPECT_DOUBLE_EQ(o.dashboard_linger_s, 30);
+  EXPECT_EQ(o.report, "/tmp/run.html");
+  const LaunchOptions relative = parse({"-np", "1", "--report", "run.html", "p"});
+  ASSERT_FALSE(relative.report.empty());
+  EXPECT_EQ(relative.report.front(), '/');  // absolute: the job may change directory
+  EXPECT_EQ(relative.report.substr(relative.report.size() - 9), "/run.html");
+  EXPECT_THROW(parse({"-np", "1", "--dashboard", "host:99999", "p"}), UsageError);
+  EXPECT_THROW(parse({"-np", "1", "--dashboard", "", "p"}), UsageError);
+  EXPECT_THROW(parse({"-np", "1", "--dashboard-linger", "5", "p"}), UsageError);  // nothing to keep serving
+  EXPECT_THROW(parse({"-np", "1", "--report", "", "p"}), UsageError);
+}
+
+}  // namespace
+}  // namespace cohort::launcher
