@@ -119,7 +119,10 @@ DashboardServer::DashboardServer(ServerOptions options, std::function<std::strin
     // without the token.
     if (request.path == "/chart.min.js") return httplib::Server::HandlerResponse::Unhandled;
     const std::optional<std::string> token = request_token(request);
-    if (token && constant_time_equal(*token, s.token)) return httplib::Server::HandlerResponse::Unhandled;
+    // The derived token (what the printed URL carries) or the job secret
+    // itself (what a user who set COHORT_SECRET knows).
+    if (token && (constant_time_equal(*token, s.token) || constant_time_equal(*token, s.options.secret)))
+      return httplib::Server::HandlerResponse::Unhandled;
     response.status = token ? 403 : 401;
     if (!token) response.set_header("WWW-Authenticate", "Bearer");
     response.set_content(token ? "wrong dashboard token\n"

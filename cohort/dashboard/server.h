@@ -9,9 +9,9 @@
 // 127.0.0.1), it answers requests whose Host header names a loopback
 // address (so a web page elsewhere cannot read it through DNS rebinding)
 // and asks for no token: only this machine reaches it. Bound to any other
-// address, every request must carry the dashboard token, derived from the
-// job secret (dashboard_token()), as `?token=T` or `Authorization: Bearer
-// T`, compared in constant time: none is refused with 401, a wrong one with
+// address, every request must carry the job secret or the dashboard token
+// derived from it (dashboard_token()), as `?token=T` or `Authorization:
+// Bearer T`, compared in constant time: none is refused with 401, a wrong one with
 // 403. Such a bind needs a job secret: without one the constructor throws.
 #pragma once
 
@@ -31,10 +31,10 @@ struct ServerAddress {
 };
 ServerAddress parse_server_address(std::string_view text, std::string_view what = "--dashboard");
 
-// The token a non-loopback dashboard asks for: HMAC-SHA256(secret,
-// "cohort-dashboard/1") as 64 hex digits. Not the secret itself, so that the
-// URL cohortrun prints cannot join the job's store; anyone who knows the
-// secret can compute it (docs/security.md has the openssl line).
+// The token a non-loopback dashboard prints in its URL: HMAC-SHA256(secret,
+// "cohort-dashboard/1") as 64 hex digits, so that the URL cohortrun prints
+// cannot join the job's store. The server accepts it or the secret itself
+// (docs/security.md has the openssl line to compute it).
 std::string dashboard_token(std::string_view secret);
 
 struct ServerOptions {

@@ -96,6 +96,7 @@ void DashboardState::add_sample_locked(const telemetry::RankSample& s) {
     t.time.compute_ms += s.compute_ms * steps;
     t.time.wait_ms += telemetry::wait_ms(s) * steps;
     t.time.input_ms += s.input_ms * steps;
+    t.time.checkpoint_ms += s.checkpoint_ms * steps;
     t.time.other_ms += s.other_ms * steps;
     t.step_ms.append(double(s.step), s.step_ms);
   }

@@ -43,6 +43,7 @@ std::string rank_json(const RankStatus& r) {
                                .add("compute_ms", r.time.compute_ms, 9)
                                .add("wait_ms", r.time.wait_ms, 9)
                                .add("input_ms", r.time.input_ms, 9)
+                               .add("checkpoint_ms", r.time.checkpoint_ms, 9)
                                .add("other_ms", r.time.other_ms, 9)
                                .str();
   return JsonObject()

@@ -33,7 +33,8 @@ struct TimeSplit {
   double compute_ms = 0;
   double wait_ms = 0;  // peer wait + transfer (rank_sample.h)
   double input_ms = 0;
-  double other_ms = 0;  // fit()'s bookkeeping, callbacks, checkpoints
+  double checkpoint_ms = 0;
+  double other_ms = 0;  // fit()'s bookkeeping and callbacks
 };
 
 struct RankStatus {

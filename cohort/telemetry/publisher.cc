@@ -76,22 +76,14 @@ void Publisher::publish_once() {
     if (last_.step == 0 && last_.window_steps == 0) return;
     s = last_;
   } else {
-    const StepTotals& t = w.totals;
     s = {.rank = options_.rank,
          .size = options_.size,
          .membership_epoch = options_.membership_epoch,
          .host = host_,
          .pid = static_cast<int64_t>(getpid()),
          .epoch = w.epoch,
-         .step = w.step,
-         .window_steps = t.steps,
-         .step_ms = t.mean_ms(&StepTotals::step_ns),
-         .compute_ms = t.mean_ms(&StepTotals::compute_ns),
-         .peer_wait_ms = t.mean_ms(&StepTotals::peer_wait_ns),
-         .transfer_ms = t.mean_ms(&StepTotals::transfer_ns),
-         .input_ms = t.mean_ms(&StepTotals::input_ns),
-         .other_ms = static_cast<double>(t.other_ns()) / 1e6 / static_cast<double>(t.steps),
-         .samples_per_s = t.samples_per_s()};
+         .step = w.step};
+    set_means(s, w.totals);
   }
   s.unix_time_s = unix_now_s();
   s.rss_bytes = resident_set_bytes();

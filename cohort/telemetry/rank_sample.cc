@@ -25,6 +25,7 @@ std::string to_json(const RankSample& s) {
       .add("peer_wait_ms", s.peer_wait_ms, 9)
       .add("transfer_ms", s.transfer_ms, 9)
       .add("input_ms", s.input_ms, 9)
+      .add("checkpoint_ms", s.checkpoint_ms, 9)
       .add("other_ms", s.other_ms, 9)
       .add("samples_per_s", s.samples_per_s, 9)
       .add("rss_bytes", s.rss_bytes)
@@ -51,6 +52,7 @@ RankSample rank_sample_from_json(std::string_view text, std::string_view source)
   s.peer_wait_ms = ms("peer_wait_ms");
   s.transfer_ms = ms("transfer_ms");
   s.input_ms = ms("input_ms");
+  s.checkpoint_ms = ms("checkpoint_ms");
   s.other_ms = ms("other_ms");
   s.samples_per_s = ms("samples_per_s");
   s.rss_bytes = integer("rss_bytes");

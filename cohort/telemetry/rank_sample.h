@@ -14,9 +14,13 @@
 //                 knows when the last rank's request arrived)
 //   transfer_ms   blocked in a collective every rank had submitted (moving
 //                 and reducing the bytes)
+//   checkpoint_ms writing checkpoints (fit()'s ModelCheckpoint and
+//                 BackupAndRestore), excluding their collectives; one
+//                 written between steps (at an epoch's end) counts in the
+//                 next step
 // step_ms is the wall time from one step's start (before its input) to the
-// next's; compute + peer_wait + transfer + input equals it up to the time in
-// fit()'s own bookkeeping and callbacks (other_ms, the rest).
+// next's; compute + peer_wait + transfer + input + checkpoint equals it up
+// to the time in fit()'s own bookkeeping and callbacks (other_ms, the rest).
 //
 // The JSON form (to_json / rank_sample_from_json) is the value of the store
 // key keys::rank_sample(rank) and a row of the dashboard's /api/status; its
@@ -44,6 +48,7 @@ struct RankSample {
   double peer_wait_ms = 0;
   double transfer_ms = 0;
   double input_ms = 0;
+  double checkpoint_ms = 0;
   double other_ms = 0;
   double samples_per_s = 0;       // this rank's rows per second of wall time over the window
   int64_t rss_bytes = 0;          // resident set size of the process

@@ -10,6 +10,7 @@ void StepTotals::add(const StepTimes& t) {
   peer_wait_ns += t.peer_wait_ns;
   transfer_ns += t.transfer_ns;
   input_ns += t.input_ns;
+  checkpoint_ns += t.checkpoint_ns;
 }
 
 double StepTotals::mean_ms(uint64_t StepTotals::*part) const {
@@ -21,8 +22,20 @@ double StepTotals::samples_per_s() const {
 }
 
 uint64_t StepTotals::other_ns() const {
-  const uint64_t parts = compute_ns + peer_wait_ns + transfer_ns + input_ns;
+  const uint64_t parts = compute_ns + peer_wait_ns + transfer_ns + input_ns + checkpoint_ns;
   return step_ns > parts ? step_ns - parts : 0;
+}
+
+void set_means(RankSample& s, const StepTotals& t) {
+  s.window_steps = t.steps;
+  s.step_ms = t.mean_ms(&StepTotals::step_ns);
+  s.compute_ms = t.mean_ms(&StepTotals::compute_ns);
+  s.peer_wait_ms = t.mean_ms(&StepTotals::peer_wait_ns);
+  s.transfer_ms = t.mean_ms(&StepTotals::transfer_ns);
+  s.input_ms = t.mean_ms(&StepTotals::input_ns);
+  s.checkpoint_ms = t.mean_ms(&StepTotals::checkpoint_ns);
+  s.other_ms = t.steps > 0 ? static_cast<double>(t.other_ns()) / 1e6 / static_cast<double>(t.steps) : 0.0;
+  s.samples_per_s = t.samples_per_s();
 }
 
 void StepAccounting::add(const StepTimes& t, int64_t epoch, int64_t step) {

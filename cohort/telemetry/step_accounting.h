@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <mutex>
 
+#include "cohort/telemetry/rank_sample.h"
+
 namespace cohort::telemetry {
 
 // Nanoseconds of one step, split as rank_sample.h describes.
@@ -17,25 +19,24 @@ struct StepTimes {
   uint64_t peer_wait_ns = 0;
   uint64_t transfer_ns = 0;
   uint64_t input_ns = 0;
+  uint64_t checkpoint_ns = 0;
 };
 
-// Sums over some steps.
-struct StepTotals {
+// Sums over some steps: the steps' StepTimes added field by field.
+struct StepTotals : StepTimes {
   int64_t steps = 0;
-  int64_t rows = 0;
-  uint64_t step_ns = 0;
-  uint64_t compute_ns = 0;
-  uint64_t peer_wait_ns = 0;
-  uint64_t transfer_ns = 0;
-  uint64_t input_ns = 0;
 
   void add(const StepTimes& t);
   // Per-step means in milliseconds; rows per second of step time.
   double mean_ms(uint64_t StepTotals::*part) const;
   double samples_per_s() const;
-  // The time not spent in any of the four parts (bookkeeping, callbacks).
+  // The time not spent in any of the five parts (bookkeeping, callbacks).
   uint64_t other_ns() const;
 };
+
+// `s` with its per-step figures (window_steps, the means, samples/s) set
+// from `t`.
+void set_means(RankSample& s, const StepTotals& t);
 
 class StepAccounting {
  public:

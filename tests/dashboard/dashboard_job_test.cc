@@ -121,7 +121,7 @@ TEST(DashboardJob, ChromiumSeesRanksAdvanceChartsFillAndTheFailure) {
   EXPECT_NE(first.out.find(R"(data-state="running")"), std::string::npos);
   EXPECT_GT(chart_points(first.out, "steptime"), 0) << first.out;
   EXPECT_GT(chart_points(first.out, "metrics"), 0) << first.out;
-  EXPECT_EQ(chart_points(first.out, "split"), 3 * 4);
+  EXPECT_EQ(chart_points(first.out, "split"), 3 * 5);
   EXPECT_NE(first.out.find("dashboard_job (fake steps)"), std::string::npos);  // the strategy line
 
   const std::string screenshot = testing::artifact_path("dashboard.png");

@@ -63,11 +63,12 @@ telemetry::RankSample sample(int rank, int64_t step, double compute_ms, double t
           .step = step,
           .unix_time_s = t,
           .window_steps = 5,
-          .step_ms = compute_ms + 3,
+          .step_ms = compute_ms + 3.25,
           .compute_ms = compute_ms,
           .peer_wait_ms = 1,
           .transfer_ms = 0.5,
           .input_ms = 1,
+          .checkpoint_ms = 0.25,
           .other_ms = 0.5,
           .samples_per_s = 1000,
           .rss_bytes = 1 << 20};
@@ -124,9 +125,10 @@ TEST(DashboardState, FollowsTheStoreAndTheLauncher) {
   EXPECT_DOUBLE_EQ(s.ranks[2].time.compute_ms, 30.0 * 30);
   EXPECT_DOUBLE_EQ(s.ranks[2].time.wait_ms, 1.5 * 30);
   EXPECT_DOUBLE_EQ(s.ranks[0].time.input_ms, 1.0 * 30);
+  EXPECT_DOUBLE_EQ(s.ranks[0].time.checkpoint_ms, 0.25 * 30);
   ASSERT_EQ(s.ranks[0].step_ms.size(), 2u);
   EXPECT_DOUBLE_EQ(s.ranks[0].step_ms[1].x, 30);
-  EXPECT_DOUBLE_EQ(s.ranks[0].step_ms[1].y, 13);
+  EXPECT_DOUBLE_EQ(s.ranks[0].step_ms[1].y, 13.25);
   EXPECT_EQ(s.epochs, 3);
   ASSERT_EQ(s.metrics.size(), 1u);
   ASSERT_EQ(s.metrics[0].points.size(), 3u);
@@ -195,9 +197,12 @@ TEST(DashboardServer, NonLoopbackBindAsksForTheTokenOfTheJobSecret) {
   auto wrong = client.Get("/api/status?token=" + dashboard_token("guess"));
   ASSERT_TRUE(wrong);
   EXPECT_EQ(wrong->status, 403);
-  auto secret_itself = client.Get("/api/status?token=" + secret);  // the token, not the secret
+  auto secret_itself = client.Get("/api/status?token=" + secret);  // the job secret is accepted too
   ASSERT_TRUE(secret_itself);
-  EXPECT_EQ(secret_itself->status, 403);
+  EXPECT_EQ(secret_itself->status, 200);
+  auto secret_prefix = client.Get("/api/status?token=" + secret.substr(0, 16));
+  ASSERT_TRUE(secret_prefix);
+  EXPECT_EQ(secret_prefix->status, 403);
   auto by_query = client.Get("/api/status?token=" + token);
   ASSERT_TRUE(by_query);
   EXPECT_EQ(by_query->status, 200);

@@ -306,13 +306,15 @@ TEST(Elastic, FitGoesOnUnchangedThroughALostMemberAndItsReplacement) {
     for (const std::string& file : tfevents::list_event_files(dir / "tb/train")) {
       std::map<std::string, int64_t> last;
       for (const tfevents::ScalarEvent& e : tfevents::read_event_file(file).scalars) {
-        if (last.count(e.tag)) EXPECT_GT(e.step, last[e.tag]) << e.tag << " went back in " << file;
+        if (last.count(e.tag)) {
+          EXPECT_GT(e.step, last[e.tag]) << e.tag << " went back in " << file;
+        }
         last[e.tag] = e.step;
         steps[e.tag].push_back(e.step);
       }
     }
     for (auto& [tag, s] : steps) std::sort(s.begin(), s.end());
-    std::vector<int64_t> every_step(sizes.size()), every_epoch(size_t(kEpochs));
+    std::vector<int64_t> every_step(sizes.size()), every_epoch(static_cast<size_t>(kEpochs));
     std::iota(every_step.begin(), every_step.end(), 1);
     std::iota(every_epoch.begin(), every_epoch.end(), 0);
     EXPECT_EQ(steps["batch_loss"], every_step);

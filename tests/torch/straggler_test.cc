@@ -41,12 +41,12 @@ std::map<int, Accounting> last_accounting(const std::string& out) {
   return ranks;
 }
 
-struct Run {
+struct JobRun {
   RunResult result;
   double detection_s = -1;  // from "slowdown begins" to the straggler line; -1: not both seen
 };
 
-Run run_job(const std::vector<std::string>& flags) {
+JobRun run_job(const std::vector<std::string>& flags) {
   TempDir dir("straggler_test");
   std::vector<std::string> args = {"-np", "3", kProgram};
   args.insert(args.end(), flags.begin(), flags.end());
@@ -62,7 +62,7 @@ Run run_job(const std::vector<std::string>& flags) {
     if (!named && read_text(dir / "cohortrun.err").find("straggler: rank") != std::string::npos) named = Clock::now();
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  Run run{.result = p.wait(std::chrono::seconds(10))};
+  JobRun run{.result = p.wait(std::chrono::seconds(10))};
   if (began && named) run.detection_s = std::chrono::duration<double>(*named - *began).count();
   return run;
 }
@@ -83,7 +83,7 @@ void expect_accounting_adds_up(const std::string& out) {
 }
 
 TEST(Straggler, ASlowComputeIsNamedWithItsRankAndCause) {
-  const Run run = run_job({"--slow-rank", "1", "--slow", "compute", "--slow-ms", "10"});
+  const JobRun run = run_job({"--slow-rank", "1", "--slow", "compute", "--slow-ms", "10"});
   ASSERT_TRUE(run.result.finished && run.result.exit_code == 0) << run.result.out << run.result.err;
   EXPECT_TRUE(std::regex_search(run.result.err,
                                 std::regex(R"(cohort: straggler: rank 1 \(pid \d+ on [^)]+\) is \d+% slower than the median of the others at compute)")))
@@ -103,7 +103,7 @@ TEST(Straggler, ASlowComputeIsNamedWithItsRankAndCause) {
 }
 
 TEST(Straggler, ASlowInputIsNamedAsInput) {
-  const Run run = run_job({"--slow-rank", "2", "--slow", "input", "--slow-ms", "10"});
+  const JobRun run = run_job({"--slow-rank", "2", "--slow", "input", "--slow-ms", "10"});
   ASSERT_TRUE(run.result.finished && run.result.exit_code == 0) << run.result.out << run.result.err;
   EXPECT_TRUE(std::regex_search(run.result.err, std::regex(R"(cohort: straggler: rank 2 \(pid \d+ on [^)]+\) is \d+% slower than the median of the others at input)")))
       << run.result.err;
@@ -115,7 +115,7 @@ TEST(Straggler, ASlowInputIsNamedAsInput) {
 }
 
 TEST(Straggler, NoSlowRankNoLine) {
-  const Run run = run_job({"--steps", "180"});
+  const JobRun run = run_job({"--steps", "180"});
   ASSERT_TRUE(run.result.finished && run.result.exit_code == 0) << run.result.out << run.result.err;
   EXPECT_EQ(run.result.err.find("straggler:"), std::string::npos) << run.result.err;
   expect_accounting_adds_up(run.result.out);

@@ -5,6 +5,7 @@
 
 #include "cohort/comm/create.h"
 #include "cohort/common/check.h"
+#include "cohort/dashboard/dashboard.h"
 #include "cohort/rendezvous/prefix_store.h"
 
 namespace cohort {
@@ -17,6 +18,9 @@ struct WorldRuntime {
   // Shared with EngineRef's weak holds: a use in progress pins the object
   // (not the running engine: shutdown() stops that first).
   std::shared_ptr<engine::Engine> engine;
+  // Rank 0's live dashboard under torchrun, mpirun or srun (COHORT_DASHBOARD;
+  // cohortrun serves its own, --dashboard): destroyed first.
+  std::unique_ptr<dashboard::Dashboard> dashboard;
 };
 
 std::mutex g_mutex;
@@ -60,6 +64,9 @@ void init(InitOptions options) {
     options.engine.liveness_probe = kElasticLivenessProbe;
   runtime->engine_options = options.engine;
   start_world_engine(*runtime);
+  if (runtime->world.info.source != rendezvous::LaunchSource::cohortrun)
+    runtime->dashboard =
+        dashboard::start_dashboard_from_env(runtime->world.store, runtime->world.info.rank, runtime->world.info.size);
   g_runtime = std::move(runtime);
   // A program that returns from main() without shutdown() still stops its
   // engine collectively instead of leaving the other ranks waiting for it.
@@ -75,6 +82,7 @@ void shutdown() {
     if (runtime) g_was_shut_down = true;
   }
   if (!runtime) return;
+  runtime->dashboard.reset();
   // Order matters: the engine uses the communicator, which uses the store,
   // which may be served by this rank. The engine is stopped here even when
   // an EngineRef pins the object for a use in progress.

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <iterator>
 
 #include "cohort/common/tunables.h"
 #include "cohort/torch/core/runtime.h"
@@ -11,8 +12,12 @@
 namespace cohort {
 namespace {
 
-// Columns of a process's row in the epoch merge: sums, nanoseconds as double.
-enum Column : int64_t { kColSteps, kColRows, kColStep, kColCompute, kColPeerWait, kColTransfer, kColInput, kColColumns };
+// A process's row in the epoch merge: steps, rows, then these sums of
+// nanoseconds, as doubles.
+constexpr uint64_t telemetry::StepTotals::*kTimeColumns[] = {
+    &telemetry::StepTotals::step_ns,     &telemetry::StepTotals::compute_ns, &telemetry::StepTotals::peer_wait_ns,
+    &telemetry::StepTotals::transfer_ns, &telemetry::StepTotals::input_ns,   &telemetry::StepTotals::checkpoint_ns};
+constexpr int64_t kColumns = 2 + std::size(kTimeColumns);
 
 uint64_t ns(StepTelemetry::Clock::duration d) {
   return static_cast<uint64_t>(std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::nanoseconds>(d).count()));
@@ -24,10 +29,15 @@ uint64_t blocked_ns(const engine::BlockedTime& from, const engine::BlockedTime& 
 
 uint64_t minus(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
 
+thread_local uint64_t checkpoint_ns = 0;
+
 }  // namespace
 
+void add_checkpoint_time(uint64_t ns) { checkpoint_ns += ns; }
+uint64_t this_thread_checkpoint_ns() { return checkpoint_ns; }
+
 StepTelemetry::StepTelemetry(int processes, bool chief)
-    : processes_(processes), enabled_(tunables::telemetry()), chief_(chief) {
+    : processes_(processes), enabled_(tunables::telemetry()), chief_(chief), checkpoint_seen_(checkpoint_ns) {
   if (!initialized()) return;
   rank_ = cohort::rank();
   // Per-process rows only where the strategy's processes are the world's
@@ -52,27 +62,27 @@ void StepTelemetry::step_ends(int64_t rows, int64_t epoch, int64_t step) {
   if (!enabled_) return;
   const Clock::time_point end = Clock::now();
   const engine::BlockedTime blocked_end = engine::this_thread_blocked_time();
+  const uint64_t checkpoint_end = this_thread_checkpoint_ns();
+  const uint64_t between_steps = checkpoint_begin_ - checkpoint_seen_;
+  checkpoint_seen_ = checkpoint_end;
   accounting_.add({.rows = rows,
-                   .step_ns = ns(end - begin_),
+                   .step_ns = ns(end - begin_) + between_steps,
                    .compute_ns = minus(ns(compute_end_ - compute_begin_), blocked_ns(blocked_compute_begin_, blocked_compute_)),
                    .peer_wait_ns = blocked_end.peer_wait_ns - blocked_begin_.peer_wait_ns,
                    .transfer_ns = blocked_end.transfer_ns - blocked_begin_.transfer_ns,
-                   .input_ns = minus(ns(input_end_ - begin_), blocked_ns(blocked_begin_, blocked_input_))},
+                   .input_ns = minus(ns(input_end_ - begin_), blocked_ns(blocked_begin_, blocked_input_)),
+                   .checkpoint_ns = checkpoint_end - checkpoint_begin_ + between_steps},
                   epoch, step);
 }
 
 at::Tensor StepTelemetry::epoch_rows() const {
-  at::Tensor rows = at::zeros({processes_ > 1 ? processes_ : 0, kColColumns}, at::kDouble);
+  at::Tensor rows = at::zeros({processes_ > 1 ? processes_ : 0, kColumns}, at::kDouble);
   if (processes_ <= 1) return rows.flatten();
   const telemetry::StepTotals t = accounting_.epoch();
-  auto row = rows[rank_];
-  row[kColSteps] = static_cast<double>(t.steps);
-  row[kColRows] = static_cast<double>(t.rows);
-  row[kColStep] = static_cast<double>(t.step_ns);
-  row[kColCompute] = static_cast<double>(t.compute_ns);
-  row[kColPeerWait] = static_cast<double>(t.peer_wait_ns);
-  row[kColTransfer] = static_cast<double>(t.transfer_ns);
-  row[kColInput] = static_cast<double>(t.input_ns);
+  double* row = rows[rank_].data_ptr<double>();
+  row[0] = static_cast<double>(t.steps);
+  row[1] = static_cast<double>(t.rows);
+  for (size_t c = 0; c < std::size(kTimeColumns); ++c) row[2 + c] = static_cast<double>(t.*kTimeColumns[c]);
   return rows.flatten();
 }
 
@@ -83,31 +93,21 @@ void StepTelemetry::finish_epoch(const at::Tensor& merged_rows, Logs& logs) {
   accounting_.reset_epoch();
   if (processes_ <= 1 && mine.steps == 0) return;
   const at::Tensor rows =
-      processes_ > 1 ? merged_rows.reshape({processes_, kColColumns}).contiguous() : at::Tensor();
+      processes_ > 1 ? merged_rows.reshape({processes_, kColumns}).contiguous() : at::Tensor();
   const int n = processes_ > 1 ? processes_ : 1;
   for (int r = 0; r < n; ++r) {
     telemetry::StepTotals t = mine;
     if (processes_ > 1) {
       const double* v = rows[r].data_ptr<double>();
-      t = {.steps = static_cast<int64_t>(v[kColSteps]),
-           .rows = static_cast<int64_t>(v[kColRows]),
-           .step_ns = static_cast<uint64_t>(v[kColStep]),
-           .compute_ns = static_cast<uint64_t>(v[kColCompute]),
-           .peer_wait_ns = static_cast<uint64_t>(v[kColPeerWait]),
-           .transfer_ns = static_cast<uint64_t>(v[kColTransfer]),
-           .input_ns = static_cast<uint64_t>(v[kColInput])};
+      t = {};
+      t.steps = static_cast<int64_t>(v[0]);
+      t.rows = static_cast<int64_t>(v[1]);
+      for (size_t c = 0; c < std::size(kTimeColumns); ++c) t.*kTimeColumns[c] = static_cast<uint64_t>(v[2 + c]);
     }
     telemetry::RankSample s{.rank = processes_ > 1 ? r : rank_,
                             .size = n,
-                            .membership_epoch = initialized() ? membership_epoch() : -1,
-                            .window_steps = t.steps,
-                            .step_ms = t.mean_ms(&telemetry::StepTotals::step_ns),
-                            .compute_ms = t.mean_ms(&telemetry::StepTotals::compute_ns),
-                            .peer_wait_ms = t.mean_ms(&telemetry::StepTotals::peer_wait_ns),
-                            .transfer_ms = t.mean_ms(&telemetry::StepTotals::transfer_ns),
-                            .input_ms = t.mean_ms(&telemetry::StepTotals::input_ns),
-                            .other_ms = t.steps > 0 ? static_cast<double>(t.other_ns()) / 1e6 / static_cast<double>(t.steps) : 0,
-                            .samples_per_s = t.samples_per_s()};
+                            .membership_epoch = initialized() ? membership_epoch() : -1};
+    telemetry::set_means(s, t);
     if (s.rank == rank_) s.pid = static_cast<int64_t>(getpid());
     epoch_ranks_.push_back(std::move(s));
   }

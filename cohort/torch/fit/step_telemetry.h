@@ -38,6 +38,11 @@
 
 namespace cohort {
 
+// The checkpoint writers (checkpoint_writer.cc) add the time they took,
+// less their collectives, to this thread's total; StepTelemetry reads it.
+void add_checkpoint_time(uint64_t ns);
+uint64_t this_thread_checkpoint_ns();
+
 class StepTelemetry {
  public:
   using Clock = std::chrono::steady_clock;
@@ -52,6 +57,7 @@ class StepTelemetry {
     if (!enabled_) return;
     begin_ = Clock::now();
     blocked_begin_ = engine::this_thread_blocked_time();
+    checkpoint_begin_ = this_thread_checkpoint_ns();
   }
   void input_ready() {
     if (!enabled_) return;
@@ -92,6 +98,10 @@ class StepTelemetry {
   std::vector<telemetry::RankSample> epoch_ranks_;
   Clock::time_point begin_, input_end_, compute_begin_, compute_end_;
   engine::BlockedTime blocked_begin_, blocked_input_, blocked_compute_begin_, blocked_compute_;
+  // this_thread_checkpoint_ns() at the last step's end and this step's
+  // begin: a checkpoint written between them (an epoch's end) counts in
+  // this step.
+  uint64_t checkpoint_seen_ = 0, checkpoint_begin_ = 0;
 };
 
 }  // namespace cohort
