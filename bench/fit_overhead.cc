@@ -120,9 +120,21 @@ int run(const Flags& f) {
     auto observed = [&] { observed_ms.push_back(1e3 * timed([&] { fit_epoch(true); }) / double(steps)); };
     // Each arm runs first, second and third equally often.
     switch (r % 3) {
-      case 0: hand(); fit(); observed(); break;
-      case 1: fit(); observed(); hand(); break;
-      default: observed(); hand(); fit(); break;
+      case 0:
+        hand();
+        fit();
+        observed();
+        break;
+      case 1:
+        fit();
+        observed();
+        hand();
+        break;
+      default:
+        observed();
+        hand();
+        fit();
+        break;
     }
   }
   std::filesystem::remove_all(tensorboard_dir);
@@ -135,11 +147,14 @@ int run(const Flags& f) {
     }
     std::printf("fit_overhead: model %s, %s, %d rank(s), global batch %lld, %lld steps/epoch, %d rounds\n",
                 f.model.c_str(), strategy->spec().c_str(), size, (long long)f.batch, (long long)steps, f.rounds);
-    std::printf("hand-written loop: median %.3f ms/step\nfit():             median %.3f ms/step\n"
-                "fit() observed:    median %.3f ms/step\n", h, t, o);
-    std::printf("{\"bench\":\"fit_overhead\",\"model\":\"%s\",\"ranks\":%d,\"hand_ms\":%.4f,\"fit_ms\":%.4f,"
-                "\"observed_ms\":%.4f,\"ratio\":%.4f,\"paired_ratio\":%.4f,\"observed_paired_ratio\":%.4f}\n",
-                f.model.c_str(), size, h, t, o, t / h, median(paired), median(paired_observed));
+    std::printf(
+        "hand-written loop: median %.3f ms/step\nfit():             median %.3f ms/step\n"
+        "fit() observed:    median %.3f ms/step\n",
+        h, t, o);
+    std::printf(
+        "{\"bench\":\"fit_overhead\",\"model\":\"%s\",\"ranks\":%d,\"hand_ms\":%.4f,\"fit_ms\":%.4f,"
+        "\"observed_ms\":%.4f,\"ratio\":%.4f,\"paired_ratio\":%.4f,\"observed_paired_ratio\":%.4f}\n",
+        f.model.c_str(), size, h, t, o, t / h, median(paired), median(paired_observed));
   }
   hand_opt.reset();
   return 0;

@@ -65,9 +65,8 @@ EpochRecord epoch_record_from_json(std::string_view text, std::string_view sourc
 
 EventRecord event_record_from_json(std::string_view text, std::string_view source) {
   const json::Value v = json::parse(text, source);
-  return {.unix_time_s = v.at("unix_time_s").number(),
-          .kind = v.at("kind").string(),
-          .message = v.at("message").string()};
+  return {
+      .unix_time_s = v.at("unix_time_s").number(), .kind = v.at("kind").string(), .message = v.at("message").string()};
 }
 
 void publish_job(rendezvous::Store& store, const JobRecord& r) { store.set(keys::kJob, to_json(r)); }

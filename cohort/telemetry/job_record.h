@@ -14,19 +14,19 @@
 namespace cohort::telemetry {
 
 struct JobRecord {
-  std::string strategy;      // Strategy::description()
-  std::string backend;       // the communicator backend (shm, gloo, ...)
-  int size = 0;              // processes
-  int replicas = 0;          // replicas in sync
+  std::string strategy;  // Strategy::description()
+  std::string backend;   // the communicator backend (shm, gloo, ...)
+  int size = 0;          // processes
+  int replicas = 0;      // replicas in sync
   int64_t global_batch = 0;
   int64_t epochs = 0;
   int64_t steps_per_epoch = 0;
-  double unix_time_s = 0;    // when fit() started
+  double unix_time_s = 0;  // when fit() started
 };
 
 struct EpochRecord {
-  int64_t epoch = 0;                // 0-based
-  int64_t step = 0;                 // steps since training started, at the epoch's end
+  int64_t epoch = 0;  // 0-based
+  int64_t step = 0;   // steps since training started, at the epoch's end
   double unix_time_s = 0;
   std::map<std::string, double> logs;  // fit()'s epoch logs (loss, accuracy, val_loss, ...)
 };

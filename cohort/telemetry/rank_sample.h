@@ -39,10 +39,10 @@ struct RankSample {
   int64_t membership_epoch = -1;  // elastic jobs: the world's epoch; -1 otherwise
   std::string host;               // gethostname()
   int64_t pid = 0;
-  int64_t epoch = 0;              // fit()'s epoch in progress (0-based)
-  int64_t step = 0;               // steps since training started, done
-  double unix_time_s = 0;         // when the sample was taken
-  int64_t window_steps = 0;       // steps in the window the means cover
+  int64_t epoch = 0;         // fit()'s epoch in progress (0-based)
+  int64_t step = 0;          // steps since training started, done
+  double unix_time_s = 0;    // when the sample was taken
+  int64_t window_steps = 0;  // steps in the window the means cover
   double step_ms = 0;
   double compute_ms = 0;
   double peer_wait_ms = 0;
@@ -50,8 +50,8 @@ struct RankSample {
   double input_ms = 0;
   double checkpoint_ms = 0;
   double other_ms = 0;
-  double samples_per_s = 0;       // this rank's rows per second of wall time over the window
-  int64_t rss_bytes = 0;          // resident set size of the process
+  double samples_per_s = 0;  // this rank's rows per second of wall time over the window
+  int64_t rss_bytes = 0;     // resident set size of the process
 };
 
 // One JSON object, one line, no trailing newline.

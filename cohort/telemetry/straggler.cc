@@ -16,9 +16,8 @@ struct Part {
   const char* cause;
   double RankSample::*ms;
 };
-constexpr Part kParts[] = {{"compute", &RankSample::compute_ms},
-                           {"input", &RankSample::input_ms},
-                           {"network", &RankSample::transfer_ms}};
+constexpr Part kParts[] = {
+    {"compute", &RankSample::compute_ms}, {"input", &RankSample::input_ms}, {"network", &RankSample::transfer_ms}};
 
 double own_ms(const RankSample& s) { return s.compute_ms + s.input_ms + s.transfer_ms; }
 
@@ -34,9 +33,9 @@ double median_of_others(const std::vector<const RankSample*>& ranks, size_t exce
 std::string StragglerVerdict::message() const {
   if (!present) return "no straggler";
   char line[256];
-  std::snprintf(line, sizeof line, "rank %d (pid %lld on %s) is %.0f%% slower than the median of the others at %s for %.1f s",
-                rank, static_cast<long long>(pid), host.c_str(), slower_by * 100, cause.c_str(),
-                unix_time_s - since_unix_s);
+  std::snprintf(line, sizeof line,
+                "rank %d (pid %lld on %s) is %.0f%% slower than the median of the others at %s for %.1f s", rank,
+                static_cast<long long>(pid), host.c_str(), slower_by * 100, cause.c_str(), unix_time_s - since_unix_s);
   return line;
 }
 
@@ -75,8 +74,7 @@ std::optional<Slowest> slowest_rank(const std::vector<RankSample>& samples) {
   for (size_t i = 1; i < ranks.size(); ++i)
     if (own_ms(*ranks[i]) > own_ms(*ranks[worst])) worst = i;
   const double others = median_of_others(ranks, worst, nullptr);
-  Slowest out{.rank = ranks[worst]->rank,
-              .slower_by = others > 0 ? own_ms(*ranks[worst]) / others - 1 : 0.0};
+  Slowest out{.rank = ranks[worst]->rank, .slower_by = others > 0 ? own_ms(*ranks[worst]) / others - 1 : 0.0};
   // The part whose excess over the others' median is the largest.
   double largest = -1;
   for (const Part& part : kParts) {
@@ -106,8 +104,8 @@ StragglerVerdict StragglerDetector::observe(const std::vector<RankSample>& sampl
     }
     named_ = now_unix_s - candidate_since_ >= options_.hold_s;
     if (named_) {
-      const auto it = std::find_if(samples.begin(), samples.end(),
-                                   [&](const RankSample& s) { return s.rank == slowest->rank; });
+      const auto it =
+          std::find_if(samples.begin(), samples.end(), [&](const RankSample& s) { return s.rank == slowest->rank; });
       v = {.present = true,
            .rank = slowest->rank,
            .host = it->host,

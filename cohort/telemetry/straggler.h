@@ -31,14 +31,14 @@ struct StragglerOptions {
 };
 
 struct StragglerVerdict {
-  bool present = false;    // a straggler is named
+  bool present = false;  // a straggler is named
   int rank = -1;
   std::string host;
   int64_t pid = 0;
-  std::string cause;       // "compute", "input" or "network"
-  double slower_by = 0;    // own time / the others' median - 1 (0.45: 45% slower)
-  double since_unix_s = 0; // when it first crossed the threshold in this run of observations
-  double unix_time_s = 0;  // when this verdict was made
+  std::string cause;        // "compute", "input" or "network"
+  double slower_by = 0;     // own time / the others' median - 1 (0.45: 45% slower)
+  double since_unix_s = 0;  // when it first crossed the threshold in this run of observations
+  double unix_time_s = 0;   // when this verdict was made
   // One line for people: "rank 2 (pid 4711 on h1) is 45% slower than the
   // median of the others at compute for 4.0 s".
   std::string message() const;

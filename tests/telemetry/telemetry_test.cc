@@ -92,10 +92,17 @@ TEST(Telemetry, JsonFormsRoundTrip) {
   EXPECT_EQ(r.rss_bytes, s.rss_bytes);
   EXPECT_DOUBLE_EQ(wait_ms(r), 3.5 + 1.125);
 
-  const JobRecord job{.strategy = "multi_worker \"ddp\"", .backend = "shm", .size = 3, .replicas = 3,
-                      .global_batch = 96, .epochs = 2, .steps_per_epoch = 625, .unix_time_s = 1765000000.5};
+  const JobRecord job{.strategy = "multi_worker \"ddp\"",
+                      .backend = "shm",
+                      .size = 3,
+                      .replicas = 3,
+                      .global_batch = 96,
+                      .epochs = 2,
+                      .steps_per_epoch = 625,
+                      .unix_time_s = 1765000000.5};
   EXPECT_EQ(to_json(job_record_from_json(to_json(job))), to_json(job));
-  const EpochRecord epoch{.epoch = 1, .step = 1250, .unix_time_s = 2, .logs = {{"loss", 0.4375}, {"val_accuracy", 0.875}}};
+  const EpochRecord epoch{
+      .epoch = 1, .step = 1250, .unix_time_s = 2, .logs = {{"loss", 0.4375}, {"val_accuracy", 0.875}}};
   const EpochRecord e = epoch_record_from_json(to_json(epoch));
   EXPECT_EQ(e.logs, epoch.logs);
   EXPECT_EQ(e.step, 1250);
@@ -122,11 +129,19 @@ TEST(Telemetry, EpochCountOnlyRisesAndEventsAreNumbered) {
 
 TEST(Telemetry, StepTotalsMeansAndTheRest) {
   StepAccounting a;
-  a.add({.rows = 10, .step_ns = 10'000'000, .compute_ns = 6'000'000, .peer_wait_ns = 2'000'000,
-         .transfer_ns = 1'000'000, .input_ns = 500'000},
+  a.add({.rows = 10,
+         .step_ns = 10'000'000,
+         .compute_ns = 6'000'000,
+         .peer_wait_ns = 2'000'000,
+         .transfer_ns = 1'000'000,
+         .input_ns = 500'000},
         0, 1);
-  a.add({.rows = 30, .step_ns = 30'000'000, .compute_ns = 20'000'000, .peer_wait_ns = 4'000'000,
-         .transfer_ns = 3'000'000, .input_ns = 2'500'000},
+  a.add({.rows = 30,
+         .step_ns = 30'000'000,
+         .compute_ns = 20'000'000,
+         .peer_wait_ns = 4'000'000,
+         .transfer_ns = 3'000'000,
+         .input_ns = 2'500'000},
         0, 2);
   const StepAccounting::Window w = a.take_window();
   EXPECT_EQ(w.step, 2);
@@ -148,16 +163,22 @@ TEST(Telemetry, PublishersNameARankFedSlowSteps) {
   std::vector<StepAccounting> accounting(3);
   std::vector<std::unique_ptr<Publisher>> publishers;
   for (int r = 0; r < 3; ++r)
-    publishers.push_back(std::make_unique<Publisher>(
-        store, accounting[size_t(r)],
-        PublisherOptions{.rank = r, .size = 3, .period = std::chrono::milliseconds(20), .watch_stragglers = r == 0,
-                         .print = false, .straggler = {.threshold = 0.2, .hold_s = 0.1}}));
+    publishers.push_back(std::make_unique<Publisher>(store, accounting[size_t(r)],
+                                                     PublisherOptions{.rank = r,
+                                                                      .size = 3,
+                                                                      .period = std::chrono::milliseconds(20),
+                                                                      .watch_stragglers = r == 0,
+                                                                      .print = false,
+                                                                      .straggler = {.threshold = 0.2, .hold_s = 0.1}}));
   StragglerVerdict v;
   for (int step = 1; step <= 2000 && !v.present; ++step) {
     for (int r = 0; r < 3; ++r) {
       const uint64_t compute = r == 1 ? 20'000'000 : 10'000'000;
-      accounting[size_t(r)].add({.rows = 8, .step_ns = 21'000'000, .compute_ns = compute,
-                                 .peer_wait_ns = 20'000'000 - compute, .transfer_ns = 1'000'000},
+      accounting[size_t(r)].add({.rows = 8,
+                                 .step_ns = 21'000'000,
+                                 .compute_ns = compute,
+                                 .peer_wait_ns = 20'000'000 - compute,
+                                 .transfer_ns = 1'000'000},
                                 0, step);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));

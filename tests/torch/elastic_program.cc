@@ -361,7 +361,10 @@ int main(int argc, char** argv) {
     auto probe = std::make_shared<FitProbe>(*strategy, maybe_kill, delay_ms, writes, holds, hold_below, seen, rows);
     std::vector<std::shared_ptr<cohort::Callback>> callbacks = {probe};
     if (!tensorboard.empty()) callbacks.push_back(cohort::tensorboard(tensorboard, {.update_freq = 1}));
-    const cohort::FitOptions options{.epochs = epochs, .batch_size = batch, .shuffle = false, .callbacks = callbacks,
+    const cohort::FitOptions options{.epochs = epochs,
+                                     .batch_size = batch,
+                                     .shuffle = false,
+                                     .callbacks = callbacks,
                                      .elastic_commit_steps = commit_steps};
     cohort::History history;
     if (input == "pipeline") {

@@ -281,12 +281,11 @@ TEST(Elastic, FitGoesOnUnchangedThroughALostMemberAndItsReplacement) {
                  " killed at step " + std::to_string(step) + ", " + phase);
     TempDir dir("elastic_test");
     const std::string job = "elasticfit" + std::to_string(seed);
-    const JobRun run = run_job(dir, job, {"--min-np", "2", "--max-restarts", "1"},
-                               {"--fit", "--strategy", strategy, "--tensorboard", dir / "tb", "--commit-steps",
-                                std::to_string(commit_steps), "--kill",
-                                std::to_string(slot) + ":" + std::to_string(step) + ":" + phase, "--step-delay-ms",
-                                "100"},
-                               kFitBatch);
+    const JobRun run = run_job(
+        dir, job, {"--min-np", "2", "--max-restarts", "1"},
+        {"--fit", "--strategy", strategy, "--tensorboard", dir / "tb", "--commit-steps", std::to_string(commit_steps),
+         "--kill", std::to_string(slot) + ":" + std::to_string(step) + ":" + phase, "--step-delay-ms", "100"},
+        kFitBatch);
     ASSERT_TRUE(run.result.finished);
     ASSERT_EQ(run.result.exit_code, 0) << run.result.err;
     EXPECT_NE(run.result.err.find("(SIGKILL); starting slot " + std::to_string(slot) + " again"), std::string::npos)

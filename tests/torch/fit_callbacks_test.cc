@@ -324,8 +324,18 @@ TEST(Callbacks, TensorBoardScalarsEqualTheHistory) {
   const auto train = tensorboard_run(dir.path() + "/train");
   const auto validation = tensorboard_run(dir.path() + "/validation");
   EXPECT_EQ(tfevents::list_event_files(dir.path() + "/train").size(), 1u);
-  std::set<std::string> train_tags = {"epoch_learning_rate", "epoch_steps_per_second", "batch_steps_per_second"},
+  // The step accounting of the one process (rank 0), every epoch: its
+  // parts never exceed the step.
+  std::set<std::string> train_tags = {"epoch_learning_rate",   "epoch_steps_per_second", "batch_steps_per_second",
+                                      "rank_0/step_time_ms",   "rank_0/compute_ms",      "rank_0/peer_wait_ms",
+                                      "rank_0/transfer_ms",    "rank_0/input_ms",        "rank_0/samples_per_second"},
                         validation_tags;
+  for (int64_t e = 0; e < 3; ++e) {
+    const double step = train.at("rank_0/step_time_ms").at(e);
+    EXPECT_GT(step, 0);
+    EXPECT_LE(train.at("rank_0/compute_ms").at(e) + train.at("rank_0/input_ms").at(e), step * (1 + 1e-6));
+    EXPECT_EQ(train.at("rank_0/peer_wait_ms").at(e), 0) << "one process waits for no peer";
+  }
   for (const std::string& key : h.keys()) {
     const bool val = key.starts_with("val_");
     const std::string tag = "epoch_" + (val ? key.substr(4) : key);

@@ -77,10 +77,11 @@ struct Report : cohort::Callback {
   void on_epoch_end(cohort::Model& model, int64_t epoch, const cohort::Logs& logs) override {
     if (!model.is_chief()) return;
     for (const auto& s : model.epoch_ranks())
-      std::printf("accounting rank %d steps %lld step_ms %.4f compute_ms %.4f peer_wait_ms %.4f transfer_ms %.4f "
-                  "input_ms %.4f other_ms %.4f\n",
-                  s.rank, static_cast<long long>(s.window_steps), s.step_ms, s.compute_ms, s.peer_wait_ms,
-                  s.transfer_ms, s.input_ms, s.other_ms);
+      std::printf(
+          "accounting rank %d steps %lld step_ms %.4f compute_ms %.4f peer_wait_ms %.4f transfer_ms %.4f "
+          "input_ms %.4f other_ms %.4f\n",
+          s.rank, static_cast<long long>(s.window_steps), s.step_ms, s.compute_ms, s.peer_wait_ms, s.transfer_ms,
+          s.input_ms, s.other_ms);
     if (logs.count("slowest_rank"))
       std::printf("epoch %lld slowest_rank %d share %.4f\n", static_cast<long long>(epoch),
                   static_cast<int>(logs.at("slowest_rank")), logs.at("slowest_rank_share"));
@@ -118,8 +119,9 @@ int main(int argc, char** argv) {
   const at::Tensor y = (x.sum(1) > 0).to(torch::kInt64);
   torch::manual_seed(1);
   torch::nn::Sequential net(Sleepy(), torch::nn::Linear(8, 16), torch::nn::Tanh(), torch::nn::Linear(16, 2));
-  cohort::Model model(*strategy, net,
-                      {.loss = torch::nn::CrossEntropyLoss(), .optimizer = torch::optim::SGDOptions(0.1), .metrics = {}});
+  cohort::Model model(
+      *strategy, net,
+      {.loss = torch::nn::CrossEntropyLoss(), .optimizer = torch::optim::SGDOptions(0.1), .metrics = {}});
   const cohort::TensorDataset data(x, y);
   cohort::DatasetStream inner(data, /*shuffle=*/true, /*seed=*/0, nullptr, model.position().step);
   slowdown.step = &model.position().step;

@@ -5,12 +5,18 @@
 // test's clock from the slow rank's "slowdown begins" to rank 0's line) is
 // printed, not asserted: these machines are shared and noisy.
 #include <gtest/gtest.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <chrono>
+#include <filesystem>
+#include <memory>
 #include <regex>
 #include <sstream>
 #include <thread>
 
+#include "cohort/common/json.h"
 #include "tests/launcher/cohortrun_process.h"
 
 namespace cohort::testing {
@@ -85,8 +91,10 @@ void expect_accounting_adds_up(const std::string& out) {
 TEST(Straggler, ASlowComputeIsNamedWithItsRankAndCause) {
   const JobRun run = run_job({"--slow-rank", "1", "--slow", "compute", "--slow-ms", "10"});
   ASSERT_TRUE(run.result.finished && run.result.exit_code == 0) << run.result.out << run.result.err;
-  EXPECT_TRUE(std::regex_search(run.result.err,
-                                std::regex(R"(cohort: straggler: rank 1 \(pid \d+ on [^)]+\) is \d+% slower than the median of the others at compute)")))
+  EXPECT_TRUE(std::regex_search(
+      run.result.err,
+      std::regex(
+          R"(cohort: straggler: rank 1 \(pid \d+ on [^)]+\) is \d+% slower than the median of the others at compute)")))
       << run.result.err;
   EXPECT_EQ(run.result.err.find("straggler: rank 0"), std::string::npos) << run.result.err;
   EXPECT_EQ(run.result.err.find("straggler: rank 2"), std::string::npos) << run.result.err;
@@ -105,7 +113,10 @@ TEST(Straggler, ASlowComputeIsNamedWithItsRankAndCause) {
 TEST(Straggler, ASlowInputIsNamedAsInput) {
   const JobRun run = run_job({"--slow-rank", "2", "--slow", "input", "--slow-ms", "10"});
   ASSERT_TRUE(run.result.finished && run.result.exit_code == 0) << run.result.out << run.result.err;
-  EXPECT_TRUE(std::regex_search(run.result.err, std::regex(R"(cohort: straggler: rank 2 \(pid \d+ on [^)]+\) is \d+% slower than the median of the others at input)")))
+  EXPECT_TRUE(std::regex_search(
+      run.result.err,
+      std::regex(
+          R"(cohort: straggler: rank 2 \(pid \d+ on [^)]+\) is \d+% slower than the median of the others at input)")))
       << run.result.err;
   const std::map<int, Accounting> ranks = last_accounting(run.result.out);
   ASSERT_EQ(ranks.size(), 3u);
@@ -119,6 +130,63 @@ TEST(Straggler, NoSlowRankNoLine) {
   ASSERT_TRUE(run.result.finished && run.result.exit_code == 0) << run.result.out << run.result.err;
   EXPECT_EQ(run.result.err.find("straggler:"), std::string::npos) << run.result.err;
   expect_accounting_adds_up(run.result.out);
+}
+
+// A TCP port nothing listens on now.
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+// Outside cohortrun (here torchrun's variables, set by hand as torchrun
+// would), COHORT_DASHBOARD makes rank 0 serve the dashboard over the store
+// it hosts: /api/status shows both ranks stepping.
+TEST(Straggler, RankZeroServesTheDashboardUnderTorchrun) {
+  TempDir dir("dashboard_torchrun");
+  const int store_port = free_port(), dashboard_port = free_port();
+  std::vector<std::unique_ptr<CohortrunProcess>> ranks;
+  for (int r = 0; r < 2; ++r) {
+    auto env = launcher::testing::clean_environment();
+    env["OMP_NUM_THREADS"] = env["OPENBLAS_NUM_THREADS"] = env["MKL_NUM_THREADS"] = "1";
+    env["RANK"] = env["LOCAL_RANK"] = std::to_string(r);
+    env["WORLD_SIZE"] = env["LOCAL_WORLD_SIZE"] = "2";
+    env["MASTER_ADDR"] = "127.0.0.1";
+    env["MASTER_PORT"] = std::to_string(store_port);
+    env["COHORT_DASHBOARD"] = "127.0.0.1:" + std::to_string(dashboard_port);
+    const std::string rank_dir = dir / ("rank" + std::to_string(r));
+    std::filesystem::create_directories(rank_dir);
+    ranks.push_back(std::make_unique<CohortrunProcess>(kProgram, std::vector<std::string>{"--steps", "300"}, rank_dir, env));
+  }
+  httplib::Client client("127.0.0.1", dashboard_port);
+  bool both_stepping = false;
+  std::string last;
+  for (int i = 0; i < 600 && !both_stepping && ranks[0]->running(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const auto response = client.Get("/api/status");
+    if (!response || response->status != 200) continue;
+    last = response->body;
+    const json::Value status = json::parse(last, "/api/status");
+    int stepping = 0;
+    for (const json::Value& rank : status.at("ranks").items())
+      if (!rank.at("sample").is_null() && rank.at("sample").at("step").number() > 0) ++stepping;
+    both_stepping = status.at("state").string() == "running" && stepping == 2 && !status.at("job").is_null();
+  }
+  EXPECT_TRUE(both_stepping) << last;
+  for (auto& rank : ranks) {
+    const RunResult r = rank->wait(std::chrono::seconds(60));
+    EXPECT_TRUE(r.finished && r.exit_code == 0) << r.out << r.err;
+  }
+  EXPECT_NE(read_text(dir / "rank0/cohortrun.err").find("cohort: dashboard at http://127.0.0.1:" + std::to_string(dashboard_port)),
+            std::string::npos)
+      << read_text(dir / "rank0/cohortrun.err");
+  EXPECT_EQ(read_text(dir / "rank1/cohortrun.err").find("dashboard at"), std::string::npos) << "only rank 0 serves";
 }
 
 }  // namespace

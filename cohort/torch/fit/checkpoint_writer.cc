@@ -23,8 +23,8 @@ void write_chief_checkpoint(Model& model, const std::string& path,
       const engine::BlockedTime now = engine::this_thread_blocked_time();
       const int64_t wall =
           std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
-      const int64_t waits = static_cast<int64_t>((now.peer_wait_ns - blocked.peer_wait_ns) +
-                                                 (now.transfer_ns - blocked.transfer_ns));
+      const int64_t waits =
+          static_cast<int64_t>((now.peer_wait_ns - blocked.peer_wait_ns) + (now.transfer_ns - blocked.transfer_ns));
       if (wall > waits) add_checkpoint_time(static_cast<uint64_t>(wall - waits));
     }
   } account{start, blocked};

@@ -65,14 +65,15 @@ void StepTelemetry::step_ends(int64_t rows, int64_t epoch, int64_t step) {
   const uint64_t checkpoint_end = this_thread_checkpoint_ns();
   const uint64_t between_steps = checkpoint_begin_ - checkpoint_seen_;
   checkpoint_seen_ = checkpoint_end;
-  accounting_.add({.rows = rows,
-                   .step_ns = ns(end - begin_) + between_steps,
-                   .compute_ns = minus(ns(compute_end_ - compute_begin_), blocked_ns(blocked_compute_begin_, blocked_compute_)),
-                   .peer_wait_ns = blocked_end.peer_wait_ns - blocked_begin_.peer_wait_ns,
-                   .transfer_ns = blocked_end.transfer_ns - blocked_begin_.transfer_ns,
-                   .input_ns = minus(ns(input_end_ - begin_), blocked_ns(blocked_begin_, blocked_input_)),
-                   .checkpoint_ns = checkpoint_end - checkpoint_begin_ + between_steps},
-                  epoch, step);
+  accounting_.add(
+      {.rows = rows,
+       .step_ns = ns(end - begin_) + between_steps,
+       .compute_ns = minus(ns(compute_end_ - compute_begin_), blocked_ns(blocked_compute_begin_, blocked_compute_)),
+       .peer_wait_ns = blocked_end.peer_wait_ns - blocked_begin_.peer_wait_ns,
+       .transfer_ns = blocked_end.transfer_ns - blocked_begin_.transfer_ns,
+       .input_ns = minus(ns(input_end_ - begin_), blocked_ns(blocked_begin_, blocked_input_)),
+       .checkpoint_ns = checkpoint_end - checkpoint_begin_ + between_steps},
+      epoch, step);
 }
 
 at::Tensor StepTelemetry::epoch_rows() const {
@@ -92,8 +93,7 @@ void StepTelemetry::finish_epoch(const at::Tensor& merged_rows, Logs& logs) {
   const telemetry::StepTotals mine = accounting_.epoch();
   accounting_.reset_epoch();
   if (processes_ <= 1 && mine.steps == 0) return;
-  const at::Tensor rows =
-      processes_ > 1 ? merged_rows.reshape({processes_, kColumns}).contiguous() : at::Tensor();
+  const at::Tensor rows = processes_ > 1 ? merged_rows.reshape({processes_, kColumns}).contiguous() : at::Tensor();
   const int n = processes_ > 1 ? processes_ : 1;
   for (int r = 0; r < n; ++r) {
     telemetry::StepTotals t = mine;
@@ -104,9 +104,8 @@ void StepTelemetry::finish_epoch(const at::Tensor& merged_rows, Logs& logs) {
       t.rows = static_cast<int64_t>(v[1]);
       for (size_t c = 0; c < std::size(kTimeColumns); ++c) t.*kTimeColumns[c] = static_cast<uint64_t>(v[2 + c]);
     }
-    telemetry::RankSample s{.rank = processes_ > 1 ? r : rank_,
-                            .size = n,
-                            .membership_epoch = initialized() ? membership_epoch() : -1};
+    telemetry::RankSample s{
+        .rank = processes_ > 1 ? r : rank_, .size = n, .membership_epoch = initialized() ? membership_epoch() : -1};
     telemetry::set_means(s, t);
     if (s.rank == rank_) s.pid = static_cast<int64_t>(getpid());
     epoch_ranks_.push_back(std::move(s));
