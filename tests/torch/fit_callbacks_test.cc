@@ -326,9 +326,9 @@ TEST(Callbacks, TensorBoardScalarsEqualTheHistory) {
   EXPECT_EQ(tfevents::list_event_files(dir.path() + "/train").size(), 1u);
   // The step accounting of the one process (rank 0), every epoch: its
   // parts never exceed the step.
-  std::set<std::string> train_tags = {"epoch_learning_rate",   "epoch_steps_per_second", "batch_steps_per_second",
-                                      "rank_0/step_time_ms",   "rank_0/compute_ms",      "rank_0/peer_wait_ms",
-                                      "rank_0/transfer_ms",    "rank_0/input_ms",        "rank_0/samples_per_second"},
+  std::set<std::string> train_tags = {"epoch_learning_rate", "epoch_steps_per_second", "batch_steps_per_second",
+                                      "rank_0/step_time_ms", "rank_0/compute_ms",      "rank_0/peer_wait_ms",
+                                      "rank_0/transfer_ms",  "rank_0/input_ms",        "rank_0/samples_per_second"},
                         validation_tags;
   for (int64_t e = 0; e < 3; ++e) {
     const double step = train.at("rank_0/step_time_ms").at(e);

@@ -162,7 +162,8 @@ TEST(Straggler, RankZeroServesTheDashboardUnderTorchrun) {
     env["COHORT_DASHBOARD"] = "127.0.0.1:" + std::to_string(dashboard_port);
     const std::string rank_dir = dir / ("rank" + std::to_string(r));
     std::filesystem::create_directories(rank_dir);
-    ranks.push_back(std::make_unique<CohortrunProcess>(kProgram, std::vector<std::string>{"--steps", "300"}, rank_dir, env));
+    ranks.push_back(
+        std::make_unique<CohortrunProcess>(kProgram, std::vector<std::string>{"--steps", "300"}, rank_dir, env));
   }
   httplib::Client client("127.0.0.1", dashboard_port);
   bool both_stepping = false;
@@ -183,7 +184,8 @@ TEST(Straggler, RankZeroServesTheDashboardUnderTorchrun) {
     const RunResult r = rank->wait(std::chrono::seconds(60));
     EXPECT_TRUE(r.finished && r.exit_code == 0) << r.out << r.err;
   }
-  EXPECT_NE(read_text(dir / "rank0/cohortrun.err").find("cohort: dashboard at http://127.0.0.1:" + std::to_string(dashboard_port)),
+  EXPECT_NE(read_text(dir / "rank0/cohortrun.err")
+                .find("cohort: dashboard at http://127.0.0.1:" + std::to_string(dashboard_port)),
             std::string::npos)
       << read_text(dir / "rank0/cohortrun.err");
   EXPECT_EQ(read_text(dir / "rank1/cohortrun.err").find("dashboard at"), std::string::npos) << "only rank 0 serves";
