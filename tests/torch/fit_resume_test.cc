@@ -126,6 +126,19 @@ std::vector<pid_t> rank_pids(const std::string& out) {
   return pids;
 }
 
+// Runs the job in `dir` until its chief printed step `step` (the ranks hang
+// there: --hang-at), then SIGKILLs the whole job, the launcher and every
+// rank at once.
+void kill_job_at_step(const std::string& dir, const std::vector<std::string>& args, int step) {
+  CohortrunProcess p(kCohortrun, args, dir);
+  ASSERT_TRUE(wait_for_step(p, dir, step)) << read_text(dir + "/cohortrun.out");
+  const std::vector<pid_t> pids = rank_pids(read_text(dir + "/cohortrun.out"));
+  ASSERT_EQ(pids.size(), 2u);
+  p.signal(SIGKILL);
+  for (pid_t pid : pids) ::kill(pid, SIGKILL);
+  p.wait(std::chrono::seconds(10));
+}
+
 class FitResume : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(FitResume, KilledAtARandomStepThenResumedEqualsAnUninterruptedRun) {
@@ -140,17 +153,9 @@ TEST_P(FitResume, KilledAtARandomStepThenResumedEqualsAnUninterruptedRun) {
   {
     // The ranks stop after step kill_at's backup, so that the kill lands
     // there and not after the job has finished.
-    const std::string out_dir = launch_dir(dir.path(), "b1");
-    CohortrunProcess p(kCohortrun,
-                       job_args(dir.path(), "backup_b", "b.bin", style, {"--hang-at", std::to_string(kill_at)}),
-                       out_dir);
-    ASSERT_TRUE(wait_for_step(p, out_dir, kill_at)) << read_text(out_dir + "/cohortrun.out");
-    // SIGKILL of the whole job: the launcher and every rank, at once.
-    const std::vector<pid_t> pids = rank_pids(read_text(out_dir + "/cohortrun.out"));
-    ASSERT_EQ(pids.size(), 2u);
-    p.signal(SIGKILL);
-    for (pid_t pid : pids) ::kill(pid, SIGKILL);
-    p.wait(std::chrono::seconds(10));
+    ASSERT_NO_FATAL_FAILURE(kill_job_at_step(
+        launch_dir(dir.path(), "b1"),
+        job_args(dir.path(), "backup_b", "b.bin", style, {"--hang-at", std::to_string(kill_at)}), kill_at));
   }
   const std::string out = run_to_end(launch_dir(dir.path(), "b2"), job_args(dir.path(), "backup_b", "b.bin", style));
   EXPECT_NE(out.find("BackupAndRestore: resuming from"), std::string::npos) << out;
@@ -261,13 +266,7 @@ TEST(FitTensorBoard, OneRunFromTheChiefReadableAfterAKillEveryStepOnceAfterTheRe
     const std::string out_dir = launch_dir(dir.path(), "b1");
     std::vector<std::string> hang = flags_b;
     hang.insert(hang.end(), {"--hang-at", std::to_string(kill_at)});
-    CohortrunProcess p(kCohortrun, job_args(dir.path(), "backup_b", "b.bin", "ddp", hang), out_dir);
-    ASSERT_TRUE(wait_for_step(p, out_dir, kill_at)) << read_text(out_dir + "/cohortrun.out");
-    const std::vector<pid_t> pids = rank_pids(read_text(out_dir + "/cohortrun.out"));
-    ASSERT_EQ(pids.size(), 2u);
-    p.signal(SIGKILL);
-    for (pid_t pid : pids) ::kill(pid, SIGKILL);
-    p.wait(std::chrono::seconds(10));
+    ASSERT_NO_FATAL_FAILURE(kill_job_at_step(out_dir, job_args(dir.path(), "backup_b", "b.bin", "ddp", hang), kill_at));
   }
   const auto killed = tensorboard_run(tb_b + "/train");
   EXPECT_EQ(steps_of(killed.at("batch_loss")), range(1, kill_at));
