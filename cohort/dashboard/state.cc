@@ -1,6 +1,6 @@
 #include "cohort/dashboard/state.h"
 
-#include <span>
+#include <optional>
 #include <sstream>
 
 #include "cohort/rendezvous/membership.h"
@@ -9,12 +9,9 @@
 namespace cohort::dashboard {
 namespace {
 
-bool has_key(rendezvous::Store& store, const std::string& key) {
-  return store.check(std::span<const std::string>(&key, 1));
-}
-
 int64_t count_at(rendezvous::Store& store, const char* key) {
-  return has_key(store, key) ? std::stoll(store.get(key)) : 0;
+  const std::optional<std::string> text = telemetry::value_if_set(store, key);
+  return text ? std::stoll(*text) : 0;
 }
 
 std::string membership_text(const rendezvous::Membership& m) {
@@ -139,7 +136,8 @@ void DashboardState::poll(rendezvous::Store& store) {
   namespace keys = telemetry::keys;
   // Store I/O happens outside the lock: the server's threads keep reading.
   std::optional<telemetry::JobRecord> job;
-  if (has_key(store, keys::kJob)) job = telemetry::job_record_from_json(store.get(keys::kJob), keys::kJob);
+  if (const auto text = telemetry::value_if_set(store, keys::kJob))
+    job = telemetry::job_record_from_json(*text, keys::kJob);
   int size;
   int64_t epochs_from, events_from;
   {
@@ -150,28 +148,26 @@ void DashboardState::poll(rendezvous::Store& store) {
     events_from = store_events_read_;
   }
   if (job) set_job(*job);
-  std::vector<telemetry::RankSample> samples;
-  for (int r = 0; r < size; ++r) {
-    const std::string key = keys::rank_sample(r);
-    if (has_key(store, key)) samples.push_back(telemetry::rank_sample_from_json(store.get(key), key));
-  }
+  const std::vector<telemetry::RankSample> samples = telemetry::read_rank_samples(store, size);
   std::optional<telemetry::StragglerVerdict> verdict;
-  if (has_key(store, keys::kStraggler))
-    verdict = telemetry::straggler_verdict_from_json(store.get(keys::kStraggler), keys::kStraggler);
+  if (const auto text = telemetry::value_if_set(store, keys::kStraggler))
+    verdict = telemetry::straggler_verdict_from_json(*text, keys::kStraggler);
   std::vector<telemetry::EpochRecord> epochs;
   const int64_t epoch_count = count_at(store, keys::kEpochCount);
   for (int64_t i = epochs_from; i < epoch_count; ++i) {
     const std::string key = keys::epoch(i);
-    if (!has_key(store, key)) break;
-    epochs.push_back(telemetry::epoch_record_from_json(store.get(key), key));
+    const std::optional<std::string> text = telemetry::value_if_set(store, key);
+    if (!text) break;
+    epochs.push_back(telemetry::epoch_record_from_json(*text, key));
   }
   std::vector<telemetry::EventRecord> events;
   const int64_t event_count = count_at(store, keys::kEventCount);
   int64_t events_to = events_from;
   for (; events_to < event_count; ++events_to) {
     const std::string key = keys::event(events_to);
-    if (!has_key(store, key)) break;  // claimed, not yet written: the next poll reads it
-    events.push_back(telemetry::event_record_from_json(store.get(key), key));
+    const std::optional<std::string> text = telemetry::value_if_set(store, key);
+    if (!text) break;  // claimed, not yet written: the next poll reads it
+    events.push_back(telemetry::event_record_from_json(*text, key));
   }
   const int64_t membership = rendezvous::latest_epoch(store);
   std::optional<rendezvous::Membership> members;

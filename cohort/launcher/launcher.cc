@@ -37,8 +37,11 @@
 namespace cohort::launcher {
 namespace {
 
+// cohortrun's line for an error.
+std::string error_line(const std::string& text) { return "cohortrun: error: " + text + "\n"; }
+
 void print_error(const std::string& text) {
-  const std::string line = "cohortrun: error: " + text + "\n";
+  const std::string line = error_line(text);
   [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, line.data(), line.size());
 }
 
@@ -187,10 +190,10 @@ std::unique_ptr<dashboard::Dashboard> start_dashboard(const LaunchOptions& optio
 
 // What cohortrun says about how the job ended (possibly nothing).
 std::string end_text(const SupervisionResult& result, const std::string& launch_error) {
-  if (!launch_error.empty()) return "cohortrun: error: " + launch_error + "\n";
+  if (!launch_error.empty()) return error_line(launch_error);
   if (result.reason == StopReason::rank_failed) return failure_report(result);
   if (result.reason == StopReason::start_timeout || result.reason == StopReason::elastic_ended)
-    return "cohortrun: error: " + result.start_error + "\n";
+    return error_line(result.start_error);
   return stop_summary(result);
 }
 

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <limits>
+#include <span>
 
 #include "cohort/common/json.h"
 #include "cohort/common/json_object.h"
@@ -69,6 +70,21 @@ EventRecord event_record_from_json(std::string_view text, std::string_view sourc
       .unix_time_s = v.at("unix_time_s").number(), .kind = v.at("kind").string(), .message = v.at("message").string()};
 }
 
+std::optional<std::string> value_if_set(rendezvous::Store& store, const std::string& key) {
+  if (!store.check(std::span<const std::string>(&key, 1))) return std::nullopt;
+  return store.get(key);
+}
+
+std::vector<RankSample> read_rank_samples(rendezvous::Store& store, int ranks) {
+  std::vector<RankSample> samples;
+  for (int r = 0; r < ranks; ++r) {
+    const std::string key = keys::rank_sample(r);
+    if (std::optional<std::string> text = value_if_set(store, key))
+      samples.push_back(rank_sample_from_json(*text, key));
+  }
+  return samples;
+}
+
 void publish_job(rendezvous::Store& store, const JobRecord& r) { store.set(keys::kJob, to_json(r)); }
 
 void publish_epoch(rendezvous::Store& store, int64_t index, const EpochRecord& r) {
@@ -88,7 +104,7 @@ void publish_epoch(rendezvous::Store& store, int64_t index, const EpochRecord& r
 void publish_event(rendezvous::Store& store, const EventRecord& r) {
   // Claim an index, write the record, then make it visible: readers read
   // records below the count of written ones (telemetry/events).
-  const int64_t index = store.add("telemetry/events.claimed", 1) - 1;
+  const int64_t index = store.add(keys::kEventClaims, 1) - 1;
   store.set(keys::event(index), to_json(r));
   store.add(keys::kEventCount, 1);
 }

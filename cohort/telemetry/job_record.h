@@ -6,10 +6,13 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "cohort/rendezvous/store.h"
+#include "cohort/telemetry/rank_sample.h"
 
 namespace cohort::telemetry {
 
@@ -50,6 +53,12 @@ EventRecord event_record_from_json(std::string_view text, std::string_view sourc
 void publish_job(rendezvous::Store& store, const JobRecord& r);
 void publish_epoch(rendezvous::Store& store, int64_t index, const EpochRecord& r);
 void publish_event(rendezvous::Store& store, const EventRecord& r);
+
+// Readers (rank 0's straggler detector, the dashboard), without waiting:
+// a key's value when it is set; the latest sample of each rank in [0,
+// ranks) that has published one.
+std::optional<std::string> value_if_set(rendezvous::Store& store, const std::string& key);
+std::vector<RankSample> read_rank_samples(rendezvous::Store& store, int ranks);
 
 double unix_now_s();
 

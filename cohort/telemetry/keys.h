@@ -9,6 +9,7 @@
 //   telemetry/epoch/<i>     the chief's EpochRecord i (0-based, in order; an
 //                           elastic redo overwrites, never duplicates)
 //   telemetry/straggler     rank 0's latest StragglerVerdict (straggler.h)
+//   telemetry/events.claimed  event indices handed out to writers (decimal)
 //   telemetry/events        how many event records there are (decimal)
 //   telemetry/event/<i>     EventRecord i: membership changes, failures
 //
@@ -27,6 +28,7 @@ inline constexpr const char* kJob = "telemetry/job";
 inline constexpr const char* kEpochCount = "telemetry/epochs";
 inline std::string epoch(int64_t index) { return "telemetry/epoch/" + std::to_string(index); }
 inline constexpr const char* kStraggler = "telemetry/straggler";
+inline constexpr const char* kEventClaims = "telemetry/events.claimed";
 inline constexpr const char* kEventCount = "telemetry/events";
 inline std::string event(int64_t index) { return "telemetry/event/" + std::to_string(index); }
 

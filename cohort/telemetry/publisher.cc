@@ -73,7 +73,7 @@ void Publisher::publish_once() {
   if (w.totals.steps == 0) {
     // No step ended in this window (a long step, evaluation, a checkpoint):
     // the last means stand, with a new time so readers see the rank alive.
-    if (last_.step == 0 && last_.window_steps == 0) return;
+    if (last_.window_steps == 0) return;  // nothing published yet
     s = last_;
   } else {
     s = {.rank = options_.rank,
@@ -92,14 +92,11 @@ void Publisher::publish_once() {
 }
 
 void Publisher::watch_once() {
-  std::vector<RankSample> samples;
-  for (int r = 0; r < options_.size; ++r) {
-    const std::string key = keys::rank_sample(r);
-    if (!store_->check(std::span<const std::string>(&key, 1))) continue;
-    RankSample s = rank_sample_from_json(store_->get(key), key);
-    // A sample of an earlier world (elastic) is not this world's rank r.
-    if (s.membership_epoch == options_.membership_epoch && s.size == options_.size) samples.push_back(std::move(s));
-  }
+  std::vector<RankSample> samples = read_rank_samples(*store_, options_.size);
+  // A sample of an earlier world (elastic) is not this world's rank r.
+  std::erase_if(samples, [&](const RankSample& s) {
+    return s.membership_epoch != options_.membership_epoch || s.size != options_.size;
+  });
   const StragglerVerdict v = detector_.observe(samples, unix_now_s());
   {
     std::lock_guard<std::mutex> lock(mutex_);

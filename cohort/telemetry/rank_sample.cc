@@ -35,8 +35,8 @@ std::string to_json(const RankSample& s) {
 RankSample rank_sample_from_json(std::string_view text, std::string_view source) {
   const json::Value v = json::parse(text, source);
   auto integer = [&](const char* key) { return static_cast<int64_t>(v.at(key).number()); };
-  // A non-finite time was written as null: read it back as 0.
-  auto ms = [&](const char* key) { return v.at(key).is_null() ? 0.0 : v.at(key).number(); };
+  // A non-finite figure was written as null: read it back as 0.
+  auto figure = [&](const char* key) { return v.at(key).is_null() ? 0.0 : v.at(key).number(); };
   RankSample s;
   s.rank = static_cast<int>(integer("rank"));
   s.size = static_cast<int>(integer("size"));
@@ -47,14 +47,14 @@ RankSample rank_sample_from_json(std::string_view text, std::string_view source)
   s.step = integer("step");
   s.unix_time_s = v.at("unix_time_s").number();
   s.window_steps = integer("window_steps");
-  s.step_ms = ms("step_ms");
-  s.compute_ms = ms("compute_ms");
-  s.peer_wait_ms = ms("peer_wait_ms");
-  s.transfer_ms = ms("transfer_ms");
-  s.input_ms = ms("input_ms");
-  s.checkpoint_ms = ms("checkpoint_ms");
-  s.other_ms = ms("other_ms");
-  s.samples_per_s = ms("samples_per_s");
+  s.step_ms = figure("step_ms");
+  s.compute_ms = figure("compute_ms");
+  s.peer_wait_ms = figure("peer_wait_ms");
+  s.transfer_ms = figure("transfer_ms");
+  s.input_ms = figure("input_ms");
+  s.checkpoint_ms = figure("checkpoint_ms");
+  s.other_ms = figure("other_ms");
+  s.samples_per_s = figure("samples_per_s");
   s.rss_bytes = integer("rss_bytes");
   return s;
 }
