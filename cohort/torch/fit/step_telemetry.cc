@@ -33,7 +33,14 @@ thread_local uint64_t checkpoint_ns = 0;
 
 }  // namespace
 
-void add_checkpoint_time(uint64_t ns) { checkpoint_ns += ns; }
+CheckpointTimer::CheckpointTimer()
+    : start_(std::chrono::steady_clock::now()), blocked_(engine::this_thread_blocked_time()) {}
+
+CheckpointTimer::~CheckpointTimer() {
+  checkpoint_ns +=
+      minus(ns(std::chrono::steady_clock::now() - start_), blocked_ns(blocked_, engine::this_thread_blocked_time()));
+}
+
 uint64_t this_thread_checkpoint_ns() { return checkpoint_ns; }
 
 StepTelemetry::StepTelemetry(int processes, bool chief)

@@ -38,9 +38,20 @@
 
 namespace cohort {
 
-// The checkpoint writers (checkpoint_writer.cc) add the time they took,
-// less their collectives, to this thread's total; StepTelemetry reads it.
-void add_checkpoint_time(uint64_t ns);
+// Times a checkpoint write (checkpoint_writer.cc) from its construction to
+// its destruction, less the collectives meanwhile (which count as waits),
+// into this thread's total, which StepTelemetry reads.
+class CheckpointTimer {
+ public:
+  CheckpointTimer();
+  ~CheckpointTimer();
+  CheckpointTimer(const CheckpointTimer&) = delete;
+  CheckpointTimer& operator=(const CheckpointTimer&) = delete;
+
+ private:
+  std::chrono::steady_clock::time_point start_;
+  engine::BlockedTime blocked_;
+};
 uint64_t this_thread_checkpoint_ns();
 
 class StepTelemetry {
