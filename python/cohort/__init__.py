@@ -12,6 +12,8 @@ RuntimeError), carrying cohort's message: the rank that died, the op whose
 ranks disagreed.
 """
 
+import os
+
 import torch  # the extension links LibTorch's Python bindings: load them first
 import torch.distributed
 
@@ -26,6 +28,43 @@ from cohort._C import (
 
 __all__ = ["CohortError", "ConfigError", "MismatchError", "PeerLostError", "TimeoutError"]
 __version__ = _C.__version__
+
+
+def _fill_torch_env_under_cohortrun():
+    """env:// under cohortrun: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE
+    where not set, and MASTER_ADDR/MASTER_PORT (torch_master.h) unless the
+    user set them: cohortrun's own MASTER_* name its store, which speaks
+    cohort's protocol, not c10d's (rank 0's TCPStore would find the port
+    taken, and the others would talk to the wrong server)."""
+    if "COHORT_RANK" not in os.environ:
+        return
+    master = os.environ.get("MASTER_ADDR", "") + ":" + os.environ.get("MASTER_PORT", "")
+    if "MASTER_ADDR" in os.environ and master != os.environ.get("COHORT_STORE_ADDR"):
+        return
+    master = _C._torch_master_under_cohortrun()
+    if master is None:
+        return
+    for torch_name, cohort_name in (("RANK", "COHORT_RANK"), ("WORLD_SIZE", "COHORT_SIZE"),
+                                    ("LOCAL_RANK", "COHORT_LOCAL_RANK"),
+                                    ("LOCAL_WORLD_SIZE", "COHORT_LOCAL_SIZE")):
+        if cohort_name in os.environ:
+            os.environ.setdefault(torch_name, os.environ[cohort_name])
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = master[0], str(master[1])
+
+
+def _fill_torch_env_under_mpirun():
+    """env:// under OpenMPI's mpirun: the rank and size are MPI's (the master
+    is the user's: mpirun -x MASTER_ADDR=host -x MASTER_PORT=port, as for
+    gloo)."""
+    for torch_name, mpi_name in (("RANK", "OMPI_COMM_WORLD_RANK"), ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE"),
+                                 ("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"),
+                                 ("LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE")):
+        if mpi_name in os.environ:
+            os.environ.setdefault(torch_name, os.environ[mpi_name])
+
+
+_fill_torch_env_under_cohortrun()
+_fill_torch_env_under_mpirun()
 
 
 def _create_process_group(store, rank, world_size, timeout):
