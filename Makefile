@@ -31,7 +31,9 @@
 # (build/demo), BENCH_ARGS, BOOTSTRAP_FLAGS (--with-torch adds python3-torch;
 # `make test` adds --with-slurm: tests/slurm runs cohort under a real Slurm,
 # and --with-browser: tests/dashboard opens the dashboard in Chromium),
-# FUZZ_SECONDS (60, per harness), FUZZ_BUILD_DIR (build-fuzz).
+# FUZZ_SECONDS (60, per harness), FUZZ_BUILD_DIR (build-fuzz), WITH_PYTHON
+# (1: `make test` installs python3-torch, python3-dev and pybind11-dev through
+# bootstrap --with-python, and builds and tests the Python package; 0: neither).
 
 BUILD_DIR ?= build
 BUILD_TYPE ?= RelWithDebInfo
@@ -45,6 +47,7 @@ BENCH_ARGS ?=
 BOOTSTRAP_FLAGS ?=
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD_DIR ?= build-fuzz
+WITH_PYTHON ?= 1
 
 .PHONY: all bootstrap configure build bench-build test demo bench fuzz clean test-tsan test-asan
 
@@ -70,7 +73,10 @@ bench-build: build
 
 # Prerequisites see this too: bootstrap installs Slurm for tests/slurm and
 # Chromium for tests/dashboard's browser test.
-test: BOOTSTRAP_FLAGS += --with-slurm --with-browser
+# And the Python package's dependencies, whose tests then run too; WITH_PYTHON=0
+# builds and tests without the package (the build without Python).
+test: BOOTSTRAP_FLAGS += --with-slurm --with-browser $(if $(filter 1,$(WITH_PYTHON)),--with-python)
+test: CMAKE_FLAGS += $(if $(filter 1,$(WITH_PYTHON)),,-DCOHORT_WITH_PYTHON=OFF)
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(TEST_JOBS) $(CTEST_FLAGS)
 

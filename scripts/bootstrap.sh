@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
 # Installs every Debian package cohort needs to build, test and benchmark.
 #
-# Usage: scripts/bootstrap.sh [--with-torch] [--with-slurm] [--with-browser] [--with-fuzz] [--with-format] [--check]
+# Usage: scripts/bootstrap.sh [--with-torch] [--with-python] [--with-slurm] [--with-browser] [--with-fuzz] [--with-format] [--check]
 #   --with-torch  also install python3-torch (PyTorch for Python, for
 #                 comparisons) and python3-protobuf (the DataLoader peer of
 #                 bench/input_pipeline.sh parses tf.train.Example with it);
 #                 LibTorch itself is in the default set.
+#   --with-python also install what the Python package cohort (python/)
+#                 builds and tests with: python3-torch, python3-dev,
+#                 pybind11-dev, and venv, pip, setuptools and wheel for
+#                 `pip install .` (`make test` asks for them unless
+#                 WITH_PYTHON=0).
 #   --with-slurm  also install Slurm and munge (tests/slurm starts a
 #                 one-machine cluster; `make test` asks for them).
 #   --with-browser also install Chromium (tests/dashboard opens the live
@@ -76,6 +81,17 @@ torch_packages=(
   python3-protobuf
 )
 
+# Optional: the Python package's build and tests (python/, tests/python).
+python_packages=(
+  python3-torch
+  python3-dev
+  pybind11-dev
+  python3-venv
+  python3-pip
+  python3-setuptools
+  python3-wheel
+)
+
 # Optional: Slurm's daemons and commands, and munge, its authentication,
 # for tests/slurm (3.5 MB; the services are not started or enabled).
 slurm_packages=(
@@ -95,6 +111,7 @@ format_packages=(
 )
 
 with_torch=0
+with_python=0
 with_slurm=0
 with_browser=0
 with_fuzz=0
@@ -103,17 +120,18 @@ check_only=0
 for arg in "$@"; do
   case "$arg" in
     --with-torch) with_torch=1 ;;
+    --with-python) with_python=1 ;;
     --with-slurm) with_slurm=1 ;;
     --with-browser) with_browser=1 ;;
     --with-fuzz) with_fuzz=1 ;;
     --with-format) with_format=1 ;;
     --check) check_only=1 ;;
     -h|--help)
-      sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
+      sed -n '2,/^set -euo/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'
       exit 0
       ;;
     *)
-      echo "bootstrap.sh: unknown argument '$arg' (expected --with-torch, --with-slurm, --with-browser, --with-fuzz, --with-format, --check, --help)" >&2
+      echo "bootstrap.sh: unknown argument '$arg' (expected --with-torch, --with-python, --with-slurm, --with-browser, --with-fuzz, --with-format, --check, --help)" >&2
       exit 2
       ;;
   esac
@@ -122,6 +140,9 @@ done
 wanted=("${core_packages[@]}")
 if [[ $with_torch == 1 ]]; then
   wanted+=("${torch_packages[@]}")
+fi
+if [[ $with_python == 1 ]]; then
+  wanted+=("${python_packages[@]}")
 fi
 if [[ $with_slurm == 1 ]]; then
   wanted+=("${slurm_packages[@]}")
