@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The PyTorch peer of examples/synthetic_benchmark: PyTorch
-DistributedDataParallel (gloo backend) on the same models, synthetic batches,
+DistributedDataParallel (gloo backend, or --backend cohort: cohort's
+torch.distributed backend, python/, with PYTHONPATH=build/python) on the same models, synthetic batches,
 per-rank batch, SGD with momentum 0.9, measured the same way: --warmup steps,
 then --steps steps each timed on every rank; a step's time is the slowest
 rank's; the median step counts. Spawns --ranks processes itself; rank 0
@@ -62,7 +63,9 @@ def blas_threads():
 
 def worker(rank, args, port):
     torch.set_num_threads(args.threads)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=args.ranks)
+    if args.backend == "cohort":
+        import cohort  # noqa: F401  registers the backend
+    dist.init_process_group(args.backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=args.ranks)
     torch.manual_seed(42 + rank)
     model = nn.parallel.DistributedDataParallel(make_model(args.model),
                                                 gradient_as_bucket_view=bool(args.bucket_view))
@@ -88,7 +91,7 @@ def worker(rank, args, port):
     dist.all_reduce(times, op=dist.ReduceOp.MAX)
     step_s = statistics.median(times.tolist())
     if rank == 0:
-        print(json.dumps({"bench": "pytorch_ddp_synthetic", "model": args.model, "ranks": args.ranks,
+        print(json.dumps({"bench": "pytorch_ddp_synthetic", "backend": args.backend, "model": args.model, "ranks": args.ranks,
                           "batch_per_rank": args.batch_size, "steps": args.steps, "threads": args.threads,
                           "blas_threads": blas_threads(),
                           "bucket_view": args.bucket_view, "torch": torch.__version__, "step_ms": round(1e3 * step_s, 3),
@@ -103,6 +106,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--ranks", type=int, default=2)
     p.add_argument("--model", choices=["mlp", "cnn", "resnet"], default="mlp")
+    p.add_argument("--backend", choices=["gloo", "cohort"], default="gloo")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=5)

@@ -30,7 +30,7 @@ import tempfile
 
 # Folders whose libraries are programs' helpers: they may link anything, and
 # no library may link them.
-PROGRAM_FOLDERS = ("tools", "bench", "examples", "tests", "fuzz")
+PROGRAM_FOLDERS = ("tools", "bench", "examples", "tests", "fuzz", "python")
 LIBRARY_TYPES = {"STATIC_LIBRARY", "SHARED_LIBRARY", "MODULE_LIBRARY", "OBJECT_LIBRARY", "INTERFACE_LIBRARY"}
 # LibTorch's imported targets (TorchConfig.cmake) and its libraries' names.
 LIBTORCH = re.compile(r"^(torch|torch_cpu|torch_cuda|torch_library|c10|c10_cuda)$|/lib(torch|c10)[^/]*\.so")

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# cohort's torch.distributed backend against gloo, from Python (issue 36's
+# targets): PyTorch's own DistributedDataParallel on the synthetic mlp and
+# cnn (bench/pytorch_ddp_synthetic.py: the models of
+# examples/synthetic_benchmark), 2 processes, one thread each, the two
+# backends interleaved in alternating order from rep to rep; then
+# all_reduce's latency and bandwidth from 8 B to 64 MiB
+# (bench/python_allreduce.py, both backends in the same processes); then how
+# long survivors take to raise after a rank is killed
+# (bench/python_dead_rank.py).
+#
+# Usage: bench/python_ddp.sh [--build-dir DIR] [--reps N] [--steps N]
+#          [--models "mlp cnn"] [--out DIR]
+#
+# Builds the package (target cohort_python) in the build dir (default
+# build/). A DDP run reports the median over --steps (default 20) steps of
+# the slowest rank's step time; a configuration's figure is the median of
+# its --reps (default 3) runs. Prints per model the step of each backend and
+# cohort / gloo (target: <= 0.8 on the mlp, <= 1.0 on the cnn), the
+# allreduce table, the detection times and the load average. JSON lines go
+# to --out (default BUILD/bench/results/python_ddp.jsonl).
+set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build="$repo/build"
+reps=3
+steps=20
+models="mlp cnn"
+out=""
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --build-dir) build=$(cd "$2" && pwd); shift 2 ;;
+    --reps) reps=$2; shift 2 ;;
+    --steps) steps=$2; shift 2 ;;
+    --models) models=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "python_ddp.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+out=${out:-$build/bench/results}
+mkdir -p "$out"
+results="$out/python_ddp.jsonl"
+: >"$results"
+
+cmake --build "$build" --target cohort_python >/dev/null
+export PYTHONPATH="$build/python" OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
+py=/usr/bin/python3
+
+for rep in $(seq 1 "$reps"); do
+  for model in $models; do
+    order="gloo cohort"
+    (( rep % 2 == 0 )) && order="cohort gloo"
+    for backend in $order; do
+      $py "$repo/bench/pytorch_ddp_synthetic.py" --model "$model" --ranks 2 --threads 1 --steps "$steps" \
+        --backend "$backend" | grep '^{' >>"$results"
+    done
+  done
+done
+$py "$repo/bench/python_allreduce.py" --ranks 2 --reps 5 | grep '^{' >>"$results"
+for backend in cohort gloo; do
+  $py "$repo/bench/python_dead_rank.py" --backend "$backend" --timeout-s 30 | grep '^{' >>"$results"
+done
+
+$py - "$results" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+ddp = [r for r in rows if r["bench"] == "pytorch_ddp_synthetic"]
+print("DDP, 2 processes, 1 thread each: median step (ms) of the runs")
+for model in dict.fromkeys(r["model"] for r in ddp):
+    step = {b: statistics.median(r["step_ms"] for r in ddp if r["model"] == model and r["backend"] == b)
+            for b in ("gloo", "cohort")}
+    runs = {b: [r["step_ms"] for r in ddp if r["model"] == model and r["backend"] == b] for b in step}
+    print(f"  {model:4s} gloo {step['gloo']:8.1f}  cohort {step['cohort']:8.1f}  cohort/gloo {step['cohort'] / step['gloo']:.2f}"
+          f"   (runs: gloo {runs['gloo']}, cohort {runs['cohort']})")
+print("all_reduce from Python, 2 processes, float32: time per call (us), bandwidth (GB/s)")
+for r in (r for r in rows if r["bench"] == "python_allreduce"):
+    print(f"  {r['bytes']:>9d} B  gloo {r['gloo_us']:10.1f} us {r['gloo_GBps']:6.2f} GB/s   "
+          f"cohort {r['cohort_us']:10.1f} us {r['cohort_GBps']:6.2f} GB/s   cohort/gloo {r['cohort_over_gloo']:.2f}")
+print("a rank killed mid-all_reduce (3 processes): seconds until each survivor raised")
+for r in (r for r in rows if r["bench"] == "python_dead_rank"):
+    print(f"  {r['backend']:6s} rank {r['rank']}: {r['detected_s']} s  {r['error']}: {r.get('message', '')[:110]}")
+PY
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
