@@ -1,6 +1,7 @@
 #include "python/src/group_collectives.h"
 
-#include <ATen/Functions.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/empty.h>
 
 #include <numeric>
 

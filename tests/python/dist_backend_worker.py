@@ -157,6 +157,14 @@ def collectives():
     dist.all_gather_object(objects, {"rank": RANK, "name": f"r{RANK}"}, group=group)
     if objects != [{"rank": r, "name": f"r{r}"} for r in range(WORLD)]:
         fail(f"all_gather_object gave {objects}")
+    # A group of some of the ranks (every rank creates it, as new_group asks).
+    if WORLD > 2:
+        pair = dist.new_group(ranks=[0, WORLD - 1], backend="cohort")
+        if RANK in (0, WORLD - 1):
+            t = torch.full((5,), float(RANK + 1), dtype=torch.float64)
+            dist.all_reduce(t, group=pair)
+            check_equal("all_reduce over ranks 0 and the last", t, torch.full((5,), float(WORLD + 1), dtype=torch.float64))
+            dist.destroy_process_group(pair)
     # Asynchronous ops complete through their Work's wait() and future.
     t = torch.full((4,), float(RANK + 1))
     work = dist.all_reduce(t, group=group, async_op=True)
