@@ -1,6 +1,8 @@
 #include "python/src/group_world.h"
 
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <algorithm>
 #include <vector>
@@ -33,6 +35,31 @@ std::string fetch(::c10d::Store& store, const std::string& key, std::chrono::mil
   return {bytes.begin(), bytes.end()};
 }
 
+// The host of the TCPStore under torch's store (its PrefixStores unwrapped),
+// or "" for another kind (file://).
+std::string torch_store_host(::c10d::Store& store) {
+  ::c10d::Store* s = &store;
+  while (auto* prefix = dynamic_cast<::c10d::PrefixStore*>(s)) s = prefix->getUnderlyingStore().get();
+  auto* tcp = dynamic_cast<::c10d::TCPStore*>(s);
+  return tcp ? tcp->getHost() : std::string();
+}
+
+// The address by which the group's other hosts reach this one: COHORT_IFACE's
+// when set; else the one this host uses toward torch's store (which every
+// rank reached); else the primary interface's; else the host name.
+std::string reachable_address(::c10d::Store& bootstrap) {
+  if (const char* iface = std::getenv("COHORT_IFACE"); iface && *iface) {
+    std::string address = net::interface_ipv4(iface);
+    COHORT_CHECK_AS(ConfigError, !address.empty()) << "COHORT_IFACE=" << iface << " has no IPv4 address on this host";
+    return address;
+  }
+  std::string address;
+  if (const std::string host = torch_store_host(bootstrap); !host.empty() && !rendezvous::is_loopback_host(host))
+    address = net::local_address_toward(host);
+  if (address.empty()) address = net::interface_ipv4(net::primary_interface());
+  return address.empty() ? net::host_name() : address;
+}
+
 }  // namespace
 
 GroupWorld::GroupWorld(::c10d::Store& bootstrap, int rank, int size, std::chrono::milliseconds timeout)
@@ -52,15 +79,7 @@ GroupWorld::GroupWorld(::c10d::Store& bootstrap, int rank, int size, std::chrono
     job_id = "torch-" + rendezvous::generate_secret().substr(0, 16);
     auto server = std::make_shared<rendezvous::TcpStoreServer>(rendezvous::TcpStoreServerOptions{
         .host = all_local ? "127.0.0.1" : "0.0.0.0", .port = 0, .secret = secret});
-    // Remote ranks reach this host the way it reaches the rest of the job:
-    // the address of the interface that routes to them (COHORT_IFACE when
-    // set), else its name.
-    std::string host = "127.0.0.1";
-    if (!all_local) {
-      const char* iface = std::getenv("COHORT_IFACE");
-      host = iface && *iface ? net::interface_ipv4(iface) : net::interface_ipv4(net::primary_interface());
-      if (host.empty()) host = net::host_name();
-    }
+    const std::string host = all_local ? "127.0.0.1" : reachable_address(bootstrap);
     address = host + ":" + std::to_string(server->port());
     server_ = server;
     post(bootstrap, "cohort/secret", secret);
