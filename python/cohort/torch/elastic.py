@@ -278,7 +278,8 @@ def _handler_for(value):
 
 def _reset():
     """Forms the next membership epoch's world (blocks until the launcher published it)."""
-    _C.reform()
+    with mpi_ops._peer_loss_as_internal_error():
+        _C.reform()
     mpi_ops._reset_world()
 
 
@@ -288,8 +289,14 @@ def run(func):
     @functools.wraps(func)
     def wrapper(state, *args, **kwargs):
         skip_sync = False
+        reset = False
         while True:
             try:
+                if reset:
+                    # A rank lost while the new world forms is recovered
+                    # from as one lost in func.
+                    _reset()
+                    state.on_reset()
                 if not skip_sync:
                     state.sync()
                 return func(state, *args, **kwargs)
@@ -300,11 +307,9 @@ def run(func):
                 skip_sync = False
             except HostsUpdatedInterrupt as e:
                 skip_sync = e.skip_sync
-            try:
-                _reset()
             except _C.ElasticLeave:
                 raise SystemExit(0)
-            state.on_reset()
+            reset = True
 
     return wrapper
 

@@ -26,6 +26,7 @@ Contract (Horovod's, on cohort._C):
 """
 
 import atexit
+import contextlib
 import itertools
 import threading
 import warnings
@@ -90,13 +91,19 @@ class _PeerLost(HorovodInternalError, _C.PeerLostError):
     pass
 
 
-def _translate(error):
-    """The exception to raise for an error of cohort._C (see the module contract)."""
-    if isinstance(error, _C.PeerLostError) and not isinstance(error, HorovodInternalError):
-        translated = _PeerLost(*error.args)
-        translated.__cause__ = error
-        return translated
-    return error
+@contextlib.contextmanager
+def _peer_loss_as_internal_error():
+    """Raises a PeerLostError of cohort._C as HorovodInternalError (see the module contract)."""
+    try:
+        yield
+    except HorovodInternalError:
+        raise
+    except _C.PeerLostError as e:
+        error = _PeerLost(*e.args)
+        for attr in ("rank", "host"):  # the lost rank, as cohort's PeerLostError names it
+            if hasattr(e, attr):
+                setattr(error, attr, getattr(e, attr))
+        raise error from e
 
 
 # ---- runtime -------------------------------------------------------------------
@@ -123,7 +130,7 @@ def _reset_world():
         # Horovod's cross communicator holds the ranks of one local_rank, one
         # per host; its size and this rank's place in it come from every
         # rank's local_rank. One tiny collective, here, where every rank is.
-        local_ranks = _C.allgather_async(torch.tensor([_C.local_rank()], dtype=torch.int64)).wait()
+        local_ranks = synchronize(allgather_async(torch.tensor([_C.local_rank()], dtype=torch.int64)))
         mine = [r for r, lr in enumerate(local_ranks.tolist()) if lr == _C.local_rank()]
         _cross = (mine.index(_C.rank()), len(mine))
 
@@ -255,10 +262,8 @@ def _submit(names, submit, finish):
             if previous is not None and not previous.poll():
                 raise ValueError(f"name '{name}' is used by an op still in flight on this rank; names of "
                                  "concurrent ops must differ (synchronize() the first one)")
-        try:
+        with _peer_loss_as_internal_error():
             handles = submit()
-        except _C.CohortError as e:
-            raise _translate(e) from e
         for name, handle in zip(names, handles):
             _names_in_flight[name] = handle
         handle_id = next(_handle_ids)
@@ -283,9 +288,8 @@ def synchronize(handle):
     if op is None:
         return None
     try:
-        outputs = [h.wait() for h in op.handles]
-    except _C.CohortError as e:
-        raise _translate(e) from e
+        with _peer_loss_as_internal_error():
+            outputs = [h.wait() for h in op.handles]
     finally:
         with _lock:
             for name, h in zip(op.names, op.handles):
@@ -685,16 +689,12 @@ def join(device=-1):
     Horovod's GPU argument; cohort's tensors are CPU.
     """
     _require_init()
-    try:
+    with _peer_loss_as_internal_error():
         return _C.join()
-    except _C.CohortError as e:
-        raise _translate(e) from e
 
 
 def barrier():
     """Returns when every rank has called barrier()."""
     _require_init()
-    try:
+    with _peer_loss_as_internal_error():
         _C.barrier()
-    except _C.CohortError as e:
-        raise _translate(e) from e
