@@ -362,6 +362,22 @@ def allgather_every_dtype_and_variable_rows():
 
 
 @case
+def int16_and_bool_move_bit_for_bit():
+    # They travel as float16 and uint8: every int16 pattern, float16's NaN
+    # and infinity patterns among them, must arrive unchanged.
+    n, r = hvd.size(), hvd.rank()
+    every = torch.arange(-32768, 32768, dtype=torch.int32).to(torch.int16)
+    mine = every.roll(r)
+    check_equal(hvd.allgather(mine), torch.cat([every.roll(i) for i in range(n)]), "allgather of every int16")
+    check_equal(hvd.broadcast(mine, n - 1), every.roll(n - 1), "broadcast of every int16")
+    received = hvd.alltoall(torch.cat([mine] * n))
+    check_equal(received, torch.cat([every.roll(i) for i in range(n)]), "alltoall of every int16")
+    flags = torch.tensor([True, False, r % 2 == 0])
+    check_equal(hvd.allgather(flags), torch.tensor([x for i in range(n) for x in (True, False, i % 2 == 0)]),
+                "allgather of bool")
+
+
+@case
 def allgather_gradient():
     n, r = hvd.size(), hvd.rank()
     rows = [3, 2, 7, 4, 6, 8, 10][:n] if n <= 7 else [2] * n
