@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <functional>
 #include <optional>
@@ -409,7 +410,14 @@ World init_world() {
     // none.
     if (world.membership.epoch != 0) return world;
   } else {
-    auto store = std::make_shared<rendezvous::PrefixStore>("world", world.store);
+    // A communicator needs a namespace of its own (shm's segment name, gloo's
+    // addresses), and a process may init() again after shutdown(): the n-th
+    // world of a process (the same n on every rank: init is collective)
+    // rendezvous under "world", then "world.1", ...
+    static std::atomic<int> worlds_before{0};
+    const int n = worlds_before.fetch_add(1);
+    auto store = std::make_shared<rendezvous::PrefixStore>(n == 0 ? "world" : "world." + std::to_string(n),
+                                                           world.store);
     world.comm = create_communicator(std::move(store), info.rank, info.size, options);
   }
   announce(world);

@@ -12,6 +12,7 @@ RuntimeError), carrying cohort's message: the rank that died, the op whose
 ranks disagreed.
 """
 
+import atexit
 import os
 
 import torch  # the extension links LibTorch's Python bindings: load them first
@@ -70,6 +71,20 @@ _fill_torch_env_under_mpirun()
 def _create_process_group(store, rank, world_size, timeout):
     return _C.ProcessGroupCohort(store, rank, world_size, timeout)
 
+
+
+def _close_at_exit():
+    """Before the interpreter finalizes, while other threads may still take
+    the GIL: the cohort process groups and the world of init() stop, and
+    their threads free the Python tensors they hold (a thread that takes the
+    GIL during finalization is ended by CPython, which aborts the process:
+    python/src/process_group.h)."""
+    _C._close_process_groups()
+    if _C.initialized():
+        _C.shutdown()
+
+
+atexit.register(_close_at_exit)
 
 if "COHORT" not in getattr(torch.distributed.Backend, "_plugins", {}):
     torch.distributed.Backend.register_backend("cohort", _create_process_group)

@@ -9,7 +9,8 @@
 // group waits for each Pending in turn (torch issues a group's collectives
 // in one order on every rank, and the engine runs ordered submissions in
 // that order, so waiting in order adds no delay), runs its finish, and
-// calls `done` with the error or null.
+// calls `done` with the error or null. The destructor finishes what was
+// submitted first.
 #pragma once
 
 #include <condition_variable>

@@ -5,6 +5,11 @@
 #include <torch/csrc/utils/pybind.h>
 #include <pybind11/chrono.h>
 
+#include <mutex>
+#include <set>
+
+#include "cohort/common/check.h"
+
 namespace cohort::python {
 namespace {
 
@@ -59,14 +64,50 @@ class CohortWork : public ::c10d::Work {
 
 }  // namespace
 
+namespace {
+std::mutex live_mutex;
+std::set<ProcessGroupCohort*> live_groups;
+}  // namespace
+
 ProcessGroupCohort::ProcessGroupCohort(const c10::intrusive_ptr<::c10d::Store>& store, int rank, int size,
                                        std::chrono::milliseconds timeout)
     : ProcessGroup(rank, size),
       world_(std::make_unique<GroupWorld>(*store, rank, size, timeout)),
       collectives_(std::make_unique<GroupCollectives>(*world_)),
-      completions_(std::make_unique<CompletionThread>()) {}
+      completions_(std::make_unique<CompletionThread>()) {
+  std::lock_guard lock(live_mutex);
+  live_groups.insert(this);
+}
 
-ProcessGroupCohort::~ProcessGroupCohort() = default;
+ProcessGroupCohort::~ProcessGroupCohort() {
+  {
+    std::lock_guard lock(live_mutex);
+    live_groups.erase(this);
+  }
+  if (PyGILState_Check()) {
+    pybind11::gil_scoped_release no_gil;
+    close();
+  } else {
+    close();
+  }
+}
+
+void ProcessGroupCohort::close() {
+  completions_.reset();  // finishes the ops submitted
+  collectives_.reset();
+  world_.reset();  // the engine's shutdown
+}
+
+void ProcessGroupCohort::close_all() {
+  std::lock_guard lock(live_mutex);
+  for (ProcessGroupCohort* group : live_groups) group->close();
+}
+
+GroupCollectives& ProcessGroupCohort::collectives() {
+  COHORT_CHECK_AS(ConfigError, collectives_ != nullptr)
+      << "torch.distributed backend \"cohort\": the process group was closed (at interpreter exit)";
+  return *collectives_;
+}
 
 c10::intrusive_ptr<::c10d::Work> ProcessGroupCohort::launch(::c10d::OpType type, Pending pending) {
   ++sequence_;
@@ -78,13 +119,13 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupCohort::launch(::c10d::OpType type,
 c10::intrusive_ptr<::c10d::Work> ProcessGroupCohort::broadcast(std::vector<at::Tensor>& tensors,
                                                                const ::c10d::BroadcastOptions& opts) {
   check_cpu(tensors, "broadcast");
-  return launch(::c10d::OpType::BROADCAST, collectives_->broadcast(tensors, int(opts.rootRank)));
+  return launch(::c10d::OpType::BROADCAST, collectives().broadcast(tensors, int(opts.rootRank)));
 }
 
 c10::intrusive_ptr<::c10d::Work> ProcessGroupCohort::allreduce(std::vector<at::Tensor>& tensors,
                                                                const ::c10d::AllreduceOptions& opts) {
   check_cpu(tensors, "allreduce");
-  return launch(::c10d::OpType::ALLREDUCE, collectives_->allreduce(tensors, to_reduce_op(opts.reduceOp, "allreduce")));
+  return launch(::c10d::OpType::ALLREDUCE, collectives().allreduce(tensors, to_reduce_op(opts.reduceOp, "allreduce")));
 }
 
 c10::intrusive_ptr<::c10d::Work> ProcessGroupCohort::allreduce_coalesced(
@@ -92,14 +133,14 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupCohort::allreduce_coalesced(
   check_cpu(tensors, "allreduce_coalesced");
   // The engine fuses small allreduces itself (COHORT_FUSION_THRESHOLD).
   return launch(::c10d::OpType::ALLREDUCE_COALESCED,
-                collectives_->allreduce(tensors, to_reduce_op(opts.reduceOp, "allreduce_coalesced")));
+                collectives().allreduce(tensors, to_reduce_op(opts.reduceOp, "allreduce_coalesced")));
 }
 
 c10::intrusive_ptr<::c10d::Work> ProcessGroupCohort::reduce(std::vector<at::Tensor>& tensors,
                                                             const ::c10d::ReduceOptions& opts) {
   check_cpu(tensors, "reduce");
   return launch(::c10d::OpType::REDUCE,
-                collectives_->reduce(tensors, int(opts.rootRank), to_reduce_op(opts.reduceOp, "reduce")));
+                collectives().reduce(tensors, int(opts.rootRank), to_reduce_op(opts.reduceOp, "reduce")));
 }
 
 c10::intrusive_ptr<::c10d::Work> ProcessGroupCohort::allgather(std::vector<std::vector<at::Tensor>>& outputs,
@@ -110,13 +151,13 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupCohort::allgather(std::vector<std::
               "process (CPU), got ",
               inputs.size(), " and ", outputs.size());
   check_cpu(inputs, "allgather");
-  return launch(::c10d::OpType::ALLGATHER, collectives_->allgather(outputs[0], inputs[0]));
+  return launch(::c10d::OpType::ALLGATHER, collectives().allgather(outputs[0], inputs[0]));
 }
 
 c10::intrusive_ptr<::c10d::Work> ProcessGroupCohort::_allgather_base(at::Tensor& output, at::Tensor& input,
                                                                      const ::c10d::AllgatherOptions&) {
   check_cpu({input, output}, "_allgather_base");
-  return launch(::c10d::OpType::_ALLGATHER_BASE, collectives_->allgather_into(output, input));
+  return launch(::c10d::OpType::_ALLGATHER_BASE, collectives().allgather_into(output, input));
 }
 
 c10::intrusive_ptr<::c10d::Work> ProcessGroupCohort::allgather_coalesced(
@@ -135,7 +176,7 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupCohort::allgather_coalesced(
                   "output list holds ", list.size(), " tensors for ", inputs.size(), " inputs");
       per_rank.push_back(list[i]);
     }
-    Pending one = collectives_->allgather(per_rank, inputs[i]);
+    Pending one = collectives().allgather(per_rank, inputs[i]);
     all.handles.push_back(std::move(one.handles[0]));
     all.outputs.insert(all.outputs.end(), per_rank.begin(), per_rank.end());
     finishes.push_back(std::move(one.finish));
@@ -156,7 +197,7 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupCohort::gather(std::vector<std::vec
   check_cpu(inputs, "gather");
   std::vector<at::Tensor> none;
   return launch(::c10d::OpType::GATHER,
-                collectives_->gather(outputs.empty() ? none : outputs[0], inputs[0], int(opts.rootRank)));
+                collectives().gather(outputs.empty() ? none : outputs[0], inputs[0], int(opts.rootRank)));
 }
 
 c10::intrusive_ptr<::c10d::Work> ProcessGroupCohort::scatter(std::vector<at::Tensor>& outputs,
@@ -166,7 +207,7 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupCohort::scatter(std::vector<at::Ten
   check_cpu(outputs, "scatter");
   std::vector<at::Tensor> none;
   return launch(::c10d::OpType::SCATTER,
-                collectives_->scatter(outputs[0], inputs.empty() ? none : inputs[0], int(opts.rootRank)));
+                collectives().scatter(outputs[0], inputs.empty() ? none : inputs[0], int(opts.rootRank)));
 }
 
 c10::intrusive_ptr<::c10d::Work> ProcessGroupCohort::reduce_scatter(std::vector<at::Tensor>& outputs,
@@ -177,14 +218,14 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupCohort::reduce_scatter(std::vector<
               "process");
   check_cpu(outputs, "reduce_scatter");
   return launch(::c10d::OpType::REDUCE_SCATTER,
-                collectives_->reduce_scatter(outputs[0], inputs[0], to_reduce_op(opts.reduceOp, "reduce_scatter")));
+                collectives().reduce_scatter(outputs[0], inputs[0], to_reduce_op(opts.reduceOp, "reduce_scatter")));
 }
 
 c10::intrusive_ptr<::c10d::Work> ProcessGroupCohort::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                                                           const ::c10d::ReduceScatterOptions& opts) {
   check_cpu({input, output}, "_reduce_scatter_base");
   return launch(::c10d::OpType::_REDUCE_SCATTER_BASE,
-                collectives_->reduce_scatter_flat(output, input, to_reduce_op(opts.reduceOp, "reduce_scatter")));
+                collectives().reduce_scatter_flat(output, input, to_reduce_op(opts.reduceOp, "reduce_scatter")));
 }
 
 c10::intrusive_ptr<::c10d::Work> ProcessGroupCohort::alltoall_base(at::Tensor& output, at::Tensor& input,
@@ -193,18 +234,18 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupCohort::alltoall_base(at::Tensor& o
                                                                    const ::c10d::AllToAllOptions&) {
   check_cpu({input, output}, "alltoall_base");
   return launch(::c10d::OpType::ALLTOALL_BASE,
-                collectives_->alltoall_flat(output, input, output_split_sizes, input_split_sizes));
+                collectives().alltoall_flat(output, input, output_split_sizes, input_split_sizes));
 }
 
 c10::intrusive_ptr<::c10d::Work> ProcessGroupCohort::alltoall(std::vector<at::Tensor>& outputs,
                                                               std::vector<at::Tensor>& inputs,
                                                               const ::c10d::AllToAllOptions&) {
   check_cpu(inputs, "alltoall");
-  return launch(::c10d::OpType::ALLTOALL, collectives_->alltoall(outputs, inputs));
+  return launch(::c10d::OpType::ALLTOALL, collectives().alltoall(outputs, inputs));
 }
 
 c10::intrusive_ptr<::c10d::Work> ProcessGroupCohort::barrier(const ::c10d::BarrierOptions&) {
-  return launch(::c10d::OpType::BARRIER, collectives_->barrier());
+  return launch(::c10d::OpType::BARRIER, collectives().barrier());
 }
 
 c10::intrusive_ptr<::c10d::Work> ProcessGroupCohort::send(std::vector<at::Tensor>&, int, int) {
@@ -242,6 +283,9 @@ void bind_process_group(pybind11::module_& module) {
            py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("communicator", &ProcessGroupCohort::communicator_backend,
                              "The cohort communicator under the group: shm, gloo, mpi or hierarchical.");
+  module.def("_close_process_groups", &ProcessGroupCohort::close_all, py::call_guard<py::gil_scoped_release>(),
+             "Finishes every cohort group's ops and stops its engine (collective; `import cohort` registers it with "
+             "atexit: see ProcessGroupCohort::close).");
 }
 
 }  // namespace cohort::python

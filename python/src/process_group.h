@@ -40,7 +40,20 @@ class ProcessGroupCohort : public ::c10d::ProcessGroup {
   // Collective over the group (see GroupWorld).
   ProcessGroupCohort(const c10::intrusive_ptr<::c10d::Store>& store, int rank, int size,
                      std::chrono::milliseconds timeout);
+  // close(), without the GIL when this thread holds it.
   ~ProcessGroupCohort() override;
+
+  // Finishes the group's ops and stops its engine (collective, as the
+  // engine's shutdown); later ops raise. Idempotent. The engine's and the
+  // completion thread's last references to the caller's tensors go here,
+  // and freeing a Python tensor takes the GIL: the caller must not hold it,
+  // and the interpreter must not be finalizing (CPython ends a thread that
+  // takes the GIL then, and the unwinding aborts the process). So
+  // `import cohort` registers close_all() with Python's atexit, which runs
+  // before finalization.
+  void close();
+  // close() on every group alive in this process.
+  static void close_all();
 
   const std::string getBackendName() const override { return "cohort"; }
   // Which of cohort's communicators carries the group ("shm", "gloo", ...).
@@ -88,6 +101,7 @@ class ProcessGroupCohort : public ::c10d::ProcessGroup {
 
  private:
   c10::intrusive_ptr<::c10d::Work> launch(::c10d::OpType type, Pending pending);
+  GroupCollectives& collectives();  // ConfigError once closed
 
   std::unique_ptr<GroupWorld> world_;
   std::unique_ptr<GroupCollectives> collectives_;

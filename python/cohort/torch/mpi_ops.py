@@ -25,7 +25,6 @@ Contract (Horovod's, on cohort._C):
   averages are over the ranks still working.
 """
 
-import atexit
 import contextlib
 import itertools
 import threading
@@ -116,7 +115,6 @@ _handle_map = {}
 _names_in_flight = {}
 _handle_ids = itertools.count(1)
 _cross = None  # (cross_rank, cross_size)
-_atexit_registered = False
 
 
 def _reset_world():
@@ -150,13 +148,8 @@ def init(comm=None, process_sets=None):
     if not _C.initialized():
         _C.init()
         _reset_world()
-        global _atexit_registered
-        if not _atexit_registered:
-            # As Horovod: the world ends with the interpreter, while the
-            # extension's objects still exist (shutdown() of an ended world is
-            # a no-op).
-            atexit.register(_C.shutdown)
-            _atexit_registered = True
+        # As Horovod, the world ends with the interpreter: `import cohort`
+        # registered that with atexit.
 
 
 def shutdown():
