@@ -4,24 +4,39 @@
 Each block must begin with a comment naming its file, `// <name>.cc: ...`, so
 that a test can build and run it. Prints the written paths, one per line.
 Usage: extract_blocks.py GUIDE.md OUT_DIR
+
+named_blocks() serves other languages too (tests/python/doc_blocks_test.py
+takes the ```python blocks, each beginning `# <name>.py: ...`).
 """
 import os
 import re
 import sys
 
+# language: (the comment that begins a block, the file extension)
+HEADERS = {"cpp": ("//", "cc"), "python": ("#", "py")}
+
+
+def named_blocks(path, language):
+    """[(file name, block text)] of every ```<language> block of the page at `path`."""
+    comment, extension = HEADERS[language]
+    text = open(path, encoding="utf-8").read()
+    blocks = re.findall(rf"^```{language}\n(.*?)^```", text, flags=re.S | re.M)
+    if not blocks:
+        sys.exit(f"{path}: no ```{language} blocks")
+    named = []
+    for i, block in enumerate(blocks, 1):
+        m = re.match(rf"{re.escape(comment)} ([a-z0-9_]+\.{extension}):", block)
+        if not m:
+            sys.exit(f"{path}: {language} block {i} does not begin with '{comment} <name>.{extension}: ...'")
+        named.append((m.group(1), block))
+    return named
+
 
 def main():
     guide, out_dir = sys.argv[1], sys.argv[2]
     os.makedirs(out_dir, exist_ok=True)
-    text = open(guide, encoding="utf-8").read()
-    blocks = re.findall(r"^```cpp\n(.*?)^```", text, flags=re.S | re.M)
-    if not blocks:
-        sys.exit(f"{guide}: no ```cpp blocks")
-    for i, block in enumerate(blocks, 1):
-        m = re.match(r"// ([a-z0-9_]+\.cc):", block)
-        if not m:
-            sys.exit(f"{guide}: C++ block {i} does not begin with '// <name>.cc: ...'")
-        path = os.path.join(out_dir, m.group(1))
+    for name, block in named_blocks(guide, "cpp"):
+        path = os.path.join(out_dir, name)
         # Rewrite only when changed, so the build does not recompile for nothing.
         if not os.path.exists(path) or open(path, encoding="utf-8").read() != block:
             open(path, "w", encoding="utf-8").write(block)
