@@ -63,39 +63,54 @@ def blas_threads():
 
 def worker(rank, args, port):
     torch.set_num_threads(args.threads)
-    if args.backend == "cohort":
+    backends = ["gloo", "cohort"] if args.backend == "both" else [args.backend]
+    if "cohort" in backends:
         import cohort  # noqa: F401  registers the backend
-    dist.init_process_group(args.backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=args.ranks)
-    torch.manual_seed(42 + rank)
-    model = nn.parallel.DistributedDataParallel(make_model(args.model),
-                                                gradient_as_bucket_view=bool(args.bucket_view))
-    opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
+    dist.init_process_group(backends[0], init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=args.ranks)
+    # --backend both: a cohort group beside gloo's, a model on each, and the
+    # steps alternate between them, so both meet the same machine state.
+    groups = {backends[0]: dist.group.WORLD}
+    if len(backends) > 1:
+        groups["cohort"] = dist.new_group(backend="cohort")
     loss_fn = nn.CrossEntropyLoss()
     x = torch.randn(args.batch_size, 1, 28, 28)
     y = torch.randint(0, 10, (args.batch_size,))
+    steps = {}
+    for name, group in groups.items():
+        torch.manual_seed(42 + rank)
+        model = nn.parallel.DistributedDataParallel(make_model(args.model), process_group=group,
+                                                    gradient_as_bucket_view=bool(args.bucket_view))
+        opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
 
-    def step():
-        opt.zero_grad(set_to_none=True)  # as synthetic_benchmark (PyTorch 2 default)
-        loss_fn(model(x), y).backward()
-        opt.step()
+        def step(model=model, opt=opt):
+            opt.zero_grad(set_to_none=True)  # as synthetic_benchmark (PyTorch 2 default)
+            loss_fn(model(x), y).backward()
+            opt.step()
 
+        steps[name] = step
     for _ in range(args.warmup):
-        step()
+        for step in steps.values():
+            step()
     dist.barrier()
-    local = []
-    for _ in range(args.steps):
-        t0 = time.perf_counter()
-        step()
-        local.append(time.perf_counter() - t0)
-    times = torch.tensor(local, dtype=torch.float64)
-    dist.all_reduce(times, op=dist.ReduceOp.MAX)
-    step_s = statistics.median(times.tolist())
-    if rank == 0:
-        print(json.dumps({"bench": "pytorch_ddp_synthetic", "backend": args.backend, "model": args.model, "ranks": args.ranks,
-                          "batch_per_rank": args.batch_size, "steps": args.steps, "threads": args.threads,
-                          "blas_threads": blas_threads(),
-                          "bucket_view": args.bucket_view, "torch": torch.__version__, "step_ms": round(1e3 * step_s, 3),
-                          "samples_per_s": round(args.batch_size * args.ranks / step_s, 1)}), flush=True)
+    local = {name: [] for name in steps}
+    for i in range(args.steps):
+        order = list(steps) if i % 2 == 0 else list(reversed(steps))
+        for name in order:
+            t0 = time.perf_counter()
+            steps[name]()
+            local[name].append(time.perf_counter() - t0)
+    for name in steps:
+        times = torch.tensor(local[name], dtype=torch.float64)
+        dist.all_reduce(times, op=dist.ReduceOp.MAX, group=groups[backends[0]])
+        step_s = statistics.median(times.tolist())
+        if rank == 0:
+            print(json.dumps({"bench": "pytorch_ddp_synthetic", "backend": name, "interleaved": len(steps) > 1,
+                              "model": args.model, "ranks": args.ranks,
+                              "batch_per_rank": args.batch_size, "steps": args.steps, "threads": args.threads,
+                              "blas_threads": blas_threads(),
+                              "bucket_view": args.bucket_view, "torch": torch.__version__,
+                              "step_ms": round(1e3 * step_s, 3),
+                              "samples_per_s": round(args.batch_size * args.ranks / step_s, 1)}), flush=True)
     # As bench/torch_ddp_peer.py: skip teardown, where Debian's torch 1.13
     # gloo workers can hang after their work is done.
     dist.barrier()
@@ -106,7 +121,8 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--ranks", type=int, default=2)
     p.add_argument("--model", choices=["mlp", "cnn", "resnet"], default="mlp")
-    p.add_argument("--backend", choices=["gloo", "cohort"], default="gloo")
+    p.add_argument("--backend", choices=["gloo", "cohort", "both"], default="gloo",
+                   help="both: gloo and cohort in the same processes, their steps alternating")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=5)
