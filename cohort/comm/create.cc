@@ -416,8 +416,8 @@ World init_world() {
     // rendezvous under "world", then "world.1", ...
     static std::atomic<int> worlds_before{0};
     const int n = worlds_before.fetch_add(1);
-    auto store = std::make_shared<rendezvous::PrefixStore>(n == 0 ? "world" : "world." + std::to_string(n),
-                                                           world.store);
+    auto store =
+        std::make_shared<rendezvous::PrefixStore>(n == 0 ? "world" : "world." + std::to_string(n), world.store);
     world.comm = create_communicator(std::move(store), info.rank, info.size, options);
   }
   announce(world);

@@ -16,9 +16,8 @@ namespace {
 at::Tensor flat(const at::Tensor& t) { return t.reshape({-1}); }
 
 void check_list(const char* op, const char* what, size_t got, int want) {
-  COHORT_CHECK_AS(ConfigError, got == size_t(want))
-      << "torch.distributed backend \"cohort\": " << op << " takes " << want << " " << what << " (one per rank), got "
-      << got;
+  COHORT_CHECK_AS(ConfigError, got == size_t(want)) << "torch.distributed backend \"cohort\": " << op << " takes "
+                                                    << want << " " << what << " (one per rank), got " << got;
 }
 
 void check_numel(const char* op, const at::Tensor& t, int64_t want) {
@@ -132,8 +131,7 @@ Pending GroupCollectives::scatter(const at::Tensor& output, const std::vector<at
   return p;
 }
 
-Pending GroupCollectives::reduce_scatter(const at::Tensor& output, const std::vector<at::Tensor>& inputs,
-                                         ReduceOp op) {
+Pending GroupCollectives::reduce_scatter(const at::Tensor& output, const std::vector<at::Tensor>& inputs, ReduceOp op) {
   check_list("reduce_scatter", "input tensors", inputs.size(), size());
   std::vector<at::Tensor> flats;
   for (const at::Tensor& i : inputs) {
@@ -162,9 +160,9 @@ Pending GroupCollectives::alltoall_flat(const at::Tensor& output, const at::Tens
   p.finish = [output, output_splits, op_rank = rank()](std::vector<at::Tensor>& results) {
     const at::Tensor& got = results[0];
     COHORT_CHECK_AS(ConfigError, got.numel() == output.numel())
-        << "torch.distributed backend \"cohort\": alltoall_base on rank " << op_rank << " received "
-        << got.numel() << " elements (" << got.size(0) << " rows) for an output of " << output.numel()
-        << " (output split sizes " << at::IntArrayRef(output_splits) << ")";
+        << "torch.distributed backend \"cohort\": alltoall_base on rank " << op_rank << " received " << got.numel()
+        << " elements (" << got.size(0) << " rows) for an output of " << output.numel() << " (output split sizes "
+        << at::IntArrayRef(output_splits) << ")";
     output.copy_(got.view(output.sizes()));
   };
   p.outputs = {output};
@@ -194,9 +192,8 @@ Pending GroupCollectives::alltoall(const std::vector<at::Tensor>& outputs, const
 
 Pending GroupCollectives::barrier() {
   Pending p;
-  p.handles.push_back(TensorHandle({.name = "barrier",
-                                    .pending = {engine()->barrier_async()},
-                                    .finish = [] { return at::Tensor(); }}));
+  p.handles.push_back(
+      TensorHandle({.name = "barrier", .pending = {engine()->barrier_async()}, .finish = [] { return at::Tensor(); }}));
   return p;
 }
 

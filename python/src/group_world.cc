@@ -7,10 +7,10 @@
 #include <algorithm>
 #include <vector>
 
+#include "cohort/comm/create.h"
 #include "cohort/common/check.h"
 #include "cohort/common/host_key.h"
 #include "cohort/common/network_interface.h"
-#include "cohort/comm/create.h"
 #include "cohort/rendezvous/auth.h"
 #include "cohort/rendezvous/prefix_store.h"
 #include "cohort/rendezvous/tcp_store.h"
@@ -27,8 +27,8 @@ std::string fetch(::c10d::Store& store, const std::string& key, std::chrono::mil
   try {
     store.wait({key}, timeout);
   } catch (const c10::Error& e) {
-    COHORT_THROW(TimeoutError) << "torch.distributed backend \"cohort\": waited " << timeout.count()
-                               << " ms for '" << key << "' in torch's store (a rank of the group did not start, "
+    COHORT_THROW(TimeoutError) << "torch.distributed backend \"cohort\": waited " << timeout.count() << " ms for '"
+                               << key << "' in torch's store (a rank of the group did not start, "
                                << "or passed another store): " << e.what_without_backtrace();
   }
   std::vector<uint8_t> bytes = store.get(key);
@@ -77,8 +77,8 @@ GroupWorld::GroupWorld(::c10d::Store& bootstrap, int rank, int size, std::chrono
   if (rank == 0) {
     secret = rendezvous::generate_secret();
     job_id = "torch-" + rendezvous::generate_secret().substr(0, 16);
-    auto server = std::make_shared<rendezvous::TcpStoreServer>(rendezvous::TcpStoreServerOptions{
-        .host = all_local ? "127.0.0.1" : "0.0.0.0", .port = 0, .secret = secret});
+    auto server = std::make_shared<rendezvous::TcpStoreServer>(
+        rendezvous::TcpStoreServerOptions{.host = all_local ? "127.0.0.1" : "0.0.0.0", .port = 0, .secret = secret});
     const std::string host = all_local ? "127.0.0.1" : reachable_address(bootstrap);
     address = host + ":" + std::to_string(server->port());
     server_ = server;
@@ -101,17 +101,16 @@ GroupWorld::GroupWorld(::c10d::Store& bootstrap, int rank, int size, std::chrono
   options.timeout = timeout;
   if (!all_local) options.store_host = address.substr(0, colon);
   backend_ = comm::resolve_backend(options);
-  std::shared_ptr<comm::Communicator> comm = comm::create_communicator(
-      std::make_shared<rendezvous::PrefixStore>("comm/", store_), rank, size, options);
+  std::shared_ptr<comm::Communicator> comm =
+      comm::create_communicator(std::make_shared<rendezvous::PrefixStore>("comm/", store_), rank, size, options);
   engine::EngineOptions engine_options;
   engine_options.label = "torch.distributed";
   // A rank that dies before submitting an op is noticed within this, not
   // the default 5 s: torch.distributed users get the dead rank's name in
   // well under a second (one negotiation per period, only while ops wait).
   engine_options.liveness_probe = std::chrono::milliseconds(100);
-  engine_ = std::make_unique<engine::Engine>(std::move(comm),
-                                             std::make_shared<rendezvous::PrefixStore>("engine/", store_),
-                                             engine_options);
+  engine_ = std::make_unique<engine::Engine>(
+      std::move(comm), std::make_shared<rendezvous::PrefixStore>("engine/", store_), engine_options);
 }
 
 GroupWorld::~GroupWorld() {

@@ -55,10 +55,10 @@ class GroupWorld {
 
  private:
   int rank_, size_;
-  std::string backend_;                        // the communicator's, resolved
-  std::shared_ptr<void> server_;               // rank 0: the store server
-  std::shared_ptr<rendezvous::Store> store_;   // cohort's store for the group
-  std::unique_ptr<engine::Engine> engine_;     // owns the communicator
+  std::string backend_;                       // the communicator's, resolved
+  std::shared_ptr<void> server_;              // rank 0: the store server
+  std::shared_ptr<rendezvous::Store> store_;  // cohort's store for the group
+  std::unique_ptr<engine::Engine> engine_;    // owns the communicator
 };
 
 }  // namespace cohort::python

@@ -14,9 +14,10 @@ void bind_horovod_ops(pybind11::module_& m) {
   const auto no_gil = py::call_guard<py::gil_scoped_release>();
 
   // ---- the runtime (cohort/torch/core/runtime.h) ----
-  m.def("init", [] { cohort::init(); }, no_gil,
-        "Joins the job that cohortrun, torchrun, mpirun or srun started (a single process when none did): "
-        "builds the world communicator and engine. Collective.");
+  m.def(
+      "init", [] { cohort::init(); }, no_gil,
+      "Joins the job that cohortrun, torchrun, mpirun or srun started (a single process when none did): "
+      "builds the world communicator and engine. Collective.");
   m.def("shutdown", &cohort::shutdown, no_gil, "Stops the world engine (collective). No-op when not initialized.");
   m.def("initialized", &cohort::initialized);
   m.def("rank", [] { return cohort::rank(); });
@@ -83,8 +84,8 @@ void bind_horovod_ops(pybind11::module_& m) {
   m.def(
       "reducescatter_async",
       [](const at::Tensor& t, std::string name, ReduceOp op, double prescale, double postscale) {
-        return reduce_scatter_async(
-            t, {.name = std::move(name), .op = op, .prescale = prescale, .postscale = postscale});
+        return reduce_scatter_async(t,
+                                    {.name = std::move(name), .op = op, .prescale = prescale, .postscale = postscale});
       },
       arg("tensor"), arg("name") = "", arg("op") = ReduceOp::avg, arg("prescale") = 1.0, arg("postscale") = 1.0,
       no_gil);

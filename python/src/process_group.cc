@@ -2,8 +2,8 @@
 #include "python/src/process_group.h"
 
 #include <ATen/core/ivalue.h>
-#include <torch/csrc/utils/pybind.h>
 #include <pybind11/chrono.h>
+#include <torch/csrc/utils/pybind.h>
 
 #include <mutex>
 #include <set>
@@ -25,15 +25,16 @@ ReduceOp to_reduce_op(const ::c10d::ReduceOp& op, const char* collective) {
     case ::c10d::ReduceOp::MIN: return ReduceOp::min;
     case ::c10d::ReduceOp::MAX: return ReduceOp::max;
     default:
-      unsupported(std::string("reduce op ") + std::to_string(int(::c10d::ReduceOp::RedOpType(op))) + " in " +
-                      collective,
-                  "it reduces with SUM, AVG, PRODUCT, MIN and MAX (BAND, BOR, BXOR and PREMUL_SUM are not built in)");
+      unsupported(
+          std::string("reduce op ") + std::to_string(int(::c10d::ReduceOp::RedOpType(op))) + " in " + collective,
+          "it reduces with SUM, AVG, PRODUCT, MIN and MAX (BAND, BOR, BXOR and PREMUL_SUM are not built in)");
   }
 }
 
 void check_cpu(const std::vector<at::Tensor>& tensors, const char* collective) {
   for (const at::Tensor& t : tensors)
-    if (!t.device().is_cpu()) unsupported(std::string(collective) + " on " + t.device().str() + " tensors", "it moves CPU tensors");
+    if (!t.device().is_cpu())
+      unsupported(std::string(collective) + " on " + t.device().str() + " tensors", "it moves CPU tensors");
 }
 
 // c10d's Work, completed by the group's CompletionThread.
@@ -48,10 +49,8 @@ class CohortWork : public ::c10d::Work {
     // The Work first (its waiters own the tensors), then the future, whose
     // callbacks (DDP's averaging) run on this thread.
     finish(error);
-    if (error)
-      future_->setError(error);
-    else
-      future_->markCompleted(c10::IValue(outputs_));
+    if (error) future_->setError(error);
+    else future_->markCompleted(c10::IValue(outputs_));
   }
 
   std::vector<at::Tensor> result() override { return outputs_; }
@@ -160,20 +159,23 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupCohort::_allgather_base(at::Tensor&
   return launch(::c10d::OpType::_ALLGATHER_BASE, collectives().allgather_into(output, input));
 }
 
-c10::intrusive_ptr<::c10d::Work> ProcessGroupCohort::allgather_coalesced(
-    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs, const ::c10d::AllgatherOptions&) {
+c10::intrusive_ptr<::c10d::Work> ProcessGroupCohort::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
+                                                                         std::vector<at::Tensor>& inputs,
+                                                                         const ::c10d::AllgatherOptions&) {
   check_cpu(inputs, "allgather_coalesced");
   // outputs[r][i] is rank r's inputs[i]: one allgather per input.
   TORCH_CHECK(outputs.size() == size_t(size_),
-              "torch.distributed backend \"cohort\": allgather_coalesced takes one output list per rank (",
-              size_, "), got ", outputs.size());
+              "torch.distributed backend \"cohort\": allgather_coalesced takes one output list per rank (", size_,
+              "), got ", outputs.size());
   Pending all;
   std::vector<std::function<void(std::vector<at::Tensor>&)>> finishes;
   for (size_t i = 0; i < inputs.size(); ++i) {
     std::vector<at::Tensor> per_rank;
     for (auto& list : outputs) {
-      TORCH_CHECK(list.size() == inputs.size(), "torch.distributed backend \"cohort\": allgather_coalesced: an "
-                  "output list holds ", list.size(), " tensors for ", inputs.size(), " inputs");
+      TORCH_CHECK(list.size() == inputs.size(),
+                  "torch.distributed backend \"cohort\": allgather_coalesced: an "
+                  "output list holds ",
+                  list.size(), " tensors for ", inputs.size(), " inputs");
       per_rank.push_back(list[i]);
     }
     Pending one = collectives().allgather(per_rank, inputs[i]);

@@ -75,8 +75,7 @@ class ProcessGroupCohort : public ::c10d::ProcessGroup {
                                                        std::vector<at::Tensor>& inputs,
                                                        const ::c10d::AllgatherOptions& opts) override;
   c10::intrusive_ptr<::c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
-                                          std::vector<at::Tensor>& inputs,
-                                          const ::c10d::GatherOptions& opts) override;
+                                          std::vector<at::Tensor>& inputs, const ::c10d::GatherOptions& opts) override;
   c10::intrusive_ptr<::c10d::Work> scatter(std::vector<at::Tensor>& outputs,
                                            std::vector<std::vector<at::Tensor>>& inputs,
                                            const ::c10d::ScatterOptions& opts) override;

@@ -26,8 +26,7 @@ int free_port() {
                   ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0;
   const int error = errno;
   ::close(fd);
-  COHORT_CHECK_AS(ConfigError, ok) << "cannot find a free port for torch.distributed's store: "
-                                   << std::strerror(error);
+  COHORT_CHECK_AS(ConfigError, ok) << "cannot find a free port for torch.distributed's store: " << std::strerror(error);
   return ntohs(address.sin_port);
 }
 
