@@ -3,9 +3,9 @@
 # targets): PyTorch's own DistributedDataParallel on the synthetic mlp and
 # cnn (bench/pytorch_ddp_synthetic.py --backend both: the models of
 # examples/synthetic_benchmark, a gloo group and a cohort group in the same
-# processes, a model on each, and steps without communication (DDP's
-# no_sync: what the machine allows), the three alternating, so that all
-# meet the same machine), 2 processes, one thread each; then
+# processes, a model on each, their steps alternating, so that both meet
+# the same machine), at 1 process (the compute alone) and 2, one thread
+# each; then
 # all_reduce's latency and bandwidth from 8 B to 64 MiB
 # (bench/python_allreduce.py, both backends in the same processes); then how
 # long survivors take to raise after a rank is killed
@@ -19,7 +19,7 @@
 # the slowest rank's step time; a configuration's figure is the median of
 # its --reps (default 3) runs. Prints per model the step of each backend and
 # cohort / gloo (target: <= 0.8 on the mlp, <= 1.0 on the cnn), and the
-# communication's cost (the step less the no_sync step), the
+# communication's cost (the 2-process step less the 1-process one), the
 # allreduce table, the detection times and the load average. JSON lines go
 # to --out (default BUILD/bench/results/python_ddp.jsonl).
 set -euo pipefail
@@ -52,8 +52,10 @@ py=/usr/bin/python3
 
 for rep in $(seq 1 "$reps"); do
   for model in $models; do
-    $py "$repo/bench/pytorch_ddp_synthetic.py" --model "$model" --ranks 2 --threads 1 --steps "$steps" \
-      --backend both | grep '^{' >>"$results"
+    for ranks in 1 2; do
+      $py "$repo/bench/pytorch_ddp_synthetic.py" --model "$model" --ranks "$ranks" --threads 1 --steps "$steps" \
+        --backend both | grep '^{' >>"$results"
+    done
   done
 done
 $py "$repo/bench/python_allreduce.py" --ranks 2 --reps 5 | grep '^{' >>"$results"
@@ -65,15 +67,16 @@ $py - "$results" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 ddp = [r for r in rows if r["bench"] == "pytorch_ddp_synthetic"]
-print("DDP, 2 processes, 1 thread each; gloo, cohort and no communication (no_sync) interleaved step by step")
-print("in the same processes: median step (ms) over the runs' medians; cost = the step less the no_sync step")
+print("DDP, 1 thread per process, gloo and cohort interleaved step by step in the same processes:")
+print("median step (ms) over the runs' medians; overhead = the 2-process step less the 1-process step")
 for model in dict.fromkeys(r["model"] for r in ddp):
-    step = {b: statistics.median(r["step_ms"] for r in ddp if r["model"] == model and r["backend"] == b)
-            for b in ("gloo", "cohort", "alone")}
-    cost = {b: step[b] - step["alone"] for b in ("gloo", "cohort")}
-    print(f"  {model:4s} no_sync {step['alone']:7.1f} | gloo {step['gloo']:7.1f} cohort {step['cohort']:7.1f} "
-          f"cohort/gloo {step['cohort'] / step['gloo']:.2f} | communication's cost: gloo {cost['gloo']:6.1f} "
-          f"cohort {cost['cohort']:6.1f} cohort/gloo {cost['cohort'] / cost['gloo'] if cost['gloo'] > 0 else float('nan'):.2f}")
+    step = {(b, n): statistics.median(r["step_ms"] for r in ddp if r["model"] == model and r["backend"] == b
+                                       and r["ranks"] == n) for b in ("gloo", "cohort") for n in (1, 2)}
+    over = {b: step[(b, 2)] - step[(b, 1)] for b in ("gloo", "cohort")}
+    print(f"  {model:4s} 1 process: gloo {step[('gloo', 1)]:7.1f} cohort {step[('cohort', 1)]:7.1f} | "
+          f"2 processes: gloo {step[('gloo', 2)]:7.1f} cohort {step[('cohort', 2)]:7.1f} "
+          f"cohort/gloo {step[('cohort', 2)] / step[('gloo', 2)]:.2f} | overhead gloo {over['gloo']:6.1f} "
+          f"cohort {over['cohort']:6.1f} cohort/gloo {over['cohort'] / over['gloo'] if over['gloo'] > 0 else float('nan'):.2f}")
 print("all_reduce from Python, 2 processes, float32: time per call (us), bandwidth (GB/s)")
 for r in (r for r in rows if r["bench"] == "python_allreduce"):
     print(f"  {r['bytes']:>9d} B  gloo {r['gloo_us']:10.1f} us {r['gloo_GBps']:6.2f} GB/s   "

@@ -8,8 +8,6 @@ rank's; the median step counts. Spawns --ranks processes itself; rank 0
 prints one JSON line. Needs Debian's python3-torch (/usr/bin/python3).
 """
 import argparse
-import contextlib
-import functools
 import ctypes
 import json
 import os
@@ -84,18 +82,12 @@ def worker(rank, args, port):
                                                     gradient_as_bucket_view=bool(args.bucket_view))
         opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
 
-        def step(model=model, opt=opt, sync=True):
+        def step(model=model, opt=opt):
             opt.zero_grad(set_to_none=True)  # as synthetic_benchmark (PyTorch 2 default)
-            with contextlib.nullcontext() if sync else model.no_sync():
-                loss_fn(model(x), y).backward()
+            loss_fn(model(x), y).backward()
             opt.step()
 
         steps[name] = step
-    if len(backends) > 1:
-        # The same processes computing without communicating (DDP's no_sync):
-        # what the machine allows any backend; a step above it is the cost
-        # of the communication.
-        steps["alone"] = functools.partial(steps[backends[0]], sync=False)
     for _ in range(args.warmup):
         for step in steps.values():
             step()
