@@ -10,7 +10,6 @@
 #include "cohort/comm/create.h"
 #include "cohort/common/error.h"
 #include "cohort/rendezvous/membership.h"
-#include "cohort/torch/core/elastic_state.h"
 #include "python/src/horovod_ops.h"
 #include "python/src/process_group.h"
 
@@ -30,7 +29,6 @@ PYBIND11_MODULE(_C, m) {
   py::register_exception<cohort::MismatchError>(m, "MismatchError", base);
   py::register_exception<cohort::rendezvous::MembershipEnded>(m, "MembershipEnded", base);
   py::register_exception<cohort::comm::ElasticLeave>(m, "ElasticLeave", base);
-  py::register_exception<cohort::MembershipChanged>(m, "MembershipChanged", base);
   // PeerLostError (and its subclasses) with the lost rank and host.
   static py::exception<cohort::PeerLostError> peer_lost(m, "PeerLostError", base);
   py::register_exception_translator([](std::exception_ptr p) {
