@@ -76,7 +76,7 @@ bench-build: build
 # And the Python package's dependencies, whose tests then run too; WITH_PYTHON=0
 # builds and tests without the package (the build without Python).
 test: BOOTSTRAP_FLAGS += --with-slurm --with-browser $(if $(filter 1,$(WITH_PYTHON)),--with-python)
-test: CMAKE_FLAGS += $(if $(filter 1,$(WITH_PYTHON)),,-DCOHORT_WITH_PYTHON=OFF)
+test: override CMAKE_FLAGS += $(if $(filter 1,$(WITH_PYTHON)),,-DCOHORT_WITH_PYTHON=OFF)
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(TEST_JOBS) $(CTEST_FLAGS)
 
