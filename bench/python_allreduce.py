@@ -14,13 +14,14 @@ needs PYTHONPATH=build/python and Debian's torch (/usr/bin/python3).
 import argparse
 import json
 import os
-import socket
 import statistics
 import time
 
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+
+from pytorch_ddp_synthetic import free_port, pin_threads
 
 
 SIZES = [8, 64, 512, 4 << 10, 32 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20]
@@ -70,12 +71,8 @@ def main():
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--max-bytes", type=int, default=64 << 20)
     args = p.parse_args()
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[var] = "1"
-    mp.spawn(worker, args=(args, port), nprocs=args.ranks, join=True)
+    pin_threads(1)
+    mp.spawn(worker, args=(args, free_port()), nprocs=args.ranks, join=True)
 
 
 if __name__ == "__main__":

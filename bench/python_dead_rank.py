@@ -12,11 +12,12 @@ import datetime
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
+
+from pytorch_ddp_synthetic import free_port, pin_threads
 
 
 def worker(backend, stamp, init, rank, size, timeout_s):
@@ -53,10 +54,9 @@ def main():
         stamp, init, rank, size = args.worker
         worker(args.backend, stamp, init, int(rank), int(size), args.timeout_s)
         return
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        init = f"tcp://127.0.0.1:{s.getsockname()[1]}"
-    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    init = f"tcp://127.0.0.1:{free_port()}"
+    pin_threads(1)
+    env = dict(os.environ)
     with tempfile.TemporaryDirectory() as tmp:
         stamp = os.path.join(tmp, "stamp")
         procs = [subprocess.Popen([sys.executable, __file__, "--backend", args.backend, "--timeout-s",

@@ -53,6 +53,21 @@ def make_model(kind):
                          nn.Linear(64, 10))
 
 
+def free_port():
+    """A TCP port free on this host now (the ranks' tcp:// rendezvous)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def pin_threads(threads):
+    """Read by the spawned ranks' OpenMP and BLAS when they load torch: Debian's
+    OpenBLAS (pthread build) sizes its own pool from OPENBLAS_NUM_THREADS or the
+    core count, whatever torch.set_num_threads says."""
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = str(threads)
+
+
 def blas_threads():
     """OpenBLAS's own pool size (-1 when the BLAS is not OpenBLAS): torch.set_num_threads does not set it."""
     try:
@@ -134,15 +149,8 @@ def main():
     for name in ("ranks", "batch_size", "steps", "threads"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be at least 1")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    # Read by the spawned ranks' OpenMP and BLAS when they load torch: Debian's
-    # OpenBLAS (pthread build) sizes its own pool from OPENBLAS_NUM_THREADS or
-    # the core count, whatever torch.set_num_threads says.
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[var] = str(args.threads)
-    mp.spawn(worker, args=(args, port), nprocs=args.ranks, join=True)
+    pin_threads(args.threads)
+    mp.spawn(worker, args=(args, free_port()), nprocs=args.ranks, join=True)
 
 
 if __name__ == "__main__":

@@ -32,9 +32,9 @@ __version__ = _C.__version__
 
 
 def _fill_torch_env_under_cohortrun():
-    """env:// under cohortrun: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE
-    where not set, and MASTER_ADDR/MASTER_PORT (torch_master.h) unless the
-    user set them: cohortrun's own MASTER_* name its store, which speaks
+    """env:// under cohortrun, which sets RANK, WORLD_SIZE, LOCAL_RANK and
+    LOCAL_WORLD_SIZE itself: MASTER_ADDR/MASTER_PORT (torch_master.h) unless
+    the user set them. cohortrun's own MASTER_* name its store, which speaks
     cohort's protocol, not c10d's (rank 0's TCPStore would find the port
     taken, and the others would talk to the wrong server)."""
     if "COHORT_RANK" not in os.environ:
@@ -43,14 +43,8 @@ def _fill_torch_env_under_cohortrun():
     if "MASTER_ADDR" in os.environ and master != os.environ.get("COHORT_STORE_ADDR"):
         return
     master = _C._torch_master_under_cohortrun()
-    if master is None:
-        return
-    for torch_name, cohort_name in (("RANK", "COHORT_RANK"), ("WORLD_SIZE", "COHORT_SIZE"),
-                                    ("LOCAL_RANK", "COHORT_LOCAL_RANK"),
-                                    ("LOCAL_WORLD_SIZE", "COHORT_LOCAL_SIZE")):
-        if cohort_name in os.environ:
-            os.environ.setdefault(torch_name, os.environ[cohort_name])
-    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = master[0], str(master[1])
+    if master is not None:
+        os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = master[0], str(master[1])
 
 
 def _fill_torch_env_under_mpirun():

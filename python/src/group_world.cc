@@ -44,11 +44,12 @@ std::string torch_store_host(::c10d::Store& store) {
   return tcp ? tcp->getHost() : std::string();
 }
 
-// The address by which the group's other hosts reach this one: COHORT_IFACE's
-// when set; else the one this host uses toward torch's store (which every
-// rank reached); else the primary interface's; else the host name.
-std::string reachable_address(::c10d::Store& bootstrap) {
-  if (const char* iface = std::getenv("COHORT_IFACE"); iface && *iface) {
+// The address by which the group's other hosts reach this one: that of
+// `iface` (COHORT_IFACE) when set; else the one this host uses toward
+// torch's store (which every rank reached); else the primary interface's;
+// else the host name.
+std::string reachable_address(::c10d::Store& bootstrap, const std::string& iface) {
+  if (!iface.empty()) {
     std::string address = net::interface_ipv4(iface);
     COHORT_CHECK_AS(ConfigError, !address.empty()) << "COHORT_IFACE=" << iface << " has no IPv4 address on this host";
     return address;
@@ -72,6 +73,8 @@ GroupWorld::GroupWorld(::c10d::Store& bootstrap, int rank, int size, std::chrono
   for (int r = 0; r < size; ++r)
     all_local = all_local && fetch(bootstrap, "cohort/host/" + std::to_string(r), timeout) == net::host_key();
 
+  comm::CommunicatorOptions options = comm::options_from_env();
+
   // 2. Rank 0 serves cohort's store for the group.
   std::string address, secret, job_id;
   if (rank == 0) {
@@ -79,7 +82,7 @@ GroupWorld::GroupWorld(::c10d::Store& bootstrap, int rank, int size, std::chrono
     job_id = "torch-" + rendezvous::generate_secret().substr(0, 16);
     auto server = std::make_shared<rendezvous::TcpStoreServer>(
         rendezvous::TcpStoreServerOptions{.host = all_local ? "127.0.0.1" : "0.0.0.0", .port = 0, .secret = secret});
-    const std::string host = all_local ? "127.0.0.1" : reachable_address(bootstrap);
+    const std::string host = all_local ? "127.0.0.1" : reachable_address(bootstrap, options.iface);
     address = host + ":" + std::to_string(server->port());
     server_ = server;
     post(bootstrap, "cohort/secret", secret);
@@ -95,7 +98,6 @@ GroupWorld::GroupWorld(::c10d::Store& bootstrap, int rank, int size, std::chrono
       .host = address.substr(0, colon), .port = std::stoi(address.substr(colon + 1)), .secret = secret});
 
   // 3. The communicator and the engine.
-  comm::CommunicatorOptions options = comm::options_from_env();
   options.all_local = all_local;
   options.job_id = job_id;
   options.timeout = timeout;
@@ -111,14 +113,6 @@ GroupWorld::GroupWorld(::c10d::Store& bootstrap, int rank, int size, std::chrono
   engine_options.liveness_probe = std::chrono::milliseconds(100);
   engine_ = std::make_unique<engine::Engine>(
       std::move(comm), std::make_shared<rendezvous::PrefixStore>("engine/", store_), engine_options);
-}
-
-GroupWorld::~GroupWorld() {
-  // The engine's shutdown is collective: every rank is past its last use of
-  // the store before rank 0's server goes.
-  engine_.reset();
-  store_.reset();
-  server_.reset();
 }
 
 }  // namespace cohort::python

@@ -44,7 +44,6 @@ class GroupWorld {
   // PrefixStore of the group's); `timeout` is the group's (init_process_group's
   // timeout=), used for the rendezvous and as the communicator's timeout.
   GroupWorld(::c10d::Store& bootstrap, int rank, int size, std::chrono::milliseconds timeout);
-  ~GroupWorld();
   GroupWorld(const GroupWorld&) = delete;
   GroupWorld& operator=(const GroupWorld&) = delete;
 

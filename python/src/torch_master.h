@@ -1,12 +1,11 @@
 // torch.distributed's env:// rendezvous under cohortrun.
 //
 // init_process_group() without an init_method reads MASTER_ADDR,
-// MASTER_PORT, RANK and WORLD_SIZE, which torchrun sets and cohortrun does
-// not (cohortrun's store is cohort's, not a c10d TCPStore). `import cohort`
-// in a rank of cohortrun fills the ones missing: the rank and size are
-// cohortrun's; the master is rank 0's host, on a port rank 0 finds free
-// there, published to the other ranks through cohortrun's store (key
-// "torch/master"). As torchrun's agent does, the port is probed and
+// MASTER_PORT, RANK and WORLD_SIZE. cohortrun sets them all, but its
+// MASTER_* name its own store (cohort's, not a c10d TCPStore). `import cohort`
+// in a rank of cohortrun replaces the master: rank 0's host, on a port rank
+// 0 finds free there, published to the other ranks through cohortrun's
+// store (key "torch/master"). As torchrun's agent does, the port is probed and
 // released, and rank 0's TCPStore binds it moments later.
 #pragma once
 
