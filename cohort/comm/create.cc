@@ -115,15 +115,17 @@ void join_epoch(World& world) {
   if (rank == 0) rendezvous::announce_formed(*world.store, world.membership.epoch);
 }
 
-// Heartbeats until the process exits, whatever becomes of its worlds: a
-// member done with training that lingers (writing its results) is not
-// silent (rendezvous/heartbeat.h).
-void keep_beating(const World& world) {
+// Heartbeats as `beater` until the process exits, whatever becomes of its
+// worlds: a member done with training that lingers (writing its results) is
+// not silent (rendezvous/heartbeat.h). An elastic job's process beats as
+// its slot's incarnation, a multi-host job's rank (COHORT_HEARTBEAT=1, for
+// cohortrun's host watch) as incarnation 0 of its rank.
+void keep_beating(const World& world, rendezvous::Member beater) {
   static std::unique_ptr<rendezvous::Heartbeat> heartbeat;
   if (heartbeat) return;
   const int64_t period_ms = tunables::elastic_heartbeat_ms();
   COHORT_CHECK_AS(ConfigError, period_ms > 0) << "COHORT_ELASTIC_HEARTBEAT_MS=" << period_ms << " must be positive";
-  heartbeat = std::make_unique<rendezvous::Heartbeat>(world.store, me(world), std::chrono::milliseconds(period_ms));
+  heartbeat = std::make_unique<rendezvous::Heartbeat>(world.store, beater, std::chrono::milliseconds(period_ms));
 }
 
 // How long a member whose new world broke while forming waits for the
@@ -400,7 +402,7 @@ World init_world() {
   connect_store(world);
   world.options = options;
   if (info.elastic_slot >= 0) {
-    keep_beating(world);
+    keep_beating(world, me(world));
     // A process started while the job runs says it can join; the first
     // processes are epoch 0.
     if (info.elastic_joining) rendezvous::announce_ready(*world.store, me(world));
@@ -410,6 +412,8 @@ World init_world() {
     // none.
     if (world.membership.epoch != 0) return world;
   } else {
+    if (const auto beat = env.find("COHORT_HEARTBEAT"); beat != env.end() && beat->second == "1")
+      keep_beating(world, {info.rank, 0});
     // A communicator needs a namespace of its own (shm's segment name, gloo's
     // addresses), and a process may init() again after shutdown(): the n-th
     // world of a process (the same n on every rank: init is collective)

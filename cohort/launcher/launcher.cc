@@ -19,6 +19,7 @@
 #include "cohort/dashboard/report.h"
 #include "cohort/launcher/elastic_controller.h"
 #include "cohort/launcher/host_discovery.h"
+#include "cohort/launcher/host_watch.h"
 #include "cohort/launcher/job_id.h"
 #include "cohort/launcher/launch_plan.h"
 #include "cohort/launcher/placement.h"
@@ -188,11 +189,38 @@ std::unique_ptr<dashboard::Dashboard> start_dashboard(const LaunchOptions& optio
   return dashboard;
 }
 
-// What cohortrun says about how the job ended (possibly nothing).
-std::string end_text(const SupervisionResult& result, const std::string& launch_error) {
+// How long a rank may send no heartbeat: COHORT_ELASTIC_HEARTBEAT_TIMEOUT_S,
+// 0 for never. The ranks beat every COHORT_ELASTIC_HEARTBEAT_MS (they
+// inherit this environment): a timeout that a beat or two can miss would
+// kill them all.
+double heartbeat_silence_s() {
+  const double silence_s = tunables::elastic_heartbeat_timeout_s();
+  const double beat_s = double(tunables::elastic_heartbeat_ms()) / 1000;
+  COHORT_CHECK_AS(ConfigError, silence_s == 0 || (silence_s > 0 && beat_s > 0 && silence_s >= 2 * beat_s))
+      << "COHORT_ELASTIC_HEARTBEAT_TIMEOUT_S=" << silence_s
+      << " must be 0 (off) or at least twice COHORT_ELASTIC_HEARTBEAT_MS (" << beat_s << " s)";
+  return silence_s;
+}
+
+// Seconds of a host's silence after which a rank's failure is said to
+// likely follow from it (a few missed beats, well short of the verdict).
+constexpr double kSilentHostNote_s = 3;
+
+// What cohortrun says about how the job ended (possibly nothing). A rank
+// that failed while a host was silent (its COHORT_TIMEOUT_S was shorter
+// than the host watch's) most likely failed because of that host: the
+// report says so after the rank's own words, which may name a healthy peer.
+std::string end_text(const SupervisionResult& result, const std::string& launch_error, const HostWatch* host_watch) {
   if (!launch_error.empty()) return error_line(launch_error);
-  if (result.reason == StopReason::rank_failed) return failure_report(result);
-  if (result.reason == StopReason::start_timeout || result.reason == StopReason::elastic_ended)
+  if (result.reason == StopReason::rank_failed) {
+    std::string report = failure_report(result);
+    if (host_watch)
+      if (const std::string silent = host_watch->silent_hosts(kSilentHostNote_s); !silent.empty())
+        report += "cohortrun: note: " + silent + "; the failure above likely follows from it\n";
+    return report;
+  }
+  if (result.reason == StopReason::start_timeout || result.reason == StopReason::elastic_ended ||
+      result.reason == StopReason::host_lost)
     return error_line(result.start_error);
   return stop_summary(result);
 }
@@ -257,6 +285,13 @@ int run_job(const LaunchOptions& options) {
   job.store_host = store_address.advertised;
   job.store_port = options.port;
   job.multi_host = multi_host;
+  try {
+    // Elastic jobs beat anyway (their controller watches every process).
+    job.heartbeat = multi_host && !options.elastic() && heartbeat_silence_s() > 0;
+  } catch (const ConfigError& e) {
+    print_error(e.what());
+    return 1;
+  }
   if (!options.network_interface.empty()) job.extra.emplace_back("COHORT_IFACE", options.network_interface);
   if (!options.timeline.empty()) job.extra.emplace_back("COHORT_TIMELINE", options.timeline);
   job.extra.insert(job.extra.end(), options.env.begin(), options.env.end());
@@ -334,13 +369,7 @@ int run_job(const LaunchOptions& options) {
       if (multi_host)
         for (const RankPlacement& p : placement) slot_hosts.push_back(p.host);
       const bool discovery = !options.host_discovery_script.empty();
-      // The ranks beat every COHORT_ELASTIC_HEARTBEAT_MS (they inherit this
-      // environment): a timeout that a beat or two can miss kills them all.
-      const double silence_s = tunables::elastic_heartbeat_timeout_s();
-      const double beat_s = double(tunables::elastic_heartbeat_ms()) / 1000;
-      COHORT_CHECK_AS(ConfigError, silence_s == 0 || (silence_s > 0 && beat_s > 0 && silence_s >= 2 * beat_s))
-          << "COHORT_ELASTIC_HEARTBEAT_TIMEOUT_S=" << silence_s
-          << " must be 0 (off) or at least twice COHORT_ELASTIC_HEARTBEAT_MS (" << beat_s << " s)";
+      const double silence_s = heartbeat_silence_s();
       elastic.emplace(
           ElasticOptions{.min_np = options.min_np,
                          // With discovery and no --max-np: as many as the slots hold.
@@ -427,8 +456,28 @@ int run_job(const LaunchOptions& options) {
     }
   }
 
+  // A multi-host job of fixed size: a host that goes silent ends the job in
+  // seconds, named (an elastic job's controller does the same per process).
+  std::optional<HostWatch> host_watch;
+  if (job.heartbeat && launch_error.empty()) {
+    try {
+      std::map<int, std::string> hosts;
+      for (const RankPlacement& p : placement) hosts.emplace(p.rank, p.host);
+      host_watch.emplace(HostWatchOptions{.silence_s = heartbeat_silence_s()},
+                         std::make_shared<rendezvous::TcpStore>(rendezvous::TcpStoreOptions{
+                             .host = store_address.bind, .port = job.store_port, .secret = job.secret,
+                             .connect_timeout = std::chrono::seconds(10)}),
+                         std::move(hosts));
+      supervisor.watch_health(*host_watch);
+    } catch (const Error& e) {
+      launch_error = std::string("cannot watch the hosts' heartbeats: ") + e.what();
+      launch_error_code = 1;
+      supervisor.stop();
+    }
+  }
+
   const SupervisionResult result = supervisor.run();
-  const std::string end = end_text(result, launch_error);
+  const std::string end = end_text(result, launch_error, host_watch ? &*host_watch : nullptr);
   print(end);
   if (dashboard) {
     const bool ok = launch_error.empty() && exit_code(result) == 0;

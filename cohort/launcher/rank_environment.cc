@@ -67,6 +67,8 @@ EnvironmentMap rank_environment(const EnvironmentMap& base, const JobEnvironment
   env.erase("COHORT_ELASTIC_SLOT");
   env.erase("COHORT_ELASTIC_INCARNATION");
   env.erase("COHORT_ELASTIC_JOINING");
+  env.erase("COHORT_HEARTBEAT");
+  if (job.heartbeat) env["COHORT_HEARTBEAT"] = "1";
   if (job.multi_host) env["COHORT_HOST"] = where.host;
   // An IPv6 address needs brackets before the port.
   const bool v6 = job.store_host.find(':') != std::string::npos;

@@ -26,6 +26,9 @@ struct JobEnvironment {
   int threads_per_rank = 1;
   // Set COHORT_HOST (a host list was given: ranks may span hosts).
   bool multi_host = false;
+  // Set COHORT_HEARTBEAT=1: every rank beats to the store from a thread of
+  // its own, for the launcher's HostWatch (a multi-host job of fixed size).
+  bool heartbeat = false;
 };
 
 // The environment of the launcher process.

@@ -108,6 +108,7 @@ int exit_code(const SupervisionResult& result) {
     case StopReason::launch_failed:
     case StopReason::start_timeout:
     case StopReason::elastic_ended:
+    case StopReason::host_lost:
       return 1;
     case StopReason::rank_failed:
       for (const RankRecord& r : result.ranks)

@@ -75,6 +75,25 @@ void Supervisor::set_elastic(ElasticPolicy& policy) {
   next_elastic_tick_ = Clock::now();
 }
 
+void Supervisor::watch_health(HealthWatch& watch) {
+  health_ = &watch;
+  next_health_tick_ = Clock::now();
+}
+
+void Supervisor::check_health(Clock::time_point now) {
+  if (!health_ || reason_ != StopReason::none || now < next_health_tick_) return;
+  next_health_tick_ = now + health_->period();
+  std::vector<int> running;
+  for (const auto& rank : ranks_)
+    if (!rank->record.ended) running.push_back(rank->record.rank);
+  std::string why = health_->tick(running);
+  if (why.empty()) return;
+  reason_ = StopReason::host_lost;
+  start_error_ = std::move(why);
+  message("error: " + start_error_ + "; stopping the job");
+  stop_all(SIGTERM, options_.grace_s);
+}
+
 void Supervisor::watch_start(StartCheck& check, double timeout_s) {
   start_check_ = &check;
   start_deadline_ = Clock::now() + seconds(timeout_s);
@@ -255,6 +274,7 @@ SupervisionResult Supervisor::run() {
       }
     }
     if (live > 0) check_start(now);
+    if (live > 0) check_health(now);
     if (live > 0 && elastic_ && reason_ == StopReason::none && now >= next_elastic_tick_) {
       next_elastic_tick_ = now + elastic_->period();
       if (std::string why = elastic_->tick(); !why.empty()) {
@@ -284,6 +304,8 @@ SupervisionResult Supervisor::run() {
     if (live > 0 && start_check_ && (!wake || next_start_check_ < *wake)) wake = next_start_check_;
     if (live > 0 && elastic_ && reason_ == StopReason::none && (!wake || next_elastic_tick_ < *wake))
       wake = next_elastic_tick_;
+    if (live > 0 && health_ && reason_ == StopReason::none && (!wake || next_health_tick_ < *wake))
+      wake = next_health_tick_;
     int timeout_ms = -1;
     if (wake) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*wake - now).count();

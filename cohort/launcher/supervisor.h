@@ -16,6 +16,9 @@
 //    when it says the job goes on, the others keep running (see
 //    elastic_controller.h); the policy may also end the job
 //    (StopReason::elastic_ended).
+//  - With watch_health(), a watch that finds a host or a rank gone (a
+//    multi-host job's HostWatch, host_watch.h) stops the job like a failure
+//    (StopReason::host_lost), before the ranks that wait for it time out.
 //  - Once every rank has ended, output still buffered in the pipes is
 //    forwarded; when a rank's descendants hold its pipes open after a failure
 //    or a signal, its process group gets SIGKILL, and after `drain_s` the
@@ -53,7 +56,8 @@ enum class StopReason {
   signal,        // the launcher received SIGINT, SIGTERM or SIGHUP
   launch_failed,  // stop() was called, e.g. a later rank could not be started
   start_timeout,  // ranks did not report that they started in time
-  elastic_ended   // the elastic policy ended the job (below --min-np too long)
+  elastic_ended,  // the elastic policy ended the job (below --min-np too long)
+  host_lost       // the health watch found a host (or a rank) gone silent
 };
 
 struct RankRecord {
@@ -75,7 +79,7 @@ struct SupervisionResult {
   int failed_rank = -1;  // with rank_failed: the first rank that failed
   int signal = 0;        // with signal: the first signal the launcher received
   double grace_s = 0;    // the grace period that applied to the stop, if any
-  std::string start_error;  // with start_timeout: which ranks were missing; with elastic_ended: why
+  std::string start_error;  // with start_timeout: which ranks were missing; with elastic_ended, host_lost: why
 };
 
 // An elastic job's policy (ElasticController through the launcher).
@@ -88,6 +92,18 @@ class ElasticPolicy {
   // Called about every period() while ranks run; a non-empty result ends
   // the job with that message.
   virtual std::string tick() = 0;
+  virtual std::chrono::milliseconds period() const = 0;
+};
+
+// Watches the running ranks from outside them (HostWatch: a multi-host
+// job's heartbeats).
+class HealthWatch {
+ public:
+  virtual ~HealthWatch() = default;
+  // Called about every period() while ranks run and nothing has gone wrong,
+  // with the ranks still running; a non-empty result ends the job with that
+  // message (StopReason::host_lost).
+  virtual std::string tick(const std::vector<int>& running) = 0;
   virtual std::chrono::milliseconds period() const = 0;
 };
 
@@ -119,6 +135,9 @@ class Supervisor {
   // Failures go to `policy` first; it must outlive run().
   void set_elastic(ElasticPolicy& policy);
 
+  // From now on, run() ticks `watch`; it must outlive run().
+  void watch_health(HealthWatch& watch);
+
   // From now on, run() asks `check` whether every rank started until it says
   // so; still missing `timeout_s` after this call, the job is stopped with
   // StopReason::start_timeout. `check` must outlive run().
@@ -143,6 +162,7 @@ class Supervisor {
 
   void reap();
   void check_start(Clock::time_point now);
+  void check_health(Clock::time_point now);
   void on_rank_end(Rank& rank, int wait_status);
   void on_launcher_signal(int signo);
   void signal_all(int signo);
@@ -167,6 +187,8 @@ class Supervisor {
   StartCheck* start_check_ = nullptr;
   ElasticPolicy* elastic_ = nullptr;
   Clock::time_point next_elastic_tick_;
+  HealthWatch* health_ = nullptr;
+  Clock::time_point next_health_tick_;
   Clock::time_point start_deadline_;
   Clock::time_point next_start_check_;
   std::string start_error_;

@@ -228,37 +228,54 @@ TEST_F(ClusterTest, MpirunRunsAJobAcrossHosts) {
   EXPECT_EQ(mpi, 4u) << r.output;
 }
 
-TEST(ClusterLinkCut, TheOtherHostRaisesWithinTheTimeout) {
-  SKIP_WITHOUT_CLUSTER();
-  SKIP_WITHOUT_HIERARCHICAL();
-  // A cluster of its own: its link does not come back.
-  EmulatedCluster cluster(2);
-  ASSERT_TRUE(cluster.ok()) << cluster.output();
+// A job of `cut` ranks, two on each of `cluster`'s first two hosts, whose
+// second host's link is cut once every rank loops; the job's end and the
+// seconds from the cut to it.
+struct CutJob {
+  RunResult result;
+  double cut_to_end_s = 0;
+};
+
+CutJob run_and_cut(EmulatedCluster& cluster, std::map<std::string, std::string> env, std::vector<std::string> flags,
+                   const std::string& bound_s) {
   TempDir dir;
-  constexpr double kTimeout = 4;
-  // The collective that fails must end within the timeout, plus slack for a
-  // loaded machine (the failure report exchange, scheduling).
-  const std::string bound = std::to_string(kTimeout + 4);
-  auto env = launcher::testing::clean_environment();
-  env["COHORT_TIMEOUT_S"] = std::to_string(kTimeout);
   std::vector<std::string> a{"-H", cluster.hosts()[0] + ":2," + cluster.hosts()[1] + ":2", "--launch-template",
-                             kTemplate, "--store-addr", cluster.bridge_address(), CLUSTER_RANK_PROGRAM, "cut", bound,
-                             cluster.hosts()[1]};
+                             kTemplate, "--store-addr", cluster.bridge_address()};
+  a.insert(a.end(), flags.begin(), flags.end());
+  a.insert(a.end(), {CLUSTER_RANK_PROGRAM, "cut", bound_s, cluster.hosts()[1]});
   CohortrunProcess p(COHORTRUN_PATH, a, dir.path(), env);
-  // Cut host 1's link once every rank is looping.
   const auto deadline = launcher::testing::Clock::now() + 60s;
   for (;;) {
     const std::string out = launcher::testing::read_text(dir.path() + "/cohortrun.out");
     int looping = 0;
     for (int rank = 0; rank < 4; ++rank) looping += has_line(out, rank, "looping") ? 1 : 0;
     if (looping == 4) break;
-    ASSERT_TRUE(p.running() && launcher::testing::Clock::now() < deadline)
-        << "ranks did not start looping:\n" << out << launcher::testing::read_text(dir.path() + "/cohortrun.err");
+    if (!p.running() || launcher::testing::Clock::now() >= deadline) {
+      ADD_FAILURE() << "ranks did not start looping:\n" << out << launcher::testing::read_text(dir.path() + "/cohortrun.err");
+      return {p.wait(10s), 0};
+    }
     std::this_thread::sleep_for(20ms);
   }
   const auto cut = run_command("ip -n " + cluster.hosts()[1] + " link set eth0 down");
-  ASSERT_EQ(cut.exit_code, 0) << cut.output;
-  const RunResult r = p.wait(60s);
+  EXPECT_EQ(cut.exit_code, 0) << cut.output;
+  const auto cut_at = launcher::testing::Clock::now();
+  CutJob job{p.wait(120s)};
+  job.cut_to_end_s = std::chrono::duration<double>(launcher::testing::Clock::now() - cut_at).count();
+  return job;
+}
+
+TEST(ClusterLinkCut, TheOtherHostRaisesWithinTheTimeout) {
+  SKIP_WITHOUT_CLUSTER();
+  SKIP_WITHOUT_HIERARCHICAL();
+  // A cluster of its own: its link does not come back.
+  EmulatedCluster cluster(2);
+  ASSERT_TRUE(cluster.ok()) << cluster.output();
+  constexpr double kTimeout = 4;
+  // The collective that fails must end within the timeout, plus slack for a
+  // loaded machine (the failure report exchange, scheduling).
+  auto env = launcher::testing::clean_environment();
+  env["COHORT_TIMEOUT_S"] = std::to_string(kTimeout);
+  const RunResult r = run_and_cut(cluster, env, {}, std::to_string(kTimeout + 4)).result;
   ASSERT_TRUE(r.finished);
   // The ranks on the healthy host raised a TimeoutError or PeerLostError
   // that names a peer, within the bound of the collective's start.
@@ -273,9 +290,44 @@ TEST(ClusterLinkCut, TheOtherHostRaisesWithinTheTimeout) {
       }
     EXPECT_TRUE(found) << "rank " << rank << " on the healthy host raised no clear error:\n" << r.out << r.err;
   }
-  // Every rank's verdict held (a cohort error within the bound), so the job
-  // ended without a failure report.
-  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  // The cut host's ranks, which cannot reach the store, are ended by
+  // cohortrun's host watch, which names their host.
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("cohortrun: error: host " + cluster.hosts()[1] + " lost: ranks 2, 3"), std::string::npos)
+      << r.err;
+}
+
+// With default settings (COHORT_TIMEOUT_S of 300 s), cohortrun's host watch
+// ends the job once the cut host's ranks have sent no heartbeat for
+// COHORT_ELASTIC_HEARTBEAT_TIMEOUT_S (10 s), naming that host and its
+// ranks, on the gloo and the hierarchical backends.
+TEST(ClusterLinkCut, WithDefaultsCohortrunNamesTheLostHostAndItsRanksInSeconds) {
+  SKIP_WITHOUT_CLUSTER();
+  SKIP_WITHOUT_HIERARCHICAL();
+  for (const char* backend : {"gloo", "hierarchical"}) {
+    SCOPED_TRACE(backend);
+    EmulatedCluster cluster(2);
+    ASSERT_TRUE(cluster.ok()) << cluster.output();
+    const CutJob job = run_and_cut(cluster, launcher::testing::clean_environment(), {"--backend", backend}, "1000");
+    const RunResult& r = job.result;
+    ASSERT_TRUE(r.finished) << r.out << r.err;
+    std::printf("%s: the job ended %.1f s after the cut\n", backend, job.cut_to_end_s);
+    EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+    const std::regex verdict("cohortrun: error: host " + cluster.hosts()[1] +
+                             " lost: ranks 2, 3 on it have sent no heartbeat since [0-9:]+ UTC "
+                             "\\(COHORT_ELASTIC_HEARTBEAT_TIMEOUT_S=10\\).*");
+    bool named = false;
+    for (const std::string& l : launcher::testing::split_lines(r.err)) {
+      named = named || std::regex_match(l, verdict);
+      // No healthy host or rank is blamed.
+      EXPECT_EQ(l.find(cluster.hosts()[0]), std::string::npos) << l;
+    }
+    EXPECT_TRUE(named) << r.err;
+    // The default COHORT_TIMEOUT_S (300 s) would have ended it much later:
+    // this is the watch's doing, within the verdict's silence plus slack
+    // for a loaded machine.
+    EXPECT_LT(job.cut_to_end_s, 60) << r.err;
+  }
 }
 
 TEST(ClusterScript, AFailedUpRemovesWhatItCreated) {
