@@ -18,12 +18,14 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <set>
 #include <sstream>
 
 #include "cohort/common/error.h"
+#include "cohort/common/plan_file.h"
 #include "cohort/torch/core/collectives.h"
 #include "cohort/torch/core/runtime.h"
 #include "cohort/torch/fit/early_stopping.h"
@@ -469,6 +471,37 @@ TEST(MakeStrategy, SpecsRoundTrip) {
   EXPECT_EQ(s->replicas_in_sync(), 3);
   EXPECT_EQ(make_strategy("one_device")->spec(), "one_device");
   EXPECT_EQ(make_strategy("auto")->spec(), "one_device");  // not launched on several ranks
+}
+
+// "plan:FILE" runs the plan's strategy (cohort-plan --out), the same as its
+// spec given directly; a bad plan is a one-line error naming the file.
+TEST(MakeStrategy, APlanFileRunsItsStrategy) {
+  const std::string dir = ::testing::TempDir();
+  const std::string path = dir + "/cohort_plan_strategy.json";
+  PlanFile plan;
+  plan.strategy = "mirrored:replicas=2";
+  plan.command = "cohortrun -np 1 ./train --strategy plan:" + path;
+  { std::ofstream(path) << plan_file_text(plan); }
+  EXPECT_EQ(make_strategy("plan:" + path)->spec(), make_strategy("mirrored:replicas=2")->spec());
+  // The error of make_strategy(spec): one line holding `want`.
+  const auto expect_error = [](const std::string& spec, const std::string& want) {
+    try {
+      make_strategy(spec);
+      ADD_FAILURE() << "no error for '" << spec << "'";
+    } catch (const ConfigError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(want), std::string::npos) << spec << ": " << what;
+      EXPECT_EQ(what.find('\n'), std::string::npos) << "one line: " << what;
+    }
+  };
+  { std::ofstream(path) << R"({"version": 1, "strategy": "mirored"})"; }
+  expect_error("plan:" + path, "unknown strategy 'mirored'");
+  { std::ofstream(path) << R"({"version": 1})"; }
+  expect_error("plan:" + path, path + ":1:1: a plan file needs 'version' and 'strategy'");
+  { std::ofstream(path) << R"({"version": 1, "strategy": "one_device", "np": 2.5})"; }
+  expect_error("plan:" + path, path + ":1:48: plan field 'np' must be a whole number of at least 1, got 2.5");
+  expect_error("plan:" + dir + "/absent.json", "absent.json");
+  expect_error("plan:", "strategy 'plan:' needs a file");
 }
 
 }  // namespace

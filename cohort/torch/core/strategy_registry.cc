@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <sstream>
 
 #include "cohort/common/check.h"
+#include "cohort/common/logging.h"
+#include "cohort/common/plan_file.h"
 
 namespace cohort {
 namespace {
@@ -44,6 +47,27 @@ std::vector<SpecSchema> schemas_of(const std::vector<StrategyRegistration>& entr
   return schemas;
 }
 
+// The launch's world size as the launcher told it, 0 when not launched.
+int launched_ranks() {
+  for (const char* name : {"COHORT_SIZE", "WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS"})
+    if (const char* value = std::getenv(name)) return std::atoi(value);
+  return 0;
+}
+
+// "plan:FILE": the strategy of cohort-plan's chosen plan. What the launch
+// does not match (a tunable, the ranks, the backend) is said, not refused:
+// the program still trains correctly, only not as the plan predicted.
+std::unique_ptr<Strategy> make_planned_strategy(const std::string& path) {
+  COHORT_CHECK_AS(ConfigError, !path.empty()) << "strategy 'plan:' needs a file: plan:plan.json (cohort-plan --out)";
+  const PlanFile plan = read_plan_file(path);
+  const char* rank = std::getenv("COHORT_RANK");
+  if (!rank || std::string(rank) == "0")
+    for (const std::string& difference : plan_differences(plan, launched_ranks()))
+      COHORT_LOG(warn) << path << ": " << difference << "; launch with the plan's command to run it as predicted: "
+                       << plan.command;
+  return make_strategy(plan.strategy);
+}
+
 }  // namespace
 
 bool register_strategy(StrategyRegistration registration) {
@@ -71,6 +95,7 @@ std::vector<StrategyRegistration> registered_strategies() {
 std::vector<SpecSchema> strategy_schemas() { return schemas_of(registered_strategies()); }
 
 std::unique_ptr<Strategy> make_strategy(const std::string& text) {
+  if (text.starts_with("plan:")) return make_planned_strategy(text.substr(5));
   const std::vector<StrategyRegistration> entries = registered_strategies();
   const std::vector<SpecSchema> schemas = schemas_of(entries);
   const auto entry_of = [&](const std::string& name) -> const StrategyRegistration& {
@@ -115,6 +140,7 @@ std::string strategy_help() {
     out << lines.substr(first);
   }
   out << "  A wrapper follows the strategy it wraps, joined by '+': multi_worker+privacy:epsilon=3\n";
+  out << "  plan:FILE  the strategy of cohort-plan's chosen plan (cohort-plan --out FILE)\n";
   return out.str();
 }
 
