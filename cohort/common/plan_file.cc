@@ -67,9 +67,11 @@ PlanFile read_plan_file(const std::string& path) {
         if (name == "step_s") plan.predicted_step_s = value.number();
         else if (name == "total_s") plan.predicted_total_s = value.number();
         else if (name == "cost") plan.predicted_cost = value.number();
+        else if (name == "memory_per_rank_bytes") plan.predicted_memory_per_rank_bytes = value.number();
+        else if (name == "bottleneck") plan.predicted_bottleneck = text_of(value);
         else
           COHORT_THROW(ConfigError) << value.where() << ": unknown plan field 'predicted." << name
-                                    << "' (expected step_s, total_s, cost)";
+                                    << "' (expected step_s, total_s, cost, memory_per_rank_bytes, bottleneck)";
       }
     } else {
       COHORT_THROW(ConfigError) << v.where() << ": unknown plan field '" << key
@@ -86,7 +88,11 @@ std::string plan_file_text(const PlanFile& plan) {
   JsonObject env;
   for (const auto& [name, value] : plan.env) env.add(name, value);
   JsonObject predicted;
-  predicted.add("step_s", plan.predicted_step_s, 17).add("total_s", plan.predicted_total_s, 17).add("cost", plan.predicted_cost, 17);
+  predicted.add("step_s", plan.predicted_step_s, 17)
+      .add("total_s", plan.predicted_total_s, 17)
+      .add("cost", plan.predicted_cost, 17)
+      .add("memory_per_rank_bytes", plan.predicted_memory_per_rank_bytes, 17)
+      .add("bottleneck", plan.predicted_bottleneck);
   JsonObject doc;
   doc.add("version", plan.version).add("strategy", plan.strategy);
   if (plan.np > 0) doc.add("np", plan.np);

@@ -10,7 +10,8 @@
 //    "backend": "hierarchical",                 // COHORT_BACKEND, "" for auto
 //    "env": {"COHORT_FUSION_THRESHOLD_BYTES": "67108864"},  // tunables
 //    "command": "cohortrun -np 16 ...",         // the launch, as printed
-//    "predicted": {"step_s": 0.41, "total_s": 8200, "cost": 37.5}}
+//    "predicted": {"step_s": 0.41, "total_s": 8200, "cost": 37.5,
+//                  "memory_per_rank_bytes": 3.1e9, "bottleneck": "network"}}
 //
 // Only "version" and "strategy" are required; unknown members are errors
 // (a typo would silently change the plan). Errors are one line naming the
@@ -36,6 +37,8 @@ struct PlanFile {
   double predicted_step_s = 0;
   double predicted_total_s = 0;
   double predicted_cost = 0;
+  double predicted_memory_per_rank_bytes = 0;
+  std::string predicted_bottleneck;  // compute, network, memory bandwidth, server, ...
 };
 
 // Reads `path`; ConfigError when it cannot be read or is not a plan.

@@ -32,6 +32,8 @@ TEST(PlanFile, WhatIsWrittenReadsBackEqual) {
   plan.predicted_step_s = 0.1234567890123;
   plan.predicted_total_s = 8200.5;
   plan.predicted_cost = 37.25;
+  plan.predicted_memory_per_rank_bytes = 3.1e9;
+  plan.predicted_bottleneck = "network";
   const PlanFile back = read_plan_file(write(plan_file_text(plan)));
   EXPECT_EQ(back.strategy, plan.strategy);
   EXPECT_EQ(back.np, 16);
@@ -44,6 +46,8 @@ TEST(PlanFile, WhatIsWrittenReadsBackEqual) {
   EXPECT_DOUBLE_EQ(back.predicted_step_s, plan.predicted_step_s);
   EXPECT_DOUBLE_EQ(back.predicted_total_s, 8200.5);
   EXPECT_DOUBLE_EQ(back.predicted_cost, 37.25);
+  EXPECT_DOUBLE_EQ(back.predicted_memory_per_rank_bytes, 3.1e9);
+  EXPECT_EQ(back.predicted_bottleneck, "network");
 }
 
 TEST(PlanFile, MalformedFieldsAreOneLineErrorsNamingFileFieldAndExpectation) {
