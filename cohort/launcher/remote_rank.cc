@@ -78,7 +78,8 @@ rendezvous::TcpStoreOptions store_options(const EnvironmentMap& env, double time
   return {.host = host,
           .port = port,
           .secret = lookup(env, "COHORT_SECRET").value_or(""),
-          .connect_timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000))};
+          .connect_timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)),
+          .server_listening = true};  // cohortrun serves it before it starts any rank
 }
 
 // Relays `relays` until each has ended or `drain_s` passed: what the program

@@ -154,6 +154,28 @@ TEST_F(ClusterTest, AFailureOnOneHostStopsTheOthers) {
   for (pid_t pid : pids) EXPECT_FALSE(launcher::testing::process_alive(pid)) << pid;
 }
 
+TEST_F(ClusterTest, AnUnroutableStoreAddressFailsAtOnceBeforeAnyProgramStarts) {
+  // An address of the launcher's machine that the hosts have no route to
+  // (they route their subnet only): connect() says ENETUNREACH, which no
+  // retry fixes, so the remote ends give up at once instead of after the
+  // 60 s start timeout.
+  const std::string unroutable = "198.18." + std::to_string(::getpid() % 250) + ".1";
+  const std::string bridge = cluster_->prefix() + "-br";
+  ASSERT_EQ(run_command("ip addr add " + unroutable + "/32 dev " + bridge).exit_code, 0);
+  const RunResult r = cohortrun(host(0) + ":1," + host(1) + ":1", {"--store-addr", unroutable},
+                                {RANK_HELPER_PATH, "pid"}, 60s);
+  run_command("ip addr del " + unroutable + "/32 dev " + bridge);
+  ASSERT_TRUE(r.finished);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("cannot reach the job's store at " + unroutable), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("Network is unreachable: this host has no route to " + unroutable + " (retrying cannot help"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("within 60000 ms"), std::string::npos) << "it waited out the connect timeout:\n" << r.err;
+  EXPECT_TRUE(launcher::testing::wait_for_pids(dir_.path(), "pid.", 1, 0s).empty()) << "a rank's program ran";
+  std::printf("[ measured ] an unroutable store address failed the job in %.2f s\n", r.seconds);
+}
+
 #ifdef COHORT_TEST_HIERARCHICAL
 #define SKIP_WITHOUT_HIERARCHICAL() (void)0
 #else
