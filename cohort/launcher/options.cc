@@ -13,6 +13,7 @@
 #include "cohort/dashboard/server.h"
 #include "cohort/launcher/host_discovery.h"
 #include "cohort/launcher/job_id.h"
+#include "cohort/launcher/launch_checks.h"
 
 namespace cohort::launcher {
 namespace {
@@ -335,6 +336,7 @@ LaunchOptions parse_arguments(std::span<const std::string> args) {
       if (key == "COHORT_IFACE")
         throw UsageError("--env COHORT_IFACE=" + v + " conflicts with --network-interface " +
                          options.network_interface);
+  check_multi_host_launch(options);
   return options;
 }
 
@@ -355,7 +357,8 @@ std::string usage_text() {
      << "; with hosts, default: all\n"
         "                        their slots)\n"
         "  --backend B           communicator backend: auto, shm, gloo, mpi, hierarchical\n"
-        "                        (sets COHORT_BACKEND)\n"
+        "                        (sets COHORT_BACKEND; shm reaches one host's ranks only:\n"
+        "                        refused when the ranks span hosts)\n"
         "  --env K=V             set K=V for every rank (repeatable)\n"
         "  --timeline F          write the engines' Chrome trace to F (rank 0 of each engine;\n"
         "                        sets COHORT_TIMELINE; opens in Perfetto or chrome://tracing)\n"
@@ -408,10 +411,16 @@ std::string usage_text() {
         "                        'ip netns exec {host}')\n"
         "  --store-addr A        this machine's address the hosts reach the store at (default:\n"
         "                        the source address of the route to the hosts); the store\n"
-        "                        binds it\n"
+        "                        binds it. Needed when the host names do not resolve here\n"
+        "                        or the hosts are reached from different addresses; never\n"
+        "                        loopback (127.0.0.1, localhost) when ranks run on other\n"
+        "                        hosts: refused. Ranks that cannot reach it fail at once\n"
+        "                        when no retry can help (no route to it, nothing listening)\n"
         "  --start-timeout S     seconds remote ranks may take to start (default 60; with\n"
         "                        --min-np also each replacement started remotely)\n"
-        "  --network-interface I network interface the ranks communicate on (sets COHORT_IFACE)\n"
+        "  --network-interface I network interface the ranks communicate on (sets COHORT_IFACE;\n"
+        "                        a loopback one such as lo is refused when ranks run on other\n"
+        "                        hosts)\n"
         "  --remote-cohortrun P  path of cohortrun on the hosts (default: this one's path)\n"
         "  --dry-run             print which rank would run where, and how; start nothing\n"
         "\n"
@@ -447,8 +456,10 @@ std::string usage_text() {
         "  128+S    a rank was killed by signal S, or cohortrun was stopped by signal S\n"
         "  C        cohortrun was stopped by a signal and every rank then exited with\n"
         "           the same code C > 0 (a preempted fit() exits with 75: launch again)\n"
-        "  2        bad command line\n"
-        "  126/127  the program cannot be executed / was not found\n"
+        "  2        bad command line, or a launch that cannot work (a loopback --store-addr\n"
+        "           or interface with other hosts, --backend shm across hosts)\n"
+        "  126/127  the program cannot be executed / was not found, here or on a host\n"
+        "           (there, before the rank started: its output says why)\n"
         "\n"
         "tunables (environment variables read by the ranks):\n"
      << tunables::format_table();

@@ -176,6 +176,24 @@ TEST_F(ClusterTest, AnUnroutableStoreAddressFailsAtOnceBeforeAnyProgramStarts) {
   std::printf("[ measured ] an unroutable store address failed the job in %.2f s\n", r.seconds);
 }
 
+TEST_F(ClusterTest, LaunchesThatCannotWorkAreRefusedBeforeAnyRankStarts) {
+  const std::string hosts = host(0) + ":2," + host(1) + ":2";
+  auto refused = [&](std::vector<std::string> flags, std::vector<std::string> program, const std::string& expected) {
+    const RunResult r = cohortrun(hosts, std::move(flags), std::move(program), 60s);
+    ASSERT_TRUE(r.finished);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find("cohortrun: error: " + expected), std::string::npos) << r.err;
+    EXPECT_TRUE(launcher::testing::wait_for_pids(dir_.path(), "pid.", 1, 0s).empty()) << "a rank ran";
+    std::printf("[ measured ] refused in %.2f s: %s\n", r.seconds, expected.c_str());
+  };
+  refused({"--store-addr", "127.0.0.1"}, {RANK_HELPER_PATH, "pid"},
+          "--store-addr 127.0.0.1 is a loopback address, which reaches only this machine: the ranks on " + host(0) +
+              " could never reach the store there");
+  refused({"--backend", "shm"}, {RANK_HELPER_PATH, "pid"}, "--backend shm cannot join ranks on 2 hosts");
+  refused({"--network-interface", "lo"}, {RANK_HELPER_PATH, "pid"},
+          "--network-interface lo is a loopback interface, which reaches no other host");
+}
+
 #ifdef COHORT_TEST_HIERARCHICAL
 #define SKIP_WITHOUT_HIERARCHICAL() (void)0
 #else

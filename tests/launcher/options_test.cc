@@ -279,5 +279,40 @@ TEST(Options, DashboardAndReportFlags) {
   EXPECT_THROW(parse({"-np", "1", "--report", "", "p"}), UsageError);
 }
 
+TEST(Options, RefusesMultiHostLaunchesThatCannotWork) {
+  // Hosts that are other machines (addresses, so nothing is looked up).
+  const std::string two_hosts = "10.0.0.2:2,10.0.0.3:2";
+  std::string e = error_of({"-H", two_hosts, "--store-addr", "127.0.0.1", "p"});
+  EXPECT_NE(e.find("--store-addr 127.0.0.1 is a loopback address, which reaches only this machine: the ranks on "
+                   "10.0.0.2 could never reach the store there"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(error_of({"-H", two_hosts, "--store-addr", "localhost", "p"}).find("--store-addr localhost is a loopback"),
+            std::string::npos);
+  EXPECT_NE(error_of({"-H", two_hosts, "--store-addr", "::1", "p"}).find("is a loopback address"), std::string::npos);
+  // Loopback is right when no rank runs elsewhere: hosts that are loopback
+  // addresses themselves, or remote hosts -np leaves empty.
+  EXPECT_EQ(parse({"-H", "127.0.0.2:2,127.0.0.3:2", "--store-addr", "127.0.0.1", "p"}).num_ranks, 4);
+  EXPECT_EQ(parse({"-np", "2", "-H", "localhost:2,10.0.0.2:2", "--store-addr", "127.0.0.1", "p"}).num_ranks, 2);
+  EXPECT_EQ(parse({"-H", two_hosts, "--store-addr", "10.0.0.1", "p"}).store_addr, "10.0.0.1");
+
+  e = error_of({"-H", two_hosts, "--backend", "shm", "p"});
+  EXPECT_EQ(e, "--backend shm cannot join ranks on 2 hosts (10.0.0.2:2,10.0.0.3:2): shared memory reaches the ranks "
+               "of one host only; use --backend hierarchical (shared memory within each host, gloo across them) or "
+               "gloo");
+  EXPECT_NE(error_of({"-H", two_hosts, "--env", "COHORT_BACKEND=shm", "p"}).find("--env COHORT_BACKEND=shm cannot"),
+            std::string::npos);
+  EXPECT_EQ(parse({"-np", "2", "-H", two_hosts, "--backend", "shm", "p"}).backend, "shm");  // one host's ranks
+
+  e = error_of({"-H", two_hosts, "--network-interface", "lo", "p"});
+  EXPECT_NE(e.find("--network-interface lo is a loopback interface, which reaches no other host: the ranks on "
+                   "10.0.0.2"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(error_of({"-H", two_hosts, "--env", "COHORT_IFACE=lo", "p"}).find("--env COHORT_IFACE=lo is a loopback"),
+            std::string::npos);
+  EXPECT_EQ(parse({"-H", "127.0.0.2:2", "--network-interface", "lo", "p"}).network_interface, "lo");
+}
+
 }  // namespace
 }  // namespace cohort::launcher
