@@ -5,11 +5,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <set>
 #include <vector>
 
 #include "cohort/launcher/placement.h"
+#include "cohort/launcher/spawn.h"
 #include "cohort/rendezvous/tcp_store.h"
 
 namespace cohort::launcher {
@@ -40,6 +42,21 @@ bool is_loopback_interface(const std::string& name) {
 std::string host_part(const std::string& host) {
   const size_t at = host.find('@');
   return at == std::string::npos ? host : host.substr(at + 1);
+}
+
+// "host:slots" or "host" with a dotted or dashed name: a word -H takes.
+bool looks_like_host_slots(const std::string& word) {
+  const size_t colon = word.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == word.size()) return false;
+  for (size_t i = colon + 1; i < word.size(); ++i)
+    if (word[i] < '0' || word[i] > '9') return false;
+  for (size_t i = 0; i < colon; ++i) {
+    const char c = word[i];
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+                    c == '-' || c == '_' || c == '@';
+    if (!ok) return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -88,6 +105,29 @@ void check_multi_host_launch(const LaunchOptions& options) {
                    " is a loopback interface, which reaches no other host: the ranks on " + elsewhere +
                    " could not connect to the others through it; name the interface of the hosts' network "
                    "(e.g. eth0), or leave it out to let each rank choose");
+}
+
+void check_program_is_not_a_host(const LaunchOptions& options, const std::string& hosts_text) {
+  if (options.hosts.empty() || options.command.empty()) return;
+  std::vector<std::string> hosts;  // the program's first words that look like hosts
+  for (const std::string& word : options.command) {
+    if (!looks_like_host_slots(word)) break;
+    hosts.push_back(word);
+  }
+  if (hosts.empty()) return;
+  try {
+    const char* path = std::getenv("PATH");
+    resolve_program(hosts.front(), path ? path : "");
+    return;  // a program of that name exists: run it
+  } catch (const Error&) {
+  }
+  std::string fix = hosts_text;
+  for (const std::string& h : hosts) fix += "," + h;
+  throw UsageError(
+      "the program '" + hosts.front() + "' looks like a host:slots, and every word after it (flags such as "
+      "--store-addr or --dry-run included) would be its arguments; " +
+      (hosts_text.empty() ? std::string("put every host in the hostfile")
+                          : "separate the hosts with commas, without spaces: -H " + fix));
 }
 
 }  // namespace cohort::launcher

@@ -21,4 +21,11 @@ namespace cohort::launcher {
 // Nothing to check without hosts (every rank on this machine).
 void check_multi_host_launch(const LaunchOptions& options);
 
+// Throws UsageError when hosts were given and the program's first words look
+// like more of them (`-H a:2 b:2 prog`: a space where the comma belongs made
+// `b:2` the program and every later flag, --dry-run included, its
+// arguments), unless such a program exists. `hosts_text` is the -H value,
+// empty for a hostfile.
+void check_program_is_not_a_host(const LaunchOptions& options, const std::string& hosts_text);
+
 }  // namespace cohort::launcher

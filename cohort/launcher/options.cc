@@ -113,6 +113,7 @@ LaunchOptions parse_arguments(std::span<const std::string> args) {
   bool np_given = false;
   bool max_restarts_given = false, elastic_timeout_given = false;
   std::string hosts_flag;  // the flag that gave the hosts, for conflicts
+  std::string hosts_text;  // -H's value
   size_t i = 0;
   for (; i < args.size(); ++i) {
     const std::string& arg = args[i];
@@ -165,6 +166,7 @@ LaunchOptions parse_arguments(std::span<const std::string> args) {
       if (!hosts_flag.empty()) throw UsageError(name + " conflicts with " + hosts_flag + " (give the hosts once)");
       options.hosts = parse_host_list(text);
       hosts_flag = name;
+      hosts_text = text;
     } else if (name == "--hostfile") {
       const std::string text = value();
       if (!hosts_flag.empty()) throw UsageError(name + " conflicts with " + hosts_flag + " (give the hosts once)");
@@ -281,6 +283,7 @@ LaunchOptions parse_arguments(std::span<const std::string> args) {
   options.command.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
 
   if (options.help) return options;
+  check_program_is_not_a_host(options, hosts_text);
   if (options.dashboard_linger_s > 0 && options.dashboard.empty())
     throw UsageError("--dashboard-linger needs --dashboard (there is nothing to keep serving)");
   if (!options.host_discovery_script.empty()) {
@@ -400,8 +403,10 @@ std::string usage_text() {
         "  -h, --help            print this help\n"
         "\n"
         "multi-host flags:\n"
-        "  -H, --host LIST       hosts and their slots: host1:2,host2:2 (slots default 1);\n"
-        "                        ranks fill them in order (host1 gets ranks 0 and 1, ...)\n"
+        "  -H, --host LIST       hosts and their slots: host1:2,host2:2 (slots default 1),\n"
+        "                        one word: commas, no spaces (a program that looks like\n"
+        "                        host:slots is refused as this typo); ranks fill them in\n"
+        "                        order (host1 gets ranks 0 and 1, ...)\n"
         "  --hostfile F          hosts from a file: one 'host slots=N' per line, '#' comments\n"
         "  --launch-template T   how to start a rank on a host; {host} is replaced by the\n"
         "                        host (default: '"

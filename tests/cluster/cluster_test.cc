@@ -192,6 +192,11 @@ TEST_F(ClusterTest, LaunchesThatCannotWorkAreRefusedBeforeAnyRankStarts) {
   refused({"--backend", "shm"}, {RANK_HELPER_PATH, "pid"}, "--backend shm cannot join ranks on 2 hosts");
   refused({"--network-interface", "lo"}, {RANK_HELPER_PATH, "pid"},
           "--network-interface lo is a loopback interface, which reaches no other host");
+  // -H h0:2 h1:2 (a space for the comma): h1:2 became the program.
+  refused({}, {host(2) + ":1", "--dry-run", RANK_HELPER_PATH, "pid"},
+          "the program '" + host(2) + ":1' looks like a host:slots, and every word after it (flags such as "
+          "--store-addr or --dry-run included) would be its arguments; separate the hosts with commas, without "
+          "spaces: -H " + hosts + "," + host(2) + ":1");
 }
 
 #ifdef COHORT_TEST_HIERARCHICAL

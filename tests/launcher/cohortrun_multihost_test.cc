@@ -230,6 +230,10 @@ TEST_F(MultiHostTest, LaunchesThatCannotWorkAreRefusedBeforeAnythingStarts) {
   refused({"-H", far, "--store-addr", "10.255.0.1", "--backend", "shm"}, "--backend shm cannot join ranks on 2 hosts");
   refused({"-H", far, "--store-addr", "10.255.0.1", "--network-interface", "lo"},
           "--network-interface lo is a loopback interface");
+  // -H a:2 b:2: the typo no longer swallows the flags after it (--dry-run
+  // would otherwise have started the job).
+  refused({"-H", kA + ":1", kB + ":1", "--store-addr", "127.0.0.1", "--dry-run"},
+          "the program '" + kB + ":1' looks like a host:slots");
 }
 
 TEST_F(MultiHostTest, AMissingLaunchCommandIsReportedBeforeAnythingStarts) {

@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
+#include <fstream>
 
 #include "cohort/launcher/job_id.h"
 
@@ -312,6 +315,24 @@ TEST(Options, RefusesMultiHostLaunchesThatCannotWork) {
   EXPECT_NE(error_of({"-H", two_hosts, "--env", "COHORT_IFACE=lo", "p"}).find("--env COHORT_IFACE=lo is a loopback"),
             std::string::npos);
   EXPECT_EQ(parse({"-H", "127.0.0.2:2", "--network-interface", "lo", "p"}).network_interface, "lo");
+}
+
+TEST(Options, AProgramThatLooksLikeAHostIsRefusedWithTheFix) {
+  // A space for a comma: b:2 became the program, --dry-run its argument.
+  std::string e = error_of({"-H", "a:2", "b:2", "--store-addr", "10.0.0.1", "--dry-run", "prog"});
+  EXPECT_EQ(e, "the program 'b:2' looks like a host:slots, and every word after it (flags such as --store-addr or "
+               "--dry-run included) would be its arguments; separate the hosts with commas, without spaces: -H "
+               "a:2,b:2");
+  EXPECT_NE(error_of({"-H", "a:2", "node-2.lan:2", "c:1", "prog"}).find("-H a:2,node-2.lan:2,c:1"), std::string::npos);
+  const std::string hostfile =
+      (std::filesystem::temp_directory_path() / ("options_test_hosts." + std::to_string(::getpid()))).string();
+  std::ofstream(hostfile) << "a slots=2\n";
+  EXPECT_NE(error_of({"--hostfile", hostfile, "b:2", "prog"}).find("put every host in the hostfile"),
+            std::string::npos);
+  std::filesystem::remove(hostfile);
+  // A program's arguments may look like hosts; without hosts nothing is guessed.
+  EXPECT_EQ(parse({"-H", "a:2", "prog", "b:2"}).command, (std::vector<std::string>{"prog", "b:2"}));
+  EXPECT_EQ(parse({"-np", "1", "b:2"}).command, (std::vector<std::string>{"b:2"}));
 }
 
 }  // namespace
