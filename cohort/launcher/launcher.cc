@@ -274,7 +274,7 @@ int run_job(const LaunchOptions& options) {
     return 1;
   }
   if (options.dry_run) {
-    const std::string text = describe_plan(plan, options, job);
+    const std::string text = describe_plan(plan, options, job, base);
     [[maybe_unused]] ssize_t n = ::write(STDOUT_FILENO, text.data(), text.size());
     return 0;
   }
@@ -302,7 +302,8 @@ int run_job(const LaunchOptions& options) {
     print("cohortrun: job " + job_id + ": " + std::to_string(options.num_ranks) + " rank(s) of " +
           options.command.front() + (multi_host ? " on " + std::to_string(host_count(placement)) + " host(s)" : "") +
           ", store at " + job.store_host + ":" + std::to_string(job.store_port) + " (" + store_address.reason +
-          "), " + std::to_string(job.threads_per_rank) + " thread(s) per rank here\n");
+          ")" + (ranks_here > 0 ? ", " + thread_count(base, job) + " thread(s) per rank here" : std::string()) +
+          "\n");
 
   raise_descriptor_limit(options.num_ranks);
   Supervisor supervisor(
@@ -398,10 +399,9 @@ int run_job(const LaunchOptions& options) {
         output_noted = true;
       }
       if (launch.payload) remote_ranks.emplace(rank, launch.where.host);
-      if (options.verbose)
-        print("cohortrun: rank " + std::to_string(rank) +
-              (launch.where.remote ? " on " + launch.where.host : std::string()) + ": pid " +
-              std::to_string(process.pid) + "\n");
+      // A remote rank's pid is said once its remote end reports it (below).
+      if (options.verbose && !launch.where.remote)
+        print("cohortrun: rank " + std::to_string(rank) + ": pid " + std::to_string(process.pid) + "\n");
     } catch (const Error& e) {
       // The ranks already running are stopped like after a failure.
       const auto* exec_error = dynamic_cast<const ExecError*>(&e);
@@ -418,7 +418,15 @@ int run_job(const LaunchOptions& options) {
       auto client = std::make_shared<rendezvous::TcpStore>(rendezvous::TcpStoreOptions{
           .host = store_address.bind, .port = job.store_port, .secret = job.secret,
           .connect_timeout = std::chrono::seconds(10)});
-      start_watch.emplace(std::move(client), std::move(remote_ranks));
+      StartWatch::Started said;
+      if (options.verbose)
+        said = [](int rank, const std::string& host, const std::string& record) {
+          // record: "<host> pid <pid>", the program's pid on its host.
+          const size_t pid = record.rfind(" pid ");
+          print("cohortrun: rank " + std::to_string(rank) + " on " + host + ": pid " +
+                (pid == std::string::npos ? record : record.substr(pid + 5)) + "\n");
+        };
+      start_watch.emplace(std::move(client), std::move(remote_ranks), std::move(said));
       supervisor.watch_start(*start_watch, options.start_timeout_s);
     } catch (const Error& e) {
       launch_error = std::string("cannot watch the remote ranks start: ") + e.what();
@@ -428,6 +436,9 @@ int run_job(const LaunchOptions& options) {
   }
 
   const SupervisionResult result = supervisor.run();
+  // Ranks that ended before the supervisor's first start check still have
+  // their pids said (--verbose).
+  if (start_watch && options.verbose) start_watch->started();
   const std::string end = end_text(result, launch_error);
   print(end);
   if (dashboard) {

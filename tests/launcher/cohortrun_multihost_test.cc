@@ -236,6 +236,25 @@ TEST_F(MultiHostTest, LaunchesThatCannotWorkAreRefusedBeforeAnythingStarts) {
           "the program '" + kB + ":1' looks like a host:slots");
 }
 
+TEST_F(MultiHostTest, VerboseSaysTheRemoteProgramsPidAndTheThreadsRanksGet) {
+  auto env = clean_environment();
+  env["OMP_NUM_THREADS"] = "13";  // exported: what the ranks get, whatever the cores
+  const RunResult r = run({"-v", "-H", "localhost:1," + kB + ":1", "--launch-template", kEnvTemplate}, {"pid"}, env);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto pids = wait_for_pids(dir_.path(), "pid.", 2, 0s);
+  ASSERT_EQ(pids.size(), 2u);
+  EXPECT_NE(r.err.find("13 thread(s) per rank here"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("cohortrun: rank 0: pid " + std::to_string(pids[0]) + "\n"), std::string::npos) << r.err;
+  // The program's pid on its host, not its launch command's.
+  EXPECT_NE(r.err.find("cohortrun: rank 1 on " + kB + ": pid " + std::to_string(pids[1]) + "\n"),
+            std::string::npos)
+      << r.err;
+  const RunResult dry = run({"--dry-run", "-H", "localhost:1," + kB + ":1", "--launch-template", kEnvTemplate},
+                            {"pid"}, env);
+  ASSERT_EQ(dry.exit_code, 0) << dry.err;
+  EXPECT_NE(dry.out.find(" OMP_NUM_THREADS=13"), std::string::npos) << dry.out;
+}
+
 TEST_F(MultiHostTest, AMissingLaunchCommandIsReportedBeforeAnythingStarts) {
   const RunResult r = run({"-H", kA, "--launch-template", "no-such-agent-xyz {host}"}, {"pid"});
   ASSERT_TRUE(r.finished);
