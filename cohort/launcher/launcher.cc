@@ -188,6 +188,25 @@ std::unique_ptr<dashboard::Dashboard> start_dashboard(const LaunchOptions& optio
   return dashboard;
 }
 
+// A job whose first failure is a remote rank that ended with 126 or 127
+// before its remote end recorded the start (the program, or cohortrun, could
+// not be executed on its host) ends with that code, as a rank on this
+// machine whose program is missing does: sets `code` and returns the line
+// that says so, or "".
+std::string remote_exec_failure(const SupervisionResult& result, StartWatch& watch, int& code) {
+  if (result.reason != StopReason::rank_failed) return {};
+  for (const RankRecord& r : result.ranks) {
+    if (r.rank != result.failed_rank || r.host.empty() || !r.status.exited()) continue;
+    if ((r.status.code() != 126 && r.status.code() != 127) || watch.recorded_start(r.rank)) return {};
+    code = r.status.code();
+    return error_line("rank " + std::to_string(r.rank) + " did not start on " + r.host + ": its program or cohortrun " +
+                      (code == 127 ? "was not found" : "could not be executed") +
+                      " there (its output above says which); every host needs both at the same path as here "
+                      "(or pass --remote-cohortrun)");
+  }
+  return {};
+}
+
 // What cohortrun says about how the job ended (possibly nothing).
 std::string end_text(const SupervisionResult& result, const std::string& launch_error) {
   if (!launch_error.empty()) return error_line(launch_error);
@@ -439,13 +458,15 @@ int run_job(const LaunchOptions& options) {
   // Ranks that ended before the supervisor's first start check still have
   // their pids said (--verbose).
   if (start_watch && options.verbose) start_watch->started();
-  const std::string end = end_text(result, launch_error);
+  std::string end = end_text(result, launch_error);
+  int code = launch_error.empty() ? exit_code(result) : launch_error_code;
+  if (start_watch && launch_error.empty())
+    if (const std::string note = remote_exec_failure(result, *start_watch, code); !note.empty()) end += note;
   print(end);
   if (dashboard) {
-    const bool ok = launch_error.empty() && exit_code(result) == 0;
-    finish_dashboard(*dashboard, options, result, ok ? std::string() : end, signals);
+    finish_dashboard(*dashboard, options, result, code == 0 ? std::string() : end, signals);
   }
-  return launch_error.empty() ? exit_code(result) : launch_error_code;
+  return code;
 }
 
 }  // namespace cohort::launcher

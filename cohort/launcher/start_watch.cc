@@ -25,6 +25,11 @@ bool StartWatch::started() {
   return true;
 }
 
+bool StartWatch::recorded_start(int rank) {
+  const std::string key = started_key(rank);
+  return store_->check(std::span<const std::string>(&key, 1));
+}
+
 std::string StartWatch::describe_missing() {
   for (auto it = pending_.begin(); it != pending_.end();) {
     const std::string key = started_key(it->first);

@@ -28,6 +28,9 @@ class StartWatch final : public StartCheck {
   // timeout (...)"; names at most 8 ranks.
   std::string describe_missing() override;
 
+  // Whether rank `rank`'s remote end recorded its program's start.
+  bool recorded_start(int rank);
+
  private:
   std::shared_ptr<rendezvous::Store> store_;
   std::map<int, std::string> pending_;

@@ -199,6 +199,16 @@ TEST_F(ClusterTest, LaunchesThatCannotWorkAreRefusedBeforeAnyRankStarts) {
           "spaces: -H " + hosts + "," + host(2) + ":1");
 }
 
+TEST_F(ClusterTest, AProgramMissingOnAHostExits127) {
+  const RunResult r = cohortrun(host(0) + ":1," + host(1) + ":1", {}, {dir_.path() + "/no-such-program"}, 60s);
+  ASSERT_TRUE(r.finished);
+  EXPECT_EQ(r.exit_code, 127) << r.err;
+  // Whichever rank's end came first is the one reported.
+  const std::regex said("cohortrun: error: rank [01] did not start on (" + host(0) + "|" + host(1) +
+                        "): its program or cohortrun was not found there");
+  EXPECT_TRUE(std::regex_search(r.err, said)) << r.err;
+}
+
 #ifdef COHORT_TEST_HIERARCHICAL
 #define SKIP_WITHOUT_HIERARCHICAL() (void)0
 #else

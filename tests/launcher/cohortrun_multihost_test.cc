@@ -201,15 +201,19 @@ TEST_F(MultiHostTest, RanksThatNeverStartHitTheStartTimeout) {
       << r.err;
 }
 
-TEST_F(MultiHostTest, AMissingRemoteProgramIsReported) {
+TEST_F(MultiHostTest, AMissingRemoteProgramIsReportedWithCode127) {
   std::vector<std::string> a{"-H", kA, "--launch-template", kEnvTemplate, "--store-addr", "127.0.0.1",
                              "/nonexistent/prog"};
   CohortrunProcess p(COHORTRUN_PATH, a, dir_.path());
   const RunResult r = p.wait(30s);
   ASSERT_TRUE(r.finished);
-  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.exit_code, 127) << r.err;  // as --help documents, and as on this machine
   EXPECT_NE(r.err.find("rank 0 on " + kA + " exited with code 127"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("cannot execute '/nonexistent/prog'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("cohortrun: error: rank 0 did not start on " + kA), std::string::npos) << r.err;
+  // A program that ran and exited 127 is an ordinary failure.
+  const RunResult ran = run({"-H", kA, "--launch-template", kEnvTemplate}, {"exit:127"});
+  EXPECT_EQ(ran.exit_code, 1) << ran.err;
 }
 
 TEST_F(MultiHostTest, LaunchesThatCannotWorkAreRefusedBeforeAnythingStarts) {
