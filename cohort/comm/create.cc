@@ -57,9 +57,11 @@ void connect_store(World& world) {
   }
   // A launcher's store (cohortrun's) listens before any rank starts: a
   // refused connection there is final, not a store still starting.
-  world.store = std::make_shared<rendezvous::TcpStore>(rendezvous::TcpStoreOptions{
-      .host = info.store_host, .port = info.store_port, .secret = info.secret,
-      .server_listening = !info.store_in_rank0});
+  world.store =
+      std::make_shared<rendezvous::TcpStore>(rendezvous::TcpStoreOptions{.host = info.store_host,
+                                                                         .port = info.store_port,
+                                                                         .secret = info.secret,
+                                                                         .server_listening = !info.store_in_rank0});
   // Before anything else: a process of another job must not take a seat.
   // An elastic job's seats pass from process to process; its membership
   // (published by its launcher) says who is in the world.

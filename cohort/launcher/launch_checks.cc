@@ -123,11 +123,11 @@ void check_program_is_not_a_host(const LaunchOptions& options, const std::string
   }
   std::string fix = hosts_text;
   for (const std::string& h : hosts) fix += "," + h;
-  throw UsageError(
-      "the program '" + hosts.front() + "' looks like a host:slots, and every word after it (flags such as "
-      "--store-addr or --dry-run included) would be its arguments; " +
-      (hosts_text.empty() ? std::string("put every host in the hostfile")
-                          : "separate the hosts with commas, without spaces: -H " + fix));
+  throw UsageError("the program '" + hosts.front() +
+                   "' looks like a host:slots, and every word after it (flags such as "
+                   "--store-addr or --dry-run included) would be its arguments; " +
+                   (hosts_text.empty() ? std::string("put every host in the hostfile")
+                                       : "separate the hosts with commas, without spaces: -H " + fix));
 }
 
 }  // namespace cohort::launcher

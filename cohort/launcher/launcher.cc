@@ -320,9 +320,8 @@ int run_job(const LaunchOptions& options) {
   if (options.verbose)
     print("cohortrun: job " + job_id + ": " + std::to_string(options.num_ranks) + " rank(s) of " +
           options.command.front() + (multi_host ? " on " + std::to_string(host_count(placement)) + " host(s)" : "") +
-          ", store at " + job.store_host + ":" + std::to_string(job.store_port) + " (" + store_address.reason +
-          ")" + (ranks_here > 0 ? ", " + thread_count(base, job) + " thread(s) per rank here" : std::string()) +
-          "\n");
+          ", store at " + job.store_host + ":" + std::to_string(job.store_port) + " (" + store_address.reason + ")" +
+          (ranks_here > 0 ? ", " + thread_count(base, job) + " thread(s) per rank here" : std::string()) + "\n");
 
   raise_descriptor_limit(options.num_ranks);
   Supervisor supervisor(

@@ -7,8 +7,7 @@
 
 namespace cohort::launcher {
 
-StartWatch::StartWatch(std::shared_ptr<rendezvous::Store> store, std::map<int, std::string> ranks,
-                       Started on_started)
+StartWatch::StartWatch(std::shared_ptr<rendezvous::Store> store, std::map<int, std::string> ranks, Started on_started)
     : store_(std::move(store)), pending_(std::move(ranks)), on_started_(std::move(on_started)) {}
 
 bool StartWatch::started() {

@@ -615,8 +615,7 @@ struct TcpStore::Impl {
                 " is a loopback address, which reaches only the host it is used on: a rank on another host "
                 "cannot reach the launcher's store there (pass cohortrun --store-addr with an address of the "
                 "launcher's machine that the hosts can reach)";
-      else
-        text += " (has the launcher ended, or is this address another machine's?)";
+      else text += " (has the launcher ended, or is this address another machine's?)";
       return text;
     }
     return {};

@@ -162,8 +162,8 @@ TEST_F(ClusterTest, AnUnroutableStoreAddressFailsAtOnceBeforeAnyProgramStarts) {
   const std::string unroutable = "198.18." + std::to_string(::getpid() % 250) + ".1";
   const std::string bridge = cluster_->prefix() + "-br";
   ASSERT_EQ(run_command("ip addr add " + unroutable + "/32 dev " + bridge).exit_code, 0);
-  const RunResult r = cohortrun(host(0) + ":1," + host(1) + ":1", {"--store-addr", unroutable},
-                                {RANK_HELPER_PATH, "pid"}, 60s);
+  const RunResult r =
+      cohortrun(host(0) + ":1," + host(1) + ":1", {"--store-addr", unroutable}, {RANK_HELPER_PATH, "pid"}, 60s);
   run_command("ip addr del " + unroutable + "/32 dev " + bridge);
   ASSERT_TRUE(r.finished);
   EXPECT_EQ(r.exit_code, 1) << r.err;
@@ -194,9 +194,11 @@ TEST_F(ClusterTest, LaunchesThatCannotWorkAreRefusedBeforeAnyRankStarts) {
           "--network-interface lo is a loopback interface, which reaches no other host");
   // -H h0:2 h1:2 (a space for the comma): h1:2 became the program.
   refused({}, {host(2) + ":1", "--dry-run", RANK_HELPER_PATH, "pid"},
-          "the program '" + host(2) + ":1' looks like a host:slots, and every word after it (flags such as "
-          "--store-addr or --dry-run included) would be its arguments; separate the hosts with commas, without "
-          "spaces: -H " + hosts + "," + host(2) + ":1");
+          "the program '" + host(2) +
+              ":1' looks like a host:slots, and every word after it (flags such as "
+              "--store-addr or --dry-run included) would be its arguments; separate the hosts with commas, without "
+              "spaces: -H " +
+              hosts + "," + host(2) + ":1");
 }
 
 TEST_F(ClusterTest, AProgramMissingOnAHostExits127) {

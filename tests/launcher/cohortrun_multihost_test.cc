@@ -56,8 +56,8 @@ class MultiHostTest : public ::testing::Test {
 };
 
 TEST_F(MultiHostTest, RanksGetTheirHostAndLocalRanks) {
-  const RunResult r = run({"-H", kA + ":2," + kB + ":1," + kC + ":2", "--launch-template", kEnvTemplate, "--backend", "gloo",
-                           "--network-interface", "eth7"},
+  const RunResult r = run({"-H", kA + ":2," + kB + ":1," + kC + ":2", "--launch-template", kEnvTemplate, "--backend",
+                           "gloo", "--network-interface", "eth7"},
                           {"env", "out:two words 'quoted' $HOME"});
   ASSERT_TRUE(r.finished);
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -103,8 +103,8 @@ TEST_F(MultiHostTest, LocalhostRanksStartDirectlyBesideRemoteOnes) {
 TEST_F(MultiHostTest, RemoteRanksMeetThroughTheStoreAndTheSecretStaysOffCommandLines) {
   auto env = clean_environment();
   env["COHORT_TIMEOUT_S"] = "17";
-  const RunResult r = run({"-H", kA + ":2," + kB + ":2", "--launch-template", kEnvTemplate}, {"store", "secret-scan", "env", "cwd"},
-                          env);
+  const RunResult r = run({"-H", kA + ":2," + kB + ":2", "--launch-template", kEnvTemplate},
+                          {"store", "secret-scan", "env", "cwd"}, env);
   ASSERT_TRUE(r.finished);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   char cwd[4096];
@@ -124,11 +124,11 @@ TEST_F(MultiHostTest, RemoteRanksOutputArrivesLineByLineFromATerminal) {
   // As on the launcher's machine: the program's stdout is a terminal on its
   // host (its remote end relays it), so a line printed without a flush
   // arrives while the rank waits.
-  CohortrunProcess p(COHORTRUN_PATH,
-                     {"--env", "HELPER_DIR=" + dir_.path(), "--store-addr", "127.0.0.1", "-H", kA + ":1," + kB + ":1",
-                      "--launch-template", kEnvTemplate, RANK_HELPER_PATH, "tty", "out:first", "wait-file:go",
-                      "out:second"},
-                     dir_.path());
+  CohortrunProcess p(
+      COHORTRUN_PATH,
+      {"--env", "HELPER_DIR=" + dir_.path(), "--store-addr", "127.0.0.1", "-H", kA + ":1," + kB + ":1",
+       "--launch-template", kEnvTemplate, RANK_HELPER_PATH, "tty", "out:first", "wait-file:go", "out:second"},
+      dir_.path());
   const bool seen = p.wait_for_output({"[0] first", "[1] first"});
   std::ofstream(dir_.path() + "/go") << "1";
   const RunResult r = p.wait();
@@ -161,8 +161,8 @@ TEST_F(MultiHostTest, ARemoteFailureStopsEveryHostAndIsReportedWithItsHost) {
 }
 
 TEST_F(MultiHostTest, SignalDeathsComeBack) {
-  const RunResult r = run({"-H", kA + "," + kB, "--launch-template", kEnvTemplate, "--grace-s", "1"},
-                          {"@1:kill:9", "sleep:60"});
+  const RunResult r =
+      run({"-H", kA + "," + kB, "--launch-template", kEnvTemplate, "--grace-s", "1"}, {"@1:kill:9", "sleep:60"});
   ASSERT_TRUE(r.finished);
   EXPECT_EQ(r.exit_code, 128 + SIGKILL) << r.err;
   EXPECT_NE(r.err.find("rank 1 on " + kB + " was killed by signal 9 (SIGKILL)"), std::string::npos) << r.err;
@@ -189,21 +189,22 @@ TEST_F(MultiHostTest, RanksWhoseLaunchCommandDiesAreStoppedThroughTheirStdin) {
 TEST_F(MultiHostTest, RanksThatNeverStartHitTheStartTimeout) {
   // A launch command that never runs cohortrun's remote end (a host that
   // never answers).
-  const RunResult r = run({"-H", kA + ":1," + kB + ":2", "--launch-template", "sh -c 'sleep 30' {host}", "--start-timeout", "1",
-                           "--grace-s", "1"},
+  const RunResult r = run({"-H", kA + ":1," + kB + ":2", "--launch-template", "sh -c 'sleep 30' {host}",
+                           "--start-timeout", "1", "--grace-s", "1"},
                           {"out:never"});
   ASSERT_TRUE(r.finished);
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_LT(r.seconds, 10);
-  EXPECT_NE(r.err.find("cohortrun: error: rank 0 on " + kA + ", rank 1 on " + kB + ", rank 2 on " + kB + " did not start within the start "
+  EXPECT_NE(r.err.find("cohortrun: error: rank 0 on " + kA + ", rank 1 on " + kB + ", rank 2 on " + kB +
+                       " did not start within the start "
                        "timeout"),
             std::string::npos)
       << r.err;
 }
 
 TEST_F(MultiHostTest, AMissingRemoteProgramIsReportedWithCode127) {
-  std::vector<std::string> a{"-H", kA, "--launch-template", kEnvTemplate, "--store-addr", "127.0.0.1",
-                             "/nonexistent/prog"};
+  std::vector<std::string> a{"-H",           kA,          "--launch-template", kEnvTemplate,
+                             "--store-addr", "127.0.0.1", "/nonexistent/prog"};
   CohortrunProcess p(COHORTRUN_PATH, a, dir_.path());
   const RunResult r = p.wait(30s);
   ASSERT_TRUE(r.finished);
@@ -250,11 +251,10 @@ TEST_F(MultiHostTest, VerboseSaysTheRemoteProgramsPidAndTheThreadsRanksGet) {
   EXPECT_NE(r.err.find("13 thread(s) per rank here"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("cohortrun: rank 0: pid " + std::to_string(pids[0]) + "\n"), std::string::npos) << r.err;
   // The program's pid on its host, not its launch command's.
-  EXPECT_NE(r.err.find("cohortrun: rank 1 on " + kB + ": pid " + std::to_string(pids[1]) + "\n"),
-            std::string::npos)
+  EXPECT_NE(r.err.find("cohortrun: rank 1 on " + kB + ": pid " + std::to_string(pids[1]) + "\n"), std::string::npos)
       << r.err;
-  const RunResult dry = run({"--dry-run", "-H", "localhost:1," + kB + ":1", "--launch-template", kEnvTemplate},
-                            {"pid"}, env);
+  const RunResult dry =
+      run({"--dry-run", "-H", "localhost:1," + kB + ":1", "--launch-template", kEnvTemplate}, {"pid"}, env);
   ASSERT_EQ(dry.exit_code, 0) << dry.err;
   EXPECT_NE(dry.out.find(" OMP_NUM_THREADS=13"), std::string::npos) << dry.out;
 }

@@ -444,19 +444,22 @@ TEST_F(CohortrunTest, OneSigtermFromTimeoutLeavesTheRanksTheirGracePeriod) {
   // 0.3 s and exit 0. (On a loaded machine the two copies usually merge
   // into one before cohortrun reads them; the supervisor's unit test
   // CopiesOfOneSignalWithinTheWindowAreOneRequest... delivers them apart.)
-  const std::string script = "trap 'sleep 0.3; echo saved > \"$HELPER_DIR/saved.$COHORT_RANK\"; exit 0' TERM; "
-                             "echo ready > \"$HELPER_DIR/ready.$COHORT_RANK\"; while :; do sleep 0.05; done";
-  CohortrunProcess p("/usr/bin/timeout",
-                     {"-s", "TERM", "3", COHORTRUN_PATH, "-np", "2", "--env", "HELPER_DIR=" + dir_.path(), "/bin/sh",
-                      "-c", script},
-                     dir_.path());
+  const std::string script =
+      "trap 'sleep 0.3; echo saved > \"$HELPER_DIR/saved.$COHORT_RANK\"; exit 0' TERM; "
+      "echo ready > \"$HELPER_DIR/ready.$COHORT_RANK\"; while :; do sleep 0.05; done";
+  CohortrunProcess p(
+      "/usr/bin/timeout",
+      {"-s", "TERM", "3", COHORTRUN_PATH, "-np", "2", "--env", "HELPER_DIR=" + dir_.path(), "/bin/sh", "-c", script},
+      dir_.path());
   const RunResult r = p.wait();
   ASSERT_TRUE(r.finished);
   for (int rank = 0; rank < 2; ++rank) {
     ASSERT_EQ(read_text(dir_.path() + "/ready." + std::to_string(rank)), "ready\n")
-        << "rank " << rank << " was not running when timeout fired:\n" << r.err;
+        << "rank " << rank << " was not running when timeout fired:\n"
+        << r.err;
     EXPECT_EQ(read_text(dir_.path() + "/saved." + std::to_string(rank)), "saved\n")
-        << "rank " << rank << " did not get its grace period:\n" << r.err;
+        << "rank " << rank << " did not get its grace period:\n"
+        << r.err;
   }
   EXPECT_EQ(r.exit_code, 124) << r.err;  // timeout's code for "timed out"
   EXPECT_NE(r.err.find("2 of 2 rank(s) exited with code 0"), std::string::npos) << r.err;

@@ -300,9 +300,10 @@ TEST(Options, RefusesMultiHostLaunchesThatCannotWork) {
   EXPECT_EQ(parse({"-H", two_hosts, "--store-addr", "10.0.0.1", "p"}).store_addr, "10.0.0.1");
 
   e = error_of({"-H", two_hosts, "--backend", "shm", "p"});
-  EXPECT_EQ(e, "--backend shm cannot join ranks on 2 hosts (10.0.0.2:2,10.0.0.3:2): shared memory reaches the ranks "
-               "of one host only; use --backend hierarchical (shared memory within each host, gloo across them) or "
-               "gloo");
+  EXPECT_EQ(e,
+            "--backend shm cannot join ranks on 2 hosts (10.0.0.2:2,10.0.0.3:2): shared memory reaches the ranks "
+            "of one host only; use --backend hierarchical (shared memory within each host, gloo across them) or "
+            "gloo");
   EXPECT_NE(error_of({"-H", two_hosts, "--env", "COHORT_BACKEND=shm", "p"}).find("--env COHORT_BACKEND=shm cannot"),
             std::string::npos);
   EXPECT_EQ(parse({"-np", "2", "-H", two_hosts, "--backend", "shm", "p"}).backend, "shm");  // one host's ranks
@@ -320,9 +321,10 @@ TEST(Options, RefusesMultiHostLaunchesThatCannotWork) {
 TEST(Options, AProgramThatLooksLikeAHostIsRefusedWithTheFix) {
   // A space for a comma: b:2 became the program, --dry-run its argument.
   std::string e = error_of({"-H", "a:2", "b:2", "--store-addr", "10.0.0.1", "--dry-run", "prog"});
-  EXPECT_EQ(e, "the program 'b:2' looks like a host:slots, and every word after it (flags such as --store-addr or "
-               "--dry-run included) would be its arguments; separate the hosts with commas, without spaces: -H "
-               "a:2,b:2");
+  EXPECT_EQ(e,
+            "the program 'b:2' looks like a host:slots, and every word after it (flags such as --store-addr or "
+            "--dry-run included) would be its arguments; separate the hosts with commas, without spaces: -H "
+            "a:2,b:2");
   EXPECT_NE(error_of({"-H", "a:2", "node-2.lan:2", "c:1", "prog"}).find("-H a:2,node-2.lan:2,c:1"), std::string::npos);
   const std::string hostfile =
       (std::filesystem::temp_directory_path() / ("options_test_hosts." + std::to_string(::getpid()))).string();

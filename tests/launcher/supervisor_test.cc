@@ -266,8 +266,7 @@ TEST_F(SupervisorTest, CopiesOfOneSignalWithinTheWindowAreOneRequestAndRanksKeep
   Supervisor s(o, signals_);
   const SpawnedProcess sleeper = sh("exec sleep 30");
   s.add(0, sleeper);
-  s.add(1, sh("trap 'sleep 0.3; touch " + saved + "; exit 0' TERM; touch " + ready +
-              "; while :; do sleep 0.05; done"));
+  s.add(1, sh("trap 'sleep 0.3; touch " + saved + "; exit 0' TERM; touch " + ready + "; while :; do sleep 0.05; done"));
   std::thread sender([&] {
     while (::access(ready.c_str(), F_OK) != 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
     ::kill(::getpid(), SIGTERM);
@@ -282,8 +281,7 @@ TEST_F(SupervisorTest, CopiesOfOneSignalWithinTheWindowAreOneRequestAndRanksKeep
   EXPECT_TRUE(r.ranks[1].status.success()) << describe(r.ranks[1].status);
   EXPECT_EQ(::access(saved.c_str(), F_OK), 0) << "rank 1 did not get to save";
   const std::string messages = err_.take();
-  EXPECT_NE(messages.find("got SIGTERM again within 60 s: the same request to stop"), std::string::npos)
-      << messages;
+  EXPECT_NE(messages.find("got SIGTERM again within 60 s: the same request to stop"), std::string::npos) << messages;
   EXPECT_EQ(messages.find("killing"), std::string::npos) << messages;
 }
 

@@ -421,8 +421,8 @@ TEST(TcpStoreTest, ARefusedConnectionToAStoreThatListenedFirstIsFinal) {
   // retrying for its connect timeout (an hour here).
   const int port = free_port();
   try {
-    TcpStore(TcpStoreOptions{.host = "127.0.0.1", .port = port, .secret = kSecret, .connect_timeout = 3600s,
-                             .server_listening = true});
+    TcpStore(TcpStoreOptions{
+        .host = "127.0.0.1", .port = port, .secret = kSecret, .connect_timeout = 3600s, .server_listening = true});
     FAIL() << "connected to nothing";
   } catch (const ConfigError& e) {
     const std::string what = e.what();

@@ -534,19 +534,21 @@ TEST(Elastic, HostDiscoveryRemovesAHostGracefullyAndAddsOne) {
   TempDir dir("elastic_test");
   const std::string hosts = dir / "hosts";
   std::ofstream(hosts) << "127.0.0.2:2\n127.0.0.3:1\n";
-  const JobRun run = run_job(dir, "elasticdiscovery",
-                             {"--host-discovery-script", "cat " + hosts, "--launch-template",
-                              "env COHORT_TEST_HOST={host}", "--store-addr", "127.0.0.1", "--min-np", "2", "--max-np",
-                              "3", "--max-restarts", "1"},
-                             {"--fit", "--write", "4:" + hosts + ":127.0.0.2:2", "--hold", "4", "--write",
-                              "10:" + hosts + ":127.0.0.2:2,127.0.0.4:1", "--hold", "10"},
-                             8);
+  const JobRun run =
+      run_job(dir, "elasticdiscovery",
+              {"--host-discovery-script", "cat " + hosts, "--launch-template", "env COHORT_TEST_HOST={host}",
+               "--store-addr", "127.0.0.1", "--min-np", "2", "--max-np", "3", "--max-restarts", "1"},
+              {"--fit", "--write", "4:" + hosts + ":127.0.0.2:2", "--hold", "4", "--write",
+               "10:" + hosts + ":127.0.0.2:2,127.0.0.4:1", "--hold", "10"},
+              8);
   ASSERT_TRUE(run.result.finished);
   ASSERT_EQ(run.result.exit_code, 0) << run.result.err;
-  EXPECT_NE(run.result.err.find("host discovery: hosts now 127.0.0.2:2; host 127.0.0.3 lost slots: 2.0 leave(s) the job"),
-            std::string::npos)
+  EXPECT_NE(
+      run.result.err.find("host discovery: hosts now 127.0.0.2:2; host 127.0.0.3 lost slots: 2.0 leave(s) the job"),
+      std::string::npos)
       << run.result.err;
-  EXPECT_NE(run.result.err.find("host discovery: hosts now 127.0.0.2:2,127.0.0.4:1"), std::string::npos) << run.result.err;
+  EXPECT_NE(run.result.err.find("host discovery: hosts now 127.0.0.2:2,127.0.0.4:1"), std::string::npos)
+      << run.result.err;
   EXPECT_NE(run.result.out.find("slot 3.0 joins on 127.0.0.4"), std::string::npos) << run.result.out;
   EXPECT_EQ(run.result.err.find("from the last commit"), std::string::npos) << "a rollback: " << run.result.err;
   const auto& sizes = run.out.at("sizes");
