@@ -12,6 +12,7 @@
 
 #include "cohort/comm/shm/communicator.h"
 #include "cohort/common/check.h"
+#include "cohort/common/host_key.h"
 #include "cohort/common/logging.h"
 #include "cohort/common/network_interface.h"
 #include "cohort/common/tunables.h"
@@ -54,8 +55,13 @@ void connect_store(World& world) {
     world.store_server = std::make_shared<rendezvous::TcpStoreServer>(rendezvous::TcpStoreServerOptions{
         .host = info.store_bind, .port = info.store_port, .secret = info.secret});
   }
-  world.store = std::make_shared<rendezvous::TcpStore>(rendezvous::TcpStoreOptions{
-      .host = info.store_host, .port = info.store_port, .secret = info.secret});
+  // A launcher's store (cohortrun's) listens before any rank starts: a
+  // refused connection there is final, not a store still starting.
+  world.store =
+      std::make_shared<rendezvous::TcpStore>(rendezvous::TcpStoreOptions{.host = info.store_host,
+                                                                         .port = info.store_port,
+                                                                         .secret = info.secret,
+                                                                         .server_listening = !info.store_in_rank0});
   // Before anything else: a process of another job must not take a seat.
   // An elastic job's seats pass from process to process; its membership
   // (published by its launcher) says who is in the world.
@@ -172,11 +178,13 @@ void join_next_epoch(World& world, int64_t after) {
   }
 }
 
-// The number of hosts the ranks run on. Collective, and made by every rank
-// whether or not the banner is wanted: ranks may not agree on COHORT_BANNER.
-// Returns the count on rank 0, 0 elsewhere.
+// The number of hosts the ranks run on, by the host key that the backend's
+// choice groups them by (cohortrun's -H hosts; machines that share a name
+// count apart). Collective, and made by every rank whether or not the
+// banner is wanted: ranks may not agree on COHORT_BANNER. Returns the count
+// on rank 0, 0 elsewhere.
 int count_hosts(Communicator& comm) {
-  int64_t mine = static_cast<int64_t>(std::hash<std::string>{}(net::host_name()));
+  int64_t mine = static_cast<int64_t>(net::host_key_hash(net::host_key()));
   std::vector<int64_t> all(static_cast<size_t>(comm.size()));
   comm.gather(BufferView{&mine, 1, DType::i64}, BufferView{all.data(), all.size(), DType::i64}, 0);
   if (comm.rank() != 0) return 0;

@@ -31,6 +31,11 @@ std::string host_key() {
   return host_name() + "/" + first_line("/proc/sys/kernel/random/boot_id") + "/" + link_target("/proc/self/ns/net");
 }
 
+std::string host_label() {
+  if (const char* host = std::getenv("COHORT_HOST"); host && *host) return host;
+  return host_name();
+}
+
 uint64_t host_key_hash(const std::string& key) {
   uint64_t h = 14695981039346656037ull;
   for (unsigned char c : key) {

@@ -19,6 +19,11 @@ namespace cohort::net {
 // "COHORT_HOST" or "hostname/boot_id/net:[inode]".
 std::string host_key();
 
+// The host's name for messages: COHORT_HOST when set (the name the user gave
+// cohortrun in -H or the hostfile, so that errors name hosts as the user
+// does), otherwise the machine's host name.
+std::string host_label();
+
 // A 64-bit FNV-1a hash of `key`, which ranks exchange instead of the text.
 uint64_t host_key_hash(const std::string& key);
 

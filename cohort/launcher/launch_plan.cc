@@ -94,7 +94,8 @@ LaunchPlan make_launch_plan(const LaunchOptions& options, const JobEnvironment& 
   return plan;
 }
 
-std::string describe_plan(const LaunchPlan& plan, const LaunchOptions& options, const JobEnvironment& job) {
+std::string describe_plan(const LaunchPlan& plan, const LaunchOptions& options, const JobEnvironment& job,
+                          const EnvironmentMap& base) {
   std::ostringstream os;
   const std::string port = job.store_port ? std::to_string(job.store_port) : "<free port>";
   os << "cohortrun: dry run, nothing is started\n";
@@ -131,7 +132,12 @@ std::string describe_plan(const LaunchPlan& plan, const LaunchOptions& options, 
     os << "\n   " << per_rank << "\n";
   }
 
-  const EnvironmentMap common = rank_environment({}, job, plan.ranks.front().where);
+  // Of the launcher's environment only the thread counts: an exported
+  // OMP_NUM_THREADS is what the ranks get.
+  EnvironmentMap threads;
+  for (const char* var : thread_variables())
+    if (const auto it = base.find(var); it != base.end()) threads.insert(*it);
+  const EnvironmentMap common = rank_environment(threads, job, plan.ranks.front().where);
   os << "every rank also gets:";
   for (const auto& [key, value] : common) {
     if (kPerRank.contains(key)) continue;

@@ -50,8 +50,10 @@ LaunchPlan make_launch_plan(const LaunchOptions& options, const JobEnvironment& 
 
 // The --dry-run text: the job, the store, one line per rank saying where it
 // runs and the command that starts it, the program, and the variables ranks
-// get (the secret shown as a placeholder).
-std::string describe_plan(const LaunchPlan& plan, const LaunchOptions& options, const JobEnvironment& job);
+// get (the secret shown as a placeholder; the thread counts as `base`, the
+// launcher's environment, makes them).
+std::string describe_plan(const LaunchPlan& plan, const LaunchOptions& options, const JobEnvironment& job,
+                          const EnvironmentMap& base);
 
 // This process's executable (/proc/self/exe), or empty when unknown.
 std::string self_executable();

@@ -189,6 +189,25 @@ std::unique_ptr<dashboard::Dashboard> start_dashboard(const LaunchOptions& optio
   return dashboard;
 }
 
+// A job whose first failure is a remote rank that ended with 126 or 127
+// before its remote end recorded the start (the program, or cohortrun, could
+// not be executed on its host) ends with that code, as a rank on this
+// machine whose program is missing does: sets `code` and returns the line
+// that says so, or "".
+std::string remote_exec_failure(const SupervisionResult& result, StartWatch& watch, int& code) {
+  if (result.reason != StopReason::rank_failed) return {};
+  for (const RankRecord& r : result.ranks) {
+    if (r.rank != result.failed_rank || r.host.empty() || !r.status.exited()) continue;
+    if ((r.status.code() != 126 && r.status.code() != 127) || watch.recorded_start(r.rank)) return {};
+    code = r.status.code();
+    return error_line("rank " + std::to_string(r.rank) + " did not start on " + r.host + ": its program or cohortrun " +
+                      (code == 127 ? "was not found" : "could not be executed") +
+                      " there (its output above says which); every host needs both at the same path as here "
+                      "(or pass --remote-cohortrun)");
+  }
+  return {};
+}
+
 // How long a rank may send no heartbeat: COHORT_ELASTIC_HEARTBEAT_TIMEOUT_S,
 // 0 for never. The ranks beat every COHORT_ELASTIC_HEARTBEAT_MS (they
 // inherit this environment): a timeout that a beat or two can miss would
@@ -309,7 +328,7 @@ int run_job(const LaunchOptions& options) {
     return 1;
   }
   if (options.dry_run) {
-    const std::string text = describe_plan(plan, options, job);
+    const std::string text = describe_plan(plan, options, job, base);
     [[maybe_unused]] ssize_t n = ::write(STDOUT_FILENO, text.data(), text.size());
     return 0;
   }
@@ -336,8 +355,8 @@ int run_job(const LaunchOptions& options) {
   if (options.verbose)
     print("cohortrun: job " + job_id + ": " + std::to_string(options.num_ranks) + " rank(s) of " +
           options.command.front() + (multi_host ? " on " + std::to_string(host_count(placement)) + " host(s)" : "") +
-          ", store at " + job.store_host + ":" + std::to_string(job.store_port) + " (" + store_address.reason +
-          "), " + std::to_string(job.threads_per_rank) + " thread(s) per rank here\n");
+          ", store at " + job.store_host + ":" + std::to_string(job.store_port) + " (" + store_address.reason + ")" +
+          (ranks_here > 0 ? ", " + thread_count(base, job) + " thread(s) per rank here" : std::string()) + "\n");
 
   raise_descriptor_limit(options.num_ranks);
   Supervisor supervisor(
@@ -427,10 +446,9 @@ int run_job(const LaunchOptions& options) {
         output_noted = true;
       }
       if (launch.payload) remote_ranks.emplace(rank, launch.where.host);
-      if (options.verbose)
-        print("cohortrun: rank " + std::to_string(rank) +
-              (launch.where.remote ? " on " + launch.where.host : std::string()) + ": pid " +
-              std::to_string(process.pid) + "\n");
+      // A remote rank's pid is said once its remote end reports it (below).
+      if (options.verbose && !launch.where.remote)
+        print("cohortrun: rank " + std::to_string(rank) + ": pid " + std::to_string(process.pid) + "\n");
     } catch (const Error& e) {
       // The ranks already running are stopped like after a failure.
       const auto* exec_error = dynamic_cast<const ExecError*>(&e);
@@ -447,7 +465,15 @@ int run_job(const LaunchOptions& options) {
       auto client = std::make_shared<rendezvous::TcpStore>(rendezvous::TcpStoreOptions{
           .host = store_address.bind, .port = job.store_port, .secret = job.secret,
           .connect_timeout = std::chrono::seconds(10)});
-      start_watch.emplace(std::move(client), std::move(remote_ranks));
+      StartWatch::Started said;
+      if (options.verbose)
+        said = [](int rank, const std::string& host, const std::string& record) {
+          // record: "<host> pid <pid>", the program's pid on its host.
+          const size_t pid = record.rfind(" pid ");
+          print("cohortrun: rank " + std::to_string(rank) + " on " + host + ": pid " +
+                (pid == std::string::npos ? record : record.substr(pid + 5)) + "\n");
+        };
+      start_watch.emplace(std::move(client), std::move(remote_ranks), std::move(said));
       supervisor.watch_start(*start_watch, options.start_timeout_s);
     } catch (const Error& e) {
       launch_error = std::string("cannot watch the remote ranks start: ") + e.what();
@@ -477,13 +503,18 @@ int run_job(const LaunchOptions& options) {
   }
 
   const SupervisionResult result = supervisor.run();
-  const std::string end = end_text(result, launch_error, host_watch ? &*host_watch : nullptr);
+  // Ranks that ended before the supervisor's first start check still have
+  // their pids said (--verbose).
+  if (start_watch && options.verbose) start_watch->started();
+  std::string end = end_text(result, launch_error, host_watch ? &*host_watch : nullptr);
+  int code = launch_error.empty() ? exit_code(result) : launch_error_code;
+  if (start_watch && launch_error.empty())
+    if (const std::string note = remote_exec_failure(result, *start_watch, code); !note.empty()) end += note;
   print(end);
   if (dashboard) {
-    const bool ok = launch_error.empty() && exit_code(result) == 0;
-    finish_dashboard(*dashboard, options, result, ok ? std::string() : end, signals);
+    finish_dashboard(*dashboard, options, result, code == 0 ? std::string() : end, signals);
   }
-  return launch_error.empty() ? exit_code(result) : launch_error_code;
+  return code;
 }
 
 }  // namespace cohort::launcher

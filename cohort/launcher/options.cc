@@ -13,6 +13,7 @@
 #include "cohort/dashboard/server.h"
 #include "cohort/launcher/host_discovery.h"
 #include "cohort/launcher/job_id.h"
+#include "cohort/launcher/launch_checks.h"
 
 namespace cohort::launcher {
 namespace {
@@ -112,6 +113,7 @@ LaunchOptions parse_arguments(std::span<const std::string> args) {
   bool np_given = false;
   bool max_restarts_given = false, elastic_timeout_given = false;
   std::string hosts_flag;  // the flag that gave the hosts, for conflicts
+  std::string hosts_text;  // -H's value
   size_t i = 0;
   for (; i < args.size(); ++i) {
     const std::string& arg = args[i];
@@ -164,6 +166,7 @@ LaunchOptions parse_arguments(std::span<const std::string> args) {
       if (!hosts_flag.empty()) throw UsageError(name + " conflicts with " + hosts_flag + " (give the hosts once)");
       options.hosts = parse_host_list(text);
       hosts_flag = name;
+      hosts_text = text;
     } else if (name == "--hostfile") {
       const std::string text = value();
       if (!hosts_flag.empty()) throw UsageError(name + " conflicts with " + hosts_flag + " (give the hosts once)");
@@ -280,6 +283,7 @@ LaunchOptions parse_arguments(std::span<const std::string> args) {
   options.command.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
 
   if (options.help) return options;
+  check_program_is_not_a_host(options, hosts_text);
   if (options.dashboard_linger_s > 0 && options.dashboard.empty())
     throw UsageError("--dashboard-linger needs --dashboard (there is nothing to keep serving)");
   if (!options.host_discovery_script.empty()) {
@@ -335,6 +339,7 @@ LaunchOptions parse_arguments(std::span<const std::string> args) {
       if (key == "COHORT_IFACE")
         throw UsageError("--env COHORT_IFACE=" + v + " conflicts with --network-interface " +
                          options.network_interface);
+  check_multi_host_launch(options);
   return options;
 }
 
@@ -355,7 +360,8 @@ std::string usage_text() {
      << "; with hosts, default: all\n"
         "                        their slots)\n"
         "  --backend B           communicator backend: auto, shm, gloo, mpi, hierarchical\n"
-        "                        (sets COHORT_BACKEND)\n"
+        "                        (sets COHORT_BACKEND; shm reaches one host's ranks only:\n"
+        "                        refused when the ranks span hosts)\n"
         "  --env K=V             set K=V for every rank (repeatable)\n"
         "  --timeline F          write the engines' Chrome trace to F (rank 0 of each engine;\n"
         "                        sets COHORT_TIMELINE; opens in Perfetto or chrome://tracing)\n"
@@ -397,8 +403,10 @@ std::string usage_text() {
         "  -h, --help            print this help\n"
         "\n"
         "multi-host flags:\n"
-        "  -H, --host LIST       hosts and their slots: host1:2,host2:2 (slots default 1);\n"
-        "                        ranks fill them in order (host1 gets ranks 0 and 1, ...)\n"
+        "  -H, --host LIST       hosts and their slots: host1:2,host2:2 (slots default 1),\n"
+        "                        one word: commas, no spaces (a program that looks like\n"
+        "                        host:slots is refused as this typo); ranks fill them in\n"
+        "                        order (host1 gets ranks 0 and 1, ...)\n"
         "  --hostfile F          hosts from a file: one 'host slots=N' per line, '#' comments\n"
         "  --launch-template T   how to start a rank on a host; {host} is replaced by the\n"
         "                        host (default: '"
@@ -408,10 +416,16 @@ std::string usage_text() {
         "                        'ip netns exec {host}')\n"
         "  --store-addr A        this machine's address the hosts reach the store at (default:\n"
         "                        the source address of the route to the hosts); the store\n"
-        "                        binds it\n"
+        "                        binds it. Needed when the host names do not resolve here\n"
+        "                        or the hosts are reached from different addresses; never\n"
+        "                        loopback (127.0.0.1, localhost) when ranks run on other\n"
+        "                        hosts: refused. Ranks that cannot reach it fail at once\n"
+        "                        when no retry can help (no route to it, nothing listening)\n"
         "  --start-timeout S     seconds remote ranks may take to start (default 60; with\n"
         "                        --min-np also each replacement started remotely)\n"
-        "  --network-interface I network interface the ranks communicate on (sets COHORT_IFACE)\n"
+        "  --network-interface I network interface the ranks communicate on (sets COHORT_IFACE;\n"
+        "                        a loopback one such as lo is refused when ranks run on other\n"
+        "                        hosts)\n"
         "  --remote-cohortrun P  path of cohortrun on the hosts (default: this one's path)\n"
         "  --dry-run             print which rank would run where, and how; start nothing\n"
         "\n"
@@ -432,7 +446,9 @@ std::string usage_text() {
         "no file descriptors beyond stdin, stdout and stderr. Each rank runs in its own\n"
         "process group and is killed if cohortrun dies. SIGINT, SIGTERM and SIGHUP are\n"
         "forwarded to every rank; ranks still running --signal-grace-s later, or when\n"
-        "a second one arrives, are killed with SIGKILL (and reported).\n"
+        "a second one arrives, are killed with SIGKILL (and reported). Signals within\n"
+        "0.5 s of the first are copies of it (timeout signals cohortrun and then its\n"
+        "process group), not a second one: the ranks keep their grace period.\n"
         "Shared-memory segments /dev/shm/cohort-<job id>-* left behind are removed.\n"
         "With --min-np, ranks also get COHORT_ELASTIC_SLOT (their COHORT_RANK) and\n"
         "COHORT_ELASTIC_INCARNATION (0, then one more per replacement of the slot), and\n"
@@ -447,8 +463,10 @@ std::string usage_text() {
         "  128+S    a rank was killed by signal S, or cohortrun was stopped by signal S\n"
         "  C        cohortrun was stopped by a signal and every rank then exited with\n"
         "           the same code C > 0 (a preempted fit() exits with 75: launch again)\n"
-        "  2        bad command line\n"
-        "  126/127  the program cannot be executed / was not found\n"
+        "  2        bad command line, or a launch that cannot work (a loopback --store-addr\n"
+        "           or interface with other hosts, --backend shm across hosts)\n"
+        "  126/127  the program cannot be executed / was not found, here or on a host\n"
+        "           (there, before the rank started: its output says why)\n"
         "\n"
         "tunables (environment variables read by the ranks):\n"
      << tunables::format_table();

@@ -45,6 +45,14 @@ namespace {
 constexpr const char* kThreadVariables[] = {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"};
 }  // namespace
 
+std::span<const char* const> thread_variables() { return kThreadVariables; }
+
+std::string thread_count(const EnvironmentMap& base, const JobEnvironment& job) {
+  const EnvironmentMap env = rank_environment(base, job, RankPlacement{});
+  const auto it = env.find("OMP_NUM_THREADS");
+  return it == env.end() ? std::string("as many as their host's cores") : it->second;
+}
+
 EnvironmentMap rank_environment(const EnvironmentMap& base, const JobEnvironment& job, int rank) {
   return rank_environment(base, job,
                           RankPlacement{.rank = rank, .host = {}, .local_rank = rank, .local_size = job.size});

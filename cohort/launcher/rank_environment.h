@@ -2,6 +2,7 @@
 #pragma once
 
 #include <map>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -40,6 +41,15 @@ int available_cores();
 // Threads each of `ranks` ranks may use without oversubscribing `cores`:
 // max(1, cores / ranks).
 int threads_per_rank(int cores, int ranks);
+
+// OMP_NUM_THREADS, OPENBLAS_NUM_THREADS, MKL_NUM_THREADS: the thread counts
+// cohortrun sets for ranks unless the user did.
+std::span<const char* const> thread_variables();
+
+// OMP_NUM_THREADS as a rank on this machine gets it: `job.extra`'s (--env),
+// else `base`'s (exported), else job.threads_per_rank. For --verbose and
+// --dry-run, which must say what the ranks really get.
+std::string thread_count(const EnvironmentMap& base, const JobEnvironment& job);
 
 // The environment of rank `rank` (local rank `rank`: all ranks run on this
 // machine): `base` (the launcher's environment), plus the COHORT_* and

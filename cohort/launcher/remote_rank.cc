@@ -78,7 +78,8 @@ rendezvous::TcpStoreOptions store_options(const EnvironmentMap& env, double time
   return {.host = host,
           .port = port,
           .secret = lookup(env, "COHORT_SECRET").value_or(""),
-          .connect_timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000))};
+          .connect_timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)),
+          .server_listening = true};  // cohortrun serves it before it starts any rank
 }
 
 // Relays `relays` until each has ended or `drain_s` passed: what the program
@@ -158,7 +159,10 @@ Outcome run(std::span<const std::string> args, Reporter& report, SignalEvents& s
     report(std::string("cannot read the rank's description from standard input: ") + e.what());
     return {.exit_code = 1};
   }
-  report.set(rank, payload.host.empty() ? this_host_name() : payload.host);
+  // The host as the user named it in -H: every message and the start record
+  // say it so.
+  const std::string host = payload.host.empty() ? this_host_name() : payload.host;
+  report.set(rank, host);
   if (payload.rank != rank) {
     report("the payload is for rank " + std::to_string(payload.rank));
     return {.exit_code = 1};
@@ -180,8 +184,8 @@ Outcome run(std::span<const std::string> args, Reporter& report, SignalEvents& s
     options = store_options(env, payload.start_timeout_s);
     store.emplace(options);
   } catch (const Error& e) {
-    report("cannot reach the job's store at " + lookup(env, "COHORT_STORE_ADDR").value_or("?") + " from " +
-           this_host_name() + ": " + e.what());
+    report("cannot reach the job's store at " + lookup(env, "COHORT_STORE_ADDR").value_or("?") + " from " + host +
+           ": " + e.what());
     return {.exit_code = 1};
   }
 
@@ -197,14 +201,14 @@ Outcome run(std::span<const std::string> args, Reporter& report, SignalEvents& s
         .envp = to_envp(env),
         .output = payload.output == OutputMode::pty ? OutputMode::pty : OutputMode::inherit});
   } catch (const ExecError& e) {
-    report(std::string(e.what()) + " on " + this_host_name());
+    report(std::string(e.what()) + " on " + host);
     return {.exit_code = e.exit_code()};
   } catch (const Error& e) {
     report(e.what());
     return {.exit_code = 1};
   }
   try {
-    const std::string started = this_host_name() + " pid " + std::to_string(child.pid);
+    const std::string started = host + " pid " + std::to_string(child.pid);
     store->set(started_key(rank), started);
     // An elastic replacement also says which process of its slot started
     // (the controller's start timeout; the rank's key above is --start-timeout's

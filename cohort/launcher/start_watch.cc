@@ -7,16 +7,26 @@
 
 namespace cohort::launcher {
 
-StartWatch::StartWatch(std::shared_ptr<rendezvous::Store> store, std::map<int, std::string> ranks)
-    : store_(std::move(store)), pending_(std::move(ranks)) {}
+StartWatch::StartWatch(std::shared_ptr<rendezvous::Store> store, std::map<int, std::string> ranks, Started on_started)
+    : store_(std::move(store)), pending_(std::move(ranks)), on_started_(std::move(on_started)) {}
 
 bool StartWatch::started() {
   if (pending_.empty()) return true;
   std::vector<std::string> keys;
   for (const auto& [rank, host] : pending_) keys.push_back(started_key(rank));
   // One round trip while ranks are still coming; the message names them.
-  if (store_->check(keys)) pending_.clear();
-  return pending_.empty();
+  if (!store_->check(keys)) return false;
+  if (on_started_)
+    for (const auto& [rank, host] : pending_) {
+      on_started_(rank, host, store_->get(started_key(rank), std::chrono::seconds(10)));
+    }
+  pending_.clear();
+  return true;
+}
+
+bool StartWatch::recorded_start(int rank) {
+  const std::string key = started_key(rank);
+  return store_->check(std::span<const std::string>(&key, 1));
 }
 
 std::string StartWatch::describe_missing() {

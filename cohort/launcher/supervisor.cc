@@ -213,15 +213,23 @@ void Supervisor::on_rank_end(Rank& rank, int wait_status) {
 
 void Supervisor::on_launcher_signal(int signo) {
   const int live = live_count();
+  const auto now = Clock::now();
   if (reason_ == StopReason::none) {
     reason_ = StopReason::signal;
     received_signal_ = signo;
+    received_signal_at_ = now;
     if (live > 0) {
       message("got " + signal_name(signo) + "; forwarding it to " + std::to_string(live) +
               " rank(s) (they are killed if still running in " + format_seconds(options_.signal_grace_s) +
               " s, or when it is sent again)");
       stop_all(signo, options_.signal_grace_s);
     }
+    return;
+  }
+  if (reason_ == StopReason::signal && now - received_signal_at_ < seconds(options_.signal_window_s)) {
+    if (options_.verbose)
+      message("got " + signal_name(signo) + " again within " + format_seconds(options_.signal_window_s) +
+              " s: the same request to stop (the ranks keep their grace period)");
     return;
   }
   if (live > 0) {

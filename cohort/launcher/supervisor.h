@@ -9,7 +9,11 @@
 //    to every rank's process group; ranks still running `signal_grace_s`
 //    later get SIGKILL (they may take that long to shut down cleanly, and a
 //    rank that ignores the signal cannot hold the job), and so do they at
-//    once on the next such signal.
+//    once on the next such signal that arrives `signal_window_s` or more
+//    after the first: copies of one signal that arrive together (`timeout`
+//    signals cohortrun and then its whole process group; a terminal, a
+//    batch system or a relay may do the same) are one request to stop, and
+//    the ranks keep their grace period to save.
 //  - With watch_start(), ranks that have not reported that they started by
 //    the deadline stop the job like a failure (StopReason::start_timeout).
 //  - With set_elastic(), a rank that fails is the elastic policy's to judge:
@@ -43,6 +47,7 @@ namespace cohort::launcher {
 struct SupervisorOptions {
   double grace_s = 3.0;       // SIGTERM to SIGKILL after a failure
   double signal_grace_s = 30.0;  // a forwarded signal to SIGKILL
+  double signal_window_s = 0.5;  // signals this soon after the first are the same one
   double drain_s = 1.0;       // how long to wait for pipes after all ranks ended
   size_t tail_lines = 20;     // lines kept per rank for the report
   bool verbose = false;       // report each rank's end on stderr_fd
@@ -182,6 +187,7 @@ class Supervisor {
   StopReason reason_ = StopReason::none;
   int failed_rank_ = -1;
   int received_signal_ = 0;
+  Clock::time_point received_signal_at_;
   std::optional<Clock::time_point> kill_deadline_;
   double kill_grace_s_ = 0;  // the grace period kill_deadline_ ends
   StartCheck* start_check_ = nullptr;

@@ -3,7 +3,7 @@
 #include <unistd.h>
 
 #include "cohort/common/check.h"
-#include "cohort/common/network_interface.h"
+#include "cohort/common/host_key.h"
 #include "cohort/rendezvous/auth.h"
 
 namespace cohort::rendezvous {
@@ -14,7 +14,7 @@ constexpr const char* kJobKey = "cohort/job";
 std::string seat_key(int rank) { return "cohort/seat/" + std::to_string(rank); }
 
 std::string this_host() {
-  std::string name = net::host_name();
+  std::string name = net::host_label();  // as the user named it (cohortrun -H)
   return name.empty() ? "unknown-host" : name;
 }
 

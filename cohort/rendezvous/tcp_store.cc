@@ -485,6 +485,18 @@ struct TcpStoreServer::Impl {
   }
 };
 
+bool resolves_to_loopback(const std::string& host) {
+  if (is_loopback_host(host)) return true;
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  AddrInfoList list;
+  if (::getaddrinfo(host.c_str(), nullptr, &hints, &list.head) != 0 || !list.head) return false;
+  for (addrinfo* ai = list.head; ai; ai = ai->ai_next)
+    if (!is_loopback(ai->ai_addr)) return false;
+  return true;
+}
+
 bool is_loopback_host(const std::string& host) {
   if (host == "localhost") return true;
   sockaddr_in v4{};
@@ -562,7 +574,8 @@ struct TcpStore::Impl {
     Duration backoff(20);
     std::string last_error;
     while (true) {
-      const int candidate = try_connect(deadline, last_error);
+      std::string final_error;  // why retrying cannot help, when it cannot
+      const int candidate = try_connect(deadline, last_error, final_error);
       if (candidate >= 0) {
         bool done = false;
         try {
@@ -577,6 +590,7 @@ struct TcpStore::Impl {
         }
         ::close(candidate);
       }
+      if (!final_error.empty()) COHORT_THROW(ConfigError) << "cannot reach the " << where << ": " << final_error;
       if (Clock::now() >= deadline)
         COHORT_THROW(TimeoutError) << "could not reach the " << where << " within " << timeout.count()
                                    << " ms: " << last_error
@@ -586,8 +600,31 @@ struct TcpStore::Impl {
     }
   }
 
-  // One attempt over every address of the host; a socket or -1 with `error`.
-  int try_connect(Clock::time_point deadline, std::string& error) {
+  // Why a failed connect() will fail again however long it is retried, or
+  // "" when a retry may succeed (the server may not listen yet, a SYN was
+  // lost).
+  std::string final_connect_error(int error) const {
+    if (error == ENETUNREACH || error == EHOSTUNREACH)
+      return errno_text(error) + ": this host has no route to " + options.host +
+             " (retrying cannot help: the store's address must be one that every rank's host can reach; "
+             "cohortrun --store-addr, COHORT_STORE_ADDR or MASTER_ADDR set it)";
+    if (error == ECONNREFUSED && options.server_listening) {
+      std::string text = errno_text(error) + ": nothing listens there although the store was started first";
+      if (is_loopback_host(options.host) || resolves_to_loopback(options.host))
+        text += "; " + options.host +
+                " is a loopback address, which reaches only the host it is used on: a rank on another host "
+                "cannot reach the launcher's store there (pass cohortrun --store-addr with an address of the "
+                "launcher's machine that the hosts can reach)";
+      else text += " (has the launcher ended, or is this address another machine's?)";
+      return text;
+    }
+    return {};
+  }
+
+  // One attempt over every address of the host; a socket or -1 with `error`,
+  // and `final` set when every address failed with an error that retrying
+  // cannot fix (final_connect_error()).
+  int try_connect(Clock::time_point deadline, std::string& error, std::string& final) {
     addrinfo hints{};
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
@@ -601,10 +638,12 @@ struct TcpStore::Impl {
       error = std::string("resolving '") + options.host + "': " + ::gai_strerror(rc);
       return -1;
     }
+    bool all_final = true;
     for (addrinfo* ai = list.head; ai; ai = ai->ai_next) {
       const int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
       if (fd < 0) {
         error = "socket: " + errno_text(errno);
+        all_final = false;
         continue;
       }
       int rc2 = ::connect(fd, ai->ai_addr, ai->ai_addrlen);
@@ -633,9 +672,13 @@ struct TcpStore::Impl {
         set_socket_options(fd);
         return fd;
       }
-      error = "connect: " + errno_text(errno);
+      const int failure = errno;
+      error = "connect: " + errno_text(failure);
       ::close(fd);
+      if (const std::string why = final_connect_error(failure); !why.empty()) final = "connect: " + why;
+      else all_final = false;
     }
+    if (!all_final) final.clear();
     return -1;
   }
 

@@ -43,6 +43,10 @@ struct TcpStoreServerOptions {
 // without resolving names.
 bool is_loopback_host(const std::string& host);
 
+// Whether `host` is, or resolves to, loopback addresses only (a name that
+// /etc/hosts maps to 127.0.1.1 included); false when it does not resolve.
+bool resolves_to_loopback(const std::string& host);
+
 // Serves the store from a background thread until destroyed. Throws
 // ConfigError naming the address when the port cannot be bound (in use), or
 // when `secret` is empty and the address is not loopback (see above).
@@ -67,8 +71,17 @@ struct TcpStoreOptions {
   int port = 0;
   std::string secret;
   // How long to keep retrying the initial connection (the server may start
-  // after the client); COHORT_STORE_CONNECT_TIMEOUT_S when unset.
+  // after the client); COHORT_STORE_CONNECT_TIMEOUT_S when unset. Errors
+  // that retrying cannot fix end it at once with a ConfigError: no route to
+  // the host (ENETUNREACH, EHOSTUNREACH), and a refused connection when
+  // `server_listening`.
   Duration connect_timeout{0};
+  // The server listened before this client was started (cohortrun serves
+  // the store before it starts any rank): a refused connection means that
+  // nothing will ever listen at this address, so it is not retried. False
+  // when the server may still be starting (rank 0 serves it under torchrun,
+  // mpirun or srun).
+  bool server_listening = false;
 };
 
 // A client. Thread-safe: one connection whose requests carry ids, so calls

@@ -154,6 +154,63 @@ TEST_F(ClusterTest, AFailureOnOneHostStopsTheOthers) {
   for (pid_t pid : pids) EXPECT_FALSE(launcher::testing::process_alive(pid)) << pid;
 }
 
+TEST_F(ClusterTest, AnUnroutableStoreAddressFailsAtOnceBeforeAnyProgramStarts) {
+  // An address of the launcher's machine that the hosts have no route to
+  // (they route their subnet only): connect() says ENETUNREACH, which no
+  // retry fixes, so the remote ends give up at once instead of after the
+  // 60 s start timeout.
+  const std::string unroutable = "198.18." + std::to_string(::getpid() % 250) + ".1";
+  const std::string bridge = cluster_->prefix() + "-br";
+  ASSERT_EQ(run_command("ip addr add " + unroutable + "/32 dev " + bridge).exit_code, 0);
+  const RunResult r =
+      cohortrun(host(0) + ":1," + host(1) + ":1", {"--store-addr", unroutable}, {RANK_HELPER_PATH, "pid"}, 60s);
+  run_command("ip addr del " + unroutable + "/32 dev " + bridge);
+  ASSERT_TRUE(r.finished);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("cannot reach the job's store at " + unroutable), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("Network is unreachable: this host has no route to " + unroutable + " (retrying cannot help"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("within 60000 ms"), std::string::npos) << "it waited out the connect timeout:\n" << r.err;
+  EXPECT_TRUE(launcher::testing::wait_for_pids(dir_.path(), "pid.", 1, 0s).empty()) << "a rank's program ran";
+  std::printf("[ measured ] an unroutable store address failed the job in %.2f s\n", r.seconds);
+}
+
+TEST_F(ClusterTest, LaunchesThatCannotWorkAreRefusedBeforeAnyRankStarts) {
+  const std::string hosts = host(0) + ":2," + host(1) + ":2";
+  auto refused = [&](std::vector<std::string> flags, std::vector<std::string> program, const std::string& expected) {
+    const RunResult r = cohortrun(hosts, std::move(flags), std::move(program), 60s);
+    ASSERT_TRUE(r.finished);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find("cohortrun: error: " + expected), std::string::npos) << r.err;
+    EXPECT_TRUE(launcher::testing::wait_for_pids(dir_.path(), "pid.", 1, 0s).empty()) << "a rank ran";
+    std::printf("[ measured ] refused in %.2f s: %s\n", r.seconds, expected.c_str());
+  };
+  refused({"--store-addr", "127.0.0.1"}, {RANK_HELPER_PATH, "pid"},
+          "--store-addr 127.0.0.1 is a loopback address, which reaches only this machine: the ranks on " + host(0) +
+              " could never reach the store there");
+  refused({"--backend", "shm"}, {RANK_HELPER_PATH, "pid"}, "--backend shm cannot join ranks on 2 hosts");
+  refused({"--network-interface", "lo"}, {RANK_HELPER_PATH, "pid"},
+          "--network-interface lo is a loopback interface, which reaches no other host");
+  // -H h0:2 h1:2 (a space for the comma): h1:2 became the program.
+  refused({}, {host(2) + ":1", "--dry-run", RANK_HELPER_PATH, "pid"},
+          "the program '" + host(2) +
+              ":1' looks like a host:slots, and every word after it (flags such as "
+              "--store-addr or --dry-run included) would be its arguments; separate the hosts with commas, without "
+              "spaces: -H " +
+              hosts + "," + host(2) + ":1");
+}
+
+TEST_F(ClusterTest, AProgramMissingOnAHostExits127) {
+  const RunResult r = cohortrun(host(0) + ":1," + host(1) + ":1", {}, {dir_.path() + "/no-such-program"}, 60s);
+  ASSERT_TRUE(r.finished);
+  EXPECT_EQ(r.exit_code, 127) << r.err;
+  // Whichever rank's end came first is the one reported.
+  const std::regex said("cohortrun: error: rank [01] did not start on (" + host(0) + "|" + host(1) +
+                        "): its program or cohortrun was not found there");
+  EXPECT_TRUE(std::regex_search(r.err, said)) << r.err;
+}
+
 #ifdef COHORT_TEST_HIERARCHICAL
 #define SKIP_WITHOUT_HIERARCHICAL() (void)0
 #else
@@ -171,6 +228,9 @@ TEST_F(ClusterTest, HierarchicalEveryCollectiveOnTwoHostsOfTwo) {
     EXPECT_TRUE(has_line(r.out, rank, "hosts 2 slices 2 cross gloo")) << r.out;
     EXPECT_TRUE(has_line(r.out, rank, "ok")) << r.out;
   }
+  // The start line counts the -H hosts, as the backend does: the emulated
+  // hosts share one machine name.
+  EXPECT_NE(r.err.find("[0] cohort: backend hierarchical, 4 ranks on 2 hosts"), std::string::npos) << r.err;
 }
 
 TEST_F(ClusterTest, HierarchicalEveryCollectiveOnUnevenHosts) {

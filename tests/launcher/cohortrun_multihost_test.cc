@@ -24,6 +24,10 @@ const std::string kEnvTemplate = "env COHORT_TEST_HOST={host}";
 // Like ssh, the remote end outlives the launch command: setsid puts it in a
 // session of its own (no signal from the launcher reaches it) and it keeps the
 // command's stdin, whose end is all it learns.
+// The "remote" hosts: loopback addresses other than 127.0.0.1, so that the
+// template's ranks, which run here, reach the store at 127.0.0.1 (cohortrun
+// refuses a loopback store address for hosts that are other machines).
+const std::string kA = "127.0.0.2", kB = "127.0.0.3", kC = "127.0.0.4";
 const std::string kDetachedTemplate = "sh -c 'exec 3<&0; setsid \"$@\" <&3 & wait $!' {host}";
 
 std::map<int, std::map<std::string, std::string>> parse_env(const std::string& out) {
@@ -52,15 +56,15 @@ class MultiHostTest : public ::testing::Test {
 };
 
 TEST_F(MultiHostTest, RanksGetTheirHostAndLocalRanks) {
-  const RunResult r = run({"-H", "hosta:2,hostb:1,hostc:2", "--launch-template", kEnvTemplate, "--backend", "gloo",
-                           "--network-interface", "eth7"},
+  const RunResult r = run({"-H", kA + ":2," + kB + ":1," + kC + ":2", "--launch-template", kEnvTemplate, "--backend",
+                           "gloo", "--network-interface", "eth7"},
                           {"env", "out:two words 'quoted' $HOME"});
   ASSERT_TRUE(r.finished);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto env = parse_env(r.out);
   ASSERT_EQ(env.size(), 5u) << r.out;
   const std::vector<std::tuple<std::string, int, int>> expected{
-      {"hosta", 0, 2}, {"hosta", 1, 2}, {"hostb", 0, 1}, {"hostc", 0, 2}, {"hostc", 1, 2}};
+      {kA, 0, 2}, {kA, 1, 2}, {kB, 0, 1}, {kC, 0, 2}, {kC, 1, 2}};
   for (int rank = 0; rank < 5; ++rank) {
     SCOPED_TRACE("rank " + std::to_string(rank));
     const auto& e = env.at(rank);
@@ -83,15 +87,15 @@ TEST_F(MultiHostTest, RanksGetTheirHostAndLocalRanks) {
 }
 
 TEST_F(MultiHostTest, LocalhostRanksStartDirectlyBesideRemoteOnes) {
-  const RunResult r = run({"-H", "localhost:1,far:1", "--launch-template", kEnvTemplate}, {"env", "store"});
+  const RunResult r = run({"-H", "localhost:1," + kB + ":1", "--launch-template", kEnvTemplate}, {"env", "store"});
   ASSERT_TRUE(r.finished);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto env = parse_env(r.out);
   ASSERT_EQ(env.size(), 2u) << r.out;
   EXPECT_FALSE(env[0].contains("COHORT_TEST_HOST"));  // not through the template
   EXPECT_EQ(env[0].at("COHORT_HOST"), "localhost");
-  EXPECT_EQ(env[1].at("COHORT_TEST_HOST"), "far");
-  EXPECT_EQ(env[1].at("COHORT_HOST"), "far");
+  EXPECT_EQ(env[1].at("COHORT_TEST_HOST"), kB);
+  EXPECT_EQ(env[1].at("COHORT_HOST"), kB);
   EXPECT_NE(r.out.find("[0] store ok 0 of 2"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("[1] store ok 1 of 2"), std::string::npos) << r.out;
 }
@@ -99,8 +103,8 @@ TEST_F(MultiHostTest, LocalhostRanksStartDirectlyBesideRemoteOnes) {
 TEST_F(MultiHostTest, RemoteRanksMeetThroughTheStoreAndTheSecretStaysOffCommandLines) {
   auto env = clean_environment();
   env["COHORT_TIMEOUT_S"] = "17";
-  const RunResult r = run({"-H", "a:2,b:2", "--launch-template", kEnvTemplate}, {"store", "secret-scan", "env", "cwd"},
-                          env);
+  const RunResult r = run({"-H", kA + ":2," + kB + ":2", "--launch-template", kEnvTemplate},
+                          {"store", "secret-scan", "env", "cwd"}, env);
   ASSERT_TRUE(r.finished);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   char cwd[4096];
@@ -120,11 +124,11 @@ TEST_F(MultiHostTest, RemoteRanksOutputArrivesLineByLineFromATerminal) {
   // As on the launcher's machine: the program's stdout is a terminal on its
   // host (its remote end relays it), so a line printed without a flush
   // arrives while the rank waits.
-  CohortrunProcess p(COHORTRUN_PATH,
-                     {"--env", "HELPER_DIR=" + dir_.path(), "--store-addr", "127.0.0.1", "-H", "a:1,b:1",
-                      "--launch-template", kEnvTemplate, RANK_HELPER_PATH, "tty", "out:first", "wait-file:go",
-                      "out:second"},
-                     dir_.path());
+  CohortrunProcess p(
+      COHORTRUN_PATH,
+      {"--env", "HELPER_DIR=" + dir_.path(), "--store-addr", "127.0.0.1", "-H", kA + ":1," + kB + ":1",
+       "--launch-template", kEnvTemplate, RANK_HELPER_PATH, "tty", "out:first", "wait-file:go", "out:second"},
+      dir_.path());
   const bool seen = p.wait_for_output({"[0] first", "[1] first"});
   std::ofstream(dir_.path() + "/go") << "1";
   const RunResult r = p.wait();
@@ -134,7 +138,7 @@ TEST_F(MultiHostTest, RemoteRanksOutputArrivesLineByLineFromATerminal) {
     EXPECT_NE(r.out.find(std::string(line) + "\n"), std::string::npos) << line << "\n" << r.out;
   EXPECT_EQ(r.out.find('\r'), std::string::npos) << r.out;
 
-  const RunResult pipe = run({"-H", "a:1,b:1", "--launch-template", kEnvTemplate, "--output", "pipe"},
+  const RunResult pipe = run({"-H", kA + ":1," + kB + ":1", "--launch-template", kEnvTemplate, "--output", "pipe"},
                              {"tty", "err:to stderr"});
   ASSERT_EQ(pipe.exit_code, 0) << pipe.err;
   EXPECT_NE(pipe.out.find("[1] stdout: pipe\n"), std::string::npos) << pipe.out;
@@ -142,12 +146,12 @@ TEST_F(MultiHostTest, RemoteRanksOutputArrivesLineByLineFromATerminal) {
 }
 
 TEST_F(MultiHostTest, ARemoteFailureStopsEveryHostAndIsReportedWithItsHost) {
-  const RunResult r = run({"-H", "a:2,b:2", "--launch-template", kEnvTemplate, "--grace-s", "1"},
+  const RunResult r = run({"-H", kA + ":2," + kB + ":2", "--launch-template", kEnvTemplate, "--grace-s", "1"},
                           {"pid", "barrier", "@3:err:giving up", "@3:exit:3", "sleep:60"});
   ASSERT_TRUE(r.finished) << "cohortrun did not stop the other ranks";
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_LT(r.seconds, kStopBoundSeconds);
-  EXPECT_NE(r.err.find("cohortrun: error: rank 3 on b exited with code 3; stopped the other 3 rank(s)"),
+  EXPECT_NE(r.err.find("cohortrun: error: rank 3 on " + kB + " exited with code 3; stopped the other 3 rank(s)"),
             std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("    [3] giving up"), std::string::npos) << r.err;
@@ -157,22 +161,22 @@ TEST_F(MultiHostTest, ARemoteFailureStopsEveryHostAndIsReportedWithItsHost) {
 }
 
 TEST_F(MultiHostTest, SignalDeathsComeBack) {
-  const RunResult r = run({"-H", "a,b", "--launch-template", kEnvTemplate, "--grace-s", "1"},
-                          {"@1:kill:9", "sleep:60"});
+  const RunResult r =
+      run({"-H", kA + "," + kB, "--launch-template", kEnvTemplate, "--grace-s", "1"}, {"@1:kill:9", "sleep:60"});
   ASSERT_TRUE(r.finished);
   EXPECT_EQ(r.exit_code, 128 + SIGKILL) << r.err;
-  EXPECT_NE(r.err.find("rank 1 on b was killed by signal 9 (SIGKILL)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("rank 1 on " + kB + " was killed by signal 9 (SIGKILL)"), std::string::npos) << r.err;
 }
 
 TEST_F(MultiHostTest, RanksWhoseLaunchCommandDiesAreStoppedThroughTheirStdin) {
   // rank 0 fails; cohortrun then kills the other launch commands, which
   // cannot pass a signal on: their remote ends see stdin close and stop
   // their ranks, as they would across ssh.
-  const RunResult r = run({"-H", "a:2,b:2", "--launch-template", kDetachedTemplate, "--grace-s", "1"},
+  const RunResult r = run({"-H", kA + ":2," + kB + ":2", "--launch-template", kDetachedTemplate, "--grace-s", "1"},
                           {"pid", "barrier", "@0:exit:5", "sleep:60"});
   ASSERT_TRUE(r.finished);
   EXPECT_EQ(r.exit_code, 1) << r.err;
-  EXPECT_NE(r.err.find("rank 0 on a exited with code 5"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("rank 0 on " + kA + " exited with code 5"), std::string::npos) << r.err;
   const auto pids = wait_for_pids(dir_.path(), "pid.", 4, 1s);
   ASSERT_EQ(pids.size(), 4u);
   const auto deadline = Clock::now() + 10s;
@@ -185,31 +189,78 @@ TEST_F(MultiHostTest, RanksWhoseLaunchCommandDiesAreStoppedThroughTheirStdin) {
 TEST_F(MultiHostTest, RanksThatNeverStartHitTheStartTimeout) {
   // A launch command that never runs cohortrun's remote end (a host that
   // never answers).
-  const RunResult r = run({"-H", "a:1,b:2", "--launch-template", "sh -c 'sleep 30' {host}", "--start-timeout", "1",
-                           "--grace-s", "1"},
+  const RunResult r = run({"-H", kA + ":1," + kB + ":2", "--launch-template", "sh -c 'sleep 30' {host}",
+                           "--start-timeout", "1", "--grace-s", "1"},
                           {"out:never"});
   ASSERT_TRUE(r.finished);
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_LT(r.seconds, 10);
-  EXPECT_NE(r.err.find("cohortrun: error: rank 0 on a, rank 1 on b, rank 2 on b did not start within the start "
+  EXPECT_NE(r.err.find("cohortrun: error: rank 0 on " + kA + ", rank 1 on " + kB + ", rank 2 on " + kB +
+                       " did not start within the start "
                        "timeout"),
             std::string::npos)
       << r.err;
 }
 
-TEST_F(MultiHostTest, AMissingRemoteProgramIsReported) {
-  std::vector<std::string> a{"-H", "a", "--launch-template", kEnvTemplate, "--store-addr", "127.0.0.1",
-                             "/nonexistent/prog"};
+TEST_F(MultiHostTest, AMissingRemoteProgramIsReportedWithCode127) {
+  std::vector<std::string> a{"-H",           kA,          "--launch-template", kEnvTemplate,
+                             "--store-addr", "127.0.0.1", "/nonexistent/prog"};
   CohortrunProcess p(COHORTRUN_PATH, a, dir_.path());
   const RunResult r = p.wait(30s);
   ASSERT_TRUE(r.finished);
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find("rank 0 on a exited with code 127"), std::string::npos) << r.err;
+  EXPECT_EQ(r.exit_code, 127) << r.err;  // as --help documents, and as on this machine
+  EXPECT_NE(r.err.find("rank 0 on " + kA + " exited with code 127"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("cannot execute '/nonexistent/prog'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("cohortrun: error: rank 0 did not start on " + kA), std::string::npos) << r.err;
+  // A program that ran and exited 127 is an ordinary failure.
+  const RunResult ran = run({"-H", kA, "--launch-template", kEnvTemplate}, {"exit:127"});
+  EXPECT_EQ(ran.exit_code, 1) << ran.err;
+}
+
+TEST_F(MultiHostTest, LaunchesThatCannotWorkAreRefusedBeforeAnythingStarts) {
+  // Exit 2 like every usage error, the flag named, and no rank started.
+  const std::string far = "10.255.0.2:1,10.255.0.3:1";  // other machines, never contacted
+  auto refused = [&](std::vector<std::string> flags, const std::string& expected) {
+    std::vector<std::string> a{"--env", "HELPER_DIR=" + dir_.path()};
+    a.insert(a.end(), flags.begin(), flags.end());
+    a.insert(a.end(), {RANK_HELPER_PATH, "pid"});
+    CohortrunProcess p(COHORTRUN_PATH, a, dir_.path());
+    const RunResult r = p.wait(30s);
+    ASSERT_TRUE(r.finished);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find("cohortrun: error: " + expected), std::string::npos) << r.err;
+    EXPECT_TRUE(wait_for_pids(dir_.path(), "pid.", 1, 0s).empty()) << "a rank ran";
+  };
+  refused({"-H", far, "--store-addr", "127.0.0.1"}, "--store-addr 127.0.0.1 is a loopback address");
+  refused({"-H", far, "--store-addr", "10.255.0.1", "--backend", "shm"}, "--backend shm cannot join ranks on 2 hosts");
+  refused({"-H", far, "--store-addr", "10.255.0.1", "--network-interface", "lo"},
+          "--network-interface lo is a loopback interface");
+  // -H a:2 b:2: the typo no longer swallows the flags after it (--dry-run
+  // would otherwise have started the job).
+  refused({"-H", kA + ":1", kB + ":1", "--store-addr", "127.0.0.1", "--dry-run"},
+          "the program '" + kB + ":1' looks like a host:slots");
+}
+
+TEST_F(MultiHostTest, VerboseSaysTheRemoteProgramsPidAndTheThreadsRanksGet) {
+  auto env = clean_environment();
+  env["OMP_NUM_THREADS"] = "13";  // exported: what the ranks get, whatever the cores
+  const RunResult r = run({"-v", "-H", "localhost:1," + kB + ":1", "--launch-template", kEnvTemplate}, {"pid"}, env);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto pids = wait_for_pids(dir_.path(), "pid.", 2, 0s);
+  ASSERT_EQ(pids.size(), 2u);
+  EXPECT_NE(r.err.find("13 thread(s) per rank here"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("cohortrun: rank 0: pid " + std::to_string(pids[0]) + "\n"), std::string::npos) << r.err;
+  // The program's pid on its host, not its launch command's.
+  EXPECT_NE(r.err.find("cohortrun: rank 1 on " + kB + ": pid " + std::to_string(pids[1]) + "\n"), std::string::npos)
+      << r.err;
+  const RunResult dry =
+      run({"--dry-run", "-H", "localhost:1," + kB + ":1", "--launch-template", kEnvTemplate}, {"pid"}, env);
+  ASSERT_EQ(dry.exit_code, 0) << dry.err;
+  EXPECT_NE(dry.out.find(" OMP_NUM_THREADS=13"), std::string::npos) << dry.out;
 }
 
 TEST_F(MultiHostTest, AMissingLaunchCommandIsReportedBeforeAnythingStarts) {
-  const RunResult r = run({"-H", "a", "--launch-template", "no-such-agent-xyz {host}"}, {"pid"});
+  const RunResult r = run({"-H", kA, "--launch-template", "no-such-agent-xyz {host}"}, {"pid"});
   ASSERT_TRUE(r.finished);
   EXPECT_EQ(r.exit_code, 127);
   EXPECT_NE(r.err.find("cannot execute 'no-such-agent-xyz'"), std::string::npos) << r.err;
@@ -256,7 +307,7 @@ TEST_F(MultiHostTest, DryRunPrintsWhatWouldRunWhereAndStartsNothing) {
 }
 
 TEST_F(MultiHostTest, DryRunReportsProblemsTheRealRunWouldHit) {
-  const RunResult r = run({"-H", "a", "--launch-template", "no-such-agent-xyz {host}", "--dry-run"}, {"pid"});
+  const RunResult r = run({"-H", kA, "--launch-template", "no-such-agent-xyz {host}", "--dry-run"}, {"pid"});
   EXPECT_EQ(r.exit_code, 127) << r.out;
 }
 

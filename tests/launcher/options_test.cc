@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
+#include <fstream>
 
 #include "cohort/launcher/job_id.h"
 
@@ -277,6 +280,61 @@ TEST(Options, DashboardAndReportFlags) {
   EXPECT_THROW(parse({"-np", "1", "--dashboard", "", "p"}), UsageError);
   EXPECT_THROW(parse({"-np", "1", "--dashboard-linger", "5", "p"}), UsageError);  // nothing to keep serving
   EXPECT_THROW(parse({"-np", "1", "--report", "", "p"}), UsageError);
+}
+
+TEST(Options, RefusesMultiHostLaunchesThatCannotWork) {
+  // Hosts that are other machines (addresses, so nothing is looked up).
+  const std::string two_hosts = "10.0.0.2:2,10.0.0.3:2";
+  std::string e = error_of({"-H", two_hosts, "--store-addr", "127.0.0.1", "p"});
+  EXPECT_NE(e.find("--store-addr 127.0.0.1 is a loopback address, which reaches only this machine: the ranks on "
+                   "10.0.0.2 could never reach the store there"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(error_of({"-H", two_hosts, "--store-addr", "localhost", "p"}).find("--store-addr localhost is a loopback"),
+            std::string::npos);
+  EXPECT_NE(error_of({"-H", two_hosts, "--store-addr", "::1", "p"}).find("is a loopback address"), std::string::npos);
+  // Loopback is right when no rank runs elsewhere: hosts that are loopback
+  // addresses themselves, or remote hosts -np leaves empty.
+  EXPECT_EQ(parse({"-H", "127.0.0.2:2,127.0.0.3:2", "--store-addr", "127.0.0.1", "p"}).num_ranks, 4);
+  EXPECT_EQ(parse({"-np", "2", "-H", "localhost:2,10.0.0.2:2", "--store-addr", "127.0.0.1", "p"}).num_ranks, 2);
+  EXPECT_EQ(parse({"-H", two_hosts, "--store-addr", "10.0.0.1", "p"}).store_addr, "10.0.0.1");
+
+  e = error_of({"-H", two_hosts, "--backend", "shm", "p"});
+  EXPECT_EQ(e,
+            "--backend shm cannot join ranks on 2 hosts (10.0.0.2:2,10.0.0.3:2): shared memory reaches the ranks "
+            "of one host only; use --backend hierarchical (shared memory within each host, gloo across them) or "
+            "gloo");
+  EXPECT_NE(error_of({"-H", two_hosts, "--env", "COHORT_BACKEND=shm", "p"}).find("--env COHORT_BACKEND=shm cannot"),
+            std::string::npos);
+  EXPECT_EQ(parse({"-np", "2", "-H", two_hosts, "--backend", "shm", "p"}).backend, "shm");  // one host's ranks
+
+  e = error_of({"-H", two_hosts, "--network-interface", "lo", "p"});
+  EXPECT_NE(e.find("--network-interface lo is a loopback interface, which reaches no other host: the ranks on "
+                   "10.0.0.2"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(error_of({"-H", two_hosts, "--env", "COHORT_IFACE=lo", "p"}).find("--env COHORT_IFACE=lo is a loopback"),
+            std::string::npos);
+  EXPECT_EQ(parse({"-H", "127.0.0.2:2", "--network-interface", "lo", "p"}).network_interface, "lo");
+}
+
+TEST(Options, AProgramThatLooksLikeAHostIsRefusedWithTheFix) {
+  // A space for a comma: b:2 became the program, --dry-run its argument.
+  std::string e = error_of({"-H", "a:2", "b:2", "--store-addr", "10.0.0.1", "--dry-run", "prog"});
+  EXPECT_EQ(e,
+            "the program 'b:2' looks like a host:slots, and every word after it (flags such as --store-addr or "
+            "--dry-run included) would be its arguments; separate the hosts with commas, without spaces: -H "
+            "a:2,b:2");
+  EXPECT_NE(error_of({"-H", "a:2", "node-2.lan:2", "c:1", "prog"}).find("-H a:2,node-2.lan:2,c:1"), std::string::npos);
+  const std::string hostfile =
+      (std::filesystem::temp_directory_path() / ("options_test_hosts." + std::to_string(::getpid()))).string();
+  std::ofstream(hostfile) << "a slots=2\n";
+  EXPECT_NE(error_of({"--hostfile", hostfile, "b:2", "prog"}).find("put every host in the hostfile"),
+            std::string::npos);
+  std::filesystem::remove(hostfile);
+  // A program's arguments may look like hosts; without hosts nothing is guessed.
+  EXPECT_EQ(parse({"-H", "a:2", "prog", "b:2"}).command, (std::vector<std::string>{"prog", "b:2"}));
+  EXPECT_EQ(parse({"-np", "1", "b:2"}).command, (std::vector<std::string>{"b:2"}));
 }
 
 }  // namespace

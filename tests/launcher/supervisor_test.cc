@@ -233,10 +233,13 @@ TEST_F(SupervisorTest, LauncherSignalIsForwardedAndASecondOneKills) {
   // once the first has visibly been forwarded (rank 0 died of it). The
   // supervisor may not have reaped rank 0 yet when the second arrives; it
   // reaps before acting on a signal, so it still counts one rank.
+  // The first was received before rank 0 died of it, so a second sent one
+  // signal window after that arrives outside the window (a second request).
   std::thread sender([&] {
     while (::access(ready.c_str(), F_OK) != 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
     ::kill(::getpid(), SIGINT);
     while (testing::process_alive(sleeper.pid)) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::this_thread::sleep_for(std::chrono::duration<double>(SupervisorOptions{}.signal_window_s));
     ::kill(::getpid(), SIGINT);
   });
   const SupervisionResult r = s.run();
@@ -248,6 +251,38 @@ TEST_F(SupervisorTest, LauncherSignalIsForwardedAndASecondOneKills) {
   const std::string messages = err_.take();
   EXPECT_NE(messages.find("got SIGINT; forwarding it to 2 rank(s)"), std::string::npos) << messages;
   EXPECT_NE(messages.find("got SIGINT again; killing 1 rank(s)"), std::string::npos) << messages;
+}
+
+TEST_F(SupervisorTest, CopiesOfOneSignalWithinTheWindowAreOneRequestAndRanksKeepTheirGrace) {
+  // `timeout` signals cohortrun, then its whole process group: the second
+  // copy must not kill the ranks while they save. Rank 1 saves for 0.3 s
+  // after SIGTERM; the second SIGTERM arrives meanwhile, within the window
+  // (60 s here, so the order of events alone decides).
+  testing::TempDir dir;
+  const std::string ready = dir.path() + "/ready", saved = dir.path() + "/saved";
+  SupervisorOptions o = options();
+  o.signal_window_s = 60;
+  o.verbose = true;
+  Supervisor s(o, signals_);
+  const SpawnedProcess sleeper = sh("exec sleep 30");
+  s.add(0, sleeper);
+  s.add(1, sh("trap 'sleep 0.3; touch " + saved + "; exit 0' TERM; touch " + ready + "; while :; do sleep 0.05; done"));
+  std::thread sender([&] {
+    while (::access(ready.c_str(), F_OK) != 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    ::kill(::getpid(), SIGTERM);
+    while (testing::process_alive(sleeper.pid)) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    ::kill(::getpid(), SIGTERM);  // rank 1 is still saving
+  });
+  const SupervisionResult r = s.run();
+  sender.join();
+  EXPECT_EQ(r.reason, StopReason::signal);
+  EXPECT_EQ(r.signal, SIGTERM);
+  EXPECT_EQ(r.ranks[0].status.signal(), SIGTERM);
+  EXPECT_TRUE(r.ranks[1].status.success()) << describe(r.ranks[1].status);
+  EXPECT_EQ(::access(saved.c_str(), F_OK), 0) << "rank 1 did not get to save";
+  const std::string messages = err_.take();
+  EXPECT_NE(messages.find("got SIGTERM again within 60 s: the same request to stop"), std::string::npos) << messages;
+  EXPECT_EQ(messages.find("killing"), std::string::npos) << messages;
 }
 
 TEST_F(SupervisorTest, RanksIgnoringAForwardedSignalAreKilledAfterTheSignalGracePeriod) {

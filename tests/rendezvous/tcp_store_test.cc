@@ -415,6 +415,38 @@ TEST(TcpStoreTest, NoServerIsATimeout) {
   EXPECT_GE(std::chrono::steady_clock::now() - start, 250ms);
 }
 
+TEST(TcpStoreTest, ARefusedConnectionToAStoreThatListenedFirstIsFinal) {
+  // cohortrun's store listens before any rank starts: a refusal will not
+  // turn into a connection, so the client says why at once instead of
+  // retrying for its connect timeout (an hour here).
+  const int port = free_port();
+  try {
+    TcpStore(TcpStoreOptions{
+        .host = "127.0.0.1", .port = port, .secret = kSecret, .connect_timeout = 3600s, .server_listening = true});
+    FAIL() << "connected to nothing";
+  } catch (const ConfigError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("cannot reach the store at 127.0.0.1:" + std::to_string(port) +
+                        ": connect: Connection refused: nothing listens there"),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find("127.0.0.1 is a loopback address, which reaches only the host it is used on"),
+              std::string::npos)
+        << what;
+  }
+  // Without server_listening a refusal is retried (the server may be
+  // starting): NoServerIsATimeout and ClientRetriesUntilTheServerStarts.
+}
+
+TEST(TcpStoreTest, ResolvesToLoopback) {
+  EXPECT_TRUE(resolves_to_loopback("127.0.0.1"));
+  EXPECT_TRUE(resolves_to_loopback("127.0.1.1"));
+  EXPECT_TRUE(resolves_to_loopback("::1"));
+  EXPECT_TRUE(resolves_to_loopback("localhost"));
+  EXPECT_FALSE(resolves_to_loopback("10.0.0.1"));
+  EXPECT_FALSE(resolves_to_loopback("no-such-host.invalid"));
+}
+
 TEST(TcpStoreTest, HostnamesResolve) {
   TcpStoreServer server(TcpStoreServerOptions{.host = "0.0.0.0", .port = 0, .secret = kSecret});
   auto c = client(server.port(), kSecret, "localhost");

@@ -504,20 +504,20 @@ TEST(Elastic, AParameterServerFitRollsTheServersBackWithItsWorkers) {
 
 TEST(Elastic, AcrossHostsTheReplacementStartsOnItsSlotsHost) {
   // Two "hosts" (the launch template runs their ranks here through
-  // cohortrun --remote-rank, as ssh would): hosta holds slots 0 and 1
-  // (shm between them), hostb slot 2; the hierarchical backend joins them.
+  // cohortrun --remote-rank, as ssh would): 127.0.0.2 holds slots 0 and 1
+  // (shm between them), 127.0.0.3 slot 2; the hierarchical backend joins them.
   // Slot 2 dies before step 4's collectives; its replacement is started
-  // through the template for hostb, with its elastic identity in the
+  // through the template for 127.0.0.3, with its elastic identity in the
   // payload, and the epochs record each member's host.
   TempDir dir("elastic_test");
   const JobRun run = run_job(dir, "elastichosts",
-                             {"-H", "hosta:2,hostb:1", "--launch-template", "env COHORT_TEST_HOST={host}",
+                             {"-H", "127.0.0.2:2,127.0.0.3:1", "--launch-template", "env COHORT_TEST_HOST={host}",
                               "--store-addr", "127.0.0.1", "--min-np", "2", "--max-restarts", "1"},
                              {"--fit", "--kill", "2:4:begin", "--step-delay-ms", "100"}, 8);
   ASSERT_TRUE(run.result.finished);
   ASSERT_EQ(run.result.exit_code, 0) << run.result.err;
   EXPECT_NE(run.result.err.find("cohort: backend hierarchical"), std::string::npos) << run.result.err;
-  EXPECT_NE(run.result.out.find("slot 2.1 joins on hostb"), std::string::npos) << run.result.out;
+  EXPECT_NE(run.result.out.find("slot 2.1 joins on 127.0.0.3"), std::string::npos) << run.result.out;
   const auto& sizes = run.out.at("sizes");
   ASSERT_EQ(sizes.size(), size_t(kEpochs * kRows / 8));
   EXPECT_EQ(std::find(sizes.begin(), sizes.end(), 2.0) - sizes.begin(), 4);
@@ -527,27 +527,29 @@ TEST(Elastic, AcrossHostsTheReplacementStartsOnItsSlotsHost) {
 
 TEST(Elastic, HostDiscoveryRemovesAHostGracefullyAndAddsOne) {
   // The discovery script prints a file the program rewrites: after step 4
-  // hostb is gone (its rank leaves at that step's commit, without
-  // rollback), after step 10 hostc appears (a new rank starts there and
+  // 127.0.0.3 is gone (its rank leaves at that step's commit, without
+  // rollback), after step 10 127.0.0.4 appears (a new rank starts there and
   // joins at that step's commit). Members hold at those steps until the
   // launcher has published the change, so it lands exactly there.
   TempDir dir("elastic_test");
   const std::string hosts = dir / "hosts";
-  std::ofstream(hosts) << "hosta:2\nhostb:1\n";
-  const JobRun run = run_job(dir, "elasticdiscovery",
-                             {"--host-discovery-script", "cat " + hosts, "--launch-template",
-                              "env COHORT_TEST_HOST={host}", "--store-addr", "127.0.0.1", "--min-np", "2", "--max-np",
-                              "3", "--max-restarts", "1"},
-                             {"--fit", "--write", "4:" + hosts + ":hosta:2", "--hold", "4", "--write",
-                              "10:" + hosts + ":hosta:2,hostc:1", "--hold", "10"},
-                             8);
+  std::ofstream(hosts) << "127.0.0.2:2\n127.0.0.3:1\n";
+  const JobRun run =
+      run_job(dir, "elasticdiscovery",
+              {"--host-discovery-script", "cat " + hosts, "--launch-template", "env COHORT_TEST_HOST={host}",
+               "--store-addr", "127.0.0.1", "--min-np", "2", "--max-np", "3", "--max-restarts", "1"},
+              {"--fit", "--write", "4:" + hosts + ":127.0.0.2:2", "--hold", "4", "--write",
+               "10:" + hosts + ":127.0.0.2:2,127.0.0.4:1", "--hold", "10"},
+              8);
   ASSERT_TRUE(run.result.finished);
   ASSERT_EQ(run.result.exit_code, 0) << run.result.err;
-  EXPECT_NE(run.result.err.find("host discovery: hosts now hosta:2; host hostb lost slots: 2.0 leave(s) the job"),
-            std::string::npos)
+  EXPECT_NE(
+      run.result.err.find("host discovery: hosts now 127.0.0.2:2; host 127.0.0.3 lost slots: 2.0 leave(s) the job"),
+      std::string::npos)
       << run.result.err;
-  EXPECT_NE(run.result.err.find("host discovery: hosts now hosta:2,hostc:1"), std::string::npos) << run.result.err;
-  EXPECT_NE(run.result.out.find("slot 3.0 joins on hostc"), std::string::npos) << run.result.out;
+  EXPECT_NE(run.result.err.find("host discovery: hosts now 127.0.0.2:2,127.0.0.4:1"), std::string::npos)
+      << run.result.err;
+  EXPECT_NE(run.result.out.find("slot 3.0 joins on 127.0.0.4"), std::string::npos) << run.result.out;
   EXPECT_EQ(run.result.err.find("from the last commit"), std::string::npos) << "a rollback: " << run.result.err;
   const auto& sizes = run.out.at("sizes");
   std::vector<double> expected_sizes(size_t(kEpochs * kRows / 8), 3.0);

@@ -17,8 +17,8 @@
 #include "cohort/comm/shm/test_hooks.h"
 #include "cohort/common/check.h"
 #include "cohort/common/copy.h"
+#include "cohort/common/host_key.h"
 #include "cohort/common/logging.h"
-#include "cohort/common/network_interface.h"
 #include "cohort/common/reduce.h"
 #include "cohort/common/tunables.h"
 #include "cohort/rendezvous/prefix_store.h"
@@ -118,7 +118,7 @@ Communicator::Communicator(std::shared_ptr<rendezvous::Store> store, int rank, i
     std::iota(options_.world_ranks.begin(), options_.world_ranks.end(), 0);
   }
   COHORT_CHECK_EQ(options_.world_ranks.size(), size_t(size_));
-  host_ = net::host_name();
+  host_ = net::host_label();  // as the user named it (cohortrun -H)
 
   auto spin = options_.spin;
   if (spin.count() < 0) spin = size_ <= online_cpus() ? std::chrono::microseconds(50) : std::chrono::microseconds(0);
