@@ -39,7 +39,7 @@ constexpr const char* kUsage = R"(usage: cohort-plan --profile P.json (--catalog
   --deadline SECONDS      only plans that finish within this
   --machines N            only this many machines; --ranks-per-machine R: only R ranks per machine
   --max-machines N        the most machines tried per type (1024)
-  --tune-top N            plans whose engine knobs are searched (8)
+  --tune-top N            plans whose engine knobs are searched (16)
   --rows N                rows of the table (20)
   --explain ID            why plan ID lost (or did not fit), instead of the table
   --json FILE             everything machine-readable (- : stdout)

@@ -54,8 +54,8 @@ struct SearchOptions {
   int max_machines = 1024;
   int machines = 0;           // > 0: only this machine count
   int ranks_per_machine = 0;  // > 0: only this many ranks per machine
-  int tune_top = 8;           // plans of step 1 tuned in step 2
-  int sim_steps = 3;          // simulated steps per prediction (the first is warm-up)
+  int tune_top = 16;          // plans of step 1 tuned in step 2
+  int sim_steps = 6;          // simulated steps per prediction (the first is warm-up)
 };
 
 enum class Family { one_device, horovod, ddp, zero, parameter_server, mesh };

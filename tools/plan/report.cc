@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <set>
 #include <sstream>
 
 #include "cohort/common/check.h"
@@ -61,7 +62,10 @@ std::string table(const ReportContext& r, int rows) {
   std::snprintf(line, sizeof line, "%5s  %-14s %5s %4s %6s  %-52s %10s %10s %10s %10s  %s\n", "plan", "machine",
                 "mach", "rpm", "ranks", "strategy", "step_ms", "total", "cost", "mem/rank", "bottleneck");
   os << line;
-  int shown = 0, within = 0, over = 0, unfit = 0;
+  int shown = 0, within = 0, over = 0, unfit = 0, folded = 0;
+  // Knob variants predicted the same as a row above them (a cycle time
+  // that changes nothing, say) are folded into it; --json lists them.
+  std::set<std::string> seen;
   for (const Plan& p : r.result.plans) {
     if (!p.fits) {
       ++unfit;
@@ -69,6 +73,16 @@ std::string table(const ReportContext& r, int rows) {
     }
     (p.over.empty() ? within : over)++;
     if (shown >= rows) continue;
+    PlanConfig knobless = p.config;
+    knobless.cycle_time_us = 0;
+    knobless.fusion_threshold = 0;
+    knobless.bucket_mb = knobless.unit_mb = 0;
+    if (!seen.insert(std::to_string(p.config.type) + describe(knobless) + std::to_string(p.config.machines) + "/" +
+                     std::to_string(p.config.ranks_per_machine) + "/" + num(p.step_s))
+             .second) {
+      ++folded;
+      continue;
+    }
     ++shown;
     std::snprintf(line, sizeof line, "%5d  %-14s %5d %4d %6d  %-52s %10.3f %10s %10s %10s  %s%s\n", p.id,
                   type_name(r, p).c_str(), p.config.machines, p.config.ranks_per_machine, p.config.ranks(),
@@ -76,6 +90,7 @@ std::string table(const ReportContext& r, int rows) {
                   bytes(p.memory_per_rank).c_str(), p.bottleneck.c_str(), p.over.empty() ? "" : "  (over a constraint)");
     os << line;
   }
+  if (folded) os << "# " << folded << " knob variants predicted the same as the row above them folded (--json lists them)\n";
   os << "# " << within << " plans within the constraints, " << over << " over a constraint, " << unfit
      << " do not fit in memory (--explain ID says why); " << r.result.simulations << " simulations in "
      << fmt("%.2f", r.result.search_s) << " s\n";
