@@ -160,6 +160,16 @@ TEST(Planner, MemoryBoundModelWithStagesTakesAMeshOrZero3) {
   bool mesh_fits = false;
   for (const Plan& q : r.plans) mesh_fits = mesh_fits || (q.fits && q.config.family == Family::mesh);
   EXPECT_TRUE(mesh_fits);
+  // Meshes only, without ZeRO over dp: a mesh whose stages and tp shards
+  // hold the 4 P bytes of model and state in 32 GB machines.
+  SearchOptions o;
+  o.strategies = {"mesh"};
+  const Result m = plan(p, c, {.global_batch = 64, .steps = 10}, o);
+  const Plan& mesh = m.plans.front();
+  ASSERT_EQ(mesh.config.family, Family::mesh);
+  EXPECT_EQ(mesh.config.mesh_zero, 0);
+  EXPECT_GE(double(mesh.config.mesh.pp) * mesh.config.mesh.tp * 32e9 / mesh.config.ranks_per_machine, 4 * P);
+  for (const Plan& q : m.plans) EXPECT_EQ(q.config.family, Family::mesh);
 }
 
 // Two types: "fast" computes twice as fast at ten times the price. Without

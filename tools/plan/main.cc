@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,8 @@ constexpr const char* kUsage = R"(usage: cohort-plan --profile P.json (--catalog
   --deadline SECONDS      only plans that finish within this
   --machines N            only this many machines; --ranks-per-machine R: only R ranks per machine
   --max-machines N        the most machines tried per type (1024)
+  --strategies LIST       only these families: one_device, horovod, ddp, zero, parameter_server, mesh (dp
+                          averaged as ddp), mesh_zero (ZeRO-1 over dp); default all
   --tune-top N            plans whose engine knobs are searched (16)
   --rows N                rows of the table (20)
   --explain ID            why plan ID lost (or did not fit), instead of the table
@@ -84,6 +87,10 @@ int run(const std::vector<std::string>& args) {
        {"--machines", [&](auto& f, auto& v) { opt.machines = flags::parse_number<int>(f, v, 1); }},
        {"--ranks-per-machine", [&](auto& f, auto& v) { opt.ranks_per_machine = flags::parse_number<int>(f, v, 1); }},
        {"--max-machines", [&](auto& f, auto& v) { opt.max_machines = flags::parse_number<int>(f, v, 1); }},
+       {"--strategies", [&](auto&, auto& v) {
+          std::stringstream ss(v);
+          for (std::string item; std::getline(ss, item, ',');) opt.strategies.push_back(item);
+        }},
        {"--tune-top", [&](auto& f, auto& v) { opt.tune_top = flags::parse_number<int>(f, v, 0); }},
        {"--rows", [&](auto& f, auto& v) { rows = flags::parse_number<int>(f, v, 0); }},
        {"--explain", [&](auto& f, auto& v) { explain_id = flags::parse_number<int>(f, v, 1); }},

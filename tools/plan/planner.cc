@@ -136,6 +136,8 @@ std::string gib(double b) {
   return s;
 }
 
+constexpr double kLeastCycleOverheadS = 1e-6;
+
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 class Searcher {
@@ -147,6 +149,12 @@ class Searcher {
     COHORT_CHECK_AS(ConfigError, !p.workload.tensors.empty()) << p.path << ": the profile's workload has no tensors";
     COHORT_CHECK_AS(ConfigError, p.workload.compute_end_s > 0)
         << p.path << ": the profile's workload has no compute time (its last gradient is ready at 0 s)";
+    for (const std::string& s : o.strategies)
+      COHORT_CHECK_AS(ConfigError, std::set<std::string>({"one_device", "horovod", "ddp", "zero", "parameter_server",
+                                                           "mesh", "mesh_zero"})
+                                       .contains(s))
+          << "--strategies: unknown '" << s
+          << "' (one_device, horovod, ddp, zero, parameter_server, mesh, mesh_zero)";
     for (const MachineType& m : c.types)
       COHORT_CHECK_AS(ConfigError, m.flop_per_s == 0 || p.flop_per_example > 0)
           << c.path << ": machine type '" << m.name << "' states flop_per_s, but " << p.path
@@ -201,6 +209,11 @@ class Searcher {
     sim::Topology t = catalogue_.types[c.type].topology;
     t.hosts = c.machines;
     t.ranks_per_host = c.ranks_per_machine;
+    // An engine cycle costs something: a topology that gives no overhead
+    // (a published one) on free links would let simulate() run idle cycles
+    // at one instant without end; a microsecond, the order cohort's engine
+    // measures (0.8 us of negotiation per warm cycle, bench/engine_bench.md).
+    if (t.cycle_overhead_s <= 0) t.cycle_overhead_s = kLeastCycleOverheadS;
     return t;
   }
 
@@ -230,11 +243,23 @@ class Searcher {
         }
     }
     COHORT_CHECK_AS(ConfigError, !plans_.empty())
-        << "no machine count or ranks per machine to try (--machines " << opt_.machines << ", --ranks-per-machine "
-        << opt_.ranks_per_machine << " against the catalogue's available machines and cores)";
+        << "no plan to try (--machines " << opt_.machines << ", --ranks-per-machine " << opt_.ranks_per_machine
+        << ", --strategies against the catalogue's available machines and cores, and the profile's stages)";
+  }
+
+  bool allowed(const std::string& family) const {
+    return opt_.strategies.empty() ||
+           std::find(opt_.strategies.begin(), opt_.strategies.end(), family) != opt_.strategies.end();
   }
 
   std::vector<PlanConfig> families(size_t ti, int machines, int rpm) const {
+    std::vector<PlanConfig> all = every_family(ti, machines, rpm), out;
+    for (const PlanConfig& c : all)
+      if (allowed(c.family == Family::mesh && c.mesh_zero ? "mesh_zero" : family_name(c.family))) out.push_back(c);
+    return out;
+  }
+
+  std::vector<PlanConfig> every_family(size_t ti, int machines, int rpm) const {
     std::vector<PlanConfig> out;
     PlanConfig base;
     base.type = ti;

@@ -54,6 +54,9 @@ struct SearchOptions {
   int max_machines = 1024;
   int machines = 0;           // > 0: only this machine count
   int ranks_per_machine = 0;  // > 0: only this many ranks per machine
+  // Strategy families to try (empty: all): one_device, horovod, ddp, zero,
+  // parameter_server, mesh (dp averaged as ddp), mesh_zero (ZeRO-1 over dp).
+  std::vector<std::string> strategies;
   int tune_top = 16;          // plans of step 1 tuned in step 2
   int sim_steps = 6;          // simulated steps per prediction (the first is warm-up)
 };
