@@ -296,6 +296,8 @@ TEST(PlanInputs, MalformedCatalogueIsOneLineNamingFileAndField) {
   expect_one_line(e, "cat.json", "machine_types: expected a non-empty array");
   e = catalogue_error(R"({"machine_types": [)" + ok + "}]}");
   expect_one_line(e, "cat.json", "missing field 'topology'");
+  e = catalogue_error(R"({"machine_types": [)" + ok + R"(, "topology": "no_such_links.json"}]})");
+  expect_one_line(e, "cat.json", "machine_types[0].topology: cannot read 'no_such_links.json'");
 }
 
 TEST(PlanInputs, MalformedProfileIsOneLineNamingFileAndField) {
@@ -303,6 +305,8 @@ TEST(PlanInputs, MalformedProfileIsOneLineNamingFileAndField) {
   const std::string mem = R"("memory": {"parameter_bytes": 4, "optimizer_bytes": 8, "activation_bytes_per_example": 1})";
   EXPECT_EQ(profile_error("{" + w + R"(, "batch_per_rank": 8, )" + mem + "}"), "");
   expect_one_line(profile_error("{" + w + ", " + mem + "}"), "prof.json", "missing field 'batch_per_rank'");
+  expect_one_line(profile_error(R"({"workload": "no_such_workload.json", "batch_per_rank": 8, )" + mem + "}"),
+                  "prof.json", "workload: cannot read 'no_such_workload.json'");
   expect_one_line(profile_error("{" + w + R"(, "batch_per_rank": -8, )" + mem + "}"), "prof.json",
                   "batch_per_rank: must be positive");
   expect_one_line(profile_error(R"({"workload": 3, "batch_per_rank": 8, )" + mem + "}"), "prof.json",

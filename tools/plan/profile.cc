@@ -21,7 +21,7 @@ Profile read_profile(const json::Value& doc, const std::string& path) {
   p.name = f.text("name", "model");
   const json::Value& w = f.required("workload");
   if (w.is_string()) {
-    p.workload = sim::read_workload_file(relative_to(path, w.string()));
+    p.workload = read_named_file<sim::Workload>(w, "workload", path, sim::read_workload_file);
   } else if (w.is_object()) {
     p.workload = sim::read_workload(w);
   } else {

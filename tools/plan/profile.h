@@ -4,8 +4,10 @@
 // tools/plan/README.md).
 #pragma once
 
+#include <fstream>
 #include <string>
 
+#include "tools/sim/fields.h"
 #include "tools/sim/workload.h"
 
 namespace cohort::plan {
@@ -33,12 +35,6 @@ struct Profile {
   double activation_bytes_per_example = 0;
   std::string program = "./train";  // what follows cohortrun's flags in the command
   Stages stages;
-
-  // Compute seconds of one example on the profiled machine (the step's
-  // compute and update over its batch).
-  double seconds_per_example() const {
-    return (workload.compute_end_s + workload.update_s) / batch_per_rank;
-  }
 };
 
 // Reads a profile file; ConfigError naming the file, the field and what was
@@ -49,5 +45,17 @@ Profile read_profile(const json::Value& doc, const std::string& path);
 
 // A path in a document, relative to the document's folder.
 std::string relative_to(const std::string& document, const std::string& path);
+
+// read(the file a document's string field names, relative to the
+// document); a file that cannot be read is a ConfigError at that field
+// ("<where>: <field>: cannot open ...").
+template <typename T>
+T read_named_file(const json::Value& at, const std::string& field, const std::string& document,
+                  T (*read)(const std::string&)) {
+  const std::string file = relative_to(document, at.string());
+  if (!std::ifstream(file).good())
+    sim::field_error(at, field, "cannot read '" + file + "' (a path relative to " + document + ")");
+  return read(file);
+}
 
 }  // namespace cohort::plan

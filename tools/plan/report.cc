@@ -153,13 +153,18 @@ std::string explain(const ReportContext& r, int id) {
       worst = s.name;
     }
   }
-  if (p.step_s > best.step_s)
+  if (std::abs(p.total_s - best.total_s) <= 1e-3 * best.total_s && std::abs(p.cost - best.cost) <= 1e-3 * best.cost)
+    os << "  a tie within 0.1% in time and cost: it ranks below by the smaller difference, or by the enumeration "
+          "order\n";
+  else if (p.step_s > best.step_s)
     os << "  its step is " << fmt("%.3f", 1e3 * (p.step_s - best.step_s)) << " ms longer, mostly " << worst << " (+"
        << fmt("%.3f", 1e3 * grew) << " ms)\n";
+  else if (!p.over.empty())
+    os << "  its step is shorter by " << fmt("%.3f", 1e3 * (best.step_s - p.step_s)) << " ms, but it breaks a constraint\n";
   else
-    os << "  its step is shorter by " << fmt("%.3f", 1e3 * (best.step_s - p.step_s))
-       << " ms, but it costs more for the objective (" << p.config.machines << " machines at "
-       << money(r.catalogue.types[p.config.type].price_per_hour) << "/h)\n";
+    os << "  its step is shorter by " << fmt("%.3f", 1e3 * (best.step_s - p.step_s)) << " ms, but it costs "
+       << money(p.cost - best.cost) << " more (" << p.config.machines << " machines at "
+       << money(r.catalogue.types[p.config.type].price_per_hour) << " an hour)\n";
   return os.str();
 }
 
