@@ -40,6 +40,7 @@ std::string strategy_spec(const PlanConfig& c) {
 }
 
 std::string launch_backend(const PlanConfig& c) {
+  if (c.family == Family::one_device) return "auto";
   if (c.backend == "ring") return "gloo";
   if (c.backend == "shm" || c.backend == "hierarchical") return c.backend;
   return "auto";
