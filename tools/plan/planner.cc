@@ -517,6 +517,9 @@ class Searcher {
       for (const Plan& p : r.plans)
         if (p.memory_per_rank > 0 && (least->memory_per_rank == 0 || p.memory_per_rank < least->memory_per_rank))
           least = &p;
+      if (least->memory_per_rank == 0)
+        COHORT_THROW(ConfigError) << "no plan fits: " << least->why_not << " (plan " << least->id << ": "
+                                  << describe(least->config) << ")";
       COHORT_THROW(ConfigError) << "no plan fits in memory: the least memory any plan needs is "
                                 << gib(least->memory_per_rank) << " per rank (" << describe(least->config) << " on "
                                 << least->config.machines << " x " << catalogue_.types[least->config.type].name
