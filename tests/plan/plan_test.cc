@@ -66,13 +66,19 @@ Profile profile(int tensors, double bytes, double compute_s, double batch, doubl
 
 Result plan(const Profile& p, const Catalogue& c, Job job, SearchOptions o = {}) { return search(p, c, job, o); }
 
-std::string search_error(const Profile& p, const Catalogue& c, Job job, SearchOptions o) {
+// The ConfigError `run` throws ("" when none).
+template <typename Run>
+std::string error_of(Run run) {
   try {
-    search(p, c, job, o);
+    run();
   } catch (const ConfigError& e) {
     return e.what();
   }
   return "";
+}
+
+std::string search_error(const Profile& p, const Catalogue& c, Job job, SearchOptions o) {
+  return error_of([&] { search(p, c, job, o); });
 }
 
 // Compute-bound: a second of backward per 32 examples, 4 KiB of gradients.
@@ -252,21 +258,11 @@ TEST(Planner, SameInputsGiveTheSamePlan) {
 }
 
 std::string catalogue_error(const std::string& text) {
-  try {
-    read_catalogue(json::parse(text, "cat.json"), "cat.json");
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
+  return error_of([&] { read_catalogue(json::parse(text, "cat.json"), "cat.json"); });
 }
 
 std::string profile_error(const std::string& text) {
-  try {
-    read_profile(json::parse(text, "prof.json"), "prof.json");
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
+  return error_of([&] { read_profile(json::parse(text, "prof.json"), "prof.json"); });
 }
 
 void expect_one_line(const std::string& e, const std::string& file, const std::string& field) {
