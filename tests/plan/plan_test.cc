@@ -1,0 +1,390 @@
+// cohort-plan's search on synthetic inputs whose answer is known from the
+// model's shape, its errors, and the simulator's mesh model against the
+// closed form of a pipeline's bubble.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "cohort/common/error.h"
+#include "cohort/common/json.h"
+#include "tools/plan/planner.h"
+#include "tools/plan/report.h"
+#include "tools/sim/mesh.h"
+
+namespace cohort::plan {
+namespace {
+
+#define EXPECT_MENTIONS(text, needle) EXPECT_NE((text).find(needle), std::string::npos) << (text)
+
+// One machine's links (bandwidths in bytes/s): a fast shm bus, point to
+// point inside the host; the network comes from each machine type.
+constexpr const char* kLinks = R"({"links": {"shm": {"alpha_s": 2e-6, "bytes_per_s": 5e9},
+  "intra": {"alpha_s": 5e-6, "bytes_per_s": 4e9}, "ps": {"alpha_s": 2e-5, "bytes_per_s": 2e9}},
+  "reduce_bytes_per_s": 8e9, "copy_bytes_per_s": 8e9})";
+
+std::string machine(const std::string& name, int cores, double memory, double net, double price, int available,
+                    double speedup = 1) {
+  char b[512];
+  std::snprintf(b, sizeof b,
+                R"({"name": "%s", "cores": %d, "memory_bytes": %g, "network_bytes_per_s": %g, "network_latency_s": 5e-5,
+                    "price_per_hour": %g, "available": %d, "compute_speedup": %g})",
+                name.c_str(), cores, memory, net, price, available, speedup);
+  return b;
+}
+
+Catalogue catalogue(const std::string& types) {
+  return read_catalogue(json::parse(std::string("{\"topology\": ") + kLinks + ", \"machine_types\": [" + types + "]}",
+                                    "cat.json"),
+                        "cat.json");
+}
+
+// A model of `tensors` equal gradients of `bytes` each, its backward taking
+// `compute_s` at `batch` examples (gradients ready evenly over it after a
+// third of forward), memory as given.
+Profile profile(int tensors, double bytes, double compute_s, double batch, double params, double optimizer,
+                double activation, const std::string& stages = "") {
+  std::string w = R"({"name": "synthetic", "update_s": 0, "tensors": [)";
+  for (int i = 0; i < tensors; ++i) {
+    char b[160];
+    std::snprintf(b, sizeof b, R"(%s{"name": "grad/%d.weight", "bytes": %g, "ready_s": %g})", i ? ", " : "",
+                  tensors - i, bytes, compute_s * (1.0 / 3 + (2.0 / 3) * (i + 1) / tensors));
+    w += b;
+  }
+  w += "]}";
+  char m[256];
+  std::snprintf(m, sizeof m,
+                R"({"parameter_bytes": %g, "optimizer_bytes": %g, "activation_bytes_per_example": %g})", params,
+                optimizer, activation);
+  const std::string doc = std::string(R"({"name": "synthetic", "workload": )") + w +
+                          R"(, "batch_per_rank": )" + std::to_string(batch) + R"(, "memory": )" + m +
+                          (stages.empty() ? "" : ", \"stages\": " + stages) + "}";
+  return read_profile(json::parse(doc, "profile.json"), "profile.json");
+}
+
+Result plan(const Profile& p, const Catalogue& c, Job job, SearchOptions o = {}) { return search(p, c, job, o); }
+
+// The ConfigError `run` throws ("" when none).
+template <typename Run>
+std::string error_of(Run run) {
+  try {
+    run();
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::string search_error(const Profile& p, const Catalogue& c, Job job, SearchOptions o) {
+  return error_of([&] { search(p, c, job, o); });
+}
+
+// Compute-bound: a second of backward per 32 examples, 4 KiB of gradients.
+// Every rank divides the batch; communication is negligible: the most ranks.
+TEST(Planner, ComputeBoundModelTakesTheMostRanks) {
+  const Profile p = profile(4, 1024, 1.0, 32, 4096, 8192, 1e4);
+  const Catalogue c = catalogue(machine("cpu4", 4, 64e9, 1.25e9, 1.0, 16));
+  const Result r = plan(p, c, {.global_batch = 1024, .steps = 100});
+  const Plan& best = r.plans.front();
+  EXPECT_EQ(best.config.ranks(), 64) << describe(best.config);
+  EXPECT_EQ(best.bottleneck, "compute");
+  // Its step is the compute of 1024 / 64 = 16 examples (0.5 s per 16) and
+  // little more.
+  EXPECT_NEAR(best.step_s, 0.5, 0.05);
+}
+
+// Communication-bound: 256 MiB of gradients, 10 ms of compute per step of
+// 64 examples, a 100 MB/s network: spreading over machines costs more than
+// it saves: one machine.
+TEST(Planner, CommunicationBoundModelStaysOnOneMachine) {
+  const Profile p = profile(16, 16 << 20, 0.010, 64, 256 << 20, 512 << 20, 1e4);
+  const Catalogue c = catalogue(machine("cpu4", 4, 64e9, 1e8, 1.0, 16));
+  const Result r = plan(p, c, {.global_batch = 64, .steps = 100});
+  const Plan& best = r.plans.front();
+  EXPECT_EQ(best.config.machines, 1) << describe(best.config);
+  // Every plan across machines is slower: 256 MiB through a 100 MB/s NIC
+  // takes seconds, the whole step on one rank 10 ms.
+  for (const Plan& q : r.plans) {
+    if (q.fits && q.config.machines > 1) {
+      EXPECT_GT(q.step_s, 0.1) << describe(q.config);
+    }
+  }
+  EXPECT_LT(best.step_s, 0.1);
+}
+
+// The same on machines with several ranks each and a network that must be
+// used (one core each): the hierarchical allreduce moves one copy across
+// the NIC per machine instead of gloo's ring through it.
+TEST(Planner, CommunicationBoundAcrossMachinesGoesHierarchical) {
+  const Profile p = profile(16, 4 << 20, 0.4, 64, 64 << 20, 128 << 20, 1e4);
+  const Catalogue c = catalogue(machine("cpu4", 4, 64e9, 1.25e8, 1.0, 4));
+  SearchOptions o;
+  o.machines = 4;
+  o.ranks_per_machine = 4;
+  const Result r = plan(p, c, {.global_batch = 256, .steps = 100}, o);
+  const Plan& best = r.plans.front();
+  ASSERT_NE(best.config.family, Family::parameter_server) << describe(best.config);
+  EXPECT_EQ(best.config.backend, "hierarchical") << describe(best.config);
+}
+
+// Memory-bound: 30 GB of parameters, as many of gradients, 60 of Adam's
+// state, 32 GB machines, 8 of them: whole parameters on every rank (ddp,
+// horovod, zero 1-2) never fit; only ZeRO-3 (everything split) does.
+TEST(Planner, MemoryBoundModelTakesZero3) {
+  const double P = 30e9;
+  const Profile p = profile(20, P / 20, 2.0, 8, P, 2 * P, 1e6);
+  const Catalogue c = catalogue(machine("big", 8, 32e9, 1.25e9, 2.0, 8));
+  const Result r = plan(p, c, {.global_batch = 64, .steps = 10});
+  const Plan& best = r.plans.front();
+  EXPECT_EQ(best.config.family, Family::zero);
+  EXPECT_EQ(best.config.zero_stage, 3);
+  for (const Plan& q : r.plans) {
+    if (q.config.family == Family::horovod || q.config.family == Family::ddp ||
+        (q.config.family == Family::zero && q.config.zero_stage < 3)) {
+      EXPECT_FALSE(q.fits) << describe(q.config);
+      EXPECT_MENTIONS(q.why_not, "needs");
+    }
+  }
+  // ZeRO-3's memory: (P + G + O) / N + 3 units (the largest layer) + activations.
+  const double expected = 4 * P / best.config.ranks() + 3 * (P / 20) + 1e6 * 64 / best.config.ranks();
+  EXPECT_NEAR(best.memory_per_rank, expected, 1e-6 * expected);
+}
+
+// The same model declaring stages: a mesh also fits (a pipeline splits the
+// model's memory over its stages).
+TEST(Planner, MemoryBoundModelWithStagesTakesAMeshOrZero3) {
+  const double P = 30e9;
+  const Profile p = profile(20, P / 20, 2.0, 8, P, 2 * P, 1e6,
+                            R"({"layers": 20, "boundary_bytes_per_example": 1e5, "tp_bytes_per_example": 1e5})");
+  const Catalogue c = catalogue(machine("big", 8, 32e9, 1.25e9, 2.0, 8));
+  const Result r = plan(p, c, {.global_batch = 64, .steps = 10});
+  const Plan& best = r.plans.front();
+  EXPECT_TRUE(best.config.family == Family::mesh || (best.config.family == Family::zero && best.config.zero_stage == 3))
+      << describe(best.config);
+  bool mesh_fits = false;
+  for (const Plan& q : r.plans) mesh_fits = mesh_fits || (q.fits && q.config.family == Family::mesh);
+  EXPECT_TRUE(mesh_fits);
+  // Meshes only, without ZeRO over dp: a mesh whose stages and tp shards
+  // hold the 4 P bytes of model and state in 32 GB machines.
+  SearchOptions o;
+  o.strategies = {"mesh"};
+  const Result m = plan(p, c, {.global_batch = 64, .steps = 10}, o);
+  const Plan& mesh = m.plans.front();
+  ASSERT_EQ(mesh.config.family, Family::mesh);
+  EXPECT_EQ(mesh.config.mesh_zero, 0);
+  EXPECT_GE(double(mesh.config.mesh.pp) * mesh.config.mesh.tp * 32e9 / mesh.config.ranks_per_machine, 4 * P);
+  for (const Plan& q : m.plans) EXPECT_EQ(q.config.family, Family::mesh);
+}
+
+// Two types: "fast" computes twice as fast at ten times the price. Without
+// a budget the fastest plan is on fast machines; with a budget below the
+// cheapest fast plan, on slow ones.
+TEST(Planner, BudgetPicksTheCheaperType) {
+  const Profile p = profile(4, 1024, 1.0, 32, 4096, 8192, 1e4);
+  const Catalogue c = catalogue(machine("slow", 4, 64e9, 1.25e9, 1.0, 8) + ", " +
+                                machine("fast", 4, 64e9, 1.25e9, 10.0, 8, 2.0));
+  const Job job{.global_batch = 256, .steps = 1000};
+  const Result free = plan(p, c, job);
+  EXPECT_EQ(c.types[free.plans.front().config.type].name, "fast");
+  double cheapest_fast = kUnlimited, cheapest_slow = kUnlimited;
+  for (const Plan& q : free.plans) {
+    if (!q.fits) continue;
+    double& m = c.types[q.config.type].name == "fast" ? cheapest_fast : cheapest_slow;
+    m = std::min(m, q.cost);
+  }
+  ASSERT_LT(cheapest_slow, cheapest_fast);
+  SearchOptions o;
+  o.budget_usd = 0.5 * (cheapest_slow + cheapest_fast);
+  const Result capped = plan(p, c, job, o);
+  EXPECT_EQ(c.types[capped.plans.front().config.type].name, "slow");
+  EXPECT_LE(capped.plans.front().cost, o.budget_usd);
+  // The cost objective takes the cheapest plan of all.
+  SearchOptions by_cost;
+  by_cost.objective = Objective::cost;
+  EXPECT_DOUBLE_EQ(plan(p, c, job, by_cost).plans.front().cost, cheapest_slow);
+}
+
+TEST(Planner, InfeasibleConstraintsNameTheBindingOne) {
+  const Profile p = profile(4, 1024, 1.0, 32, 4096, 8192, 1e4);
+  const Catalogue c = catalogue(machine("cpu4", 4, 64e9, 1.25e9, 1.0, 8));
+  const Job job{.global_batch = 256, .steps = 1000};
+  const Result free = plan(p, c, job);
+  double cheapest = kUnlimited, fastest = kUnlimited;
+  for (const Plan& q : free.plans)
+    if (q.fits) {
+      cheapest = std::min(cheapest, q.cost);
+      fastest = std::min(fastest, q.total_s);
+    }
+  SearchOptions o;
+  o.budget_usd = cheapest / 2;
+  std::string e = search_error(p, c, job, o);
+  EXPECT_MENTIONS(e, "no plan fits the budget of $");
+  EXPECT_MENTIONS(e, "the cheapest plan that fits in memory costs");
+  o = {};
+  o.deadline_s = fastest / 2;
+  e = search_error(p, c, job, o);
+  EXPECT_MENTIONS(e, "no plan meets the deadline of");
+  EXPECT_MENTIONS(e, "the fastest plan that fits in memory takes");
+  // Each alone can be met, both not: the budget of the cheapest plan and
+  // the deadline of the fastest.
+  o.deadline_s = fastest * 1.0001;
+  o.budget_usd = cheapest * 1.0001;
+  if (free.plans.front().cost > o.budget_usd) {
+    e = search_error(p, c, job, o);
+    EXPECT_MENTIONS(e, "no plan meets both the budget");
+  }
+  // Memory: 80 GB of model on 16 GB machines.
+  const Profile huge = profile(4, 1e9, 1.0, 32, 80e9, 160e9, 1e4);
+  const Catalogue small = catalogue(machine("small", 2, 16e9, 1.25e9, 1.0, 2));
+  e = search_error(huge, small, job, {});
+  EXPECT_MENTIONS(e, "no plan fits in memory");
+}
+
+TEST(Planner, SameInputsGiveTheSamePlan) {
+  const Profile p = profile(8, 1 << 20, 0.05, 32, 8 << 20, 16 << 20, 1e5);
+  const Catalogue c = catalogue(machine("a", 4, 64e9, 1.25e9, 1.0, 8) + ", " + machine("b", 8, 64e9, 1e9, 1.5, 4));
+  const Job job{.global_batch = 256, .steps = 500};
+  const Result x = plan(p, c, job), y = plan(p, c, job);
+  const SearchOptions o;
+  const ReportContext rx{p, c, job, o, x}, ry{p, c, job, o, y};
+  EXPECT_EQ(plan_file_json(rx, x.plans.front()), plan_file_json(ry, y.plans.front()));
+  ASSERT_EQ(x.plans.size(), y.plans.size());
+  for (size_t i = 0; i < x.plans.size(); ++i) {
+    EXPECT_EQ(describe(x.plans[i].config), describe(y.plans[i].config));
+    EXPECT_EQ(x.plans[i].step_s, y.plans[i].step_s);
+  }
+}
+
+std::string catalogue_error(const std::string& text) {
+  return error_of([&] { read_catalogue(json::parse(text, "cat.json"), "cat.json"); });
+}
+
+std::string profile_error(const std::string& text) {
+  return error_of([&] { read_profile(json::parse(text, "prof.json"), "prof.json"); });
+}
+
+void expect_one_line(const std::string& e, const std::string& file, const std::string& field) {
+  ASSERT_FALSE(e.empty());
+  EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  EXPECT_MENTIONS(e, file + ":");
+  EXPECT_MENTIONS(e, field);
+}
+
+TEST(PlanInputs, MalformedCatalogueIsOneLineNamingFileAndField) {
+  const std::string head = std::string("{\"topology\": ") + kLinks + ", \"machine_types\": [";
+  const std::string ok = R"({"name": "a", "cores": 4, "memory_bytes": 1e9, "network_bytes_per_s": 1e9, "price_per_hour": 1, "available": 2)";
+  EXPECT_EQ(catalogue_error(head + ok + "}]}"), "");
+  expect_one_line(catalogue_error(head + R"({"name": "a", "cores": 4, "memory_bytes": 1e9, "network_bytes_per_s": 1e9, "available": 2}]})"),
+                  "cat.json", "missing field 'price_per_hour'");
+  std::string e = catalogue_error(head + R"({"name": "a", "cores": "4", "memory_bytes": 1e9, "network_bytes_per_s": 1e9, "price_per_hour": 1, "available": 2}]})");
+  expect_one_line(e, "cat.json", "machine_types[0].cores");
+  EXPECT_MENTIONS(e, "expected an integer");
+  const std::string negative = R"({"name": "b", "cores": 4, "memory_bytes": 1e9, "network_bytes_per_s": -1, "price_per_hour": 1, "available": 2})";
+  e = catalogue_error(head + ok + "}, " + negative + "]}");
+  expect_one_line(e, "cat.json", "machine_types[1].network_bytes_per_s: must be positive");
+  e = catalogue_error(head + ok + R"(, "price": 3}]})");
+  expect_one_line(e, "cat.json", "machine_types[0].price: unknown field");
+  e = catalogue_error(head + ok + R"(, "compute_speedup": 2, "flop_per_s": 1e12}]})");
+  expect_one_line(e, "cat.json", "not both");
+  e = catalogue_error(R"({"machine_types": {}})");
+  expect_one_line(e, "cat.json", "machine_types: expected a non-empty array");
+  e = catalogue_error(R"({"machine_types": [)" + ok + "}]}");
+  expect_one_line(e, "cat.json", "missing field 'topology'");
+  e = catalogue_error(R"({"machine_types": [)" + ok + R"(, "topology": "no_such_links.json"}]})");
+  expect_one_line(e, "cat.json", "machine_types[0].topology: cannot read 'no_such_links.json'");
+}
+
+TEST(PlanInputs, MalformedProfileIsOneLineNamingFileAndField) {
+  const std::string w = R"("workload": {"tensors": [{"name": "g", "bytes": 4, "ready_s": 0.1}]})";
+  const std::string mem = R"("memory": {"parameter_bytes": 4, "optimizer_bytes": 8, "activation_bytes_per_example": 1})";
+  EXPECT_EQ(profile_error("{" + w + R"(, "batch_per_rank": 8, )" + mem + "}"), "");
+  expect_one_line(profile_error("{" + w + ", " + mem + "}"), "prof.json", "missing field 'batch_per_rank'");
+  expect_one_line(profile_error(R"({"workload": "no_such_workload.json", "batch_per_rank": 8, )" + mem + "}"),
+                  "prof.json", "workload: cannot read 'no_such_workload.json'");
+  expect_one_line(profile_error("{" + w + R"(, "batch_per_rank": -8, )" + mem + "}"), "prof.json",
+                  "batch_per_rank: must be positive");
+  expect_one_line(profile_error(R"({"workload": 3, "batch_per_rank": 8, )" + mem + "}"), "prof.json",
+                  "workload: expected a workload object or the path");
+  expect_one_line(profile_error("{" + w + R"(, "batch_per_rank": 8, "memory": {"parameter_bytes": 4}})"), "prof.json",
+                  "memory: missing field 'activation_bytes_per_example'");
+  expect_one_line(profile_error("{" + w + R"(, "batch_per_rank": 8, "memory": {"activation_bytes_per_example": 1, "optimizer_bytes": 1, "optimizer_bytes_per_parameter_byte": 2}})"),
+                  "prof.json", "memory.optimizer_bytes_per_parameter_byte");
+  expect_one_line(profile_error("{" + w + R"(, "batch_per_rank": 8, )" + mem + R"(, "stages": {"layers": 0, "boundary_bytes_per_example": 1, "tp_bytes_per_example": 1}})"),
+                  "prof.json", "stages.layers: must be an integer in [1");
+  expect_one_line(profile_error("{" + w + R"(, "batch_per_rank": 8, )" + mem + R"(, "stages": {"layers": 4}})"),
+                  "prof.json", "stages: missing field 'boundary_bytes_per_example'");
+}
+
+// The mesh model against its closed form: slot = compute / (m pp) + two
+// transfers of a micro-batch's boundary activations, pipeline = (m + pp - 1)
+// slots, bubble = (pp - 1) / (m + pp - 1) of it.
+TEST(MeshModel, PipelineMatchesTheClosedForm) {
+  EXPECT_DOUBLE_EQ(sim::bubble_fraction(4, 12), 3.0 / 15);
+  EXPECT_DOUBLE_EQ(sim::bubble_fraction(1, 7), 0.0);
+  sim::Topology t;
+  t.hosts = 1;
+  t.ranks_per_host = 4;
+  t.intra = {.alpha_s = 1e-5, .bytes_per_s = 1e9};
+  sim::Workload w;
+  w.tensors = {{.name = "g", .bytes = 4e6, .ready_s = 1}};
+  w.compute_end_s = 1;
+  for (int m : {1, 4, 16}) {
+    const sim::MeshModel model{.layers = 8, .compute_s = 2.0, .boundary_bytes = 8e6, .tp_bytes = 0};
+    const sim::MeshShape shape{.dp = 1, .pp = 4, .tp = 1, .micro_batches = m};
+    const sim::MeshPrediction p = sim::predict_mesh(t, w, model, shape, sim::Strategy{.mode = sim::Mode::ddp});
+    const double slot = 2.0 / (m * 4) + 2 * (1e-5 + 8e6 / m / 1e9);
+    EXPECT_NEAR(p.slot_s, slot, 1e-12);
+    EXPECT_NEAR(p.pipeline_s, (m + 3) * slot, 1e-12);
+    EXPECT_NEAR(p.bubble_s / p.pipeline_s, sim::bubble_fraction(4, m), 1e-12);
+    EXPECT_NEAR(p.step_s, p.pipeline_s, 1e-12);  // one replica: no dp sync, no update
+  }
+  // Tensor parallelism: a ring of tp ranks over `intra` per allreduce,
+  // 2 (tp - 1) steps of n / tp bytes each, 4 allreduces per layer.
+  const sim::MeshModel model{.layers = 8, .compute_s = 2.0, .boundary_bytes = 0, .tp_bytes = 4e6};
+  const sim::MeshShape shape{.dp = 1, .pp = 1, .tp = 4, .micro_batches = 1};
+  t.reduce_bytes_per_s = sim::kInfinity;
+  const sim::MeshPrediction p = sim::predict_mesh(t, w, model, shape, sim::Strategy{.mode = sim::Mode::ddp});
+  const double ring = 2 * 3 * (1e-5 + 1e6 / 1e9);
+  EXPECT_NEAR(p.tp_s, 8 * 4 * ring, 1e-9);
+  EXPECT_NEAR(p.compute_s, 2.0 / 4, 1e-12);
+}
+
+TEST(PlanReport, WritesThePngAndJsonThatParses) {
+  const Profile p = profile(8, 1 << 20, 0.05, 32, 8 << 20, 16 << 20, 1e5);
+  const Catalogue c = catalogue(machine("a", 4, 64e9, 1.25e9, 1.0, 8) + ", " + machine("b", 8, 64e9, 1e9, 1.5, 4));
+  const Job job{.global_batch = 256, .steps = 500};
+  const SearchOptions o;
+  const Result r = plan(p, c, job, o);
+  const ReportContext ctx{p, c, job, o, r};
+  const std::string png = ::testing::TempDir() + "/plan_pareto.png";
+  std::remove(png.c_str());
+  write_pareto_png(ctx, png);
+  std::ifstream in(png, std::ios::binary);
+  char sig[8] = {};
+  in.read(sig, 8);
+  EXPECT_EQ(std::string(sig + 1, 3), "PNG");
+  const json::Value doc = json::parse(result_json(ctx), "result.json");
+  EXPECT_EQ(doc.at("plans").items().size(), r.plans.size());
+  EXPECT_EQ(doc.at("best").number(), 1);
+  EXPECT_NEAR(doc.at("plans").items()[0].at("step_s").number(), r.plans.front().step_s, 1e-9 * r.plans.front().step_s);
+  // The front: fastest first, each cheaper than every faster plan.
+  double last_cost = kUnlimited;
+  for (const json::Value& id : doc.at("pareto").items()) {
+    const Plan& q = r.plans[size_t(id.number()) - 1];
+    EXPECT_LT(q.cost, last_cost);
+    last_cost = q.cost;
+  }
+  const json::Value file = json::parse(plan_file_json(ctx, r.plans.front()), "plan.json");
+  EXPECT_EQ(file.at("version").number(), 1);
+  EXPECT_EQ(file.at("np").number(), r.plans.front().config.ranks());
+  EXPECT_EQ(file.at("strategy").string(), strategy_spec(r.plans.front().config));
+  EXPECT_MENTIONS(file.at("command").string(), "cohortrun -np ");
+  // --explain of the last plan names why it lost.
+  const std::string why = explain(ctx, int(r.plans.size()));
+  EXPECT_TRUE(why.find("does not fit") != std::string::npos || why.find("against the best") != std::string::npos) << why;
+}
+
+}  // namespace
+}  // namespace cohort::plan

@@ -1,0 +1,61 @@
+// Profile: what cohort-plan knows of the user's program, from a one-rank
+// run: its step (a cohort-sim workload: gradients' sizes and ready times),
+// the batch that step was measured at, and its memory (format in
+// tools/plan/README.md).
+#pragma once
+
+#include <fstream>
+#include <string>
+
+#include "tools/sim/fields.h"
+#include "tools/sim/workload.h"
+
+namespace cohort::plan {
+
+// The model's stages, for the dp x pp x tp mesh (a model that declares
+// them can be split into pipeline stages and tensor-parallel layers).
+struct Stages {
+  int layers = 0;                          // 0: the model declares none (no mesh plans)
+  int heads = 0;                           // tp must divide it (0: any tp)
+  double boundary_bytes_per_example = 0;   // activations between two stages, one example
+  double tp_bytes_per_example = 0;         // one tensor-parallel allreduce, one example
+  int tp_allreduces_per_layer = 4;
+  std::string program;                     // the program that runs a mesh (char_lm's --dp/--pp/--tp flags)
+};
+
+struct Profile {
+  std::string name;
+  std::string path;                 // the profile file (errors, relative paths)
+  sim::Workload workload;           // one step at `batch_per_rank` examples on the profiled machine
+  double batch_per_rank = 1;        // examples in that step
+  double flop_per_example = 0;      // 0: unknown (machine types then need compute_speedup)
+  double parameter_bytes = 0;       // default: the workload's gradient bytes
+  double gradient_bytes = 0;        // default: parameter_bytes
+  double optimizer_bytes = 0;       // the optimizer's state, whole model
+  double activation_bytes_per_example = 0;
+  std::string program = "./train";  // what follows cohortrun's flags in the command
+  Stages stages;
+};
+
+// Reads a profile file; ConfigError naming the file, the field and what was
+// expected. "workload" is a workload object or a path (relative to the
+// profile's folder).
+Profile read_profile_file(const std::string& path);
+Profile read_profile(const json::Value& doc, const std::string& path);
+
+// A path in a document, relative to the document's folder.
+std::string relative_to(const std::string& document, const std::string& path);
+
+// read(the file a document's string field names, relative to the
+// document); a file that cannot be read is a ConfigError at that field
+// ("<where>: <field>: cannot open ...").
+template <typename T>
+T read_named_file(const json::Value& at, const std::string& field, const std::string& document,
+                  T (*read)(const std::string&)) {
+  const std::string file = relative_to(document, at.string());
+  if (!std::ifstream(file).good())
+    sim::field_error(at, field, "cannot read '" + file + "' (a path relative to " + document + ")");
+  return read(file);
+}
+
+}  // namespace cohort::plan

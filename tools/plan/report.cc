@@ -1,0 +1,274 @@
+#include "tools/plan/report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <set>
+#include <sstream>
+
+#include "cohort/common/check.h"
+#include "cohort/common/json.h"
+#include "cohort/plot/figure.h"
+
+namespace cohort::plan {
+
+namespace {
+
+std::string fmt(const char* f, double v) {
+  char b[64];
+  std::snprintf(b, sizeof b, f, v);
+  return b;
+}
+
+std::string duration(double s) {
+  if (s < 120) return fmt("%.3g s", s);
+  if (s < 7200) return fmt("%.1f min", s / 60);
+  if (s < 3 * 86400) return fmt("%.1f h", s / 3600);
+  return fmt("%.1f d", s / 86400);
+}
+
+std::string money(double usd) { return fmt(usd < 100 ? "$%.2f" : "$%.0f", usd); }
+
+std::string bytes(double b) {
+  if (b >= double(1 << 30)) return fmt("%.2f GiB", b / double(1 << 30));
+  if (b >= double(1 << 20)) return fmt("%.1f MiB", b / double(1 << 20));
+  return fmt("%.0f KiB", b / 1024);
+}
+
+// A JSON number (null where not finite).
+std::string num(double v) {
+  if (!std::isfinite(v)) return "null";
+  std::ostringstream os;
+  os.precision(10);
+  os << v;
+  return os.str();
+}
+
+std::string quote(const std::string& s) { return "\"" + json::escape(s) + "\""; }
+
+const std::string& type_name(const ReportContext& r, const Plan& p) { return r.catalogue.types[p.config.type].name; }
+
+const Plan& find_plan(const ReportContext& r, int id) {
+  COHORT_CHECK_AS(ConfigError, id >= 1 && size_t(id) <= r.result.plans.size())
+      << "--explain " << id << ": no such plan (plans are numbered 1 to " << r.result.plans.size() << ")";
+  return r.result.plans[size_t(id) - 1];
+}
+
+}  // namespace
+
+std::string table(const ReportContext& r, int rows) {
+  std::ostringstream os;
+  char line[512];
+  std::snprintf(line, sizeof line, "%5s  %-14s %5s %4s %6s  %-52s %10s %10s %10s %10s  %s\n", "plan", "machine",
+                "mach", "rpm", "ranks", "strategy", "step_ms", "total", "cost", "mem/rank", "bottleneck");
+  os << line;
+  int shown = 0, within = 0, over = 0, unfit = 0, folded = 0;
+  // Knob variants predicted the same as a row above them (a cycle time
+  // that changes nothing, say) are folded into it; --json lists them.
+  std::set<std::string> seen;
+  for (const Plan& p : r.result.plans) {
+    if (!p.fits) {
+      ++unfit;
+      continue;
+    }
+    (p.over.empty() ? within : over)++;
+    if (shown >= rows) continue;
+    PlanConfig knobless = p.config;
+    knobless.cycle_time_us = 0;
+    knobless.fusion_threshold = 0;
+    knobless.bucket_mb = knobless.unit_mb = 0;
+    if (!seen.insert(std::to_string(p.config.type) + describe(knobless) + std::to_string(p.config.machines) + "/" +
+                     std::to_string(p.config.ranks_per_machine) + "/" + num(p.step_s))
+             .second) {
+      ++folded;
+      continue;
+    }
+    ++shown;
+    std::snprintf(line, sizeof line, "%5d  %-14s %5d %4d %6d  %-52s %10.3f %10s %10s %10s  %s%s\n", p.id,
+                  type_name(r, p).c_str(), p.config.machines, p.config.ranks_per_machine, p.config.ranks(),
+                  describe(p.config).c_str(), 1e3 * p.step_s, duration(p.total_s).c_str(), money(p.cost).c_str(),
+                  bytes(p.memory_per_rank).c_str(), p.bottleneck.c_str(), p.over.empty() ? "" : "  (over a constraint)");
+    os << line;
+  }
+  if (folded) os << "# " << folded << " knob variants predicted the same as the row above them folded (--json lists them)\n";
+  os << "# " << within << " plans within the constraints, " << over << " over a constraint, " << unfit
+     << " do not fit in memory (--explain ID says why); " << r.result.simulations << " simulations in "
+     << fmt("%.2f", r.result.search_s) << " s\n";
+  return os.str();
+}
+
+std::string launch_command(const ReportContext& r, const Plan& p) {
+  const PlanConfig& c = p.config;
+  std::ostringstream os;
+  os << "cohortrun -np " << c.ranks();
+  if (c.machines > 1) os << " --hostfile HOSTFILE";
+  if (c.family != Family::one_device && c.family != Family::parameter_server && launch_backend(c) != "auto")
+    os << " --backend " << launch_backend(c);
+  for (const auto& [k, v] : plan_env(c)) os << " --env " << k << "=" << v;
+  if (c.family == Family::mesh) {
+    os << " " << r.profile.stages.program << " --dp " << c.mesh.dp << " --pp " << c.mesh.pp << " --tp " << c.mesh.tp
+       << " --micro-batches " << c.mesh.micro_batches << " --schedule " << sim::pipeline_schedule_name(c.mesh.schedule)
+       << " --batch-size " << r.job.global_batch;
+    if (c.mesh_zero) os << " --zero " << c.mesh_zero;
+  } else {
+    os << " " << r.profile.program << " --strategy " << strategy_spec(c);
+  }
+  return os.str();
+}
+
+std::string explain(const ReportContext& r, int id) {
+  const Plan& p = find_plan(r, id);
+  const Plan& best = r.result.plans.front();
+  std::ostringstream os;
+  os << "plan " << p.id << ": " << type_name(r, p) << " x " << p.config.machines << ", "
+     << p.config.ranks_per_machine << " ranks per machine, " << describe(p.config) << "\n";
+  if (!p.fits) {
+    os << "  does not fit: " << p.why_not << "\n";
+    return os.str();
+  }
+  os << "  step " << fmt("%.3f", 1e3 * p.step_s) << " ms, " << duration(p.total_s) << ", " << money(p.cost)
+     << ", memory " << bytes(p.memory_per_rank) << " per rank, bottleneck " << p.bottleneck << "\n  step:";
+  for (const StepPart& s : p.parts) os << " " << s.name << " " << fmt("%.3f", 1e3 * s.seconds) << " ms;";
+  os << "\n";
+  if (!p.over.empty()) os << "  breaks a constraint: it " << p.over << "\n";
+  if (p.id == best.id) {
+    os << "  the best plan (" << (r.options.objective == Objective::time ? "shortest time" : "lowest cost") << ")\n";
+    return os.str();
+  }
+  os << "  against the best, plan " << best.id << " (" << describe(best.config) << " on " << best.config.machines
+     << " x " << type_name(r, best) << "): " << fmt("%.2f", p.total_s / best.total_s) << "x its time ("
+     << duration(p.total_s) << " vs " << duration(best.total_s) << "), "
+     << (best.cost > 0 ? fmt("%.2f", p.cost / best.cost) + "x its cost" : std::string("cost ") + money(p.cost)) << " ("
+     << money(p.cost) << " vs " << money(best.cost) << ")\n";
+  // Which part of the step: the one that grew the most against the best's
+  // part of the same name (absent there: 0).
+  std::string worst;
+  double grew = -1e300;
+  for (const StepPart& s : p.parts) {
+    double theirs = 0;
+    for (const StepPart& b : best.parts)
+      if (b.name == s.name) theirs = b.seconds;
+    if (s.seconds - theirs > grew) {
+      grew = s.seconds - theirs;
+      worst = s.name;
+    }
+  }
+  if (std::abs(p.total_s - best.total_s) <= 1e-3 * best.total_s && std::abs(p.cost - best.cost) <= 1e-3 * best.cost)
+    os << "  a tie within 0.1% in time and cost: it ranks below by the smaller difference, or by the enumeration "
+          "order\n";
+  else if (p.step_s > best.step_s)
+    os << "  its step is " << fmt("%.3f", 1e3 * (p.step_s - best.step_s)) << " ms longer, mostly " << worst << " (+"
+       << fmt("%.3f", 1e3 * grew) << " ms)\n";
+  else if (!p.over.empty())
+    os << "  its step is shorter by " << fmt("%.3f", 1e3 * (best.step_s - p.step_s)) << " ms, but it breaks a constraint\n";
+  else
+    os << "  its step is shorter by " << fmt("%.3f", 1e3 * (best.step_s - p.step_s)) << " ms, but it costs "
+       << money(p.cost - best.cost) << " more (" << p.config.machines << " machines at "
+       << money(r.catalogue.types[p.config.type].price_per_hour) << " an hour)\n";
+  return os.str();
+}
+
+namespace {
+
+std::string plan_json_fields(const ReportContext& r, const Plan& p) {
+  std::ostringstream os;
+  const PlanConfig& c = p.config;
+  os << "\"id\": " << p.id << ", \"machine_type\": " << quote(type_name(r, p)) << ", \"machines\": " << c.machines
+     << ", \"ranks_per_machine\": " << c.ranks_per_machine << ", \"np\": " << c.ranks() << ", \"family\": "
+     << quote(family_name(c.family)) << ", \"strategy\": " << quote(strategy_spec(c)) << ", \"backend\": "
+     << quote(launch_backend(c)) << ", \"description\": " << quote(describe(c));
+  if (c.family == Family::mesh)
+    os << ", \"mesh\": {\"dp\": " << c.mesh.dp << ", \"pp\": " << c.mesh.pp << ", \"tp\": " << c.mesh.tp
+       << ", \"micro_batches\": " << c.mesh.micro_batches << ", \"schedule\": "
+       << quote(sim::pipeline_schedule_name(c.mesh.schedule)) << ", \"zero\": " << c.mesh_zero << "}";
+  os << ", \"env\": {";
+  bool first = true;
+  for (const auto& [k, v] : plan_env(c)) {
+    os << (first ? "" : ", ") << quote(k) << ": " << quote(v);
+    first = false;
+  }
+  os << "}, \"fits\": " << (p.fits ? "true" : "false");
+  if (!p.fits) os << ", \"why_not\": " << quote(p.why_not);
+  if (!p.over.empty()) os << ", \"over\": " << quote(p.over);
+  os << ", \"memory_per_rank_bytes\": " << num(p.memory_per_rank);
+  if (p.fits) {
+    os << ", \"step_s\": " << num(p.step_s) << ", \"total_s\": " << num(p.total_s) << ", \"cost\": " << num(p.cost)
+       << ", \"bottleneck\": " << quote(p.bottleneck) << ", \"parts\": {";
+    for (size_t i = 0; i < p.parts.size(); ++i) os << (i ? ", " : "") << quote(p.parts[i].name) << ": " << num(p.parts[i].seconds);
+    os << "}";
+  }
+  return os.str();
+}
+
+}  // namespace
+
+std::string result_json(const ReportContext& r) {
+  std::ostringstream os;
+  const Plan& best = r.result.plans.front();
+  os << "{\n  \"version\": 1,\n  \"profile\": " << quote(r.profile.path) << ",\n  \"catalogue\": "
+     << quote(r.catalogue.path) << ",\n  \"job\": {\"global_batch\": " << r.job.global_batch
+     << ", \"steps\": " << r.job.steps << "},\n  \"objective\": "
+     << quote(r.options.objective == Objective::time ? "time" : "cost") << ",\n  \"budget_usd\": "
+     << num(r.options.budget_usd) << ",\n  \"deadline_s\": " << num(r.options.deadline_s)
+     << ",\n  \"search\": {\"plans\": " << r.result.plans.size() << ", \"simulations\": " << r.result.simulations
+     << ", \"seconds\": " << num(r.result.search_s) << "},\n  \"best\": " << best.id << ",\n  \"command\": "
+     << quote(launch_command(r, best)) << ",\n  \"pareto\": [";
+  for (size_t i = 0; i < r.result.pareto.size(); ++i) os << (i ? ", " : "") << r.result.pareto[i];
+  os << "],\n  \"plans\": [\n";
+  for (size_t i = 0; i < r.result.plans.size(); ++i)
+    os << "    {" << plan_json_fields(r, r.result.plans[i]) << "}" << (i + 1 < r.result.plans.size() ? ",\n" : "\n");
+  os << "  ]\n}\n";
+  return os.str();
+}
+
+std::string plan_file_json(const ReportContext& r, const Plan& p) {
+  const PlanConfig& c = p.config;
+  std::ostringstream os;
+  os << "{\n  \"version\": 1,\n  \"strategy\": " << quote(strategy_spec(c)) << ",\n  \"np\": " << c.ranks()
+     << ",\n  \"machine_type\": " << quote(type_name(r, p)) << ",\n  \"machines\": " << c.machines
+     << ",\n  \"ranks_per_machine\": " << c.ranks_per_machine << ",\n  \"backend\": " << quote(launch_backend(c))
+     << ",\n  \"env\": {";
+  bool first = true;
+  for (const auto& [k, v] : plan_env(c)) {
+    os << (first ? "" : ", ") << quote(k) << ": " << quote(v);
+    first = false;
+  }
+  os << "},\n";
+  if (c.family == Family::mesh)
+    os << "  \"mesh\": {\"dp\": " << c.mesh.dp << ", \"pp\": " << c.mesh.pp << ", \"tp\": " << c.mesh.tp
+       << ", \"micro_batches\": " << c.mesh.micro_batches << ", \"schedule\": "
+       << quote(sim::pipeline_schedule_name(c.mesh.schedule)) << ", \"zero\": " << c.mesh_zero << "},\n";
+  os << "  \"command\": " << quote(launch_command(r, p)) << ",\n  \"predicted\": {\"step_s\": " << num(p.step_s)
+     << ", \"total_s\": " << num(p.total_s) << ", \"cost\": " << num(p.cost) << ", \"memory_per_rank_bytes\": "
+     << num(p.memory_per_rank) << ", \"bottleneck\": " << quote(p.bottleneck) << "}\n}\n";
+  return os.str();
+}
+
+void write_pareto_png(const ReportContext& r, const std::string& path) {
+  plot::Figure f;
+  f.title = "cohort-plan: " + r.profile.name + ", time to finish against cost";
+  plot::Series all{.label = "plans that fit", .line = false};
+  plot::Series front{.label = "Pareto front"};
+  plot::Series chosen{.label = "chosen", .line = false};
+  bool free = false;
+  for (const Plan& p : r.result.plans) {
+    if (!p.fits) continue;
+    all.x.push_back(p.total_s / 3600);
+    all.y.push_back(p.cost);
+    free = free || p.cost <= 0;
+  }
+  for (int id : r.result.pareto) {
+    const Plan& p = r.result.plans[size_t(id) - 1];
+    front.x.push_back(p.total_s / 3600);
+    front.y.push_back(p.cost);
+  }
+  const Plan& best = r.result.plans.front();
+  chosen.x.push_back(best.total_s / 3600);
+  chosen.y.push_back(best.cost);
+  f.x = {.label = "time to finish (hours)", .log = true};
+  f.y = {.label = "cost (USD)", .log = !free};
+  f.series = {std::move(all), std::move(front), std::move(chosen)};
+  plot::write_png(f, path);
+}
+
+}  // namespace cohort::plan
