@@ -58,6 +58,22 @@ PlanFile read_plan_file(const std::string& path) {
             << value.where() << ": plan field 'env' sets '" << name << "', which is not a COHORT_* variable";
         plan.env.emplace_back(name, text_of(value));
       }
+    } else if (key == "mesh") {
+      COHORT_CHECK_AS(ConfigError, v.is_object())
+          << v.where() << ": plan field 'mesh' must be an object, got " << json::a_kind_name(v.kind());
+      PlanMesh mesh;
+      for (const auto& [name, value] : v.members()) {
+        if (name == "dp") mesh.dp = whole_number(value, "mesh.dp", 1);
+        else if (name == "pp") mesh.pp = whole_number(value, "mesh.pp", 1);
+        else if (name == "tp") mesh.tp = whole_number(value, "mesh.tp", 1);
+        else if (name == "micro_batches") mesh.micro_batches = whole_number(value, "mesh.micro_batches", 1);
+        else if (name == "schedule") mesh.schedule = text_of(value);
+        else if (name == "zero") mesh.zero = value.boolean();
+        else
+          COHORT_THROW(ConfigError) << value.where() << ": unknown plan field 'mesh." << name
+                                    << "' (expected dp, pp, tp, micro_batches, schedule, zero)";
+      }
+      plan.mesh = mesh;
     } else if (key == "command") {
       plan.command = text_of(v);
     } else if (key == "predicted") {
@@ -76,7 +92,7 @@ PlanFile read_plan_file(const std::string& path) {
     } else {
       COHORT_THROW(ConfigError) << v.where() << ": unknown plan field '" << key
                                 << "' (expected version, strategy, np, machine_type, machines, ranks_per_machine, "
-                                   "backend, env, command, predicted)";
+                                   "backend, env, mesh, command, predicted)";
     }
   }
   COHORT_CHECK_AS(ConfigError, has_version && has_strategy)
@@ -99,7 +115,19 @@ std::string plan_file_text(const PlanFile& plan) {
   if (!plan.machine_type.empty()) doc.add("machine_type", plan.machine_type);
   if (plan.machines > 0) doc.add("machines", plan.machines);
   if (plan.ranks_per_machine > 0) doc.add("ranks_per_machine", plan.ranks_per_machine);
-  doc.add("backend", plan.backend).add_raw("env", env.str()).add("command", plan.command).add_raw("predicted", predicted.str());
+  doc.add("backend", plan.backend).add_raw("env", env.str());
+  if (plan.mesh) {
+    const PlanMesh& m = *plan.mesh;
+    doc.add_raw("mesh", JsonObject()
+                            .add("dp", m.dp)
+                            .add("pp", m.pp)
+                            .add("tp", m.tp)
+                            .add("micro_batches", m.micro_batches)
+                            .add("schedule", m.schedule)
+                            .add("zero", m.zero)
+                            .str());
+  }
+  doc.add("command", plan.command).add_raw("predicted", predicted.str());
   return doc.str() + "\n";
 }
 

@@ -8,7 +8,9 @@
 //    "np": 16,                                  // ranks
 //    "machine_type": "c6i.8xlarge", "machines": 4, "ranks_per_machine": 4,
 //    "backend": "hierarchical",                 // COHORT_BACKEND, "" for auto
-//    "env": {"COHORT_FUSION_THRESHOLD_BYTES": "67108864"},  // tunables
+//    "env": {"COHORT_FUSION_THRESHOLD": "67108864"},  // tunables
+//    "mesh": {"dp": 2, "pp": 2, "tp": 1, "micro_batches": 8,  // a mesh plan only
+//             "schedule": "1f1b", "zero": false},
 //    "command": "cohortrun -np 16 ...",         // the launch, as printed
 //    "predicted": {"step_s": 0.41, "total_s": 8200, "cost": 37.5,
 //                  "memory_per_rank_bytes": 3.1e9, "bottleneck": "network"}}
@@ -18,11 +20,24 @@
 // file, the field's line and column and what was expected.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace cohort {
+
+// A mesh plan's axes (dp x pp x tp, model_parallel/mesh.h): its program
+// builds the mesh from flags (the plan's command gives them, char_lm's
+// --dp --pp --tp --micro-batches --schedule [--zero]), and its "strategy" is
+// the dp axis's.
+struct PlanMesh {
+  int dp = 1, pp = 1, tp = 1;
+  int micro_batches = 1;
+  std::string schedule;  // gpipe, 1f1b
+  bool zero = false;     // ZeRO-1 over dp
+  bool operator==(const PlanMesh&) const = default;
+};
 
 struct PlanFile {
   int version = 1;
@@ -33,6 +48,7 @@ struct PlanFile {
   int ranks_per_machine = 0;
   std::string backend;
   std::vector<std::pair<std::string, std::string>> env;  // in file order
+  std::optional<PlanMesh> mesh;
   std::string command;
   double predicted_step_s = 0;
   double predicted_total_s = 0;

@@ -34,6 +34,7 @@ TEST(PlanFile, WhatIsWrittenReadsBackEqual) {
   plan.predicted_cost = 37.25;
   plan.predicted_memory_per_rank_bytes = 3.1e9;
   plan.predicted_bottleneck = "network";
+  plan.mesh = PlanMesh{.dp = 2, .pp = 4, .tp = 2, .micro_batches = 8, .schedule = "1f1b", .zero = true};
   const PlanFile back = read_plan_file(write(plan_file_text(plan)));
   EXPECT_EQ(back.strategy, plan.strategy);
   EXPECT_EQ(back.np, 16);
@@ -48,6 +49,9 @@ TEST(PlanFile, WhatIsWrittenReadsBackEqual) {
   EXPECT_DOUBLE_EQ(back.predicted_cost, 37.25);
   EXPECT_DOUBLE_EQ(back.predicted_memory_per_rank_bytes, 3.1e9);
   EXPECT_EQ(back.predicted_bottleneck, "network");
+  EXPECT_EQ(back.mesh, plan.mesh);
+  plan.mesh.reset();
+  EXPECT_FALSE(read_plan_file(write(plan_file_text(plan))).mesh);
 }
 
 TEST(PlanFile, MalformedFieldsAreOneLineErrorsNamingFileFieldAndExpectation) {
@@ -64,6 +68,8 @@ TEST(PlanFile, MalformedFieldsAreOneLineErrorsNamingFileFieldAndExpectation) {
       {R"({"version": 1, "strategy": "auto", "env": []})", "plan field 'env' must be an object"},
       {R"({"version": 1, "strategy": "auto", "predicted": {"step": 1}})", "unknown plan field 'predicted.step'"},
       {R"({"version": 1, "strategy": "auto", "stratgy": "zero"})", "unknown plan field 'stratgy'"},
+      {R"({"version": 1, "strategy": "auto", "mesh": {"dp": 2, "pq": 2}})", "unknown plan field 'mesh.pq'"},
+      {R"({"version": 1, "strategy": "auto", "mesh": {"tp": 0}})", "plan field 'mesh.tp' must be a whole number of at least 1"},
       {R"({"version": 1, "strategy": "auto",})", ":1:35: expected a member name in double quotes"},
   };
   for (const auto& [text, want] : cases) {

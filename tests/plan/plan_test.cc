@@ -10,6 +10,7 @@
 
 #include "cohort/common/error.h"
 #include "cohort/common/json.h"
+#include "cohort/common/plan_file.h"
 #include "tools/plan/planner.h"
 #include "tools/plan/report.h"
 #include "tools/sim/mesh.h"
@@ -381,6 +382,14 @@ TEST(PlanReport, WritesThePngAndJsonThatParses) {
   EXPECT_EQ(file.at("np").number(), r.plans.front().config.ranks());
   EXPECT_EQ(file.at("strategy").string(), strategy_spec(r.plans.front().config));
   EXPECT_MENTIONS(file.at("command").string(), "cohortrun -np ");
+  // What fit()'s --strategy plan:FILE reads (common/plan_file.h) is the same plan.
+  const std::string path = ::testing::TempDir() + "/cohort_plan_test_plan.json";
+  std::ofstream(path) << plan_file_json(ctx, r.plans.front());
+  const PlanFile read = read_plan_file(path);
+  EXPECT_EQ(read.strategy, strategy_spec(r.plans.front().config));
+  EXPECT_EQ(read.np, r.plans.front().config.ranks());
+  EXPECT_EQ(read.env, plan_env(r.plans.front().config));
+  EXPECT_EQ(read.command, file.at("command").string());
   // --explain of the last plan names why it lost.
   const std::string why = explain(ctx, int(r.plans.size()));
   EXPECT_TRUE(why.find("does not fit") != std::string::npos || why.find("against the best") != std::string::npos) << why;

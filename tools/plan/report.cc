@@ -8,6 +8,7 @@
 
 #include "cohort/common/check.h"
 #include "cohort/common/json.h"
+#include "cohort/common/plan_file.h"
 #include "cohort/plot/figure.h"
 
 namespace cohort::plan {
@@ -223,25 +224,28 @@ std::string result_json(const ReportContext& r) {
 
 std::string plan_file_json(const ReportContext& r, const Plan& p) {
   const PlanConfig& c = p.config;
-  std::ostringstream os;
-  os << "{\n  \"version\": 1,\n  \"strategy\": " << quote(strategy_spec(c)) << ",\n  \"np\": " << c.ranks()
-     << ",\n  \"machine_type\": " << quote(type_name(r, p)) << ",\n  \"machines\": " << c.machines
-     << ",\n  \"ranks_per_machine\": " << c.ranks_per_machine << ",\n  \"backend\": " << quote(launch_backend(c))
-     << ",\n  \"env\": {";
-  bool first = true;
-  for (const auto& [k, v] : plan_env(c)) {
-    os << (first ? "" : ", ") << quote(k) << ": " << quote(v);
-    first = false;
-  }
-  os << "},\n";
+  PlanFile file;
+  file.strategy = strategy_spec(c);
+  file.np = c.ranks();
+  file.machine_type = type_name(r, p);
+  file.machines = c.machines;
+  file.ranks_per_machine = c.ranks_per_machine;
+  file.backend = launch_backend(c);
+  file.env = plan_env(c);
   if (c.family == Family::mesh)
-    os << "  \"mesh\": {\"dp\": " << c.mesh.dp << ", \"pp\": " << c.mesh.pp << ", \"tp\": " << c.mesh.tp
-       << ", \"micro_batches\": " << c.mesh.micro_batches << ", \"schedule\": "
-       << quote(sim::pipeline_schedule_name(c.mesh.schedule)) << ", \"zero\": " << c.mesh_zero << "},\n";
-  os << "  \"command\": " << quote(launch_command(r, p)) << ",\n  \"predicted\": {\"step_s\": " << num(p.step_s)
-     << ", \"total_s\": " << num(p.total_s) << ", \"cost\": " << num(p.cost) << ", \"memory_per_rank_bytes\": "
-     << num(p.memory_per_rank) << ", \"bottleneck\": " << quote(p.bottleneck) << "}\n}\n";
-  return os.str();
+    file.mesh = PlanMesh{.dp = c.mesh.dp,
+                         .pp = c.mesh.pp,
+                         .tp = c.mesh.tp,
+                         .micro_batches = c.mesh.micro_batches,
+                         .schedule = sim::pipeline_schedule_name(c.mesh.schedule),
+                         .zero = c.mesh_zero};
+  file.command = launch_command(r, p);
+  file.predicted_step_s = p.step_s;
+  file.predicted_total_s = p.total_s;
+  file.predicted_cost = p.cost;
+  file.predicted_memory_per_rank_bytes = p.memory_per_rank;
+  file.predicted_bottleneck = p.bottleneck;
+  return plan_file_text(file);
 }
 
 void write_pareto_png(const ReportContext& r, const std::string& path) {
