@@ -66,7 +66,10 @@ bool register_strategy(StrategyRegistration registration);
 // Every registration, strategies then wrappers, each sorted by name.
 std::vector<StrategyRegistration> registered_strategies();
 
-// The strategy `spec` names, wrapped by the wrappers after it.
+// The strategy `spec` names, wrapped by the wrappers after it; or, for
+// "plan:FILE", the strategy of that plan file (cohort-plan --out;
+// common/plan_file.h), warning on rank 0 where the launch differs from the
+// plan (its tunables, ranks or backend).
 std::unique_ptr<Strategy> make_strategy(const std::string& spec);
 
 // What make_strategy() accepts: each registered name, its keys and their
