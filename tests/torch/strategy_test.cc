@@ -433,6 +433,18 @@ TEST(Fit, UnevenTailStepsEndWithoutAHangAndMatchOneDevice) {
   }
 }
 
+// make_strategy(spec) fails with a one-line ConfigError holding `want`.
+void expect_strategy_error(const std::string& spec, const std::string& want) {
+  try {
+    make_strategy(spec);
+    ADD_FAILURE() << "no error for '" << spec << "'";
+  } catch (const ConfigError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find(want), std::string::npos) << spec << ": " << what;
+    EXPECT_EQ(what.find('\n'), std::string::npos) << "one line: " << what;
+  }
+}
+
 TEST(MakeStrategy, BadSpecsAreOneLineErrorsNamingTheProblem) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"", "empty spec"},
@@ -448,16 +460,7 @@ TEST(MakeStrategy, BadSpecsAreOneLineErrorsNamingTheProblem) {
       {"multi_worker:style", "'style' is not key=value"},
       {"mirrored:replicas=2,replicas=3", "replicas is set twice"},
   };
-  for (const auto& [spec, want] : cases) {
-    try {
-      make_strategy(spec);
-      ADD_FAILURE() << "no error for '" << spec << "'";
-    } catch (const ConfigError& e) {
-      const std::string what = e.what();
-      EXPECT_NE(what.find(want), std::string::npos) << spec << ": " << what;
-      EXPECT_EQ(what.find('\n'), std::string::npos) << "one line: " << what;
-    }
-  }
+  for (const auto& [spec, want] : cases) expect_strategy_error(spec, want);
   // The help lists every strategy and key.
   const std::string help = strategy_help();
   for (const std::string word : {"one_device", "mirrored", "central_storage", "multi_worker", "replicas=2",
@@ -483,25 +486,14 @@ TEST(MakeStrategy, APlanFileRunsItsStrategy) {
   plan.command = "cohortrun -np 1 ./train --strategy plan:" + path;
   { std::ofstream(path) << plan_file_text(plan); }
   EXPECT_EQ(make_strategy("plan:" + path)->spec(), make_strategy("mirrored:replicas=2")->spec());
-  // The error of make_strategy(spec): one line holding `want`.
-  const auto expect_error = [](const std::string& spec, const std::string& want) {
-    try {
-      make_strategy(spec);
-      ADD_FAILURE() << "no error for '" << spec << "'";
-    } catch (const ConfigError& e) {
-      const std::string what = e.what();
-      EXPECT_NE(what.find(want), std::string::npos) << spec << ": " << what;
-      EXPECT_EQ(what.find('\n'), std::string::npos) << "one line: " << what;
-    }
-  };
   { std::ofstream(path) << R"({"version": 1, "strategy": "mirored"})"; }
-  expect_error("plan:" + path, "unknown strategy 'mirored'");
+  expect_strategy_error("plan:" + path, "unknown strategy 'mirored'");
   { std::ofstream(path) << R"({"version": 1})"; }
-  expect_error("plan:" + path, path + ":1:1: a plan file needs 'version' and 'strategy'");
+  expect_strategy_error("plan:" + path, path + ":1:1: a plan file needs 'version' and 'strategy'");
   { std::ofstream(path) << R"({"version": 1, "strategy": "one_device", "np": 2.5})"; }
-  expect_error("plan:" + path, path + ":1:48: plan field 'np' must be a whole number of at least 1, got 2.5");
-  expect_error("plan:" + dir + "/absent.json", "absent.json");
-  expect_error("plan:", "strategy 'plan:' needs a file");
+  expect_strategy_error("plan:" + path, path + ":1:48: plan field 'np' must be a whole number of at least 1, got 2.5");
+  expect_strategy_error("plan:" + dir + "/absent.json", "absent.json");
+  expect_strategy_error("plan:", "strategy 'plan:' needs a file");
 }
 
 }  // namespace
