@@ -1,0 +1,366 @@
+#!/usr/bin/env bash
+# plan_validation.sh: does cohort-plan choose the plan that is fastest when
+# measured, and predict it? (issue 35)
+#
+# Usage: sudo bench/plan_validation.sh [--build-dir DIR] [--reps N] [--steps N] [--out DIR]
+#          [--settings "10gbit:0.05ms 1gbit:0.1ms 100mbit:1ms"] [--models "mlp cnn"]
+#          [--global-batch B] [--no-memory] [--no-build]
+#
+# For each link setting RATE:DELAY (scripts/cluster.sh's --link and
+# --delay) an emulated cluster of two hosts is made, and:
+# 1. `cohortrun --check -np 4 -H h0:2,h1:2 --check-topology` measures it and
+#    writes the topology the planner reads (the links' latency and
+#    bandwidth, this machine's cores, which the emulated hosts share);
+# 2. for each model (synthetic_benchmark mlp and cnn: communication- and
+#    compute-heavy), `cohort-plan --topology` (time objective, free
+#    machines) ranks every plan of up to 2 machines of up to 2 ranks, and
+#    chooses one (its plan file);
+# 3. a grid of the plans it ranked (every machines x ranks per machine x
+#    strategy family x backend with default knobs; 8 or more) and the
+#    chosen plan are measured on the cluster, interleaved and repeated
+#    (--reps, medians): synthetic_benchmark with the plan's --strategy
+#    (the chosen one through --strategy plan:FILE, as a user runs it), the
+#    plan's --backend and tunables, at the global batch's share per rank;
+# 4. reported per setting and model: measured time of the chosen plan over
+#    the best measured (goal <= 1.10), predicted over measured for the
+#    chosen plan (goal within +-15%), and Spearman's rank correlation of
+#    predicted and measured over the grid (goal >= 0.8).
+# Unless --no-memory: the memory-limited case, at the first setting: the
+# mlp made wide (width 2048, depth 4: 50 MB of parameters) and every rank
+# limited to the address space a ZeRO-3 rank needs (ulimit -v: a one_device
+# rank's baseline measured with a tiny model, plus ZeRO-3's state), so that
+# only ZeRO-3 fits; the planner is told the same limit per rank
+# (--memory-bytes) and must choose ZeRO-3; every grid plan is run, and the
+# ones the planner says do not fit must fail (their memory is refused)
+# while its chosen plan runs.
+#
+# The machine is shared and has 2 cores: 4 ranks oversubscribe it, as the
+# topology says (the simulator shares the cores among the ranks). Outputs
+# (logs, topologies, profiles, plans, the tables) stay in --out (default
+# DIR/bench/results/plan_validation). Exit status 0 when every run
+# succeeded (a missed goal is reported, not an error), 1 otherwise, 2 on
+# bad arguments.
+set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build_dir=$repo/build
+reps=3
+steps=12
+warmup=3
+out_dir=
+settings="10gbit:0.05ms 1gbit:0.1ms 100mbit:1ms"
+models="mlp cnn"
+global_batch=128
+memory=1
+build=1
+
+die() { echo "plan_validation.sh: $*" >&2; exit 1; }
+usage_error() { echo "plan_validation.sh: $* (see --help)" >&2; exit 2; }
+
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --build-dir) build_dir=$(realpath -m "${2:?--build-dir needs a value}"); shift 2 ;;
+    --reps) reps=${2:?--reps needs a value}; shift 2 ;;
+    --steps) steps=${2:?--steps needs a value}; shift 2 ;;
+    --out) out_dir=$(realpath -m "${2:?--out needs a value}"); shift 2 ;;
+    --settings) settings=${2:?--settings needs a value}; shift 2 ;;
+    --models) models=${2:?--models needs a value}; shift 2 ;;
+    --global-batch) global_batch=${2:?--global-batch needs a value}; shift 2 ;;
+    --no-memory) memory=0; shift ;;
+    --no-build) build=0; shift ;;
+    -h|--help) sed -n '2,45p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) usage_error "unknown argument '$1'" ;;
+  esac
+done
+for v in "$reps" "$steps" "$global_batch"; do
+  [[ $v =~ ^[1-9][0-9]*$ ]] || usage_error "expected a positive integer, got '$v'"
+done
+(( global_batch % 4 == 0 )) || usage_error "--global-batch must be a multiple of 4 (up to 4 replicas), got $global_batch"
+for s in $settings; do
+  [[ $s =~ ^[0-9]+[kmg]?bit:[0-9.]+(us|ms)$ ]] || usage_error "--settings takes RATE:DELAY such as 1gbit:0.1ms, got '$s'"
+done
+for m in $models; do [[ $m == mlp || $m == cnn ]] || usage_error "--models takes mlp and cnn, got '$m'"; done
+[[ $(id -u) == 0 ]] || usage_error "emulated hosts need root"
+out_dir=${out_dir:-$build_dir/bench/results/plan_validation}
+mkdir -p "$out_dir"/logs
+
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
+
+if (( build )); then
+  cmake --build "$build_dir" -j 2 --target cohortrun cohort-probe cohort-sim cohort-plan synthetic_benchmark >/dev/null ||
+    die "build failed in $build_dir (LibTorch needed)"
+fi
+run=$build_dir/cohort/launcher/cohortrun
+sim=$build_dir/tools/sim/cohort-sim
+plan=$build_dir/tools/plan/cohort-plan
+synthetic=$build_dir/examples/synthetic_benchmark
+for p in "$run" "$sim" "$plan" "$synthetic"; do [[ -x $p ]] || die "$p is missing (build it, or drop --no-build)"; done
+
+prefixes=()
+cleanup() { for p in "${prefixes[@]}"; do "$repo/scripts/cluster.sh" down --prefix "$p" >/dev/null 2>&1 || true; done; }
+trap cleanup EXIT
+trap 'exit 130' INT TERM HUP
+
+failed=0
+# logrun NAME CMD...: CMD's output to logs/NAME.log; 1 on failure.
+logrun() {
+  local name=$1
+  shift
+  if ! timeout 900 "$@" >"$out_dir/logs/$name.log" 2>&1; then
+    echo "plan_validation.sh: $name failed (log: $out_dir/logs/$name.log)" >&2
+    return 1
+  fi
+}
+
+# --- profiles: one rank, its timeline -> the workload, plus the memory -------
+# synthetic_benchmark's models (cohort/models/image_classifiers.cc), SGD
+# with momentum: parameters, gradients and one state element each, float32;
+# what one example's forward keeps for backward, from the layers' outputs.
+profile() {  # profile NAME MODEL WIDTH DEPTH
+  local name=$1 model=$2 width=$3 depth=$4
+  local timeline=$out_dir/$name.timeline.json
+  logrun "profile.$name" "$run" -np 1 --timeline "$timeline" "$synthetic" --model "$model" --width "$width" \
+    --depth "$depth" --mode horovod --batch-size $((global_batch / 4)) --steps "$steps" --warmup "$warmup" --threads 1 ||
+    die "the one-rank profile of $name failed"
+  logrun "workload.$name" "$sim" workload --timeline "$timeline" --out "$out_dir/$name.workload.json" ||
+    die "cohort-sim workload of $name failed"
+  local params
+  params=$(sed -n 's/.*model [a-z]* (\([0-9]*\) parameters).*/\1/p' "$out_dir/logs/profile.$name.log" | head -1)
+  [[ -n $params ]] || die "no parameter count in $out_dir/logs/profile.$name.log"
+  /usr/bin/python3 - "$name" "$model" "$width" "$depth" "$params" "$((global_batch / 4))" "$synthetic" "$out_dir" <<'EOF'
+import json, sys
+name, model, width, depth, params, batch, program, out = sys.argv[1:]
+width, depth, params, batch = int(width), int(depth), int(params), int(batch)
+if model == "mlp":  # Linear + ReLU outputs of every hidden layer, the input, the logits
+    activations = 4 * (784 + 2 * width * depth + 10)
+else:  # cnn: convolutions and their ReLUs at 28x28 and 14x14, pools, the dense head
+    activations = 4 * (784 + 2 * 32 * 784 + 2 * 64 * 784 + 64 * 196 + 2 * 128 * 196 + 128 * 49 + 2 * 256 + 10)
+profile = {
+    "name": name,
+    "workload": f"{name}.workload.json",
+    "batch_per_rank": batch,
+    "program": f"{program} --model {model} --width {width} --depth {depth}",
+    "memory": {"parameter_bytes": 4 * params, "gradient_bytes": 4 * params,
+               "optimizer_bytes_per_parameter_byte": 1, "activation_bytes_per_example": activations},
+}
+json.dump(profile, open(f"{out}/{name}.profile.json", "w"), indent=1)
+EOF
+}
+
+# --- the grid and the measurements ---------------------------------------------
+# grid PLANS_JSON CHOSEN_JSON GRID_TSV: the plans to measure, one per line:
+# id machines ranks_per_machine np strategy backend env(k=v;...) fits predicted_s
+grid() {
+  /usr/bin/python3 - "$1" "$2" "$3" <<'EOF'
+import json, sys
+plans = json.load(open(sys.argv[1]))["plans"]
+chosen = json.load(open(sys.argv[2]))
+seen, rows = set(), []
+for p in plans:  # ranked: the first of each kind has the best knobs of its kind
+    key = (p["machines"], p["ranks_per_machine"], p["family"], p["backend"])
+    if key in seen or p["family"] == "mesh":
+        continue
+    seen.add(key)
+    rows.append(p)
+# The chosen plan is plan 1, the first row.
+assert rows[0]["id"] == 1 and rows[0]["strategy"] == chosen["strategy"], "plan 1 is the chosen plan"
+with open(sys.argv[3], "w") as f:
+    for p in rows:
+        env = ";".join(f"{k}={v}" for k, v in p["env"].items()) or "-"
+        f.write(f'{p["id"]}\t{p["machines"]}\t{p["ranks_per_machine"]}\t{p["np"]}\t{p["strategy"]}\t'
+                f'{p["backend"]}\t{env}\t{int(p["fits"])}\t{p.get("step_s", 0)}\n')
+print(len(rows))
+EOF
+}
+
+# measure TAG SETTING PROFILE_NAME GRID_TSV PLAN_FILE REP [LIMIT_KB]: runs every grid
+# plan once (the chosen, id 1, through --strategy plan:PLAN_FILE); appends
+# "tag id rep step_ms|failed" to results.tsv.
+measure() {
+  local tag=$1 setting=$2 name=$3 grid_tsv=$4 plan_file=$5 rep=$6 limit_kb=${7:-}
+  local id machines rpm np strategy backend env fits predicted
+  while IFS=$'\t' read -r id machines rpm np strategy backend env fits predicted; do
+    local hosts=${hostlist[$setting]} h0 h1
+    read -r h0 h1 <<<"$hosts"
+    local -a cmd=("$run" -np "$np" -H "$h0:$rpm$( ((machines > 1)) && echo ",$h1:$rpm")"
+                  --launch-template 'ip netns exec {host}' --store-addr "${bridge[$setting]}")
+    [[ $backend == auto ]] || cmd+=(--backend "$backend")
+    if [[ $env != - ]]; then
+      local kv
+      IFS=';' read -ra kvs <<<"$env"
+      for kv in "${kvs[@]}"; do cmd+=(--env "$kv"); done
+    fi
+    local spec=$strategy
+    [[ $id == 1 ]] && spec=plan:$plan_file
+    local replicas=$np
+    [[ $strategy == parameter_server* ]] && replicas=$((np - $(sed -n 's/.*servers=\([0-9]*\).*/\1/p' <<<"$strategy")))
+    local -a prog=($(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["program"])' \
+                     "$out_dir/$name.profile.json"))
+    prog+=(--strategy "$spec" --batch-size $((global_batch / replicas)) --steps "$steps" --warmup "$warmup"
+           --threads 1 --quiet)
+    local log=$tag.$id.$rep
+    local ok=1
+    if [[ -n $limit_kb ]]; then
+      logrun "$log" bash -c 'ulimit -v "$0"; exec "$@"' "$limit_kb" "${cmd[@]}" "${prog[@]}" || ok=0
+    else
+      logrun "$log" "${cmd[@]}" "${prog[@]}" || ok=0
+    fi
+    local ms
+    ms=$(sed -n 's/.*"step_ms":\([0-9.]*\).*/\1/p' "$out_dir/logs/$log.log" | tail -1)
+    if (( ok )) && [[ -n $ms ]]; then
+      printf '%s\t%s\t%s\t%s\n' "$tag" "$id" "$rep" "$ms" >>"$out_dir/results.tsv"
+    else
+      printf '%s\t%s\t%s\tfailed\n' "$tag" "$id" "$rep" >>"$out_dir/results.tsv"
+      [[ -n $limit_kb ]] || failed=1  # under the limit, plans that do not fit must fail
+    fi
+  done <"$grid_tsv"
+}
+
+# --- clusters and --check --------------------------------------------------------
+declare -A bridge hostlist
+: >"$out_dir/results.tsv"
+for s in $settings; do
+  info=$("$repo/scripts/cluster.sh" up --hosts 2 --link "${s%%:*}" --delay "${s#*:}" --owner $$) ||
+    die "scripts/cluster.sh up failed"
+  prefixes+=("$(sed -n 's/^prefix=//p' <<<"$info")")
+  bridge[$s]=$(sed -n 's/^bridge=[^ ]* //p' <<<"$info")
+  hostlist[$s]=$(sed -n 's/^host=\([^ ]*\) .*/\1/p' <<<"$info" | tr '\n' ' ')
+  read -r h0 h1 <<<"${hostlist[$s]}"
+  logrun "check.$s" "$run" --check -np 4 -H "$h0:2,$h1:2" --launch-template 'ip netns exec {host}' \
+    --store-addr "${bridge[$s]}" --check-topology "$out_dir/topology.$s.json" ||
+    die "cohortrun --check found problems on the healthy emulated cluster $s (log: $out_dir/logs/check.$s.log)"
+done
+
+for m in $models; do
+  if [[ $m == mlp ]]; then profile mlp mlp 4096 2; else profile cnn cnn 4096 2; fi
+done
+
+tags=()
+for s in $settings; do
+  for m in $models; do
+    tag=$s.$m
+    logrun "plan.$tag" "$plan" --profile "$out_dir/$m.profile.json" --topology "$out_dir/topology.$s.json" \
+      --price-per-hour 0 --global-batch "$global_batch" --steps 1000 --max-machines 2 \
+      --strategies one_device,horovod,ddp,zero,parameter_server --json "$out_dir/plans.$tag.json" \
+      --out "$out_dir/chosen.$tag.json" || die "cohort-plan failed for $tag"
+    grid "$out_dir/plans.$tag.json" "$out_dir/chosen.$tag.json" "$out_dir/grid.$tag.tsv" >/dev/null
+    tags+=("$tag")
+  done
+done
+
+# The memory-limited case: a wide mlp, every rank's address space limited.
+if (( memory )); then
+  s=${settings%% *}
+  tag=$s.memory
+  profile wide mlp 2048 4
+  # One rank's address space with a tiny model: what every rank needs
+  # before its model (LibTorch, the allocator's arenas, the store client).
+  baseline_kb=$(/usr/bin/python3 - "$synthetic" <<'EOF'
+import resource, subprocess, sys, os, re
+# VmPeak of a tiny run: poll /proc/<pid>/status until it exits.
+p = subprocess.Popen([sys.argv[1], "--model", "mlp", "--width", "8", "--depth", "1", "--steps", "20", "--warmup", "0",
+                      "--threads", "1", "--quiet"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+peak = 0
+while p.poll() is None:
+    try:
+        peak = max(peak, int(re.search(r"VmPeak:\s+(\d+)", open(f"/proc/{p.pid}/status").read()).group(1)))
+    except (OSError, AttributeError):
+        pass
+print(peak)
+EOF
+)
+  # ZeRO-3 on 4 ranks needs (P + G + O) / 4 plus its units; replicated plans
+  # P + G + O: the limit sits between, at ZeRO-3's need plus a quarter of
+  # the model for the allocator's slack.
+  limit_kb=$(/usr/bin/python3 - "$out_dir/wide.profile.json" "$baseline_kb" <<'EOF'
+import json, sys
+m = json.load(open(sys.argv[1]))["memory"]
+p = m["parameter_bytes"]
+need_zero3 = 3 * p / 4 + 3 * 4 * 2 ** 20
+print(int(int(sys.argv[2]) + (need_zero3 + p / 4) / 1024))
+EOF
+)
+  per_rank_bytes=$(( (limit_kb - baseline_kb) * 1024 ))
+  logrun "plan.$tag" "$plan" --profile "$out_dir/wide.profile.json" --topology "$out_dir/topology.$s.json" \
+    --price-per-hour 0 --memory-bytes $((2 * per_rank_bytes)) --global-batch "$global_batch" --steps 1000 \
+    --max-machines 2 --strategies one_device,horovod,ddp,zero \
+    --json "$out_dir/plans.$tag.json" --out "$out_dir/chosen.$tag.json" || die "cohort-plan failed for $tag"
+  grid "$out_dir/plans.$tag.json" "$out_dir/chosen.$tag.json" "$out_dir/grid.$tag.tsv" >/dev/null
+  echo "memory case: baseline ${baseline_kb} kB per rank, ulimit -v ${limit_kb} kB" >"$out_dir/memory.txt"
+fi
+
+# Interleaved: every rep runs every setting's and model's grid once.
+for (( rep = 1; rep <= reps; rep++ )); do
+  echo "plan_validation.sh: rep $rep of $reps (load $(cut -d' ' -f1-3 /proc/loadavg))" >&2
+  for tag in "${tags[@]}"; do
+    measure "$tag" "${tag%.*}" "${tag##*.}" "$out_dir/grid.$tag.tsv" "$out_dir/chosen.$tag.json" "$rep"
+  done
+  if (( memory )); then
+    measure "${settings%% *}.memory" "${settings%% *}" wide "$out_dir/grid.${settings%% *}.memory.tsv" \
+      "$out_dir/chosen.${settings%% *}.memory.json" "$rep" "$limit_kb"
+  fi
+done
+
+# --- the report ------------------------------------------------------------------
+/usr/bin/python3 - "$out_dir" "${tags[@]}" $( ((memory)) && echo "${settings%% *}.memory") <<'EOF' | tee "$out_dir/table.md"
+import json, statistics, sys
+out, tags = sys.argv[1], sys.argv[2:]
+measured = {}
+for line in open(f"{out}/results.tsv"):
+    tag, pid, rep, ms = line.rstrip("\n").split("\t")
+    measured.setdefault((tag, int(pid)), []).append(None if ms == "failed" else float(ms))
+
+def spearman(xs, ys):
+    def ranks(v):
+        order = sorted(range(len(v)), key=lambda i: v[i])
+        r = [0.0] * len(v)
+        i = 0
+        while i < len(order):
+            j = i
+            while j + 1 < len(order) and v[order[j + 1]] == v[order[i]]:
+                j += 1
+            for k in range(i, j + 1):
+                r[order[k]] = (i + j) / 2
+            i = j + 1
+        return r
+    rx, ry = ranks(xs), ranks(ys)
+    mx, my = statistics.mean(rx), statistics.mean(ry)
+    num = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
+    den = (sum((a - mx) ** 2 for a in rx) * sum((b - my) ** 2 for b in ry)) ** 0.5
+    return num / den if den else float("nan")
+
+print("| setting | model | grid | chosen plan | chosen / best measured | predicted / measured (chosen) | rank correlation |")
+print("|---|---|---|---|---|---|---|")
+for tag in tags:
+    setting, model = tag.rsplit(".", 1)
+    plans = {p["id"]: p for p in json.load(open(f"{out}/plans.{tag}.json"))["plans"]}
+    rows = [l.split("\t") for l in open(f"{out}/grid.{tag}.tsv").read().splitlines()]
+    pred, meas, fails = [], [], []
+    for r in rows:
+        pid = int(r[0])
+        got = measured.get((tag, pid), [])
+        ok = [v for v in got if v is not None]
+        if plans[pid]["fits"] and ok and len(ok) == len(got):
+            pred.append(plans[pid]["step_s"] * 1e3)
+            meas.append(statistics.median(ok))
+        elif not plans[pid]["fits"]:
+            fails.append((pid, bool(ok)))
+    chosen = statistics.median([v for v in measured[(tag, 1)] if v is not None]) if measured.get((tag, 1)) and all(
+        v is not None for v in measured[(tag, 1)]) else None
+    best = min(meas) if meas else None
+    c = plans[1]
+    name = f'{c["machines"]}x{c["ranks_per_machine"]} {c["strategy"]} ({c["backend"]})'
+    if chosen is None:
+        print(f"| {setting} | {model} | {len(rows)} | {name} | chosen plan failed | - | - |")
+        continue
+    ratio = chosen / best
+    err = c["step_s"] * 1e3 / chosen
+    rho = spearman(pred, meas) if len(pred) > 2 else float("nan")
+    extra = ""
+    if fails:
+        ran = [str(pid) for pid, ok in fails if ok]
+        extra = f"; {len(fails)} plans refused for memory" + (f", of which {', '.join(ran)} ran anyway" if ran else ", none ran")
+    print(f"| {setting} | {model} | {len(pred)} measured{extra} | {name} | {ratio:.2f} (best {best:.1f} ms) "
+          f"| {err:.2f} ({c['step_s'] * 1e3:.1f} / {chosen:.1f} ms) | {rho:.2f} |")
+EOF
+exit $failed
