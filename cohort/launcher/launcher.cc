@@ -83,24 +83,6 @@ void raise_descriptor_limit(int ranks) {
   }
 }
 
-// Writes a remote rank's payload into its launch command's stdin pipe. The
-// pipe is grown to hold all of it, so this never blocks on a remote end that
-// has not started reading yet (ssh still connecting).
-void send_payload(int fd, const RemotePayload& payload) {
-  const std::string bytes = encode_payload(payload);
-  if (bytes.size() > 65536) ::fcntl(fd, F_SETPIPE_SZ, static_cast<int>(bytes.size()));
-  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    COHORT_CHECK(n > 0) << "cannot pass rank " << payload.rank << "'s environment (" << bytes.size()
-                        << " bytes) to its launch command: "
-                        << (n < 0 && errno == EAGAIN ? "larger than a pipe holds" : std::strerror(errno));
-    done += static_cast<size_t>(n);
-  }
-}
-
 // The supervisor's elastic policy: the controller, keyed by the ranks'
 // records, and the host discovery script polled every kDiscoveryPeriod.
 class ElasticAdapter final : public ElasticPolicy {

@@ -219,6 +219,18 @@ LaunchOptions parse_arguments(std::span<const std::string> args) {
     } else if (name == "--dry-run") {
       no_value();
       options.dry_run = true;
+    } else if (name == "--check") {
+      no_value();
+      options.check = true;
+    } else if (name == "--check-topology") {
+      const std::string text = value();
+      if (text.empty()) throw UsageError("--check-topology needs a file path for the topology, got ''");
+      options.check_topology = absolute_path(name, text);
+    } else if (name == "--check-probe") {
+      const std::string text = value();
+      if (text.empty() || text[0] != '/' || !is_shell_safe(text))
+        throw UsageError("--check-probe needs an absolute path without blanks or shell characters, got " + quoted(text));
+      options.check_probe = text;
     } else if (name == "--env") {
       const std::string text = value();
       const size_t eq = text.find('=');
@@ -309,7 +321,9 @@ LaunchOptions parse_arguments(std::span<const std::string> args) {
   } else if (!np_given) {
     throw UsageError("-np N is required (the number of ranks to start)");
   }
-  if (options.command.empty())
+  if ((!options.check_topology.empty() || !options.check_probe.empty()) && !options.check)
+    throw UsageError("--check-topology and --check-probe need --check");
+  if (options.command.empty() && !options.check)
     throw UsageError("no program to run (usage: cohortrun -np N [flags] prog args...)");
   if (options.elastic()) {
     if (options.min_np > options.num_ranks)
@@ -414,6 +428,19 @@ std::string usage_text() {
         "  --network-interface I network interface the ranks communicate on (sets COHORT_IFACE)\n"
         "  --remote-cohortrun P  path of cohortrun on the hosts (default: this one's path)\n"
         "  --dry-run             print which rank would run where, and how; start nothing\n"
+        "  --check               check instead of launching (the program, if given, is not\n"
+        "                        run): start cohort-probe on every slot exactly as this\n"
+        "                        launch would start its ranks, and print per host and pair\n"
+        "                        of hosts: reachable, same cohort build, the interface that\n"
+        "                        routes every pair (and why others were rejected), store and\n"
+        "                        data ports open, /dev/shm and ulimit -n/-l/-v for this job,\n"
+        "                        clock skew, a tiny allreduce per backend, each link's\n"
+        "                        latency and bandwidth; then one verdict line and a fix per\n"
+        "                        problem. Exit status 0 only when the launch would work\n"
+        "  --check-topology F    with --check: write the measured links as a cohort-sim\n"
+        "                        topology file (tools/sim/README.md)\n"
+        "  --check-probe P       with --check: the probe's path on every host (default:\n"
+        "                        cohort-probe beside this cohortrun)\n"
         "\n"
         "A rank on another host is started as '<template> <cohortrun> --remote-rank R';\n"
         "its program, arguments, working directory and variables (the job secret among\n"

@@ -8,6 +8,7 @@
 //   cohortrun [-np N] -H host1:2,host2:2 | --hostfile F
 //             [--launch-template T] [--store-addr A] [--start-timeout S]
 //             [--network-interface I] [--remote-cohortrun PATH] [--dry-run]
+//             [--check [--check-topology F] [--check-probe PATH]]
 //             [other flags] [--] prog args...
 //
 // Flags come before the program; the first argument that is not a flag (or
@@ -57,6 +58,12 @@ struct LaunchOptions {
   std::string network_interface;  // --network-interface: COHORT_IFACE for every rank
   std::string remote_cohortrun;   // --remote-cohortrun; empty: this cohortrun's path
   bool dry_run = false;           // --dry-run: print what would run where, start nothing
+
+  // --check: probe the hosts this launch would use instead of launching
+  // (preflight.h); the program, when given, is not run.
+  bool check = false;
+  std::string check_topology;     // --check-topology FILE, made absolute: the measured topology
+  std::string check_probe;        // --check-probe PATH; empty: cohort-probe beside cohortrun
 
   // The live dashboard and the post-run report (cohort/dashboard).
   std::string dashboard;          // --dashboard [ADDR:]PORT; empty: none
