@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -21,6 +23,7 @@
 
 #include "tests/cluster/emulated_cluster.h"
 #include "tests/launcher/cohortrun_process.h"
+#include "tools/sim/calibration.h"
 #include "tools/sim/collectives.h"
 #include "tools/sim/topology.h"
 
@@ -187,26 +190,32 @@ TEST_F(CheckTest, AFirewalledDataPortIsNamedWithTheRangeToOpen) {
 }
 
 TEST_F(CheckTest, AHostWithAnotherBuildIsNamed) {
-  // Another build at the probe's path on h1 only: this build's binary with
-  // its id changed, bind-mounted over the path in a mount namespace of h1's
-  // launch.
+  // Another build on h1 only: this build's file that holds the id (the
+  // probe, or cohort/common's library when shared) with its id changed,
+  // bind-mounted over the file in a mount namespace of h1's launch.
   const std::string id = [] {
     std::string out = run_command(std::string(PROBE_PATH) + " --build-id").output;
     return out.substr(0, out.find('\n'));
   }();
   ASSERT_EQ(id.size(), 16u) << id;
-  std::ifstream in(PROBE_PATH, std::ios::binary);
-  std::string binary((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   std::string other = id;
   std::reverse(other.begin(), other.end());
   if (other == id) other[0] = other[0] == 'a' ? 'b' : 'a';
-  size_t replaced = 0;
-  for (size_t at; (at = binary.find(id)) != std::string::npos; ++replaced) binary.replace(at, id.size(), other);
-  ASSERT_GT(replaced, 0u);
-  dir_.write("cohort-probe", binary);
-  ::chmod((dir_ / "cohort-probe").c_str(), 0755);
+  std::string holder, binary;
+  for (const std::string path : {std::string(PROBE_PATH), std::string(COMMON_LIBRARY_PATH)}) {
+    std::ifstream in(path, std::ios::binary);
+    binary.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    if (binary.find(id) != std::string::npos) {
+      holder = path;
+      break;
+    }
+  }
+  ASSERT_FALSE(holder.empty()) << "the build id " << id << " is in neither " << PROBE_PATH << " nor " << COMMON_LIBRARY_PATH;
+  for (size_t at; (at = binary.find(id)) != std::string::npos;) binary.replace(at, id.size(), other);
+  dir_.write("other-build", binary);
+  ::chmod((dir_ / "other-build").c_str(), 0755);
   const std::string launch = "ip netns exec {host} unshare -m sh -c 'test {host} != " + host(1) + " || mount --bind " +
-                             dir_ / "cohort-probe" + " " + PROBE_PATH + "; exec \"$0\" \"$@\"'";
+                             dir_ / "other-build" + " " + holder + "; exec \"$0\" \"$@\"'";
   const RunResult r = check({}, launch);
   ASSERT_TRUE(r.finished);
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
@@ -227,9 +236,12 @@ TEST_F(CheckTest, AHostWhoseLaunchFailsIsNamed) {
 }
 
 TEST_F(CheckTest, AnInterfaceThatDoesNotRouteIsRejectedAndRefusedWhenForced) {
-  // eth1 on both hosts, in subnets that no route joins.
-  in_host(0, "ip link add eth1 type dummy && ip addr add 192.0.2.10/24 dev eth1 && ip link set eth1 up");
-  in_host(1, "ip link add eth1 type dummy && ip addr add 198.51.100.11/24 dev eth1 && ip link set eth1 up");
+  // eth1 on both hosts (one end of a veth pair that leads nowhere), in
+  // subnets that no route joins.
+  for (int i = 0; i < 2; ++i)
+    in_host(i, "ip link add eth1 type veth peer name eth1peer && ip addr add " +
+                   std::string(i == 0 ? "192.0.2.10/24" : "198.51.100.11/24") +
+                   " dev eth1 && ip link set eth1peer up && ip link set eth1 up");
   const RunResult chosen = check({});
   const RunResult forced = check({"--network-interface", "eth1"});
   run_command("ip netns exec " + host(0) + " ip link del eth1");
