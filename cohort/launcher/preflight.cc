@@ -297,6 +297,7 @@ int run_check(const LaunchOptions& options) {
   try {
     const std::string key[] = {preflight::kTopologyKey};
     if (run.go == "1" && store->check(key)) run.topology = store->get(key[0], 5s);
+    run.fit = read_json(*store, preflight::kFitKey);
   } catch (const Error&) {
   }
   if (!options.check_topology.empty()) {

@@ -13,7 +13,8 @@
 //   4. cohortrun sets kGoKey: "1" when the collectives can run (every rank
 //      present, every pair reachable, /dev/shm large enough), else the reason;
 //   5. with "1", every rank runs the collectives and sets collectives_key(rank);
-//      rank 0 also sets kTopologyKey (the simulator's topology file);
+//      rank 0 also sets kTopologyKey (the simulator's topology file) and
+//      kFitKey (how well it fits);
 //   6. every rank sets done_key(rank) and exits 0.
 #pragma once
 
@@ -28,6 +29,9 @@ inline std::string done_key(int rank) { return "check/done/" + std::to_string(ra
 inline constexpr const char* kRosterKey = "check/roster";
 inline constexpr const char* kGoKey = "check/go";
 inline constexpr const char* kTopologyKey = "check/topology";
+// How well the topology's links fit the timed allreduces: {"shm": {...},
+// "network": {...}}, each {"collective", "points", "rms", "max"} (relative errors).
+inline constexpr const char* kFitKey = "check/fit";
 // The collectives' store namespace (every backend's rendezvous under it).
 inline constexpr const char* kCollectivesPrefix = "check/comm/";
 

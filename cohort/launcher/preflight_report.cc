@@ -257,6 +257,12 @@ CheckVerdict judge(const CheckRun& run) {
     offsets[hosts.front().name] = 0;
     for (const json::Value& t : hosts.front().leader->links->at("to").items())
       if (t.find("offset_s")) offsets[t.at("host").string()] = t.at("offset_s").number();
+    // A host the first cannot reach: its own view of the first, reversed.
+    for (const HostView& h : hosts)
+      if (!offsets.contains(h.name) && h.leader && h.leader->links)
+        for (const json::Value& t : h.leader->links->at("to").items())
+          if (t.at("host").string() == hosts.front().name && t.find("offset_s"))
+            offsets[h.name] = -t.at("offset_s").number();
   }
   for (const HostView& h : hosts) {
     const json::Value* f = h.leader ? &*h.leader->facts : nullptr;
@@ -414,7 +420,7 @@ CheckVerdict judge(const CheckRun& run) {
     if (!h.leader || !h.leader->links) continue;
     const json::Value& links = *h.leader->links;
     for (const json::Value& t : links.at("to").items()) {
-      std::string reach = "no route";
+      std::string reach = "unreachable";
       if (const std::string* m = str(t, "measured_iface")) reach = "ok on " + *m;
       else if (const std::string* e = str(t, "measure_error")) reach = "broke: " + *e;
       out << "  " << pad(h.name, 16) << pad(t.at("host").string(), 16) << pad(reach, 18);
@@ -500,6 +506,14 @@ CheckVerdict judge(const CheckRun& run) {
       out << " (unreadable: " << e.what() << ")";
     }
     out << "\n";
+    if (run.fit)
+      for (const auto& [key, value] : run.fit->members()) {
+        char line[200];
+        std::snprintf(line, sizeof line, "  %s fitted to the %s at %d sizes: rms error %.0f%%, max %.0f%%\n",
+                      key.c_str(), str(value, "collective")->c_str(), int(num(value, "points")),
+                      100 * num(value, "rms"), 100 * num(value, "max"));
+        out << line;
+      }
   } else if (!run.topology_file.empty() || !run.topology_error.empty()) {
     out << "\ntopology: not written (" << (run.topology_error.empty() ? "the collectives did not run" : run.topology_error)
         << ")\n";

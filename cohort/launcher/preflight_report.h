@@ -42,6 +42,7 @@ struct CheckRun {
   std::vector<ProbeRank> ranks;
   std::string go;        // "1" when the collectives ran, else why not
   std::string topology;  // rank 0's fitted topology (JSON), empty when none
+  std::optional<json::Value> fit;  // how well it fits (preflight_protocol.h, kFitKey)
   std::string topology_file;  // where it was written (--check-topology), empty when not
   std::string topology_error; // why it could not be written
   double seconds = 0;

@@ -232,8 +232,17 @@ std::string runs_json(int rank, const std::vector<BackendRun>& runs) {
 // link from one host's shm group, the network link from the launch's
 // cross-host backend) and the loopback link; where a fit is impossible, the
 // link probe's measurement.
+std::string fit_json(const std::string& collective, const sim::LinkFit& fit) {
+  std::ostringstream out;
+  out << "{\"collective\": " << quoted(collective) << ", \"points\": " << fit.points
+      << ", \"rms\": " << fit.rms_relative_error << ", \"max\": " << fit.max_relative_error << "}";
+  return out.str();
+}
+
 std::string fit_topology(const std::vector<json::Value>& facts, const json::Value* my_links,
-                         const std::vector<BackendRun>& runs, const std::string& cross_backend, int hosts) {
+                         const std::vector<BackendRun>& runs, const std::string& cross_backend, int hosts,
+                         std::string& fits) {
+  std::vector<std::string> fit_parts;
   sim::Topology t;
   t.hosts = hosts;
   t.ranks_per_host = int(facts.at(0).at("local_size").number());
@@ -249,7 +258,9 @@ std::string fit_topology(const std::vector<json::Value>& facts, const json::Valu
     if (r.backend == "shm" && r.samples.size() >= 2 && t.ranks_per_host > 1) {
       sim::Topology one = t;
       one.hosts = 1;
-      t.shm = sim::fit_link(one, sim::Algorithm::shm, sim::LinkClass::shm, r.samples).link;
+      const sim::LinkFit fit = sim::fit_link(one, sim::Algorithm::shm, sim::LinkClass::shm, r.samples);
+      t.shm = fit.link;
+      fit_parts.push_back("\"shm\": " + fit_json("shm allreduce", fit));
     }
   if (hosts > 1) {
     // The measured pairs: the slowest one bounds a ring; the fit below
@@ -266,12 +277,17 @@ std::string fit_topology(const std::vector<json::Value>& facts, const json::Valu
       if (r.backend == cross_backend && r.samples.size() >= 2) {
         const sim::Algorithm a = cross_backend == "gloo" ? sim::Algorithm::ring : sim::Algorithm::hierarchical;
         try {
-          t.network = sim::fit_link(t, a, sim::LinkClass::network, r.samples).link;
+          const sim::LinkFit fit = sim::fit_link(t, a, sim::LinkClass::network, r.samples);
+          t.network = fit.link;
+          fit_parts.push_back("\"network\": " + fit_json(cross_backend + " allreduce", fit));
         } catch (const ConfigError&) {
           // Keep the pairs' measurement.
         }
       }
   }
+  fits = "{";
+  for (size_t i = 0; i < fit_parts.size(); ++i) fits += (i ? ", " : "") + fit_parts[i];
+  fits += "}";
   return sim::topology_json(t);
 }
 
@@ -343,7 +359,9 @@ int run_probe() {
       if (info.rank == 0) {
         std::unique_ptr<json::Value> links;
         if (!my_links.empty()) links = std::make_unique<json::Value>(json::parse(my_links));
-        store->set(kTopologyKey, fit_topology(facts, links.get(), runs, cross_backend, int(hosts.size())));
+        std::string fits;
+        store->set(kTopologyKey, fit_topology(facts, links.get(), runs, cross_backend, int(hosts.size()), fits));
+        store->set(kFitKey, fits);
       }
     }
     // Every leader serves its listener until every rank is through.
