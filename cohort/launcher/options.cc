@@ -476,6 +476,7 @@ std::string usage_text() {
         "           the same code C > 0 (a preempted fit() exits with 75: launch again)\n"
         "  2        bad command line\n"
         "  126/127  the program cannot be executed / was not found\n"
+        "  with --check: 0 the launch would work, 1 it would fail (the problems are listed)\n"
         "\n"
         "tunables (environment variables read by the ranks):\n"
      << tunables::format_table();

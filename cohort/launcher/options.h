@@ -97,7 +97,7 @@ std::span<const char* const> launcher_variables();
 // backend; a port outside 0..65535; a job id that is not a safe file-name
 // word; a malformed -H, hostfile line or launch template; both -H and
 // --hostfile), a launcher variable in --env, or a missing program (unless
-// --help was given, which needs nothing else).
+// --help or --check was given), or --check-topology/--check-probe without --check.
 LaunchOptions parse_options(std::span<const std::string> args);
 
 // The --help text: usage, flags, what ranks receive, exit codes, and the
