@@ -219,30 +219,16 @@ int run_job(const LaunchOptions& options) {
   SegmentCleanup cleanup(job_id, options.verbose && !options.dry_run);
 
   const bool multi_host = !options.hosts.empty();
-  std::vector<RankPlacement> placement;
-  StoreAddress store_address;
+  JobLayout layout;
   try {
-    placement = multi_host ? place_ranks(options.hosts, options.num_ranks)
-                           : place_locally(options.num_ranks, this_host_name());
-    store_address = choose_store_address(placement, options.store_addr);
+    layout = job_layout(options);
   } catch (const ConfigError& e) {
     print_error(e.what());
     return 1;
   }
-  const int ranks_here = static_cast<int>(
-      std::count_if(placement.begin(), placement.end(), [](const RankPlacement& p) { return !p.remote; }));
-
-  JobEnvironment job;
-  job.job_id = job_id;
-  job.size = options.num_ranks;
-  job.backend = options.backend;
-  job.store_host = store_address.advertised;
-  job.store_port = options.port;
-  job.multi_host = multi_host;
-  if (!options.network_interface.empty()) job.extra.emplace_back("COHORT_IFACE", options.network_interface);
-  if (!options.timeline.empty()) job.extra.emplace_back("COHORT_TIMELINE", options.timeline);
-  job.extra.insert(job.extra.end(), options.env.begin(), options.env.end());
-  job.threads_per_rank = threads_per_rank(available_cores(), std::max(1, ranks_here));
+  const std::vector<RankPlacement>& placement = layout.placement;
+  const StoreAddress& store_address = layout.store;
+  JobEnvironment job = job_environment(options, job_id, layout);
   const EnvironmentMap base = current_environment();
 
   LaunchPlan plan;

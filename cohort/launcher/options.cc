@@ -358,6 +358,7 @@ std::string usage_text() {
   std::ostringstream os;
   os << "usage: cohortrun -np N [flags] [--] prog [args...]\n"
         "       cohortrun [-np N] -H host1:2,host2:2 | --hostfile F [flags] [--] prog [args...]\n"
+        "       cohortrun --check [--check-topology F] [the launch's flags] [prog [args...]]\n"
         "\n"
         "Starts N ranks of prog on this machine (or on the hosts given), with a TCP\n"
         "store for rendezvous, prefixes their output with [rank], and stops all of them\n"

@@ -126,35 +126,24 @@ int run_check(const LaunchOptions& options) {
   const std::string self = self_executable();
   run.probe_path = probe_path(options, self);
 
-  const bool multi_host = !options.hosts.empty();
-  std::vector<RankPlacement> placement;
-  StoreAddress store_address;
+  JobLayout layout;
   try {
-    placement = multi_host ? place_ranks(options.hosts, options.num_ranks)
-                           : place_locally(options.num_ranks, this_host_name());
-    store_address = choose_store_address(placement, options.store_addr);
+    layout = job_layout(options);
   } catch (const ConfigError& e) {
     write_stdout(std::string("cohortrun: check: ") + e.what() + "\ncohortrun: check: a launch of " +
                  std::to_string(options.num_ranks) + " ranks would fail: 1 problem\n");
     return 1;
   }
+  const std::vector<RankPlacement>& placement = layout.placement;
+  const StoreAddress& store_address = layout.store;
   for (const RankPlacement& p : placement)
     if (run.hosts.empty() || run.hosts.back() != p.host) run.hosts.push_back(p.host);
   run.store_address = store_address.advertised;
 
   // The store, where the launch would put it; a port taken there is a
   // problem of its own, and the check goes on with a free one.
-  JobEnvironment job;
-  job.job_id = options.job_id.empty() ? generate_job_id() : options.job_id;
+  JobEnvironment job = job_environment(options, options.job_id.empty() ? generate_job_id() : options.job_id, layout);
   job.secret = rendezvous::generate_secret();
-  job.size = options.num_ranks;
-  job.backend = options.backend;
-  job.store_host = store_address.advertised;
-  job.multi_host = multi_host;
-  if (!options.network_interface.empty()) job.extra.emplace_back("COHORT_IFACE", options.network_interface);
-  job.extra.insert(job.extra.end(), options.env.begin(), options.env.end());
-  const int ranks_here = int(std::count_if(placement.begin(), placement.end(), [](const RankPlacement& p) { return !p.remote; }));
-  job.threads_per_rank = threads_per_rank(available_cores(), std::max(1, ranks_here));
   std::optional<rendezvous::TcpStoreServer> server;
   try {
     server.emplace(rendezvous::TcpStoreServerOptions{.host = store_address.bind, .port = options.port, .secret = job.secret});
