@@ -186,10 +186,16 @@ int run_check(const LaunchOptions& options) {
                                                     .envp = launch.envp,
                                                     .output = OutputMode::pipe,
                                                     .stdin_pipe = launch.payload.has_value()});
-      if (launch.payload) send_payload(slots[i].process.stdin_fd, *launch.payload);
     } catch (const Error& e) {
       run.ranks[i].spawn_error = e.what();
       run.ranks[i].exited = true;
+      continue;
+    }
+    // A launch command that failed at once (an unknown host) closes its
+    // stdin before the payload is in: its exit and output say why.
+    try {
+      if (launch.payload) send_payload(slots[i].process.stdin_fd, *launch.payload);
+    } catch (const Error&) {
     }
   }
 

@@ -368,7 +368,9 @@ CheckVerdict judge(const CheckRun& run) {
       }
       const bool ok = has_used && routes_all(used);
       out << "  " << h.name << ": " << (used.empty() ? std::string("none") : used) << " "
-          << (ok ? "chosen (" + why + "; reaches every host)" : "FAILS (" + why + ")");
+          << (others.empty() ? "not checked (" + why + "; no other host's probe answered)"
+              : ok           ? "chosen (" + why + "; reaches every host)"
+                             : "FAILS (" + why + ")");
       if (!notes.empty()) {
         out << "; rejected: ";
         for (size_t i = 0; i < notes.size(); ++i) out << (i ? ", " : "") << notes[i];
