@@ -30,7 +30,8 @@ inline constexpr const char* kRosterKey = "check/roster";
 inline constexpr const char* kGoKey = "check/go";
 inline constexpr const char* kTopologyKey = "check/topology";
 // How well the topology's links fit the timed allreduces: {"shm": {...},
-// "network": {...}}, each {"collective", "points", "rms", "max"} (relative errors).
+// "network": {...}}, each {"collective", "points", "rms", "max"} (relative errors),
+// or {"error"} where the samples allowed no fit.
 inline constexpr const char* kFitKey = "check/fit";
 // The collectives' store namespace (every backend's rendezvous under it).
 inline constexpr const char* kCollectivesPrefix = "check/comm/";

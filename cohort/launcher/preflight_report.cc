@@ -52,6 +52,12 @@ std::string pad(std::string s, size_t width) {
   return s + " ";
 }
 
+// The launch template's text with {host} replaced (for a command to try).
+std::string expand_host(std::string text, const std::string& host) {
+  for (size_t at; (at = text.find("{host}")) != std::string::npos;) text.replace(at, 6, host);
+  return text;
+}
+
 struct Problem {
   std::string where, what, fix;
 };
@@ -226,8 +232,8 @@ CheckVerdict judge(const CheckRun& run) {
     } else if (r.timed_out) {
       problems.push_back({where, "rank " + std::to_string(r.rank) + "'s probe did not report before the check's deadline" +
                                      (last.empty() ? std::string() : " (last said: " + last + ")"),
-                          "check that the launch template '" + run.launch_template + "' returns for " + where +
-                              " without a prompt: run it by hand with `true` appended"});
+                          "check that the launch returns without a prompt: `" + expand_host(run.launch_template, where) +
+                              " true` by hand"});
     } else if (r.exited && r.exit_code == 127) {
       problems.push_back({where, "a program of the launch was not found (rank " + std::to_string(r.rank) + ": " + last + ")",
                           "install this cohort build at the same paths on " + where + " (cohortrun, and " +
@@ -238,8 +244,8 @@ CheckVerdict judge(const CheckRun& run) {
            "the launch of rank " + std::to_string(r.rank) + " failed" +
                (r.exited ? " (exit " + std::to_string(r.exit_code) + ")" : std::string()) +
                (last.empty() ? std::string() : ": " + last),
-           "run the launch template by hand: `" + run.launch_template + "` with {host} = " + where +
-               " and `true` appended must succeed without a prompt (for ssh: keys, known_hosts)"});
+           "run the launch by hand: `" + expand_host(run.launch_template, where) +
+               " true` must succeed without a prompt (for ssh: keys, known_hosts)"});
     }
   }
   for (const ProbeRank& r : run.ranks)
@@ -510,6 +516,11 @@ CheckVerdict judge(const CheckRun& run) {
     out << "\n";
     if (run.fit)
       for (const auto& [key, value] : run.fit->members()) {
+        if (const std::string* error = str(value, "error")) {
+          out << "  " << key << " not fitted (" << *error << "): "
+              << (key == "network" ? "the pairs' slowest measurement" : "unbounded") << "\n";
+          continue;
+        }
         char line[200];
         std::snprintf(line, sizeof line, "  %s fitted to the %s at %d sizes: rms error %.0f%%, max %.0f%%\n",
                       key.c_str(), str(value, "collective")->c_str(), int(num(value, "points")),

@@ -231,7 +231,7 @@ TEST_F(CheckTest, AHostWhoseLaunchFailsIsNamed) {
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   const std::string bad = "nosuchhost" + std::to_string(::getpid());
   EXPECT_TRUE(contains(r.out, bad + ": the launch of rank 1 failed")) << r.out;
-  EXPECT_TRUE(contains(r.out, "fix: run the launch template by hand")) << r.out;
+  EXPECT_TRUE(contains(r.out, "fix: run the launch by hand: `ip netns exec " + bad + " true`")) << r.out;
   EXPECT_TRUE(contains(r.out, "would fail: 1 problem\n")) << r.out;
 }
 
