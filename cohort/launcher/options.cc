@@ -186,12 +186,12 @@ LaunchOptions parse_arguments(std::span<const std::string> args) {
       if (text.empty() || text.size() > 15 || text.find_first_of(" \t/=:") != std::string::npos)
         throw UsageError("--network-interface needs an interface name (e.g. eth0), got " + quoted(text));
       options.network_interface = text;
-    } else if (name == "--remote-cohortrun") {
+    } else if (name == "--remote-cohortrun" || name == "--check-probe") {
+      // Paths on every host, passed to the launch template's remote shell.
       const std::string text = value();
       if (text.empty() || text[0] != '/' || !is_shell_safe(text))
-        throw UsageError("--remote-cohortrun needs an absolute path without blanks or shell characters, got " +
-                         quoted(text));
-      options.remote_cohortrun = text;
+        throw UsageError(name + " needs an absolute path without blanks or shell characters, got " + quoted(text));
+      (name == "--check-probe" ? options.check_probe : options.remote_cohortrun) = text;
     } else if (name == "--timeline") {
       const std::string text = value();
       if (text.empty()) throw UsageError("--timeline needs a file path for the Chrome trace, got ''");
@@ -226,11 +226,6 @@ LaunchOptions parse_arguments(std::span<const std::string> args) {
       const std::string text = value();
       if (text.empty()) throw UsageError("--check-topology needs a file path for the topology, got ''");
       options.check_topology = absolute_path(name, text);
-    } else if (name == "--check-probe") {
-      const std::string text = value();
-      if (text.empty() || text[0] != '/' || !is_shell_safe(text))
-        throw UsageError("--check-probe needs an absolute path without blanks or shell characters, got " + quoted(text));
-      options.check_probe = text;
     } else if (name == "--env") {
       const std::string text = value();
       const size_t eq = text.find('=');

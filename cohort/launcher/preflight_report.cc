@@ -297,6 +297,13 @@ CheckVerdict judge(const CheckRun& run) {
 
   // Per-host facts judged: build, /dev/shm, limits.
   const bool uses_shm = run.backend != "gloo" && run.backend != "mpi";
+  double most_shm = 0;
+  for (const ProbeRank& r : run.ranks)
+    if (r.facts) most_shm = std::max(most_shm, num(*r.facts, "shm_need"));
+  out << "needed by a rank of this job: nofile >= " << kFilesBase + 4ll * run.num_ranks << ", as (-v) >= "
+      << bytes_text(most_shm + kAddressSpaceBase) << " or unlimited, /dev/shm free >= its host's need"
+      << (uses_shm ? "" : " (not with --backend " + run.backend + ")")
+      << "; memlock: any (cohort's TCP and shm transports pin no memory)\n";
   for (const HostView& h : hosts) {
     std::set<std::string> said;
     for (const ProbeRank* r : h.ranks) {
