@@ -323,9 +323,9 @@ CheckVerdict judge(const CheckRun& run) {
                             "/dev/shm has " + bytes_text(free) + " free, the shm segment of its " +
                                 std::to_string(int(num(f, "local_size"))) + " ranks needs " + bytes_text(need) +
                                 " (a rank writing past it dies of SIGBUS)",
-                            "enlarge /dev/shm on " + h.name + " to at least " + bytes_text(need * 2) +
-                                " (`mount -o remount,size=" + bytes_text(std::max(need * 2, 64.0 * (1 << 20))) +
-                                " /dev/shm`; in a container: docker run --shm-size), or run fewer ranks per host"});
+                            "enlarge /dev/shm on " + h.name + ": `mount -o remount,size=" +
+                                bytes_text(std::max(need * 2, 64.0 * (1 << 20))) +
+                                " /dev/shm` (in a container: docker run --shm-size), or run fewer ranks per host"});
       const double nofile = num(f, "nofile");
       const long long files = kFilesBase + 4ll * run.num_ranks;
       if (nofile >= 0 && nofile < files && said.insert("nofile").second)
