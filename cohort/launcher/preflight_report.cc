@@ -195,8 +195,8 @@ CheckVerdict judge(const CheckRun& run) {
 
   out << "cohortrun: check of " << count(run.num_ranks, "rank") << " on " << count(int(hosts.size()), "host") << ": store at "
       << run.store_address << ":" << run.store_port << " on " << run.store_host << " (this machine), backend "
-      << run.backend << ", cohortrun build " << run.build_id << " (" << run.build_description << "), "
-      << std::fixed;
+      << run.backend << ", cohortrun build " << run.build_id << " (" << run.build_description << "), probe "
+      << run.probe_path << ", " << std::fixed;
   out.precision(1);
   out << run.seconds << " s\n\n";
 
