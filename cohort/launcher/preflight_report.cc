@@ -207,9 +207,11 @@ CheckVerdict judge(const CheckRun& run) {
                         "pass a free --port (or --port 0 for any); `ss -ltnp 'sport = :" +
                             std::to_string(run.store_port_wanted) + "'` shows which process holds it"});
 
-  // Launch and store reachability, per rank.
+  // Launch and store reachability: the first rank of a host that failed
+  // speaks for the host (its others fail alike).
+  std::set<std::string> launch_reported;
   for (const ProbeRank& r : run.ranks) {
-    if (r.facts) continue;
+    if (r.facts || !launch_reported.insert(r.host).second) continue;
     std::string last;
     for (auto it = r.output.rbegin(); it != r.output.rend() && last.empty(); ++it)
       if (!it->empty()) last = *it;
@@ -217,8 +219,11 @@ CheckVerdict judge(const CheckRun& run) {
     for (const std::string& l : r.output) store_line = store_line || l.find("cannot reach the job's store") != std::string::npos;
     const std::string where = r.host;
     if (!r.spawn_error.empty()) {
+      const bool probe = r.spawn_error.find(run.probe_path) != std::string::npos;
       problems.push_back({where, "the launch of rank " + std::to_string(r.rank) + " failed here: " + r.spawn_error,
-                          "install the launch template's program on this machine, or pass --launch-template"});
+                          probe ? "install cohort-probe beside cohortrun (cmake --install puts them together), or "
+                                  "pass --check-probe PATH"
+                                : "install the launch template's program on this machine, or pass --launch-template"});
     } else if (store_line) {
       const std::string port = std::to_string(run.store_port);
       problems.push_back(

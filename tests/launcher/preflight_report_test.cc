@@ -114,10 +114,9 @@ TEST(PreflightReport, SmallDevShmAndFewDescriptorsAreProblemsWithFixes) {
 
 TEST(PreflightReport, ALaunchThatFailedOrCouldNotReachTheStoreIsNamed) {
   CheckRun run = healthy();
-  run.ranks[2].facts.reset();
-  run.ranks[2].links.reset();
-  run.ranks[2].exit_code = 255;
-  run.ranks[2].output = {"ssh: connect to host b port 22: Connection refused"};
+  run.ranks[1].facts.reset();
+  run.ranks[1].exit_code = 255;
+  run.ranks[1].output = {"ssh: connect to host a port 22: Connection refused"};
   run.ranks[3].facts.reset();
   run.ranks[3].exit_code = 1;
   run.ranks[3].output = {"cohortrun: rank 3 on b: cannot reach the job's store at 10.0.0.1:29500 from b: timed out"};
@@ -125,7 +124,8 @@ TEST(PreflightReport, ALaunchThatFailedOrCouldNotReachTheStoreIsNamed) {
   EXPECT_EQ(run.go, "not every host's probe answered");
   const CheckVerdict v = judge(run);
   EXPECT_EQ(v.problems, 2) << v.text;
-  EXPECT_TRUE(contains(v.text, "b: the launch of rank 2 failed (exit 255): ssh: connect to host b port 22")) << v.text;
+  EXPECT_TRUE(contains(v.text, "a: the launch of rank 1 failed (exit 255): ssh: connect to host a port 22")) << v.text;
+  EXPECT_TRUE(contains(v.text, "fix: run the launch by hand: `ssh a true`")) << v.text;
   EXPECT_TRUE(contains(v.text, "b: cannot reach the store at 10.0.0.1:29500")) << v.text;
   EXPECT_TRUE(contains(v.text, "`iptables -I INPUT -p tcp --dport 29500 -j ACCEPT`")) << v.text;
 }
