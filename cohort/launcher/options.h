@@ -62,8 +62,8 @@ struct LaunchOptions {
   // --check: probe the hosts this launch would use instead of launching
   // (preflight.h); the program, when given, is not run.
   bool check = false;
-  std::string check_topology;     // --check-topology FILE, made absolute: the measured topology
-  std::string check_probe;        // --check-probe PATH; empty: cohort-probe beside cohortrun
+  std::string check_topology;  // --check-topology FILE, made absolute: the measured topology
+  std::string check_probe;     // --check-probe PATH; empty: cohort-probe beside cohortrun
 
   // The live dashboard and the post-run report (cohort/dashboard).
   std::string dashboard;          // --dashboard [ADDR:]PORT; empty: none

@@ -146,7 +146,8 @@ int run_check(const LaunchOptions& options) {
   job.secret = rendezvous::generate_secret();
   std::optional<rendezvous::TcpStoreServer> server;
   try {
-    server.emplace(rendezvous::TcpStoreServerOptions{.host = store_address.bind, .port = options.port, .secret = job.secret});
+    server.emplace(
+        rendezvous::TcpStoreServerOptions{.host = store_address.bind, .port = options.port, .secret = job.secret});
   } catch (const Error& e) {
     if (options.port == 0) {
       write_stdout(std::string("cohortrun: check: cannot start the store on ") + store_address.bind + ": " + e.what() +

@@ -128,8 +128,8 @@ Reach reach_of(const std::vector<HostView>& hosts, const std::string& to) {
 }
 
 std::string firewall_rules(const std::string& ports_iptables, const std::string& ports_nft) {
-  return "`iptables -I INPUT -p tcp --dport " + ports_iptables + " -j ACCEPT` (nftables: `nft insert rule inet filter input tcp dport " +
-         ports_nft + " accept`)";
+  return "`iptables -I INPUT -p tcp --dport " + ports_iptables +
+         " -j ACCEPT` (nftables: `nft insert rule inet filter input tcp dport " + ports_nft + " accept`)";
 }
 
 }  // namespace
@@ -165,7 +165,8 @@ std::string collectives_go(const CheckRun& run) {
       if (it == facts_of.end()) continue;
       const std::string iface = launch_iface(*it->second, nullptr);
       bool ok = false;
-      for (const json::Value& a : t.at("addresses").items()) ok = ok || (a.at("iface").string() == iface && a.at("ok").boolean());
+      for (const json::Value& a : t.at("addresses").items())
+        ok = ok || (a.at("iface").string() == iface && a.at("ok").boolean());
       if (!ok) return r.host + " cannot reach " + t.at("host").string() + " on " + iface;
     }
   }
@@ -193,10 +194,10 @@ CheckVerdict judge(const CheckRun& run) {
   }
   const bool multi_host = hosts.size() > 1;
 
-  out << "cohortrun: check of " << count(run.num_ranks, "rank") << " on " << count(int(hosts.size()), "host") << ": store at "
-      << run.store_address << ":" << run.store_port << " on " << run.store_host << " (this machine), backend "
-      << run.backend << ", cohortrun build " << run.build_id << " (" << run.build_description << "), probe "
-      << run.probe_path << ", " << std::fixed;
+  out << "cohortrun: check of " << count(run.num_ranks, "rank") << " on " << count(int(hosts.size()), "host")
+      << ": store at " << run.store_address << ":" << run.store_port << " on " << run.store_host
+      << " (this machine), backend " << run.backend << ", cohortrun build " << run.build_id << " ("
+      << run.build_description << "), probe " << run.probe_path << ", " << std::fixed;
   out.precision(1);
   out << run.seconds << " s\n\n";
 
@@ -216,7 +217,8 @@ CheckVerdict judge(const CheckRun& run) {
     for (auto it = r.output.rbegin(); it != r.output.rend() && last.empty(); ++it)
       if (!it->empty()) last = *it;
     bool store_line = false;
-    for (const std::string& l : r.output) store_line = store_line || l.find("cannot reach the job's store") != std::string::npos;
+    for (const std::string& l : r.output)
+      store_line = store_line || l.find("cannot reach the job's store") != std::string::npos;
     const std::string where = r.host;
     if (!r.spawn_error.empty()) {
       const bool probe = r.spawn_error.find(run.probe_path) != std::string::npos;
@@ -226,31 +228,32 @@ CheckVerdict judge(const CheckRun& run) {
                                 : "install the launch template's program on this machine, or pass --launch-template"});
     } else if (store_line) {
       const std::string port = std::to_string(run.store_port);
-      problems.push_back(
-          {where,
-           "cannot reach the store at " + run.store_address + ":" + port + " (rank " + std::to_string(r.rank) + ": " +
-               last + ")",
-           "open TCP port " + port + " on the store host " + run.store_host + ": " + firewall_rules(port, port) +
-               "; if it is open there, a firewall on " + where + " or on the way drops it (`nft list ruleset`, " +
-               "`iptables -S OUTPUT` on " + where + "), or " + run.store_address +
-               " is not routed from there (pass --store-addr with an address " + where + " reaches)"});
+      problems.push_back({where,
+                          "cannot reach the store at " + run.store_address + ":" + port + " (rank " +
+                              std::to_string(r.rank) + ": " + last + ")",
+                          "open TCP port " + port + " on the store host " + run.store_host + ": " +
+                              firewall_rules(port, port) + "; if it is open there, a firewall on " + where +
+                              " or on the way drops it (`nft list ruleset`, " + "`iptables -S OUTPUT` on " + where +
+                              "), or " + run.store_address +
+                              " is not routed from there (pass --store-addr with an address " + where + " reaches)"});
     } else if (r.timed_out) {
-      problems.push_back({where, "rank " + std::to_string(r.rank) + "'s probe did not report before the check's deadline" +
-                                     (last.empty() ? std::string() : " (last said: " + last + ")"),
-                          "check that the launch returns without a prompt: `" + expand_host(run.launch_template, where) +
-                              " true` by hand"});
+      problems.push_back({where,
+                          "rank " + std::to_string(r.rank) + "'s probe did not report before the check's deadline" +
+                              (last.empty() ? std::string() : " (last said: " + last + ")"),
+                          "check that the launch returns without a prompt: `" +
+                              expand_host(run.launch_template, where) + " true` by hand"});
     } else if (r.exited && r.exit_code == 127) {
-      problems.push_back({where, "a program of the launch was not found (rank " + std::to_string(r.rank) + ": " + last + ")",
+      problems.push_back({where,
+                          "a program of the launch was not found (rank " + std::to_string(r.rank) + ": " + last + ")",
                           "install this cohort build at the same paths on " + where + " (cohortrun, and " +
                               run.probe_path + "), or pass --remote-cohortrun and --check-probe"});
     } else {
-      problems.push_back(
-          {where,
-           "the launch of rank " + std::to_string(r.rank) + " failed" +
-               (r.exited ? " (exit " + std::to_string(r.exit_code) + ")" : std::string()) +
-               (last.empty() ? std::string() : ": " + last),
-           "run the launch by hand: `" + expand_host(run.launch_template, where) +
-               " true` must succeed without a prompt (for ssh: keys, known_hosts)"});
+      problems.push_back({where,
+                          "the launch of rank " + std::to_string(r.rank) + " failed" +
+                              (r.exited ? " (exit " + std::to_string(r.exit_code) + ")" : std::string()) +
+                              (last.empty() ? std::string() : ": " + last),
+                          "run the launch by hand: `" + expand_host(run.launch_template, where) +
+                              " true` must succeed without a prompt (for ssh: keys, known_hosts)"});
     }
   }
   for (const ProbeRank& r : run.ranks)
@@ -296,8 +299,8 @@ CheckVerdict judge(const CheckRun& run) {
     }
     const std::string clock = offsets.contains(h.name) ? ms_text(offsets[h.name], true) : "-";
     out << pad(h.name, 16) << pad(rank_range(h.ranks), 6) << pad(h.all_facts ? "ok" : "FAILED", 7) << pad(build, 17)
-        << pad(torch, 9) << pad(iface, 22) << pad(shm, 19) << pad(nofile, 9) << pad(memlock, 10) << pad(as, 10)
-        << clock << "\n";
+        << pad(torch, 9) << pad(iface, 22) << pad(shm, 19) << pad(nofile, 9) << pad(memlock, 10) << pad(as, 10) << clock
+        << "\n";
   }
 
   // Per-host facts judged: build, /dev/shm, limits.
@@ -305,8 +308,9 @@ CheckVerdict judge(const CheckRun& run) {
   double most_shm = 0;
   for (const ProbeRank& r : run.ranks)
     if (r.facts) most_shm = std::max(most_shm, num(*r.facts, "shm_need"));
-  out << "needed by a rank of this job: nofile >= " << kFilesBase + 4ll * run.num_ranks << ", as (-v) >= "
-      << bytes_text(most_shm + kAddressSpaceBase) << " or unlimited, /dev/shm free >= its host's need"
+  out << "needed by a rank of this job: nofile >= " << kFilesBase + 4ll * run.num_ranks
+      << ", as (-v) >= " << bytes_text(most_shm + kAddressSpaceBase)
+      << " or unlimited, /dev/shm free >= its host's need"
       << (uses_shm ? "" : " (not with --backend " + run.backend + ")")
       << "; memlock: any (cohort's TCP and shm transports pin no memory)\n";
   for (const HostView& h : hosts) {
@@ -321,22 +325,24 @@ CheckVerdict judge(const CheckRun& run) {
                                 ") where cohortrun is build " + run.build_id + " (" + run.build_description +
                                 ", LibTorch " + run.libtorch + ")",
                             "install the same cohort build on every host (the same commit, compiler, flags and "
-                            "LibTorch), at " + run.probe_path + " for the check"});
+                            "LibTorch), at " +
+                                run.probe_path + " for the check"});
       const double need = num(f, "shm_need"), free = num(f, "shm_free");
       if (uses_shm && need > free && said.insert("shm").second)
         problems.push_back({h.name,
                             "/dev/shm has " + bytes_text(free) + " free, the shm segment of its " +
                                 std::to_string(int(num(f, "local_size"))) + " ranks needs " + bytes_text(need) +
                                 " (a rank writing past it dies of SIGBUS)",
-                            "enlarge /dev/shm on " + h.name + ": `mount -o remount,size=" +
-                                bytes_text(std::max(need * 2, 64.0 * (1 << 20))) +
+                            "enlarge /dev/shm on " + h.name +
+                                ": `mount -o remount,size=" + bytes_text(std::max(need * 2, 64.0 * (1 << 20))) +
                                 " /dev/shm` (in a container: docker run --shm-size), or run fewer ranks per host"});
       const double nofile = num(f, "nofile");
       const long long files = kFilesBase + 4ll * run.num_ranks;
       if (nofile >= 0 && nofile < files && said.insert("nofile").second)
         problems.push_back({h.name,
                             "ulimit -n is " + limit_text(nofile) + ", a rank of " + std::to_string(run.num_ranks) +
-                                " opens up to " + std::to_string(files) + " descriptors (peer connections, store, segment)",
+                                " opens up to " + std::to_string(files) +
+                                " descriptors (peer connections, store, segment)",
                             "raise it to " + std::to_string(files) + " or more: `ulimit -n " + std::to_string(files) +
                                 "` in the login shell, or nofile in /etc/security/limits.conf"});
       const double as = num(f, "address_space");
@@ -380,8 +386,10 @@ CheckVerdict judge(const CheckRun& run) {
           notes.push_back(n + " (also routes; the launch uses " + used + ")");
         } else {
           const auto e = reach.error.find(n);
-          notes.push_back(n + " (" + (e == reach.error.end() ? std::string("not reached")
-                                                              : "not reached from " + e->second.first + ": " + e->second.second) + ")");
+          notes.push_back(n + " (" +
+                          (e == reach.error.end() ? std::string("not reached")
+                                                  : "not reached from " + e->second.first + ": " + e->second.second) +
+                          ")");
         }
       }
       const bool ok = has_used && routes_all(used);
@@ -423,9 +431,9 @@ CheckVerdict judge(const CheckRun& run) {
             {h.name,
              "the launch would use " + used + " (" + why + "), which does not route from every host" +
                  (e == reach.error.end() ? std::string() : ": " + e->second.first + " got '" + e->second.second + "'"),
-             routing.empty() ? "route " + used + " between the hosts, or pass --network-interface with one that does"
-                             : "pass --network-interface " + routing.front() + " (it reaches " + h.name +
-                                   " from every host)"});
+             routing.empty()
+                 ? "route " + used + " between the hosts, or pass --network-interface with one that does"
+                 : "pass --network-interface " + routing.front() + " (it reaches " + h.name + " from every host)"});
       }
     }
   }
@@ -462,8 +470,9 @@ CheckVerdict judge(const CheckRun& run) {
           << pad(ms_text(num(*loop, "latency_s")), 11) << pad(rate_text(num(*loop, "bytes_per_s")), 12) << "\n";
   }
   if (worst_skew > kClockSkewWarning_s)
-    warnings.push_back("the clocks of " + skew_pair + " differ by " + ms_text(worst_skew) +
-                       ": timelines and telemetry of different hosts will not line up (run chrony or ntpd on every host)");
+    warnings.push_back(
+        "the clocks of " + skew_pair + " differ by " + ms_text(worst_skew) +
+        ": timelines and telemetry of different hosts will not line up (run chrony or ntpd on every host)");
 
   // Collectives.
   out << "\ncollectives (an allreduce of 1000 floats, checked against its closed form):\n";
@@ -488,9 +497,9 @@ CheckVerdict judge(const CheckRun& run) {
         if (seen[backend].insert(scope + "/failed").second) {
           lines[backend].push_back((scope == "all" ? "" : scope + ": ") + "FAILED on rank " + std::to_string(r.rank) +
                                    ": " + error);
-          const bool used = backend == run.backend || (run.backend == "auto" && (backend == "hierarchical" || backend == "shm"));
-          problems.push_back({scope == "all" ? r.host : scope,
-                              "the " + backend + " allreduce failed: " + error,
+          const bool used =
+              backend == run.backend || (run.backend == "auto" && (backend == "hierarchical" || backend == "shm"));
+          problems.push_back({scope == "all" ? r.host : scope, "the " + backend + " allreduce failed: " + error,
                               used ? "rerun the check with COHORT_LOG_LEVEL=debug exported to see where; another "
                                      "--backend avoids this one"
                                    : "only matters with --backend " + backend});
@@ -529,8 +538,8 @@ CheckVerdict judge(const CheckRun& run) {
     if (run.fit)
       for (const auto& [key, value] : run.fit->members()) {
         if (const std::string* error = str(value, "error")) {
-          out << "  " << key << " not fitted (" << *error << "): "
-              << (key == "network" ? "the pairs' slowest measurement" : "unbounded") << "\n";
+          out << "  " << key << " not fitted (" << *error
+              << "): " << (key == "network" ? "the pairs' slowest measurement" : "unbounded") << "\n";
           continue;
         }
         char line[200];
@@ -540,8 +549,8 @@ CheckVerdict judge(const CheckRun& run) {
         out << line;
       }
   } else if (!run.topology_file.empty() || !run.topology_error.empty()) {
-    out << "\ntopology: not written (" << (run.topology_error.empty() ? "the collectives did not run" : run.topology_error)
-        << ")\n";
+    out << "\ntopology: not written ("
+        << (run.topology_error.empty() ? "the collectives did not run" : run.topology_error) << ")\n";
   }
   if (!run.topology_error.empty() && !run.topology.empty()) warnings.push_back("topology: " + run.topology_error);
 
@@ -555,8 +564,8 @@ CheckVerdict judge(const CheckRun& run) {
     out << "\nwarnings:\n";
     for (const std::string& w : warnings) out << "  - " << w << "\n";
   }
-  out << "\ncohortrun: check: a launch of " << count(run.num_ranks, "rank") << " on " << count(int(hosts.size()), "host")
-      << " would ";
+  out << "\ncohortrun: check: a launch of " << count(run.num_ranks, "rank") << " on "
+      << count(int(hosts.size()), "host") << " would ";
   if (problems.empty()) out << "work\n";
   else out << "fail: " << problems.size() << " problem" << (problems.size() == 1 ? "" : "s") << "\n";
   return {out.str(), int(problems.size())};

@@ -18,11 +18,11 @@ struct ProbeRank {
   std::string host;  // as given in -H, the hostfile or Slurm's allocation
   bool remote = false;
   std::optional<json::Value> facts, links, collectives;  // what it set in the store (preflight_protocol.h)
-  std::optional<std::string> done;  // its end: "" when it went through, else what failed
+  std::optional<std::string> done;                       // its end: "" when it went through, else what failed
   bool exited = false;
-  int exit_code = 0;          // when exited (128 + signal when killed)
-  bool timed_out = false;     // still running at the check's deadline (killed)
-  std::string spawn_error;    // its launch command could not be started here
+  int exit_code = 0;                // when exited (128 + signal when killed)
+  bool timed_out = false;           // still running at the check's deadline (killed)
+  std::string spawn_error;          // its launch command could not be started here
   std::vector<std::string> output;  // its last lines (launch command, remote end, probe)
 };
 
@@ -40,11 +40,11 @@ struct CheckRun {
   std::string probe_path;
   std::string build_id, build_description, libtorch;  // cohortrun's own
   std::vector<ProbeRank> ranks;
-  std::string go;        // "1" when the collectives ran, else why not
-  std::string topology;  // rank 0's fitted topology (JSON), empty when none
+  std::string go;                  // "1" when the collectives ran, else why not
+  std::string topology;            // rank 0's fitted topology (JSON), empty when none
   std::optional<json::Value> fit;  // how well it fits (preflight_protocol.h, kFitKey)
-  std::string topology_file;  // where it was written (--check-topology), empty when not
-  std::string topology_error; // why it could not be written
+  std::string topology_file;       // where it was written (--check-topology), empty when not
+  std::string topology_error;      // why it could not be written
   double seconds = 0;
 };
 

@@ -52,7 +52,8 @@ class CheckTest : public ::testing::Test {
   }
   void SetUp() override {
     if (const auto why = cluster_unavailable()) GTEST_SKIP() << "skipped: " << *why;
-    ASSERT_TRUE(cluster_ && cluster_->ok()) << "scripts/cluster.sh up failed:\n" << (cluster_ ? cluster_->output() : "");
+    ASSERT_TRUE(cluster_ && cluster_->ok()) << "scripts/cluster.sh up failed:\n"
+                                            << (cluster_ ? cluster_->output() : "");
   }
 
   const std::string& host(int i) const { return cluster_->hosts()[i]; }
@@ -61,8 +62,13 @@ class CheckTest : public ::testing::Test {
   // cohortrun --check -H <hosts> --launch-template T --store-addr <bridge> <flags>
   RunResult check(std::vector<std::string> flags, const std::string& launch_template = kTemplate,
                   const std::string& host_list = "") {
-    std::vector<std::string> a{"--check", "-H", host_list.empty() ? hosts() : host_list, "--launch-template",
-                               launch_template, "--store-addr", cluster_->bridge_address()};
+    std::vector<std::string> a{"--check",
+                               "-H",
+                               host_list.empty() ? hosts() : host_list,
+                               "--launch-template",
+                               launch_template,
+                               "--store-addr",
+                               cluster_->bridge_address()};
     a.insert(a.end(), flags.begin(), flags.end());
     CohortrunProcess p(COHORTRUN_PATH, a, dir_.path());
     return p.wait(150s);
@@ -104,10 +110,10 @@ class Firewall {
   std::string error_;
 };
 
-#define SKIP_WITHOUT_NFT()                                                                   \
-  do {                                                                                       \
-    if (run_command("command -v nft").exit_code != 0)                                        \
-      GTEST_SKIP() << "skipped: needs nftables' nft (scripts/bootstrap.sh installs it)";     \
+#define SKIP_WITHOUT_NFT()                                                               \
+  do {                                                                                   \
+    if (run_command("command -v nft").exit_code != 0)                                    \
+      GTEST_SKIP() << "skipped: needs nftables' nft (scripts/bootstrap.sh installs it)"; \
   } while (0)
 
 // A free TCP port on `address` (bound and released).
@@ -131,10 +137,11 @@ TEST_F(CheckTest, AHealthyClusterPassesAndItsTopologyLoads) {
   EXPECT_TRUE(contains(r.out, "cohortrun: check: a launch of 4 ranks on 2 hosts would work\n")) << r.out;
   for (int i = 0; i < 2; ++i) {
     // Its row: ranks, launch ok, the build and the interface with its address.
-    const std::string row = host(i) + " " ;
+    const std::string row = host(i) + " ";
     EXPECT_TRUE(contains(r.out, row)) << r.out;
     EXPECT_TRUE(contains(r.out, "eth0 " + cluster_->addresses()[i])) << r.out;
-    EXPECT_TRUE(contains(r.out, host(i) + ": eth0 chosen (the route to the store; reaches every host); rejected: lo (loopback)"))
+    EXPECT_TRUE(contains(
+        r.out, host(i) + ": eth0 chosen (the route to the store; reaches every host); rejected: lo (loopback)"))
         << r.out;
   }
   EXPECT_TRUE(contains(r.out, host(0) + ": 2 ranks ok")) << r.out;  // shm inside each host
@@ -166,7 +173,8 @@ TEST_F(CheckTest, AFirewalledStorePortIsNamedWithTheRuleToOpen) {
   const RunResult r = check({"--port", std::to_string(port), "--start-timeout", "3"});
   ASSERT_TRUE(r.finished);
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
-  const std::string where = host(1) + ": cannot reach the store at " + cluster_->bridge_address() + ":" + std::to_string(port);
+  const std::string where =
+      host(1) + ": cannot reach the store at " + cluster_->bridge_address() + ":" + std::to_string(port);
   EXPECT_TRUE(contains(r.out, where)) << r.out;
   EXPECT_TRUE(contains(r.out, "iptables -I INPUT -p tcp --dport " + std::to_string(port) + " -j ACCEPT")) << r.out;
   EXPECT_FALSE(contains(r.out, host(0) + ": cannot reach the store")) << r.out;
@@ -210,7 +218,8 @@ TEST_F(CheckTest, AHostWithAnotherBuildIsNamed) {
       break;
     }
   }
-  ASSERT_FALSE(holder.empty()) << "the build id " << id << " is in neither " << PROBE_PATH << " nor " << COMMON_LIBRARY_PATH;
+  ASSERT_FALSE(holder.empty()) << "the build id " << id << " is in neither " << PROBE_PATH << " nor "
+                               << COMMON_LIBRARY_PATH;
   for (size_t at; (at = binary.find(id)) != std::string::npos;) binary.replace(at, id.size(), other);
   dir_.write("other-build", binary);
   ::chmod((dir_ / "other-build").c_str(), 0755);
@@ -296,7 +305,8 @@ TEST_F(CheckTest, AStorePortTakenOnTheStoreHostIsNamedAsSuch) {
 // COHORT_CHECK_DELAY for the links) and prints one line per size.
 TEST(CheckAccuracy, ItsTopologyPredictsTheMeasuredAllreduce) {
   const char* enabled = std::getenv("COHORT_CHECK_ACCURACY");
-  if (!enabled || std::string(enabled) != "1") GTEST_SKIP() << "skipped: a timing comparison; set COHORT_CHECK_ACCURACY=1";
+  if (!enabled || std::string(enabled) != "1")
+    GTEST_SKIP() << "skipped: a timing comparison; set COHORT_CHECK_ACCURACY=1";
   if (const auto why = cluster_unavailable()) GTEST_SKIP() << "skipped: " << *why;
   const char* link = std::getenv("COHORT_CHECK_LINK");
   const char* delay = std::getenv("COHORT_CHECK_DELAY");
@@ -312,11 +322,11 @@ TEST(CheckAccuracy, ItsTopologyPredictsTheMeasuredAllreduce) {
                          dir.path());
   const RunResult r = check.wait(150s);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  CohortrunProcess bench(COHORTRUN_PATH,
-                         {"-H", hosts, "--launch-template", kTemplate, "--store-addr", cluster.bridge_address(),
-                          COHORT_BENCH_PATH, "allreduce", "--min-bytes", "64K", "--max-bytes", "4M", "--step-factor",
-                          "4", "--csv"},
-                         dir.path());
+  CohortrunProcess bench(
+      COHORTRUN_PATH,
+      {"-H", hosts, "--launch-template", kTemplate, "--store-addr", cluster.bridge_address(), COHORT_BENCH_PATH,
+       "allreduce", "--min-bytes", "64K", "--max-bytes", "4M", "--step-factor", "4", "--csv"},
+      dir.path());
   const RunResult b = bench.wait(300s);
   ASSERT_EQ(b.exit_code, 0) << b.out << b.err;
   dir.write("bench.csv", b.out);

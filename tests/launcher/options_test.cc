@@ -280,8 +280,8 @@ TEST(Options, DashboardAndReportFlags) {
 }
 
 TEST(Options, CheckNeedsNoProgramAndTakesItsFlags) {
-  const LaunchOptions o = parse({"--check", "-H", "a:2,b:2", "--check-topology", "topo.json", "--check-probe",
-                                 "/opt/cohort/bin/cohort-probe"});
+  const LaunchOptions o = parse(
+      {"--check", "-H", "a:2,b:2", "--check-topology", "topo.json", "--check-probe", "/opt/cohort/bin/cohort-probe"});
   EXPECT_TRUE(o.check);
   EXPECT_EQ(o.num_ranks, 4);
   EXPECT_TRUE(o.command.empty());

@@ -18,7 +18,8 @@ std::string facts(int rank, int local_rank, const std::string& host, const std::
          R"(, "local_size": 2, "host": ")" + host + R"(", "hostname": ")" + host +
          R"(", "boot_id": "b", "build_id": ")" + build +
          R"(", "build": "commit x", "libtorch": "none", "backends": ["shm", "gloo", "hierarchical"],
-           "interfaces": [{"name": "lo", "address": "127.0.0.1"}, {"name": "eth0", "address": ")" + address +
+           "interfaces": [{"name": "lo", "address": "127.0.0.1"}, {"name": "eth0", "address": ")" +
+         address +
          R"("}], "store_iface": "eth0", "iface_env": "", "listen_port": 40000, "shm_total": 2e9, "shm_free": )" +
          std::to_string(shm_free) + R"(, "shm_need": 2200000, "nofile": )" + std::to_string(nofile) +
          R"(, "memlock": 8388608, "address_space": -1, "port_range": [32768, 60999], "cores": 2, "clock_s": 1})";
@@ -70,8 +71,8 @@ TEST(PreflightReport, AHealthyRunWouldWork) {
   EXPECT_TRUE(contains(v.text, "cohortrun: check: a launch of 4 ranks on 2 hosts would work\n")) << v.text;
   EXPECT_TRUE(contains(v.text, "a: eth0 chosen (the route to the store; reaches every host); rejected: lo (loopback)"))
       << v.text;
-  EXPECT_TRUE(contains(v.text, "0.100 ms")) << v.text;   // the pair's latency
-  EXPECT_TRUE(contains(v.text, "120.0 MB/s")) << v.text; // and bandwidth
+  EXPECT_TRUE(contains(v.text, "0.100 ms")) << v.text;    // the pair's latency
+  EXPECT_TRUE(contains(v.text, "120.0 MB/s")) << v.text;  // and bandwidth
 }
 
 TEST(PreflightReport, AnotherBuildIsAProblemOfItsHost) {

@@ -62,10 +62,11 @@ std::string host_facts_json(const rendezvous::LaunchInfo& info, int listen_port,
   out << "], \"store_iface\": " << quoted(interface_of(net::local_address_toward(info.store_host)))
       << ", \"iface_env\": " << quoted(iface ? iface : "") << ", \"listen_port\": " << listen_port;
 
-  struct statvfs shm{};
+  struct statvfs shm {};
   const bool has_shm = ::statvfs("/dev/shm", &shm) == 0;
   out << ", \"shm_total\": " << (has_shm ? (long long)(shm.f_blocks * shm.f_frsize) : 0LL)
-      << ", \"shm_free\": " << (has_shm ? (long long)(shm.f_bavail * shm.f_frsize) : 0LL) << ", \"shm_need\": " << shm_need;
+      << ", \"shm_free\": " << (has_shm ? (long long)(shm.f_bavail * shm.f_frsize) : 0LL)
+      << ", \"shm_need\": " << shm_need;
   out << ", \"nofile\": " << soft_limit(RLIMIT_NOFILE) << ", \"memlock\": " << soft_limit(RLIMIT_MEMLOCK)
       << ", \"address_space\": " << soft_limit(RLIMIT_AS);
   std::istringstream range(first_line("/proc/sys/net/ipv4/ip_local_port_range"));

@@ -26,9 +26,7 @@ int64_t realtime_ns() {
   return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 // Whole reads and writes on a blocking socket; false when the peer is gone.
 bool write_all(int fd, const void* data, size_t n) {

@@ -59,16 +59,14 @@ constexpr auto kCollectiveTimeout = 30s;
 
 std::string quoted(const std::string& s) { return "\"" + json::escape(s) + "\""; }
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 struct Peer {
   int rank = 0;
   std::string host;
   int port = 0;
   std::vector<std::pair<std::string, std::string>> interfaces;  // name, address
-  std::string launch_iface;  // what the launch's gloo would listen on there
+  std::string launch_iface;                                     // what the launch's gloo would listen on there
 };
 
 Peer read_peer(const json::Value& facts) {
@@ -85,8 +83,7 @@ Peer read_peer(const json::Value& facts) {
 
 std::string measure_json(const probe::LinkMeasure& m) {
   std::ostringstream out;
-  out << "\"latency_s\": " << m.latency_s << ", \"bytes_per_s\": " << m.bytes_per_s
-      << ", \"offset_s\": " << m.offset_s;
+  out << "\"latency_s\": " << m.latency_s << ", \"bytes_per_s\": " << m.bytes_per_s << ", \"offset_s\": " << m.offset_s;
   return out.str();
 }
 
@@ -357,7 +354,9 @@ int run_probe() {
       const std::string launch_backend = comm::resolve_backend(options);  // what the job would use
       const std::string cross_backend = hosts.size() > 1 ? (launch_backend == "gloo" ? "gloo" : "hierarchical") : "";
       const auto available = comm::available_backends();
-      const auto built = [&](const char* b) { return std::find(available.begin(), available.end(), b) != available.end(); };
+      const auto built = [&](const char* b) {
+        return std::find(available.begin(), available.end(), b) != available.end();
+      };
       std::vector<BackendRun> runs;
       if (info.local_size > 1)
         runs.push_back(run_backend(store, "shm", my_host, info.local_rank, info.local_size, options,
