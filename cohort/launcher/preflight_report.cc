@@ -226,6 +226,9 @@ CheckVerdict judge(const CheckRun& run) {
                           probe ? "install cohort-probe beside cohortrun (cmake --install puts them together), or "
                                   "pass --check-probe PATH"
                                 : "install the launch template's program on this machine, or pass --launch-template"});
+    } else if (r.done && !r.done->empty()) {
+      problems.push_back({where, "rank " + std::to_string(r.rank) + "'s probe failed before it reported: " + *r.done,
+                          "rerun the check; if it fails again, run the job with COHORT_LOG_LEVEL=debug"});
     } else if (store_line) {
       const std::string port = std::to_string(run.store_port);
       problems.push_back({where,
