@@ -488,6 +488,11 @@ CheckVerdict judge(const CheckRun& run) {
       if (!r.collectives) continue;
       for (const json::Value& c : r.collectives->at("runs").items()) {
         const std::string backend = c.at("backend").string(), scope = c.at("scope").string();
+        if (const std::string* skipped = str(c, "skipped"); skipped && !skipped->empty()) {
+          if (seen[backend].insert(scope + "/skipped").second)
+            lines[backend].push_back((scope == "all" ? "" : scope + ": ") + "skipped (" + *skipped + ")");
+          continue;
+        }
         if (c.at("ok").boolean()) {
           if (seen[backend].insert(scope + "/ok").second)
             lines[backend].push_back((scope == "all" ? "" : scope + ": ") + std::to_string(int(num(c, "ranks"))) +

@@ -277,6 +277,15 @@ TEST_F(CheckTest, ADevShmTooSmallIsNamed) {
   EXPECT_TRUE(contains(r.out, "mount -o remount,size=")) << r.out;
   EXPECT_FALSE(contains(r.out, host(0) + ": /dev/shm")) << r.out;
   EXPECT_TRUE(contains(r.out, "skipped: /dev/shm is too small on " + host(1))) << r.out;
+
+  // gloo alone needs no /dev/shm: the launch would work, and the backends
+  // that need it are skipped on that host rather than dying of SIGBUS.
+  const RunResult gloo = check({"--backend", "gloo"}, launch);
+  ASSERT_TRUE(gloo.finished);
+  EXPECT_EQ(gloo.exit_code, 0) << gloo.out << gloo.err;
+  EXPECT_TRUE(contains(gloo.out, host(1) + ": skipped (/dev/shm too small on " + host(1) + ")")) << gloo.out;
+  EXPECT_TRUE(contains(gloo.out, "hierarchical  skipped (/dev/shm too small on " + host(1) + ")")) << gloo.out;
+  EXPECT_TRUE(contains(gloo.out, "gloo          4 ranks ok")) << gloo.out;
 }
 
 TEST_F(CheckTest, AStorePortTakenOnTheStoreHostIsNamedAsSuch) {

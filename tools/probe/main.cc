@@ -192,6 +192,7 @@ struct BackendRun {
   bool ok = false;
   long long wrong = 0;
   std::string error;
+  std::string skipped;  // why it did not run
   std::vector<sim::Sample> samples;
 };
 
@@ -222,7 +223,7 @@ std::string runs_json(int rank, const std::vector<BackendRun>& runs) {
     const BackendRun& r = runs[i];
     out << (i ? ", " : "") << "{\"backend\": " << quoted(r.backend) << ", \"scope\": " << quoted(r.scope)
         << ", \"ranks\": " << r.ranks << ", \"ok\": " << (r.ok ? "true" : "false") << ", \"wrong\": " << r.wrong
-        << ", \"error\": " << quoted(r.error) << ", \"samples\": [";
+        << ", \"error\": " << quoted(r.error) << ", \"skipped\": " << quoted(r.skipped) << ", \"samples\": [";
     for (size_t j = 0; j < r.samples.size(); ++j)
       out << (j ? ", " : "") << "[" << r.samples[j].bytes << ", " << r.samples[j].seconds << "]";
     out << "]}";
@@ -357,14 +358,30 @@ int run_probe() {
       const auto built = [&](const char* b) {
         return std::find(available.begin(), available.end(), b) != available.end();
       };
+      // A /dev/shm too small for a host's segment would kill its ranks with
+      // SIGBUS (cohortrun says go with one only under --backend gloo): the
+      // backends that use it are skipped, alike on every rank.
+      std::string small_shm, my_small_shm;
+      for (const json::Value& f : facts)
+        if (f.at("shm_need").number() > f.at("shm_free").number()) {
+          small_shm = f.at("host").string();
+          if (small_shm == my_host) my_small_shm = small_shm;
+        }
       std::vector<BackendRun> runs;
+      const auto skip = [](const char* backend, const std::string& scope, int ranks, const std::string& host) {
+        return BackendRun{.backend = backend, .scope = scope, .ranks = ranks, .skipped = "/dev/shm too small on " + host};
+      };
       if (info.local_size > 1)
-        runs.push_back(run_backend(store, "shm", my_host, info.local_rank, info.local_size, options,
-                                   /*timed=*/my_host == read_peer(facts.at(0)).host));
-      for (const char* b : {"gloo", "hierarchical"})
-        if (built(b))
-          runs.push_back(run_backend(store, b, "all", info.rank, info.size, options,
-                                     /*timed=*/b == cross_backend));
+        runs.push_back(my_small_shm.empty()
+                           ? run_backend(store, "shm", my_host, info.local_rank, info.local_size, options,
+                                         /*timed=*/my_host == read_peer(facts.at(0)).host)
+                           : skip("shm", my_host, info.local_size, my_host));
+      if (built("gloo"))
+        runs.push_back(run_backend(store, "gloo", "all", info.rank, info.size, options, cross_backend == "gloo"));
+      if (built("hierarchical"))
+        runs.push_back(small_shm.empty() ? run_backend(store, "hierarchical", "all", info.rank, info.size, options,
+                                                       cross_backend == "hierarchical")
+                                         : skip("hierarchical", "all", info.size, small_shm));
       store->set(collectives_key(info.rank), runs_json(info.rank, runs));
       if (info.rank == 0) {
         std::unique_ptr<json::Value> links;
