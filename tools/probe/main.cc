@@ -369,7 +369,8 @@ int run_probe() {
         }
       std::vector<BackendRun> runs;
       const auto skip = [](const char* backend, const std::string& scope, int ranks, const std::string& host) {
-        return BackendRun{.backend = backend, .scope = scope, .ranks = ranks, .skipped = "/dev/shm too small on " + host};
+        return BackendRun{
+            .backend = backend, .scope = scope, .ranks = ranks, .skipped = "/dev/shm too small on " + host};
       };
       if (info.local_size > 1)
         runs.push_back(my_small_shm.empty()
