@@ -31,7 +31,8 @@ set -euo pipefail
 # (store authentication), OpenMPI (the mpi communicator, and the peer in
 # bench/allreduce_vs_mpi.sh), Gloo (the gloo communicator; it pulls in
 # libibverbs-dev and libhiredis-dev, which Debian's Gloo links),
-# iproute2 (network-namespace tests), cairo (cohort/plot: PNG charts),
+# iproute2 (network-namespace tests), nftables (firewall faults that
+# cohortrun --check must find, in those namespaces), cairo (cohort/plot: PNG charts),
 # python3 (scripts), OpenBLAS (the threaded BLAS LibTorch picks up at run
 # time); then LibTorch and
 # Fashion-MNIST for cohort/torch and `make demo`, which trains on it, and
@@ -59,6 +60,7 @@ core_packages=(
   libfftw3-dev
   libzmq3-dev cppzmq-dev  # ZeroMQ: the parameter servers' transport
   iproute2
+  nftables  # tests/cluster's cohortrun --check cases firewall a port inside a host's namespace
   libcairo2-dev
   python3
   libopenblas0-pthread

@@ -3,6 +3,7 @@
 #include <limits.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <set>
 #include <sstream>
 
@@ -34,6 +35,31 @@ std::string self_executable() {
   char buffer[PATH_MAX];
   const ssize_t n = ::readlink("/proc/self/exe", buffer, sizeof buffer - 1);
   return n > 0 ? std::string(buffer, static_cast<size_t>(n)) : std::string();
+}
+
+JobLayout job_layout(const LaunchOptions& options) {
+  JobLayout layout;
+  layout.placement = options.hosts.empty() ? place_locally(options.num_ranks, this_host_name())
+                                           : place_ranks(options.hosts, options.num_ranks);
+  layout.store = choose_store_address(layout.placement, options.store_addr);
+  return layout;
+}
+
+JobEnvironment job_environment(const LaunchOptions& options, const std::string& job_id, const JobLayout& layout) {
+  const int ranks_here = static_cast<int>(std::count_if(layout.placement.begin(), layout.placement.end(),
+                                                        [](const RankPlacement& p) { return !p.remote; }));
+  JobEnvironment job;
+  job.job_id = job_id;
+  job.size = options.num_ranks;
+  job.backend = options.backend;
+  job.store_host = layout.store.advertised;
+  job.store_port = options.port;
+  job.multi_host = !options.hosts.empty();
+  if (!options.network_interface.empty()) job.extra.emplace_back("COHORT_IFACE", options.network_interface);
+  if (!options.timeline.empty()) job.extra.emplace_back("COHORT_TIMELINE", options.timeline);
+  job.extra.insert(job.extra.end(), options.env.begin(), options.env.end());
+  job.threads_per_rank = threads_per_rank(available_cores(), std::max(1, ranks_here));
+  return job;
 }
 
 LaunchPlan make_launch_plan(const LaunchOptions& options, const JobEnvironment& job, const EnvironmentMap& base,

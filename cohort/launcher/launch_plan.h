@@ -38,6 +38,20 @@ struct LaunchPlan {
   std::string cwd;
 };
 
+// Where a job's ranks run and where its store listens: the placement (-H,
+// --hostfile, or every rank on this machine) and the store's address
+// (store_address.h). Throws ConfigError when either cannot be chosen.
+struct JobLayout {
+  std::vector<RankPlacement> placement;
+  StoreAddress store;
+};
+JobLayout job_layout(const LaunchOptions& options);
+
+// What every rank of the job is told (rank_environment.h), from the options
+// and the layout: the store port is options.port until the store runs, the
+// secret is left for the caller to set.
+JobEnvironment job_environment(const LaunchOptions& options, const std::string& job_id, const JobLayout& layout);
+
 // Builds the plan. `job` holds the job's values (store port and secret may
 // still be placeholders for a dry run); `base` is the launcher's environment;
 // `self` this cohortrun's path (the default remote cohortrun). Throws

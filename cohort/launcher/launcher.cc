@@ -84,24 +84,6 @@ void raise_descriptor_limit(int ranks) {
   }
 }
 
-// Writes a remote rank's payload into its launch command's stdin pipe. The
-// pipe is grown to hold all of it, so this never blocks on a remote end that
-// has not started reading yet (ssh still connecting).
-void send_payload(int fd, const RemotePayload& payload) {
-  const std::string bytes = encode_payload(payload);
-  if (bytes.size() > 65536) ::fcntl(fd, F_SETPIPE_SZ, static_cast<int>(bytes.size()));
-  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    COHORT_CHECK(n > 0) << "cannot pass rank " << payload.rank << "'s environment (" << bytes.size()
-                        << " bytes) to its launch command: "
-                        << (n < 0 && errno == EAGAIN ? "larger than a pipe holds" : std::strerror(errno));
-    done += static_cast<size_t>(n);
-  }
-}
-
 // The supervisor's elastic policy: the controller, keyed by the ranks'
 // records, and the host discovery script polled every kDiscoveryPeriod.
 class ElasticAdapter final : public ElasticPolicy {
@@ -284,37 +266,23 @@ int run_job(const LaunchOptions& options) {
   SegmentCleanup cleanup(job_id, options.verbose && !options.dry_run);
 
   const bool multi_host = !options.hosts.empty();
-  std::vector<RankPlacement> placement;
-  StoreAddress store_address;
+  JobLayout layout;
   try {
-    placement = multi_host ? place_ranks(options.hosts, options.num_ranks)
-                           : place_locally(options.num_ranks, this_host_name());
-    store_address = choose_store_address(placement, options.store_addr);
+    layout = job_layout(options);
   } catch (const ConfigError& e) {
     print_error(e.what());
     return 1;
   }
-  const int ranks_here = static_cast<int>(
-      std::count_if(placement.begin(), placement.end(), [](const RankPlacement& p) { return !p.remote; }));
-
-  JobEnvironment job;
-  job.job_id = job_id;
-  job.size = options.num_ranks;
-  job.backend = options.backend;
-  job.store_host = store_address.advertised;
-  job.store_port = options.port;
-  job.multi_host = multi_host;
+  const std::vector<RankPlacement>& placement = layout.placement;
+  const StoreAddress& store_address = layout.store;
+  JobEnvironment job = job_environment(options, job_id, layout);
   try {
     // Elastic jobs beat anyway (their controller watches every process).
-    job.heartbeat = multi_host && !options.elastic() && heartbeat_silence_s() > 0;
+    job.heartbeat = job.multi_host && !options.elastic() && heartbeat_silence_s() > 0;
   } catch (const ConfigError& e) {
     print_error(e.what());
     return 1;
   }
-  if (!options.network_interface.empty()) job.extra.emplace_back("COHORT_IFACE", options.network_interface);
-  if (!options.timeline.empty()) job.extra.emplace_back("COHORT_TIMELINE", options.timeline);
-  job.extra.insert(job.extra.end(), options.env.begin(), options.env.end());
-  job.threads_per_rank = threads_per_rank(available_cores(), std::max(1, ranks_here));
   const EnvironmentMap base = current_environment();
 
   LaunchPlan plan;

@@ -10,6 +10,7 @@
 
 #include "cohort/launcher/launcher.h"
 #include "cohort/launcher/options.h"
+#include "cohort/launcher/preflight.h"
 #include "cohort/launcher/remote_rank.h"
 
 int main(int argc, char** argv) {
@@ -35,6 +36,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   try {
+    if (options.check) return run_check(options);
     return run_job(options);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "cohortrun: error: %s\n", e.what());

@@ -189,12 +189,12 @@ LaunchOptions parse_arguments(std::span<const std::string> args) {
       if (text.empty() || text.size() > 15 || text.find_first_of(" \t/=:") != std::string::npos)
         throw UsageError("--network-interface needs an interface name (e.g. eth0), got " + quoted(text));
       options.network_interface = text;
-    } else if (name == "--remote-cohortrun") {
+    } else if (name == "--remote-cohortrun" || name == "--check-probe") {
+      // Paths on every host, passed to the launch template's remote shell.
       const std::string text = value();
       if (text.empty() || text[0] != '/' || !is_shell_safe(text))
-        throw UsageError("--remote-cohortrun needs an absolute path without blanks or shell characters, got " +
-                         quoted(text));
-      options.remote_cohortrun = text;
+        throw UsageError(name + " needs an absolute path without blanks or shell characters, got " + quoted(text));
+      (name == "--check-probe" ? options.check_probe : options.remote_cohortrun) = text;
     } else if (name == "--timeline") {
       const std::string text = value();
       if (text.empty()) throw UsageError("--timeline needs a file path for the Chrome trace, got ''");
@@ -222,6 +222,13 @@ LaunchOptions parse_arguments(std::span<const std::string> args) {
     } else if (name == "--dry-run") {
       no_value();
       options.dry_run = true;
+    } else if (name == "--check") {
+      no_value();
+      options.check = true;
+    } else if (name == "--check-topology") {
+      const std::string text = value();
+      if (text.empty()) throw UsageError("--check-topology needs a file path for the topology, got ''");
+      options.check_topology = absolute_path(name, text);
     } else if (name == "--env") {
       const std::string text = value();
       const size_t eq = text.find('=');
@@ -313,7 +320,9 @@ LaunchOptions parse_arguments(std::span<const std::string> args) {
   } else if (!np_given) {
     throw UsageError("-np N is required (the number of ranks to start)");
   }
-  if (options.command.empty())
+  if ((!options.check_topology.empty() || !options.check_probe.empty()) && !options.check)
+    throw UsageError("--check-topology and --check-probe need --check");
+  if (options.command.empty() && !options.check)
     throw UsageError("no program to run (usage: cohortrun -np N [flags] prog args...)");
   if (options.elastic()) {
     if (options.min_np > options.num_ranks)
@@ -349,6 +358,7 @@ std::string usage_text() {
   std::ostringstream os;
   os << "usage: cohortrun -np N [flags] [--] prog [args...]\n"
         "       cohortrun [-np N] -H host1:2,host2:2 | --hostfile F [flags] [--] prog [args...]\n"
+        "       cohortrun --check [--check-topology F] [the launch's flags] [prog [args...]]\n"
         "\n"
         "Starts N ranks of prog on this machine (or on the hosts given), with a TCP\n"
         "store for rendezvous, prefixes their output with [rank], and stops all of them\n"
@@ -428,6 +438,19 @@ std::string usage_text() {
         "                        hosts)\n"
         "  --remote-cohortrun P  path of cohortrun on the hosts (default: this one's path)\n"
         "  --dry-run             print which rank would run where, and how; start nothing\n"
+        "  --check               check instead of launching (the program, if given, is not\n"
+        "                        run): start cohort-probe on every slot exactly as this\n"
+        "                        launch would start its ranks, and print per host and pair\n"
+        "                        of hosts: reachable, same cohort build, the interface that\n"
+        "                        routes every pair (and why others were rejected), store and\n"
+        "                        data ports open, /dev/shm and ulimit -n/-l/-v for this job,\n"
+        "                        clock skew, a tiny allreduce per backend, each link's\n"
+        "                        latency and bandwidth; then one verdict line and a fix per\n"
+        "                        problem. Exit status 0 only when the launch would work\n"
+        "  --check-topology F    with --check: write the measured links as a cohort-sim\n"
+        "                        topology file (tools/sim/README.md)\n"
+        "  --check-probe P       with --check: the probe's path on every host (default:\n"
+        "                        cohort-probe beside this cohortrun)\n"
         "\n"
         "A rank on another host is started as '<template> <cohortrun> --remote-rank R';\n"
         "its program, arguments, working directory and variables (the job secret among\n"
@@ -467,6 +490,7 @@ std::string usage_text() {
         "           or interface with other hosts, --backend shm across hosts)\n"
         "  126/127  the program cannot be executed / was not found, here or on a host\n"
         "           (there, before the rank started: its output says why)\n"
+        "  with --check: 0 the launch would work, 1 it would fail (the problems are listed)\n"
         "\n"
         "tunables (environment variables read by the ranks):\n"
      << tunables::format_table();

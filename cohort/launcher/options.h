@@ -8,6 +8,7 @@
 //   cohortrun [-np N] -H host1:2,host2:2 | --hostfile F
 //             [--launch-template T] [--store-addr A] [--start-timeout S]
 //             [--network-interface I] [--remote-cohortrun PATH] [--dry-run]
+//             [--check [--check-topology F] [--check-probe PATH]]
 //             [other flags] [--] prog args...
 //
 // Flags come before the program; the first argument that is not a flag (or
@@ -58,6 +59,12 @@ struct LaunchOptions {
   std::string remote_cohortrun;   // --remote-cohortrun; empty: this cohortrun's path
   bool dry_run = false;           // --dry-run: print what would run where, start nothing
 
+  // --check: probe the hosts this launch would use instead of launching
+  // (preflight.h); the program, when given, is not run.
+  bool check = false;
+  std::string check_topology;  // --check-topology FILE, made absolute: the measured topology
+  std::string check_probe;     // --check-probe PATH; empty: cohort-probe beside cohortrun
+
   // The live dashboard and the post-run report (cohort/dashboard).
   std::string dashboard;          // --dashboard [ADDR:]PORT; empty: none
   double dashboard_linger_s = 0;  // --dashboard-linger: serve this long after the job ended
@@ -90,7 +97,7 @@ std::span<const char* const> launcher_variables();
 // backend; a port outside 0..65535; a job id that is not a safe file-name
 // word; a malformed -H, hostfile line or launch template; both -H and
 // --hostfile), a launcher variable in --env, or a missing program (unless
-// --help was given, which needs nothing else).
+// --help or --check was given), or --check-topology/--check-probe without --check.
 LaunchOptions parse_options(std::span<const std::string> args);
 
 // The --help text: usage, flags, what ranks receive, exit codes, and the

@@ -1,5 +1,6 @@
 #include "cohort/launcher/remote_payload.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -186,6 +187,21 @@ RemotePayload read_payload(int fd) {
     parser.feed(std::string_view(chunk.data(), static_cast<size_t>(n)));
   }
   return parser.payload();
+}
+
+void send_payload(int fd, const RemotePayload& payload) {
+  const std::string bytes = encode_payload(payload);
+  if (bytes.size() > 65536) ::fcntl(fd, F_SETPIPE_SZ, static_cast<int>(bytes.size()));
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    COHORT_CHECK(n > 0) << "cannot pass rank " << payload.rank << "'s environment (" << bytes.size()
+                        << " bytes) to its launch command: "
+                        << (n < 0 && errno == EAGAIN ? "larger than a pipe holds" : std::strerror(errno));
+    done += static_cast<size_t>(n);
+  }
 }
 
 }  // namespace cohort::launcher

@@ -39,6 +39,11 @@ std::string encode_payload(const RemotePayload& payload);
 // Throws Error naming what is malformed.
 RemotePayload decode_payload(std::string_view bytes);
 
+// Writes a remote rank's payload into its launch command's stdin pipe. The
+// pipe is grown to hold all of it, so this never blocks on a remote end that
+// has not started reading yet (ssh still connecting). Error when it cannot.
+void send_payload(int fd, const RemotePayload& payload);
+
 // Reads one payload from `fd` (blocking), no byte past its end. Throws
 // Error when the stream ends first or holds something else.
 RemotePayload read_payload(int fd);

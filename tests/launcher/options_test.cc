@@ -337,5 +337,25 @@ TEST(Options, AProgramThatLooksLikeAHostIsRefusedWithTheFix) {
   EXPECT_EQ(parse({"-np", "1", "b:2"}).command, (std::vector<std::string>{"b:2"}));
 }
 
+TEST(Options, CheckNeedsNoProgramAndTakesItsFlags) {
+  const LaunchOptions o = parse(
+      {"--check", "-H", "a:2,b:2", "--check-topology", "topo.json", "--check-probe", "/opt/cohort/bin/cohort-probe"});
+  EXPECT_TRUE(o.check);
+  EXPECT_EQ(o.num_ranks, 4);
+  EXPECT_TRUE(o.command.empty());
+  ASSERT_FALSE(o.check_topology.empty());
+  EXPECT_EQ(o.check_topology.front(), '/');  // made absolute
+  EXPECT_TRUE(o.check_topology.ends_with("/topo.json"));
+  EXPECT_EQ(o.check_probe, "/opt/cohort/bin/cohort-probe");
+  // The launch line with --check in front: its program is kept, not run.
+  EXPECT_EQ(parse({"--check", "-np", "2", "prog", "x"}).command, (std::vector<std::string>{"prog", "x"}));
+  EXPECT_EQ(error_of({"-np", "2", "--check-topology", "t.json", "prog"}),
+            "--check-topology and --check-probe need --check");
+  EXPECT_THROW(parse({"--check", "-np", "2", "--check-probe", "relative/probe"}), UsageError);
+  EXPECT_THROW(parse({"--check", "-np", "2", "--check-topology", ""}), UsageError);
+  EXPECT_THROW(parse({"--check=1", "-np", "2"}), UsageError);
+  EXPECT_NE(usage_text().find("--check-topology F"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace cohort::launcher

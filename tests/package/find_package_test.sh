@@ -26,6 +26,12 @@ for tool in cohortrun cohort-bench cohort-data cohort-privacy cohort-sim; do
   "$scratch/prefix/bin/$tool" --help >"$scratch/help.txt" 2>&1 \
     || { cat "$scratch/help.txt"; echo "FAIL: installed $tool --help failed"; exit 1; }
 done
+# cohortrun --check finds the probe installed beside it, of the same build.
+[[ $("$scratch/prefix/bin/cohort-probe" --build-id) =~ ^[0-9a-f]{16}$ ]] \
+  || { echo "FAIL: installed cohort-probe --build-id"; exit 1; }
+out=$("$scratch/prefix/bin/cohortrun" --check -np 2 2>&1) || { echo "$out"; echo "FAIL: installed cohortrun --check"; exit 1; }
+[[ $out == *"probe $scratch/prefix/bin/cohort-probe,"* && $out == *"would work"* ]] \
+  || { echo "$out"; echo "FAIL: installed cohortrun --check did not use the installed probe"; exit 1; }
 
 cmake -S "$here/consumer" -B "$scratch/consumer" -G "$generator" -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$scratch/prefix" "-DCMAKE_CXX_FLAGS=$cxx_flags" "-DCMAKE_EXE_LINKER_FLAGS=$linker_flags" \

@@ -124,8 +124,7 @@ Communicator::Communicator(std::shared_ptr<rendezvous::Store> store, int rank, i
   if (spin.count() < 0) spin = size_ <= online_cpus() ? std::chrono::microseconds(50) : std::chrono::microseconds(0);
   policy_ = WaitPolicy{spin, options_.probe_interval};
 
-  const size_t slot = options_.slot_bytes - options_.slot_bytes % kCacheLine;
-  const Geometry geometry{size_, slot, std::max<size_t>(4096, slot / 2)};
+  const Geometry geometry = Geometry::for_group(size_, options_.slot_bytes);
   segment_ = Segment::rendezvous(*store_, rank_, geometry, options_.job_id, options_.timeout, options_.world_ranks);
   sent_.assign(size_, 0);
   taken_.assign(size_, 0);

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <new>
@@ -40,6 +41,11 @@ std::string sanitise(std::string_view s) {
 std::string errno_text() { return std::strerror(errno); }
 
 }  // namespace
+
+Geometry Geometry::for_group(int size, size_t slot_bytes) {
+  const size_t slot = slot_bytes - slot_bytes % kCacheLine;
+  return Geometry{size, slot, std::max<size_t>(4096, slot / 2)};
+}
 
 size_t Geometry::control_offset() const { return align_up(sizeof(Header), kCacheLine); }
 size_t Geometry::slots_offset() const {

@@ -116,6 +116,10 @@ struct Geometry {
   size_t slot_bytes = 0;
   size_t channel_bytes = 0;
 
+  // The communicator's geometry for `size` ranks and COHORT_SHM_SLOT_BYTES
+  // `slot_bytes`: what its segment takes of /dev/shm (cohortrun --check).
+  static Geometry for_group(int size, size_t slot_bytes);
+
   size_t control_offset() const;
   size_t slots_offset() const;
   size_t channels_offset() const;

@@ -1,0 +1,431 @@
+// cohort-probe: the program `cohortrun --check` starts on every slot of the
+// job it checks, through the same launch path as the job's ranks (launch
+// template, payload, store, rank environment). It reports its host's facts,
+// the reachability and measured links between hosts, and tiny allreduces on
+// each backend into the job's store, in the sequence of
+// cohort/launcher/preflight_protocol.h; cohortrun gathers and judges. Rank 0
+// also fits the simulator's topology (tools/sim) to the measured allreduces.
+//
+//   cohort-probe --cohortrun-check   (started by cohortrun --check only)
+//   cohort-probe --build-id          prints this build's id and exits
+//
+// It prints nothing on success and always exits 0 once it could reach the
+// store (what went wrong is in the store for cohortrun to report), 1 when it
+// could not, 2 on bad arguments.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include "cohort/comm/create.h"
+#include "cohort/comm/shm/segment.h"
+#include "cohort/common/build_id.h"
+#include "cohort/common/check.h"
+#include "cohort/common/error.h"
+#include "cohort/common/json.h"
+#include "cohort/common/tunables.h"
+#include "cohort/launcher/preflight_protocol.h"
+#include "cohort/rendezvous/discovery.h"
+#include "cohort/rendezvous/prefix_store.h"
+#include "cohort/rendezvous/tcp_store.h"
+#include "tools/probe/host_facts.h"
+#include "tools/probe/link_probe.h"
+#include "tools/sim/calibration.h"
+#include "tools/sim/topology.h"
+
+namespace {
+
+using namespace cohort;
+using namespace cohort::launcher::preflight;
+using namespace std::chrono_literals;
+
+// The sequence's waits: generous, since cohortrun ends the probes anyway
+// when a check takes too long.
+constexpr auto kPhaseTimeout = 120s;
+constexpr double kConnectTimeout = 1.0;  // seconds for one address of a peer
+constexpr int kPings = 20;
+constexpr int kTransfers = 2;
+constexpr size_t kTransferBytes = 4 << 20;
+// The collectives' own timeout: a backend that cannot form fails this fast.
+constexpr auto kCollectiveTimeout = 30s;
+
+std::string quoted(const std::string& s) { return "\"" + json::escape(s) + "\""; }
+
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+struct Peer {
+  int rank = 0;
+  std::string host;
+  int port = 0;
+  std::vector<std::pair<std::string, std::string>> interfaces;  // name, address
+  std::string launch_iface;                                     // what the launch's gloo would listen on there
+};
+
+Peer read_peer(const json::Value& facts) {
+  Peer p;
+  p.rank = int(facts.at("rank").number());
+  p.host = facts.at("host").string();
+  p.port = int(facts.at("listen_port").number());
+  for (const json::Value& i : facts.at("interfaces").items())
+    p.interfaces.emplace_back(i.at("name").string(), i.at("address").string());
+  p.launch_iface = facts.at("iface_env").string();
+  if (p.launch_iface.empty()) p.launch_iface = facts.at("store_iface").string();
+  return p;
+}
+
+std::string measure_json(const probe::LinkMeasure& m) {
+  std::ostringstream out;
+  out << "\"latency_s\": " << m.latency_s << ", \"bytes_per_s\": " << m.bytes_per_s << ", \"offset_s\": " << m.offset_s;
+  return out.str();
+}
+
+// A host leader's link phase: every other host's listener on each of its
+// addresses, the launch's interface measured; and this host's loopback.
+std::string probe_links(const rendezvous::LaunchInfo& info, const std::vector<Peer>& leaders, int my_port,
+                        const std::string& my_host) {
+  std::ostringstream out;
+  out << "{\"rank\": " << info.rank << ", \"to\": [";
+  bool first = true;
+  for (const Peer& peer : leaders) {
+    if (peer.rank == info.rank || peer.host == my_host) continue;
+    out << (first ? "" : ", ") << "{\"rank\": " << peer.rank << ", \"host\": " << quoted(peer.host)
+        << ", \"addresses\": [";
+    first = false;
+    std::string measure_address, measure_iface;
+    bool first_address = true;
+    for (const auto& [name, address] : peer.interfaces) {
+      if (address.starts_with("127.")) continue;
+      std::string error;
+      const int fd = probe::connect_within(address, peer.port, kConnectTimeout, error);
+      if (fd >= 0) {
+        ::close(fd);
+        if (measure_address.empty() || name == peer.launch_iface) {
+          measure_address = address;
+          measure_iface = name;
+        }
+      }
+      out << (first_address ? "" : ", ") << "{\"iface\": " << quoted(name) << ", \"address\": " << quoted(address)
+          << ", \"ok\": " << (fd >= 0 ? "true" : "false") << ", \"error\": " << quoted(error) << "}";
+      first_address = false;
+    }
+    out << "]";
+    if (!measure_address.empty()) {
+      std::string error;
+      const int fd = probe::connect_within(measure_address, peer.port, kConnectTimeout, error);
+      try {
+        if (fd < 0) COHORT_THROW(Error) << error;
+        const probe::LinkMeasure m = probe::measure_link(fd, kPings, kTransfers, kTransferBytes);
+        out << ", \"measured_iface\": " << quoted(measure_iface) << ", " << measure_json(m);
+      } catch (const Error& e) {
+        out << ", \"measure_error\": " << quoted(e.what());
+      }
+      if (fd >= 0) ::close(fd);
+    }
+    out << "}";
+  }
+  out << "]";
+  std::string error;
+  const int fd = probe::connect_within("127.0.0.1", my_port, kConnectTimeout, error);
+  if (fd >= 0) {
+    try {
+      out << ", \"loopback\": {" << measure_json(probe::measure_link(fd, kPings, kTransfers, kTransferBytes)) << "}";
+    } catch (const Error&) {
+    }
+    ::close(fd);
+  }
+  out << "}";
+  return out.str();
+}
+
+// Checks an allreduce's result against its closed form: rank r gives
+// (r + 1) * (i % 7 + 1), the sum is (i % 7 + 1) * size * (size + 1) / 2.
+long long wrong_elements(comm::Communicator& c) {
+  std::vector<float> data(1000);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = float((c.rank() + 1) * int(i % 7 + 1));
+  c.allreduce(BufferView{data.data(), data.size(), DType::f32});
+  long long wrong = 0;
+  const double n = c.size();
+  for (size_t i = 0; i < data.size(); ++i) wrong += data[i] != float(double(i % 7 + 1) * n * (n + 1) / 2);
+  return wrong;
+}
+
+// The allreduce's time per call at each size, the largest over ranks (as
+// cohort-bench reports it), the median of three loops.
+std::vector<sim::Sample> time_allreduce(comm::Communicator& c, const std::vector<size_t>& sizes) {
+  std::vector<sim::Sample> samples;
+  for (size_t bytes : sizes) {
+    std::vector<float> data(bytes / sizeof(float), 1.0f);
+    const BufferView view{data.data(), data.size(), DType::f32};
+    double t0 = now_s();
+    for (int i = 0; i < 2; ++i) c.allreduce(view);  // warm-up; also sizes the timed loop
+    double warm = (now_s() - t0) / 2;
+    c.allreduce(BufferView{&warm, 1, DType::f64}, {.op = ReduceOp::max});
+    // The median of three timed loops of about 0.1 s: one loop disturbed
+    // by another program on a shared machine does not set the fit.
+    const int iters = std::clamp(int(0.1 / std::max(warm, 1e-6)), 3, 200);
+    double loops[3];
+    for (double& per_call : loops) {
+      c.barrier();
+      t0 = now_s();
+      for (int i = 0; i < iters; ++i) c.allreduce(view);
+      per_call = (now_s() - t0) / iters;
+      c.allreduce(BufferView{&per_call, 1, DType::f64}, {.op = ReduceOp::max});
+    }
+    std::sort(std::begin(loops), std::end(loops));
+    samples.push_back({double(bytes), loops[1]});
+  }
+  return samples;
+}
+
+struct BackendRun {
+  std::string backend;
+  std::string scope;  // "all" or the host of an shm group
+  int ranks = 0;
+  bool ok = false;
+  long long wrong = 0;
+  std::string error;
+  std::string skipped;  // why it did not run
+  std::vector<sim::Sample> samples;
+};
+
+BackendRun run_backend(std::shared_ptr<rendezvous::Store> store, const std::string& backend, const std::string& scope,
+                       int rank, int size, comm::CommunicatorOptions options, bool timed) {
+  BackendRun run{.backend = backend, .scope = scope, .ranks = size};
+  options.backend = backend;
+  options.job_id += "-" + backend;
+  options.timeout = kCollectiveTimeout;
+  try {
+    auto prefixed =
+        std::make_shared<rendezvous::PrefixStore>(std::string(kCollectivesPrefix) + backend + "/" + scope + "/", store);
+    auto c = comm::create_communicator(prefixed, rank, size, options);
+    run.wrong = wrong_elements(*c);
+    if (timed) run.samples = time_allreduce(*c, {64 << 10, 256 << 10, 1 << 20, 4 << 20});
+    c->barrier();
+    run.ok = run.wrong == 0;
+  } catch (const std::exception& e) {
+    run.error = e.what();
+  }
+  return run;
+}
+
+std::string runs_json(int rank, const std::vector<BackendRun>& runs) {
+  std::ostringstream out;
+  out << "{\"rank\": " << rank << ", \"runs\": [";
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const BackendRun& r = runs[i];
+    out << (i ? ", " : "") << "{\"backend\": " << quoted(r.backend) << ", \"scope\": " << quoted(r.scope)
+        << ", \"ranks\": " << r.ranks << ", \"ok\": " << (r.ok ? "true" : "false") << ", \"wrong\": " << r.wrong
+        << ", \"error\": " << quoted(r.error) << ", \"skipped\": " << quoted(r.skipped) << ", \"samples\": [";
+    for (size_t j = 0; j < r.samples.size(); ++j)
+      out << (j ? ", " : "") << "[" << r.samples[j].bytes << ", " << r.samples[j].seconds << "]";
+    out << "]}";
+  }
+  out << "]}";
+  return out.str();
+}
+
+// Rank 0: the simulator's topology from the measured allreduces (the shm
+// link from one host's shm group, the network link from the launch's
+// cross-host backend) and the loopback link; where a fit is impossible, the
+// link probe's measurement.
+std::string fit_json(const std::string& collective, const sim::LinkFit& fit) {
+  std::ostringstream out;
+  out << "{\"collective\": " << quoted(collective) << ", \"points\": " << fit.points
+      << ", \"rms\": " << fit.rms_relative_error << ", \"max\": " << fit.max_relative_error << "}";
+  return out.str();
+}
+
+std::string fit_topology(const std::vector<json::Value>& facts, const json::Value* my_links,
+                         const std::vector<BackendRun>& runs, const std::string& cross_backend, int hosts,
+                         std::string& fits) {
+  std::vector<std::string> fit_parts;
+  sim::Topology t;
+  t.hosts = hosts;
+  t.ranks_per_host = int(facts.at(0).at("local_size").number());
+  t.cores_per_host = int(facts.at(0).at("cores").number());
+  bool one_machine = hosts > 1;
+  for (const json::Value& f : facts)
+    one_machine = one_machine && f.at("boot_id").string() == facts.at(0).at("boot_id").string();
+  t.one_machine = one_machine;
+  if (my_links)
+    if (const json::Value* loop = my_links->find("loopback"))
+      t.intra = {.alpha_s = loop->at("latency_s").number(), .bytes_per_s = loop->at("bytes_per_s").number()};
+  for (const BackendRun& r : runs)
+    if (r.backend == "shm" && r.samples.size() >= 2 && t.ranks_per_host > 1) {
+      sim::Topology one = t;
+      one.hosts = 1;
+      try {
+        const sim::LinkFit fit = sim::fit_link(one, sim::Algorithm::shm, sim::LinkClass::shm, r.samples);
+        t.shm = fit.link;
+        fit_parts.push_back("\"shm\": " + fit_json("shm allreduce", fit));
+      } catch (const ConfigError& e) {
+        fit_parts.push_back("\"shm\": {\"error\": " + quoted(e.what()) + "}");
+      }
+    }
+  if (hosts > 1) {
+    // The measured pairs: the slowest one bounds a ring; the fit below
+    // replaces it where the allreduce was timed.
+    double latency = 0, bandwidth = sim::kInfinity;
+    if (my_links)
+      for (const json::Value& to : my_links->at("to").items())
+        if (to.find("bytes_per_s")) {
+          latency = std::max(latency, to.at("latency_s").number());
+          bandwidth = std::min(bandwidth, to.at("bytes_per_s").number());
+        }
+    t.network = {.alpha_s = latency, .bytes_per_s = bandwidth};
+    for (const BackendRun& r : runs)
+      if (r.backend == cross_backend && r.samples.size() >= 2) {
+        const sim::Algorithm a = cross_backend == "gloo" ? sim::Algorithm::ring : sim::Algorithm::hierarchical;
+        try {
+          const sim::LinkFit fit = sim::fit_link(t, a, sim::LinkClass::network, r.samples);
+          t.network = fit.link;
+          fit_parts.push_back("\"network\": " + fit_json(cross_backend + " allreduce", fit));
+        } catch (const ConfigError& e) {
+          // Keep the pairs' measurement.
+          fit_parts.push_back("\"network\": {\"error\": " + quoted(e.what()) + "}");
+        }
+      }
+  }
+  fits = "{";
+  for (size_t i = 0; i < fit_parts.size(); ++i) fits += (i ? ", " : "") + fit_parts[i];
+  fits += "}";
+  return sim::topology_json(t);
+}
+
+int run_probe() {
+  const rendezvous::LaunchInfo info = rendezvous::discover();
+  std::shared_ptr<rendezvous::Store> store;
+  try {
+    store = std::make_shared<rendezvous::TcpStore>(rendezvous::TcpStoreOptions{
+        .host = info.store_host, .port = info.store_port, .secret = info.secret, .connect_timeout = 15s});
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "cohort-probe: cannot reach the job's store at %s:%d: %s\n", info.store_host.c_str(),
+                 info.store_port, e.what());
+    return 1;
+  }
+  std::string failure;
+  try {
+    const bool leader = info.local_rank == 0;
+    std::unique_ptr<probe::LinkListener> listener;
+    if (leader) listener = std::make_unique<probe::LinkListener>();
+    const size_t shm_need =
+        info.local_size > 1
+            ? comm::shm::Geometry::for_group(info.local_size, size_t(tunables::shm_slot_bytes())).total_bytes()
+            : 0;
+    store->set(facts_key(info.rank), probe::host_facts_json(info, listener ? listener->port() : 0, shm_need));
+
+    // The ranks present (cohortrun's roster), their facts.
+    std::vector<int> present;
+    {
+      std::istringstream roster(store->get(kRosterKey, kPhaseTimeout));
+      for (std::string r; std::getline(roster, r, ',');)
+        if (!r.empty()) present.push_back(std::stoi(r));
+    }
+    std::vector<json::Value> facts;
+    std::vector<Peer> leaders;
+    std::map<std::string, int> hosts;
+    for (int r : present) {
+      facts.push_back(json::parse(store->get(facts_key(r), kPhaseTimeout), facts_key(r)));
+      Peer p = read_peer(facts.back());
+      hosts.emplace(p.host, 0);
+      if (facts.back().at("local_rank").number() == 0) leaders.push_back(std::move(p));
+    }
+    const std::string my_host = read_peer(json::parse(store->get(facts_key(info.rank), kPhaseTimeout))).host;
+    std::string my_links;
+    if (leader) {
+      my_links = probe_links(info, leaders, listener->port(), my_host);
+      store->set(links_key(info.rank), my_links);
+    }
+
+    const std::string go = store->get(kGoKey, kPhaseTimeout);
+    if (go == "1") {
+      comm::CommunicatorOptions options = comm::options_from_env();
+      options.job_id = info.job_id + "-check";
+      options.launch_source = rendezvous::LaunchSource::cohortrun;
+      options.store_host = info.store_host;
+      options.all_local = hosts.size() == 1;
+      const std::string launch_backend = comm::resolve_backend(options);  // what the job would use
+      const std::string cross_backend = hosts.size() > 1 ? (launch_backend == "gloo" ? "gloo" : "hierarchical") : "";
+      const auto available = comm::available_backends();
+      const auto built = [&](const char* b) {
+        return std::find(available.begin(), available.end(), b) != available.end();
+      };
+      // A /dev/shm too small for a host's segment would kill its ranks with
+      // SIGBUS (cohortrun says go with one only under --backend gloo): the
+      // backends that use it are skipped, alike on every rank.
+      std::string small_shm, my_small_shm;
+      for (const json::Value& f : facts)
+        if (f.at("shm_need").number() > f.at("shm_free").number()) {
+          small_shm = f.at("host").string();
+          if (small_shm == my_host) my_small_shm = small_shm;
+        }
+      std::vector<BackendRun> runs;
+      const auto skip = [](const char* backend, const std::string& scope, int ranks, const std::string& host) {
+        return BackendRun{
+            .backend = backend, .scope = scope, .ranks = ranks, .skipped = "/dev/shm too small on " + host};
+      };
+      if (info.local_size > 1)
+        runs.push_back(my_small_shm.empty()
+                           ? run_backend(store, "shm", my_host, info.local_rank, info.local_size, options,
+                                         /*timed=*/my_host == read_peer(facts.at(0)).host)
+                           : skip("shm", my_host, info.local_size, my_host));
+      if (built("gloo"))
+        runs.push_back(run_backend(store, "gloo", "all", info.rank, info.size, options, cross_backend == "gloo"));
+      if (built("hierarchical"))
+        runs.push_back(small_shm.empty() ? run_backend(store, "hierarchical", "all", info.rank, info.size, options,
+                                                       cross_backend == "hierarchical")
+                                         : skip("hierarchical", "all", info.size, small_shm));
+      store->set(collectives_key(info.rank), runs_json(info.rank, runs));
+      if (info.rank == 0) {
+        std::unique_ptr<json::Value> links;
+        if (!my_links.empty()) links = std::make_unique<json::Value>(json::parse(my_links));
+        std::string fits;
+        store->set(kTopologyKey, fit_topology(facts, links.get(), runs, cross_backend, int(hosts.size()), fits));
+        store->set(kFitKey, fits);
+      }
+    }
+    // Every leader serves its listener until every rank is through.
+    store->set(done_key(info.rank), "");
+    std::vector<std::string> done;
+    for (int r : present) done.push_back(done_key(r));
+    store->wait(done, kPhaseTimeout);
+  } catch (const std::exception& e) {
+    failure = e.what();
+    try {
+      store->set(done_key(info.rank), failure.empty() ? "failed" : failure);
+    } catch (const std::exception&) {
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string flag = argc == 2 ? argv[1] : "";
+  if (flag == "--build-id") {
+    std::printf("%s\n", cohort::build_id());
+    return 0;
+  }
+  if (flag != kProbeFlag) {
+    std::fprintf(stderr,
+                 "usage: cohort-probe --build-id\n"
+                 "       (cohortrun --check starts it as cohort-probe %s on every slot of the job it checks)\n",
+                 kProbeFlag);
+    return 2;
+  }
+  try {
+    return run_probe();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "cohort-probe: %s\n", e.what());
+    return 1;
+  }
+}
