@@ -275,6 +275,7 @@ int run_job(const LaunchOptions& options) {
   }
   const std::vector<RankPlacement>& placement = layout.placement;
   const StoreAddress& store_address = layout.store;
+  const bool ranks_here = std::any_of(placement.begin(), placement.end(), [](const RankPlacement& p) { return !p.remote; });
   JobEnvironment job = job_environment(options, job_id, layout);
   try {
     // Elastic jobs beat anyway (their controller watches every process).
@@ -324,7 +325,7 @@ int run_job(const LaunchOptions& options) {
     print("cohortrun: job " + job_id + ": " + std::to_string(options.num_ranks) + " rank(s) of " +
           options.command.front() + (multi_host ? " on " + std::to_string(host_count(placement)) + " host(s)" : "") +
           ", store at " + job.store_host + ":" + std::to_string(job.store_port) + " (" + store_address.reason + ")" +
-          (ranks_here > 0 ? ", " + thread_count(base, job) + " thread(s) per rank here" : std::string()) + "\n");
+          (ranks_here ? ", " + thread_count(base, job) + " thread(s) per rank here" : std::string()) + "\n");
 
   raise_descriptor_limit(options.num_ranks);
   Supervisor supervisor(
