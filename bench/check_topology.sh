@@ -5,8 +5,8 @@
 # Usage: sudo bench/check_topology.sh [--build-dir DIR] [--links "1gbit:0.1ms 100mbit:1ms"]
 #
 # For each link setting (RATE:DELAY, scripts/cluster.sh's --link and
-# --delay) it runs tests/cluster's CheckAccuracy test with
-# COHORT_CHECK_ACCURACY=1: a fresh 2-host emulated cluster, 2 ranks per
+# --delay) it runs tests/cluster's check_accuracy: a fresh 2-host emulated
+# cluster, 2 ranks per
 # host; `cohortrun --check --check-topology` on it; then cohort-bench
 # allreduce (64K..4M, the launch's default backend, hierarchical) on the
 # same cluster; cohort-sim's allreduce cost on the written topology against
@@ -25,13 +25,13 @@ while (( $# )); do
     *) echo "check_topology.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
-cmake --build "$build_dir" --target cluster_test cohortrun cohort-probe cohort-bench >/dev/null
+cmake --build "$build_dir" --target check_accuracy cohortrun cohort-probe cohort-bench >/dev/null
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 status=0
 printf '%-8s %-6s %9s %12s %12s %8s\n' link delay bytes predicted_s measured_s ratio
 for setting in $links; do
-  out=$(COHORT_CHECK_ACCURACY=1 COHORT_CHECK_LINK=${setting%%:*} COHORT_CHECK_DELAY=${setting#*:} \
-        "$build_dir/tests/cluster/cluster_test" --gtest_filter='CheckAccuracy.*' 2>&1) || status=1
+  out=$(COHORT_CHECK_LINK=${setting%%:*} COHORT_CHECK_DELAY=${setting#*:} \
+        "$build_dir/tests/cluster/check_accuracy" 2>&1) || status=1
   grep '^check-accuracy ' <<<"$out" | sed -E 's/[a-z_]+=//g' |
     awk '{printf "%-8s %-6s %9d %12.6f %12.6f %8.3f\n", $2, $3, $4, $5, $6, $7}'
   if ! grep -q '^check-accuracy ' <<<"$out"; then echo "$out" | tail -20 >&2; fi
