@@ -12,7 +12,9 @@
 #    writes the topology the planner reads (the links' latency and
 #    bandwidth, this machine's cores, which the emulated hosts share);
 # 2. for each model (synthetic_benchmark mlp and cnn: communication- and
-#    compute-heavy), `cohort-plan --topology` (time objective, free
+#    compute-heavy), profiled on one rank at the batch of a rank of 4 and
+#    of a rank alone (a timeline each, `cohort-sim workload`; the profile's
+#    compute_at), `cohort-plan --topology` (time objective, free
 #    machines) ranks every plan of up to 2 machines of up to 2 ranks, and
 #    chooses one (its plan file);
 # 3. a grid of the plans it ranked (every machines x ranks per machine x
@@ -117,16 +119,20 @@ logrun() {
 # with momentum: parameters, gradients and one state element each, float32;
 # what one example's forward keeps for backward, from the layers' outputs.
 profile() {  # profile NAME MODEL WIDTH DEPTH
-  local name=$1 model=$2 width=$3 depth=$4
-  local timeline=$out_dir/$name.timeline.json
-  logrun "profile.$name" "$run" -np 1 --timeline "$timeline" "$synthetic" --model "$model" --width "$width" \
-    --depth "$depth" --mode horovod --batch-size $((global_batch / 4)) --steps "$steps" --warmup "$warmup" --threads 1 ||
-    die "the one-rank profile of $name failed"
-  logrun "workload.$name" "$sim" workload --timeline "$timeline" --out "$out_dir/$name.workload.json" ||
-    die "cohort-sim workload of $name failed"
+  local name=$1 model=$2 width=$3 depth=$4 batch
+  # The batch of a rank of 4 and of a rank alone: the planner separates the
+  # compute that does not grow with the batch (compute_at).
+  for batch in $((global_batch / 4)) "$global_batch"; do
+    local timeline=$out_dir/$name.$batch.timeline.json
+    logrun "profile.$name.$batch" "$run" -np 1 --timeline "$timeline" "$synthetic" --model "$model" --width "$width" \
+      --depth "$depth" --mode horovod --batch-size "$batch" --steps "$steps" --warmup "$warmup" --threads 1 ||
+      die "the one-rank profile of $name at batch $batch failed"
+    logrun "workload.$name.$batch" "$sim" workload --timeline "$timeline" --out "$out_dir/$name.$batch.workload.json" ||
+      die "cohort-sim workload of $name failed"
+  done
   local params
-  params=$(sed -n 's/.*model [a-z]* (\([0-9]*\) parameters).*/\1/p' "$out_dir/logs/profile.$name.log" | head -1)
-  [[ -n $params ]] || die "no parameter count in $out_dir/logs/profile.$name.log"
+  params=$(sed -n 's/.*model [a-z]* (\([0-9]*\) parameters).*/\1/p' "$out_dir/logs/profile.$name.$global_batch.log" | head -1)
+  [[ -n $params ]] || die "no parameter count in $out_dir/logs/profile.$name.$global_batch.log"
   /usr/bin/python3 - "$name" "$model" "$width" "$depth" "$params" "$((global_batch / 4))" "$synthetic" "$out_dir" <<'EOF'
 import json, sys
 name, model, width, depth, params, batch, program, out = sys.argv[1:]
@@ -137,8 +143,9 @@ else:  # cnn: convolutions and their ReLUs at 28x28 and 14x14, pools, the dense 
     activations = 4 * (784 + 2 * 32 * 784 + 2 * 64 * 784 + 64 * 196 + 2 * 128 * 196 + 128 * 49 + 2 * 256 + 10)
 profile = {
     "name": name,
-    "workload": f"{name}.workload.json",
+    "workload": f"{name}.{batch}.workload.json",
     "batch_per_rank": batch,
+    "compute_at": {"batch_per_rank": 4 * batch, "workload": f"{name}.{4 * batch}.workload.json"},
     "program": f"{program} --model {model} --width {width} --depth {depth}",
     "memory": {"parameter_bytes": 4 * params, "gradient_bytes": 4 * params,
                "optimizer_bytes_per_parameter_byte": 1, "activation_bytes_per_example": activations},
@@ -241,7 +248,7 @@ for s in $settings; do
     tag=$s.$m
     logrun "plan.$tag" "$plan" --profile "$out_dir/$m.profile.json" --topology "$out_dir/topology.$s.json" \
       --price-per-hour 0 --global-batch "$global_batch" --steps 1000 --max-machines 2 \
-      --strategies one_device,horovod,ddp,zero,parameter_server --json "$out_dir/plans.$tag.json" \
+      --strategies one_device,horovod,ddp,zero --json "$out_dir/plans.$tag.json" \
       --out "$out_dir/chosen.$tag.json" || die "cohort-plan failed for $tag"
     grid "$out_dir/plans.$tag.json" "$out_dir/chosen.$tag.json" "$out_dir/grid.$tag.tsv" >/dev/null
     tags+=("$tag")

@@ -318,6 +318,32 @@ TEST(PlanInputs, MalformedProfileIsOneLineNamingFileAndField) {
                   "prof.json", "stages: missing field 'boundary_bytes_per_example'");
 }
 
+// A step measured at two batches: the compute that does not grow with the
+// batch (a wide layer's weights at a small batch) is kept fixed, the rest
+// scales; one rank of one machine then predicts the closed form.
+TEST(PlanInputs, ASecondBatchSeparatesTheFixedCompute) {
+  const auto step_of = [](const std::string& compute_at) {
+    const std::string doc =
+        R"({"workload": {"update_s": 0, "tensors": [{"name": "g", "bytes": 4, "ready_s": 1.0}]}, "batch_per_rank": 32,
+            "memory": {"activation_bytes_per_example": 1})" +
+        compute_at + "}";
+    const Profile p = read_profile(json::parse(doc, "prof.json"), "prof.json");
+    return plan(p, catalogue(machine("one", 1, 64e9, 1e9, 1.0, 1)), {.global_batch = 64, .steps = 10}).plans.front();
+  };
+  // In proportion: 64 examples take twice the 32's second.
+  EXPECT_NEAR(step_of("").step_s, 2.0, 0.02);
+  // 1.3 s at 128: 0.9 s fixed and 3.125 ms per example, so 64 take 1.1 s.
+  const Plan two = step_of(
+      R"(, "compute_at": {"batch_per_rank": 128, "workload": {"tensors": [{"name": "g", "bytes": 4, "ready_s": 1.3}]}})");
+  EXPECT_EQ(describe(two.config), "one_device");
+  EXPECT_NEAR(two.step_s, 1.1, 0.011);
+  expect_one_line(profile_error(
+                      R"({"workload": {"tensors": [{"name": "g", "bytes": 4, "ready_s": 1}]}, "batch_per_rank": 8,
+                          "memory": {"activation_bytes_per_example": 1},
+                          "compute_at": {"batch_per_rank": 8, "workload": {"tensors": [{"name": "g", "bytes": 4, "ready_s": 1}]}}})"),
+                  "prof.json", "compute_at.batch_per_rank: must differ from batch_per_rank");
+}
+
 // The mesh model against its closed form: slot = compute / (m pp) + two
 // transfers of a micro-batch's boundary activations, pipeline = (m + pp - 1)
 // slots, bubble = (pp - 1) / (m + pp - 1) of it.

@@ -198,10 +198,13 @@ class Searcher {
   }
 
   // The profiled step at `examples` per rank on machine type m: compute
-  // scales with the examples, the update with the machine's speed only.
+  // as the profile says it grows with the examples (in proportion, or a
+  // fixed part and the rest in proportion), the update with the machine's
+  // speed only.
   sim::Workload rank_workload(const MachineType& m, double examples) const {
     const double s = slowness(m);
-    sim::Workload w = sim::scaled_compute(profile_.workload, s * examples / profile_.batch_per_rank);
+    sim::Workload w = sim::scaled_compute(
+        profile_.workload, s * profile_.compute_s(examples) / profile_.workload.compute_end_s);
     w.update_s = profile_.workload.update_s * s;
     return w;
   }

@@ -1,5 +1,7 @@
 #include "tools/plan/profile.h"
 
+#include <algorithm>
+
 #include "cohort/common/check.h"
 #include "tools/sim/fields.h"
 
@@ -28,6 +30,24 @@ Profile read_profile(const json::Value& doc, const std::string& path) {
     sim::field_error(w, "workload", "expected a workload object or the path of a workload file (cohort-sim workload)");
   }
   p.batch_per_rank = f.number("batch_per_rank", std::nullopt, Range::positive);
+  if (const json::Value* at = f.optional("compute_at")) {
+    // A second step at another batch: compute = fixed + per example x b,
+    // through both points (clamped to what a step can be: a fixed part
+    // between 0 and the profiled step's compute).
+    Fields c(*at, "compute_at");
+    const double b2 = c.number("batch_per_rank", std::nullopt, Range::positive);
+    const json::Value& w2 = c.required("workload");
+    const sim::Workload second = w2.is_string()
+                                     ? read_named_file<sim::Workload>(w2, "compute_at.workload", path, sim::read_workload_file)
+                                     : sim::read_workload(w2);
+    c.finish();
+    if (b2 == p.batch_per_rank)
+      sim::field_error(*at, "compute_at.batch_per_rank", "must differ from batch_per_rank (" +
+                                                             std::to_string(p.batch_per_rank) + ")");
+    const double t1 = p.workload.compute_end_s, t2 = second.compute_end_s;
+    const double per_example = (t2 - t1) / (b2 - p.batch_per_rank);
+    p.fixed_compute_s = std::clamp(t1 - per_example * p.batch_per_rank, 0.0, t1);
+  }
   p.flop_per_example = f.number("flop_per_example", 0.0, Range::non_negative);
   p.program = f.text("program", p.program);
   {

@@ -28,6 +28,11 @@ struct Profile {
   std::string path;                 // the profile file (errors, relative paths)
   sim::Workload workload;           // one step at `batch_per_rank` examples on the profiled machine
   double batch_per_rank = 1;        // examples in that step
+  // The part of the step's compute that does not grow with the batch (the
+  // weights' traffic of a wide layer at a small batch), from a second step
+  // measured at another batch ("compute_at"); 0 without one: the compute
+  // is taken to scale with the examples.
+  double fixed_compute_s = 0;
   double flop_per_example = 0;      // 0: unknown (machine types then need compute_speedup)
   double parameter_bytes = 0;       // default: the workload's gradient bytes
   double gradient_bytes = 0;        // default: parameter_bytes
@@ -35,6 +40,12 @@ struct Profile {
   double activation_bytes_per_example = 0;
   std::string program = "./train";  // what follows cohortrun's flags in the command
   Stages stages;
+
+  // The profiled machine's compute of a step of `examples` per rank: the
+  // fixed part plus the rest in proportion to the examples.
+  double compute_s(double examples) const {
+    return fixed_compute_s + (workload.compute_end_s - fixed_compute_s) * examples / batch_per_rank;
+  }
 };
 
 // Reads a profile file; ConfigError naming the file, the field and what was
