@@ -176,9 +176,29 @@ LaunchOptions parse_arguments(std::span<const std::string> args) {
       options.launch_template = value();
       LaunchTemplate check(options.launch_template);  // reports a malformed template now
     } else if (name == "--store-addr") {
-      const std::string text = value();
+      // ADDRESS, ADDRESS:PORT, or [IPv6]:PORT (a bare IPv6 address has no
+      // port: its colons are its own). The port is --port's.
+      const std::string given = value();
+      std::string text = given, port_text;
+      if (text.starts_with("[")) {
+        const size_t close = text.find("]:");
+        if (close == std::string::npos)
+          throw UsageError("--store-addr takes an IPv6 address with a port as [ADDRESS]:PORT, got " + quoted(text));
+        port_text = text.substr(close + 2);
+        text = text.substr(1, close - 1);
+      } else if (std::count(text.begin(), text.end(), ':') == 1) {
+        port_text = text.substr(text.find(':') + 1);
+        text = text.substr(0, text.find(':'));
+      }
       if (text.empty() || text.find_first_of(" \t/[]") != std::string::npos)
-        throw UsageError("--store-addr needs an address of this machine (e.g. 10.0.0.1), got " + quoted(text));
+        throw UsageError("--store-addr needs an address of this machine (e.g. 10.0.0.1 or 10.0.0.1:29500), got " +
+                         quoted(given));
+      if (!port_text.empty() || given.ends_with(":")) {
+        long long port = 0;
+        if (!parse_decimal(port_text, port) || port < 0 || port > 65535)
+          throw UsageError("--store-addr's port must be a TCP port 0..65535, got " + quoted(given));
+        options.port = static_cast<int>(port);
+      }
       options.store_addr = text;
     } else if (name == "--start-timeout") {
       const std::string text = value();
@@ -424,13 +444,14 @@ std::string usage_text() {
      << "';\n"
         "                        for the network namespaces of scripts/cluster.sh:\n"
         "                        'ip netns exec {host}')\n"
-        "  --store-addr A        this machine's address the hosts reach the store at (default:\n"
+        "  --store-addr A[:P]    this machine's address the hosts reach the store at (default:\n"
         "                        the source address of the route to the hosts); the store\n"
         "                        binds it. Needed when the host names do not resolve here\n"
         "                        or the hosts are reached from different addresses; never\n"
         "                        loopback (127.0.0.1, localhost) when ranks run on other\n"
         "                        hosts: refused. Ranks that cannot reach it fail at once\n"
-        "                        when no retry can help (no route to it, nothing listening)\n"
+        "                        when no retry can help (no route to it, nothing listening).\n"
+        "                        A:P also sets --port (IPv6: [A]:P)\n"
         "  --start-timeout S     seconds remote ranks may take to start (default 60; with\n"
         "                        --min-np also each replacement started remotely)\n"
         "  --network-interface I network interface the ranks communicate on (sets COHORT_IFACE;\n"

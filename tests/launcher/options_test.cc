@@ -282,6 +282,25 @@ TEST(Options, DashboardAndReportFlags) {
   EXPECT_THROW(parse({"-np", "1", "--report", "", "p"}), UsageError);
 }
 
+TEST(Options, StoreAddrTakesAPort) {
+  LaunchOptions o = parse({"-np", "1", "--store-addr", "10.0.0.1:29500", "p"});
+  EXPECT_EQ(o.store_addr, "10.0.0.1");
+  EXPECT_EQ(o.port, 29500);
+  o = parse({"-np", "1", "--store-addr", "[fd00::1]:29501", "p"});
+  EXPECT_EQ(o.store_addr, "fd00::1");
+  EXPECT_EQ(o.port, 29501);
+  o = parse({"-np", "1", "--port", "7", "--store-addr", "fd00::1", "p"});  // a bare IPv6 address: no port
+  EXPECT_EQ(o.store_addr, "fd00::1");
+  EXPECT_EQ(o.port, 7);
+  EXPECT_EQ(parse({"-np", "1", "--store-addr=node1:0", "p"}).store_addr, "node1");
+  EXPECT_EQ(error_of({"-np", "1", "--store-addr", "10.0.0.1:http", "p"}),
+            "--store-addr's port must be a TCP port 0..65535, got '10.0.0.1:http'");
+  EXPECT_EQ(error_of({"-np", "1", "--store-addr", "10.0.0.1:", "p"}),
+            "--store-addr's port must be a TCP port 0..65535, got '10.0.0.1:'");
+  EXPECT_EQ(error_of({"-np", "1", "--store-addr", "[fd00::1]", "p"}),
+            "--store-addr takes an IPv6 address with a port as [ADDRESS]:PORT, got '[fd00::1]'");
+}
+
 TEST(Options, RefusesMultiHostLaunchesThatCannotWork) {
   // Hosts that are other machines (addresses, so nothing is looked up).
   const std::string two_hosts = "10.0.0.2:2,10.0.0.3:2";

@@ -243,6 +243,17 @@ std::string fit_json(const std::string& collective, const sim::LinkFit& fit) {
   return out.str();
 }
 
+// A shm link from allreduce samples that no fit allows: alpha the smallest
+// time, the bandwidth the largest allreduce's bus bandwidth (2 (p - 1) / p
+// of its bytes over its time beyond alpha, or over its whole time).
+sim::Link rough_shm_link(const std::vector<sim::Sample>& samples, int ranks) {
+  const auto [smallest, largest] = std::minmax_element(
+      samples.begin(), samples.end(), [](const sim::Sample& a, const sim::Sample& b) { return a.bytes < b.bytes; });
+  const double moved = 2.0 * (ranks - 1) / ranks * largest->bytes;
+  const double beyond = largest->seconds - smallest->seconds;
+  return {.alpha_s = smallest->seconds, .bytes_per_s = moved / (beyond > 0 ? beyond : largest->seconds)};
+}
+
 std::string fit_topology(const std::vector<json::Value>& facts, const json::Value* my_links,
                          const std::vector<BackendRun>& runs, const std::string& cross_backend, int hosts,
                          std::string& fits) {
@@ -267,7 +278,12 @@ std::string fit_topology(const std::vector<json::Value>& facts, const json::Valu
         t.shm = fit.link;
         fit_parts.push_back("\"shm\": " + fit_json("shm allreduce", fit));
       } catch (const ConfigError& e) {
-        fit_parts.push_back("\"shm\": {\"error\": " + quoted(e.what()) + "}");
+        // Timings too noisy to fit (a loaded machine): the largest
+        // allreduce's bus bandwidth and the smallest's time, so that the
+        // topology still holds a link the simulator can use.
+        t.shm = rough_shm_link(r.samples, t.ranks_per_host);
+        fit_parts.push_back("\"shm\": {\"error\": " + quoted(e.what()) +
+                            ", \"estimated\": \"from the largest and the smallest allreduce\"}");
       }
     }
   if (hosts > 1) {
