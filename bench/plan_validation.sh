@@ -11,8 +11,8 @@
 # 1. `cohortrun --check -np 4 -H h0:2,h1:2 --check-topology` measures it and
 #    writes the topology the planner reads (the links' latency and
 #    bandwidth, this machine's cores, which the emulated hosts share);
-# 2. for each model (synthetic_benchmark mlp and cnn: communication- and
-#    compute-heavy), profiled on one rank at the batch of a rank of 4 and
+# 2. for each model (synthetic_benchmark mlp of width 1024, 7.4 MB of
+#    gradients, and cnn, 6.9 MB: communication- and compute-heavy), profiled on one rank at the batch of a rank of 4 and
 #    of a rank alone (a timeline each, `cohort-sim workload`; the profile's
 #    compute_at), `cohort-plan --topology` (time objective, free
 #    machines) ranks every plan of up to 2 machines of up to 2 ranks, and
@@ -239,7 +239,7 @@ for s in $settings; do
 done
 
 for m in $models; do
-  if [[ $m == mlp ]]; then profile mlp mlp 4096 2; else profile cnn cnn 4096 2; fi
+  if [[ $m == mlp ]]; then profile mlp mlp 1024 2; else profile cnn cnn 1024 2; fi
 done
 
 tags=()
