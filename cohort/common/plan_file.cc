@@ -25,7 +25,8 @@ const std::string& text_of(const json::Value& v) { return v.string(); }
 PlanFile read_plan_file(const std::string& path) {
   const json::Value doc = json::parse_file(path);
   COHORT_CHECK_AS(ConfigError, doc.is_object())
-      << doc.where() << ": a plan file is a JSON object (cohort-plan --out writes one), got " << json::a_kind_name(doc.kind());
+      << doc.where() << ": a plan file is a JSON object (cohort-plan --out writes one), got "
+      << json::a_kind_name(doc.kind());
   PlanFile plan;
   bool has_version = false, has_strategy = false;
   for (const auto& [key, v] : doc.members()) {
@@ -52,7 +53,8 @@ PlanFile read_plan_file(const std::string& path) {
       plan.backend = text_of(v);
     } else if (key == "env") {
       COHORT_CHECK_AS(ConfigError, v.is_object())
-          << v.where() << ": plan field 'env' must be an object of COHORT_* variables, got " << json::a_kind_name(v.kind());
+          << v.where() << ": plan field 'env' must be an object of COHORT_* variables, got "
+          << json::a_kind_name(v.kind());
       for (const auto& [name, value] : v.members()) {
         COHORT_CHECK_AS(ConfigError, name.starts_with("COHORT_"))
             << value.where() << ": plan field 'env' sets '" << name << "', which is not a COHORT_* variable";

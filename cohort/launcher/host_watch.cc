@@ -37,8 +37,8 @@ bool runs(const std::vector<int>& running, int rank) {
 HostWatch::HostWatch(HostWatchOptions options, std::shared_ptr<rendezvous::Store> store,
                      std::map<int, std::string> hosts)
     : options_(options), store_(std::move(store)), hosts_(std::move(hosts)) {
-  COHORT_CHECK_AS(ConfigError, options_.silence_s > 0) << "a host watch needs a positive silence, not "
-                                                       << options_.silence_s << " s";
+  COHORT_CHECK_AS(ConfigError, options_.silence_s > 0)
+      << "a host watch needs a positive silence, not " << options_.silence_s << " s";
 }
 
 std::string HostWatch::tick(const std::vector<int>& running) {
@@ -61,13 +61,15 @@ std::string HostWatch::check(const std::vector<int>& running, SteadyClock::time_
   }
   last_running_ = running;
   last_now_ = now;
-  const auto limit = std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(options_.silence_s));
+  const auto limit =
+      std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(options_.silence_s));
   std::set<std::string> hosts;
   for (const auto& [rank, host] : hosts_) hosts.insert(host);
   for (const std::string& host : hosts)
     if (host_silent(host, running, limit, now))
-      return "host " + host + " lost: " + describe_host(host, running) + " (COHORT_ELASTIC_HEARTBEAT_TIMEOUT_S=" +
-             seconds_text(options_.silence_s) + "): its link or the machine is down; ranks elsewhere are not at fault";
+      return "host " + host + " lost: " + describe_host(host, running) +
+             " (COHORT_ELASTIC_HEARTBEAT_TIMEOUT_S=" + seconds_text(options_.silence_s) +
+             "): its link or the machine is down; ranks elsewhere are not at fault";
   // A hung process on a host that is otherwise alive: another rank there
   // beat within half the limit. (Within the limit is not enough: the last
   // beats of a host's ranks before its link went down are seen at different
@@ -78,9 +80,9 @@ std::string HostWatch::check(const std::vector<int>& running, SteadyClock::time_
         !host_beating(host, running, limit / 2, now))
       continue;
     return "rank " + std::to_string(rank) + " on " + host + " has sent no heartbeat since " +
-           clock_text(it->second.wall_since) + " (COHORT_ELASTIC_HEARTBEAT_TIMEOUT_S=" +
-           seconds_text(options_.silence_s) + ") while the other ranks of " + host +
-           " beat: the process hangs (stopped, or out of memory and swapping)";
+           clock_text(it->second.wall_since) +
+           " (COHORT_ELASTIC_HEARTBEAT_TIMEOUT_S=" + seconds_text(options_.silence_s) + ") while the other ranks of " +
+           host + " beat: the process hangs (stopped, or out of memory and swapping)";
   }
   return {};
 }

@@ -32,7 +32,7 @@
 namespace cohort::launcher {
 
 struct HostWatchOptions {
-  double silence_s = 10;  // COHORT_ELASTIC_HEARTBEAT_TIMEOUT_S
+  double silence_s = 10;                  // COHORT_ELASTIC_HEARTBEAT_TIMEOUT_S
   std::chrono::milliseconds period{500};  // how often the counters are read
 };
 

@@ -275,7 +275,8 @@ int run_job(const LaunchOptions& options) {
   }
   const std::vector<RankPlacement>& placement = layout.placement;
   const StoreAddress& store_address = layout.store;
-  const bool ranks_here = std::any_of(placement.begin(), placement.end(), [](const RankPlacement& p) { return !p.remote; });
+  const bool ranks_here =
+      std::any_of(placement.begin(), placement.end(), [](const RankPlacement& p) { return !p.remote; });
   JobEnvironment job = job_environment(options, job_id, layout);
   try {
     // Elastic jobs beat anyway (their controller watches every process).
@@ -459,9 +460,11 @@ int run_job(const LaunchOptions& options) {
       std::map<int, std::string> hosts;
       for (const RankPlacement& p : placement) hosts.emplace(p.rank, p.host);
       host_watch.emplace(HostWatchOptions{.silence_s = heartbeat_silence_s()},
-                         std::make_shared<rendezvous::TcpStore>(rendezvous::TcpStoreOptions{
-                             .host = store_address.bind, .port = job.store_port, .secret = job.secret,
-                             .connect_timeout = std::chrono::seconds(10)}),
+                         std::make_shared<rendezvous::TcpStore>(
+                             rendezvous::TcpStoreOptions{.host = store_address.bind,
+                                                         .port = job.store_port,
+                                                         .secret = job.secret,
+                                                         .connect_timeout = std::chrono::seconds(10)}),
                          std::move(hosts));
       supervisor.watch_health(*host_watch);
     } catch (const Error& e) {

@@ -108,8 +108,7 @@ int exit_code(const SupervisionResult& result) {
     case StopReason::launch_failed:
     case StopReason::start_timeout:
     case StopReason::elastic_ended:
-    case StopReason::host_lost:
-      return 1;
+    case StopReason::host_lost: return 1;
     case StopReason::rank_failed:
       for (const RankRecord& r : result.ranks)
         if (r.rank == result.failed_rank && !r.absorbed) return launcher_exit_code(r.status);

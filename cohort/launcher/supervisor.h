@@ -56,9 +56,9 @@ struct SupervisorOptions {
 };
 
 enum class StopReason {
-  none,          // every rank ended on its own
-  rank_failed,   // a rank exited non-zero or died by a signal
-  signal,        // the launcher received SIGINT, SIGTERM or SIGHUP
+  none,           // every rank ended on its own
+  rank_failed,    // a rank exited non-zero or died by a signal
+  signal,         // the launcher received SIGINT, SIGTERM or SIGHUP
   launch_failed,  // stop() was called, e.g. a later rank could not be started
   start_timeout,  // ranks did not report that they started in time
   elastic_ended,  // the elastic policy ended the job (below --min-np too long)

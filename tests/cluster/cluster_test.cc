@@ -299,8 +299,12 @@ struct CutJob {
 CutJob run_and_cut(EmulatedCluster& cluster, std::map<std::string, std::string> env, std::vector<std::string> flags,
                    const std::string& bound_s) {
   TempDir dir;
-  std::vector<std::string> a{"-H", cluster.hosts()[0] + ":2," + cluster.hosts()[1] + ":2", "--launch-template",
-                             kTemplate, "--store-addr", cluster.bridge_address()};
+  std::vector<std::string> a{"-H",
+                             cluster.hosts()[0] + ":2," + cluster.hosts()[1] + ":2",
+                             "--launch-template",
+                             kTemplate,
+                             "--store-addr",
+                             cluster.bridge_address()};
   a.insert(a.end(), flags.begin(), flags.end());
   a.insert(a.end(), {CLUSTER_RANK_PROGRAM, "cut", bound_s, cluster.hosts()[1]});
   CohortrunProcess p(COHORTRUN_PATH, a, dir.path(), env);
@@ -311,7 +315,8 @@ CutJob run_and_cut(EmulatedCluster& cluster, std::map<std::string, std::string> 
     for (int rank = 0; rank < 4; ++rank) looping += has_line(out, rank, "looping") ? 1 : 0;
     if (looping == 4) break;
     if (!p.running() || launcher::testing::Clock::now() >= deadline) {
-      ADD_FAILURE() << "ranks did not start looping:\n" << out << launcher::testing::read_text(dir.path() + "/cohortrun.err");
+      ADD_FAILURE() << "ranks did not start looping:\n"
+                    << out << launcher::testing::read_text(dir.path() + "/cohortrun.err");
       return {p.wait(10s), 0};
     }
     std::this_thread::sleep_for(20ms);

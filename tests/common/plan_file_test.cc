@@ -69,7 +69,8 @@ TEST(PlanFile, MalformedFieldsAreOneLineErrorsNamingFileFieldAndExpectation) {
       {R"({"version": 1, "strategy": "auto", "predicted": {"step": 1}})", "unknown plan field 'predicted.step'"},
       {R"({"version": 1, "strategy": "auto", "stratgy": "zero"})", "unknown plan field 'stratgy'"},
       {R"({"version": 1, "strategy": "auto", "mesh": {"dp": 2, "pq": 2}})", "unknown plan field 'mesh.pq'"},
-      {R"({"version": 1, "strategy": "auto", "mesh": {"tp": 0}})", "plan field 'mesh.tp' must be a whole number of at least 1"},
+      {R"({"version": 1, "strategy": "auto", "mesh": {"tp": 0}})",
+       "plan field 'mesh.tp' must be a whole number of at least 1"},
       {R"({"version": 1, "strategy": "auto",})", ":1:35: expected a member name in double quotes"},
   };
   for (const auto& [text, want] : cases) {
@@ -95,9 +96,10 @@ TEST(PlanFile, DifferencesFromTheLaunchAreNamed) {
   ::setenv("COHORT_PLAN_FILE_TEST_A", "1", 1);
   ::setenv("COHORT_PLAN_FILE_TEST_B", "3", 1);
   ::setenv("COHORT_BACKEND", "gloo", 1);
-  EXPECT_EQ(plan_differences(plan, 2),
-            (std::vector<std::string>{"the plan sets COHORT_PLAN_FILE_TEST_B=2, this process has COHORT_PLAN_FILE_TEST_B=3",
-                                      "the plan is for 4 ranks, this job has 2"}));
+  EXPECT_EQ(
+      plan_differences(plan, 2),
+      (std::vector<std::string>{"the plan sets COHORT_PLAN_FILE_TEST_B=2, this process has COHORT_PLAN_FILE_TEST_B=3",
+                                "the plan is for 4 ranks, this job has 2"}));
   ::setenv("COHORT_PLAN_FILE_TEST_B", "2", 1);
   EXPECT_TRUE(plan_differences(plan, 4).empty());
   EXPECT_TRUE(plan_differences(plan, 0).empty());  // not launched: nothing to compare

@@ -4,8 +4,8 @@
 
 #include <gtest/gtest.h>
 
-#include "cohort/rendezvous/memory_store.h"
 #include "cohort/rendezvous/membership.h"
+#include "cohort/rendezvous/memory_store.h"
 
 namespace cohort::launcher {
 namespace {
@@ -17,7 +17,8 @@ struct HostWatchTest : ::testing::Test {
   // Ranks 0, 1 on h0; 2, 3 on h1.
   HostWatch watch{HostWatchOptions{.silence_s = 10}, store, {{0, "h0"}, {1, "h0"}, {2, "h1"}, {3, "h1"}}};
   HostWatch::SteadyClock::time_point t0 = HostWatch::SteadyClock::now();
-  HostWatch::WallClock::time_point wall0 = HostWatch::WallClock::from_time_t(3600 * 24 * 365 + 12 * 3600 + 34 * 60 + 56);
+  HostWatch::WallClock::time_point wall0 =
+      HostWatch::WallClock::from_time_t(3600 * 24 * 365 + 12 * 3600 + 34 * 60 + 56);
   std::vector<int> all{0, 1, 2, 3};
 
   void beat(std::initializer_list<int> ranks) {

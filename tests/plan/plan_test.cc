@@ -37,9 +37,9 @@ std::string machine(const std::string& name, int cores, double memory, double ne
 }
 
 Catalogue catalogue(const std::string& types) {
-  return read_catalogue(json::parse(std::string("{\"topology\": ") + kLinks + ", \"machine_types\": [" + types + "]}",
-                                    "cat.json"),
-                        "cat.json");
+  return read_catalogue(
+      json::parse(std::string("{\"topology\": ") + kLinks + ", \"machine_types\": [" + types + "]}", "cat.json"),
+      "cat.json");
 }
 
 // A model of `tensors` equal gradients of `bytes` each, its backward taking
@@ -56,11 +56,10 @@ Profile profile(int tensors, double bytes, double compute_s, double batch, doubl
   }
   w += "]}";
   char m[256];
-  std::snprintf(m, sizeof m,
-                R"({"parameter_bytes": %g, "optimizer_bytes": %g, "activation_bytes_per_example": %g})", params,
-                optimizer, activation);
-  const std::string doc = std::string(R"({"name": "synthetic", "workload": )") + w +
-                          R"(, "batch_per_rank": )" + std::to_string(batch) + R"(, "memory": )" + m +
+  std::snprintf(m, sizeof m, R"({"parameter_bytes": %g, "optimizer_bytes": %g, "activation_bytes_per_example": %g})",
+                params, optimizer, activation);
+  const std::string doc = std::string(R"({"name": "synthetic", "workload": )") + w + R"(, "batch_per_rank": )" +
+                          std::to_string(batch) + R"(, "memory": )" + m +
                           (stages.empty() ? "" : ", \"stages\": " + stages) + "}";
   return read_profile(json::parse(doc, "profile.json"), "profile.json");
 }
@@ -184,8 +183,8 @@ TEST(Planner, MemoryBoundModelWithStagesTakesAMeshOrZero3) {
 // cheapest fast plan, on slow ones.
 TEST(Planner, BudgetPicksTheCheaperType) {
   const Profile p = profile(4, 1024, 1.0, 32, 4096, 8192, 1e4);
-  const Catalogue c = catalogue(machine("slow", 4, 64e9, 1.25e9, 1.0, 8) + ", " +
-                                machine("fast", 4, 64e9, 1.25e9, 10.0, 8, 2.0));
+  const Catalogue c =
+      catalogue(machine("slow", 4, 64e9, 1.25e9, 1.0, 8) + ", " + machine("fast", 4, 64e9, 1.25e9, 10.0, 8, 2.0));
   const Job job{.global_batch = 256, .steps = 1000};
   const Result free = plan(p, c, job);
   EXPECT_EQ(c.types[free.plans.front().config.type].name, "fast");
@@ -275,14 +274,20 @@ void expect_one_line(const std::string& e, const std::string& file, const std::s
 
 TEST(PlanInputs, MalformedCatalogueIsOneLineNamingFileAndField) {
   const std::string head = std::string("{\"topology\": ") + kLinks + ", \"machine_types\": [";
-  const std::string ok = R"({"name": "a", "cores": 4, "memory_bytes": 1e9, "network_bytes_per_s": 1e9, "price_per_hour": 1, "available": 2)";
+  const std::string ok =
+      R"({"name": "a", "cores": 4, "memory_bytes": 1e9, "network_bytes_per_s": 1e9, "price_per_hour": 1, "available": 2)";
   EXPECT_EQ(catalogue_error(head + ok + "}]}"), "");
-  expect_one_line(catalogue_error(head + R"({"name": "a", "cores": 4, "memory_bytes": 1e9, "network_bytes_per_s": 1e9, "available": 2}]})"),
-                  "cat.json", "missing field 'price_per_hour'");
-  std::string e = catalogue_error(head + R"({"name": "a", "cores": "4", "memory_bytes": 1e9, "network_bytes_per_s": 1e9, "price_per_hour": 1, "available": 2}]})");
+  expect_one_line(
+      catalogue_error(
+          head + R"({"name": "a", "cores": 4, "memory_bytes": 1e9, "network_bytes_per_s": 1e9, "available": 2}]})"),
+      "cat.json", "missing field 'price_per_hour'");
+  std::string e = catalogue_error(
+      head +
+      R"({"name": "a", "cores": "4", "memory_bytes": 1e9, "network_bytes_per_s": 1e9, "price_per_hour": 1, "available": 2}]})");
   expect_one_line(e, "cat.json", "machine_types[0].cores");
   EXPECT_MENTIONS(e, "expected an integer");
-  const std::string negative = R"({"name": "b", "cores": 4, "memory_bytes": 1e9, "network_bytes_per_s": -1, "price_per_hour": 1, "available": 2})";
+  const std::string negative =
+      R"({"name": "b", "cores": 4, "memory_bytes": 1e9, "network_bytes_per_s": -1, "price_per_hour": 1, "available": 2})";
   e = catalogue_error(head + ok + "}, " + negative + "]}");
   expect_one_line(e, "cat.json", "machine_types[1].network_bytes_per_s: must be positive");
   e = catalogue_error(head + ok + R"(, "price": 3}]})");
@@ -299,7 +304,8 @@ TEST(PlanInputs, MalformedCatalogueIsOneLineNamingFileAndField) {
 
 TEST(PlanInputs, MalformedProfileIsOneLineNamingFileAndField) {
   const std::string w = R"("workload": {"tensors": [{"name": "g", "bytes": 4, "ready_s": 0.1}]})";
-  const std::string mem = R"("memory": {"parameter_bytes": 4, "optimizer_bytes": 8, "activation_bytes_per_example": 1})";
+  const std::string mem =
+      R"("memory": {"parameter_bytes": 4, "optimizer_bytes": 8, "activation_bytes_per_example": 1})";
   EXPECT_EQ(profile_error("{" + w + R"(, "batch_per_rank": 8, )" + mem + "}"), "");
   expect_one_line(profile_error("{" + w + ", " + mem + "}"), "prof.json", "missing field 'batch_per_rank'");
   expect_one_line(profile_error(R"({"workload": "no_such_workload.json", "batch_per_rank": 8, )" + mem + "}"),
@@ -310,10 +316,15 @@ TEST(PlanInputs, MalformedProfileIsOneLineNamingFileAndField) {
                   "workload: expected a workload object or the path");
   expect_one_line(profile_error("{" + w + R"(, "batch_per_rank": 8, "memory": {"parameter_bytes": 4}})"), "prof.json",
                   "memory: missing field 'activation_bytes_per_example'");
-  expect_one_line(profile_error("{" + w + R"(, "batch_per_rank": 8, "memory": {"activation_bytes_per_example": 1, "optimizer_bytes": 1, "optimizer_bytes_per_parameter_byte": 2}})"),
-                  "prof.json", "memory.optimizer_bytes_per_parameter_byte");
-  expect_one_line(profile_error("{" + w + R"(, "batch_per_rank": 8, )" + mem + R"(, "stages": {"layers": 0, "boundary_bytes_per_example": 1, "tp_bytes_per_example": 1}})"),
-                  "prof.json", "stages.layers: must be an integer in [1");
+  expect_one_line(
+      profile_error(
+          "{" + w +
+          R"(, "batch_per_rank": 8, "memory": {"activation_bytes_per_example": 1, "optimizer_bytes": 1, "optimizer_bytes_per_parameter_byte": 2}})"),
+      "prof.json", "memory.optimizer_bytes_per_parameter_byte");
+  expect_one_line(
+      profile_error("{" + w + R"(, "batch_per_rank": 8, )" + mem +
+                    R"(, "stages": {"layers": 0, "boundary_bytes_per_example": 1, "tp_bytes_per_example": 1}})"),
+      "prof.json", "stages.layers: must be an integer in [1");
   expect_one_line(profile_error("{" + w + R"(, "batch_per_rank": 8, )" + mem + R"(, "stages": {"layers": 4}})"),
                   "prof.json", "stages: missing field 'boundary_bytes_per_example'");
 }
@@ -418,7 +429,8 @@ TEST(PlanReport, WritesThePngAndJsonThatParses) {
   EXPECT_EQ(read.command, file.at("command").string());
   // --explain of the last plan names why it lost.
   const std::string why = explain(ctx, int(r.plans.size()));
-  EXPECT_TRUE(why.find("does not fit") != std::string::npos || why.find("against the best") != std::string::npos) << why;
+  EXPECT_TRUE(why.find("does not fit") != std::string::npos || why.find("against the best") != std::string::npos)
+      << why;
 }
 
 }  // namespace

@@ -46,9 +46,10 @@ MachineType read_type(const json::Value& v, const std::string& where, const json
     sim::field_error(v, where,
                      "missing field 'topology' (the links inside one machine, a topology object or file; here or at "
                      "the catalogue's top level)");
-  m.topology = topo->is_string() ? read_named_file<sim::Topology>(*topo, topo == default_topology ? "topology" : f.path("topology"),
-                                                                 path, sim::read_topology_file)
-                                 : sim::read_topology(*topo);
+  m.topology = topo->is_string()
+                   ? read_named_file<sim::Topology>(*topo, topo == default_topology ? "topology" : f.path("topology"),
+                                                    path, sim::read_topology_file)
+                   : sim::read_topology(*topo);
   m.topology.network.bytes_per_s = f.number("network_bytes_per_s", std::nullopt, Range::positive);
   m.topology.network.alpha_s = f.number("network_latency_s", m.topology.network.alpha_s, Range::non_negative);
   m.topology.hosts = 1;

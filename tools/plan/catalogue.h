@@ -12,12 +12,12 @@ namespace cohort::plan {
 
 struct MachineType {
   std::string name;
-  int cores = 1;                 // CPU cores: ranks beyond them are not tried
-  int accelerators = 0;          // > 0: one rank per accelerator at most; compute never contends for cores
-  double memory_bytes = 0;       // the machine's memory, shared by its ranks (0: not checked)
+  int cores = 1;                     // CPU cores: ranks beyond them are not tried
+  int accelerators = 0;              // > 0: one rank per accelerator at most; compute never contends for cores
+  double memory_bytes = 0;           // the machine's memory, shared by its ranks (0: not checked)
   double memory_bytes_per_rank = 0;  // an accelerator's own memory (0: not checked)
-  double price_per_hour = 0;     // USD per machine and hour, billed per second
-  int available = 1;             // machines of this type that can be had
+  double price_per_hour = 0;         // USD per machine and hour, billed per second
+  int available = 1;                 // machines of this type that can be had
   // Compute speed of one rank relative to the profiled machine's, or its
   // FLOP/s (with the profile's flop_per_example); 1 when neither is given.
   double compute_speedup = 1;

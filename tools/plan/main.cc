@@ -26,7 +26,8 @@ namespace {
 using namespace cohort;
 using namespace cohort::plan;
 
-constexpr const char* kUsage = R"(usage: cohort-plan --profile P.json (--catalogue C.json | --topology T.json) --global-batch B
+constexpr const char* kUsage =
+    R"(usage: cohort-plan --profile P.json (--catalogue C.json | --topology T.json) --global-batch B
                    (--steps N | --epochs E --examples X) [options]
   --profile FILE          the program: its one-rank step (a cohort-sim workload), batch and memory
   --catalogue FILE        machine types: cores, memory, network, price per hour, how many are available
@@ -79,7 +80,8 @@ int run(const std::vector<std::string>& args) {
        {"--steps", [&](auto& f, auto& v) { job.steps = flags::parse_number<int64_t>(f, v, int64_t{1}); }},
        {"--epochs", [&](auto& f, auto& v) { epochs = flags::parse_number<double>(f, v, 0.0); }},
        {"--examples", [&](auto& f, auto& v) { examples = flags::parse_number<int64_t>(f, v, int64_t{1}); }},
-       {"--objective", [&](auto& f, auto& v) {
+       {"--objective",
+        [&](auto& f, auto& v) {
           opt.objective = flags::one_of(f, v, {"time", "cost"}) == "cost" ? Objective::cost : Objective::time;
         }},
        {"--budget", [&](auto& f, auto& v) { opt.budget_usd = flags::parse_number<double>(f, v, 0.0); }},
@@ -87,7 +89,8 @@ int run(const std::vector<std::string>& args) {
        {"--machines", [&](auto& f, auto& v) { opt.machines = flags::parse_number<int>(f, v, 1); }},
        {"--ranks-per-machine", [&](auto& f, auto& v) { opt.ranks_per_machine = flags::parse_number<int>(f, v, 1); }},
        {"--max-machines", [&](auto& f, auto& v) { opt.max_machines = flags::parse_number<int>(f, v, 1); }},
-       {"--strategies", [&](auto&, auto& v) {
+       {"--strategies",
+        [&](auto&, auto& v) {
           std::stringstream ss(v);
           for (std::string item; std::getline(ss, item, ',');) opt.strategies.push_back(item);
         }},

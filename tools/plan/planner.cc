@@ -146,16 +146,16 @@ class Searcher {
   Searcher(const Profile& p, const Catalogue& c, const Job& j, const SearchOptions& o)
       : profile_(p), catalogue_(c), job_(j), opt_(o) {
     COHORT_CHECK_AS(ConfigError, j.global_batch >= 1) << "the global batch must be at least 1 (--global-batch)";
-    COHORT_CHECK_AS(ConfigError, j.steps >= 1) << "the job needs at least one step (--steps, or --epochs and --examples)";
+    COHORT_CHECK_AS(ConfigError, j.steps >= 1)
+        << "the job needs at least one step (--steps, or --epochs and --examples)";
     COHORT_CHECK_AS(ConfigError, !p.workload.tensors.empty()) << p.path << ": the profile's workload has no tensors";
     COHORT_CHECK_AS(ConfigError, p.workload.compute_end_s > 0)
         << p.path << ": the profile's workload has no compute time (its last gradient is ready at 0 s)";
     for (const std::string& s : o.strategies)
       COHORT_CHECK_AS(ConfigError, std::set<std::string>({"one_device", "horovod", "ddp", "zero", "parameter_server",
-                                                           "mesh", "mesh_zero"})
+                                                          "mesh", "mesh_zero"})
                                        .contains(s))
-          << "--strategies: unknown '" << s
-          << "' (one_device, horovod, ddp, zero, parameter_server, mesh, mesh_zero)";
+          << "--strategies: unknown '" << s << "' (one_device, horovod, ddp, zero, parameter_server, mesh, mesh_zero)";
     for (const MachineType& m : c.types)
       COHORT_CHECK_AS(ConfigError, m.flop_per_s == 0 || p.flop_per_example > 0)
           << c.path << ": machine type '" << m.name << "' states flop_per_s, but " << p.path
@@ -203,8 +203,8 @@ class Searcher {
   // speed only.
   sim::Workload rank_workload(const MachineType& m, double examples) const {
     const double s = slowness(m);
-    sim::Workload w = sim::scaled_compute(
-        profile_.workload, s * profile_.compute_s(examples) / profile_.workload.compute_end_s);
+    sim::Workload w =
+        sim::scaled_compute(profile_.workload, s * profile_.compute_s(examples) / profile_.workload.compute_end_s);
     w.update_s = profile_.workload.update_s * s;
     return w;
   }
@@ -415,7 +415,8 @@ class Searcher {
       const double worker = memory_per_rank(profile_, PlanConfig{c.type, 1, 1}, examples);
       const double server = (profile_.parameter_bytes + profile_.gradient_bytes) / c.servers;
       const int servers_last = std::min(c.servers, c.ranks_per_machine);
-      machine = std::max(worker * c.ranks_per_machine, servers_last * server + (c.ranks_per_machine - servers_last) * worker);
+      machine =
+          std::max(worker * c.ranks_per_machine, servers_last * server + (c.ranks_per_machine - servers_last) * worker);
     }
     if (m.memory_bytes_per_rank > 0 && p.memory_per_rank > m.memory_bytes_per_rank) {
       p.fits = false;
@@ -425,8 +426,8 @@ class Searcher {
     }
     if (m.memory_bytes > 0 && machine > m.memory_bytes) {
       p.fits = false;
-      p.why_not = "needs " + gib(machine) + " on a machine (" + std::to_string(c.ranks_per_machine) + " ranks of up to " +
-                  gib(p.memory_per_rank) + "), " + m.name + " has " + gib(m.memory_bytes);
+      p.why_not = "needs " + gib(machine) + " on a machine (" + std::to_string(c.ranks_per_machine) +
+                  " ranks of up to " + gib(p.memory_per_rank) + "), " + m.name + " has " + gib(m.memory_bytes);
       return p;
     }
     const sim::Topology t = topology(c);
@@ -457,7 +458,8 @@ class Searcher {
       else if (N > 1) comm += " (memory bandwidth)";
       p.parts = {{"compute", sp.compute_s}, {comm, sp.exposed_s}};
     }
-    std::stable_sort(p.parts.begin(), p.parts.end(), [](const StepPart& a, const StepPart& b) { return a.seconds > b.seconds; });
+    std::stable_sort(p.parts.begin(), p.parts.end(),
+                     [](const StepPart& a, const StepPart& b) { return a.seconds > b.seconds; });
     const std::string& top = p.parts[0].name;
     p.bottleneck = top.starts_with("compute")                    ? "compute"
                    : top.starts_with("parameter servers")        ? "server"
@@ -525,8 +527,8 @@ class Searcher {
                                   << describe(least->config) << ")";
       COHORT_THROW(ConfigError) << "no plan fits in memory: the least memory any plan needs is "
                                 << gib(least->memory_per_rank) << " per rank (" << describe(least->config) << " on "
-                                << least->config.machines << " x " << catalogue_.types[least->config.type].name
-                                << ", " << least->why_not << ")";
+                                << least->config.machines << " x " << catalogue_.types[least->config.type].name << ", "
+                                << least->why_not << ")";
     }
     const Plan* cheapest = nullptr;
     const Plan* fastest = nullptr;
@@ -537,8 +539,8 @@ class Searcher {
     }
     auto name = [&](const Plan& p) {
       return "plan " + std::to_string(p.id) + ": " + std::to_string(p.config.machines) + " x " +
-             catalogue_.types[p.config.type].name + ", " + describe(p.config) + ", " + seconds_text(p.total_s) +
-             ", " + money(p.cost);
+             catalogue_.types[p.config.type].name + ", " + describe(p.config) + ", " + seconds_text(p.total_s) + ", " +
+             money(p.cost);
     };
     const bool budget_binds = cheapest->cost > opt_.budget_usd;
     const bool deadline_binds = fastest->total_s > opt_.deadline_s;
@@ -555,10 +557,11 @@ class Searcher {
     for (const Plan& p : r.plans)
       if (p.fits && p.cost <= opt_.budget_usd && (!fastest_in_budget || p.total_s < fastest_in_budget->total_s))
         fastest_in_budget = &p;
-    COHORT_THROW(ConfigError) << "no plan meets both the budget of " << money(opt_.budget_usd) << " and the deadline of "
-                              << seconds_text(opt_.deadline_s) << ": within the budget the fastest takes "
-                              << seconds_text(fastest_in_budget->total_s) << " (" << name(*fastest_in_budget)
-                              << "); the deadline alone needs " << money(cheapest_meeting_deadline(r)->cost);
+    COHORT_THROW(ConfigError) << "no plan meets both the budget of " << money(opt_.budget_usd)
+                              << " and the deadline of " << seconds_text(opt_.deadline_s)
+                              << ": within the budget the fastest takes " << seconds_text(fastest_in_budget->total_s)
+                              << " (" << name(*fastest_in_budget) << "); the deadline alone needs "
+                              << money(cheapest_meeting_deadline(r)->cost);
   }
 
   const Plan* cheapest_meeting_deadline(const Result& r) const {

@@ -57,8 +57,8 @@ struct SearchOptions {
   // Strategy families to try (empty: all): one_device, horovod, ddp, zero,
   // parameter_server, mesh (dp averaged as ddp), mesh_zero (ZeRO-1 over dp).
   std::vector<std::string> strategies;
-  int tune_top = 16;          // plans of step 1 tuned in step 2
-  int sim_steps = 6;          // simulated steps per prediction (the first is warm-up)
+  int tune_top = 16;  // plans of step 1 tuned in step 2
+  int sim_steps = 6;  // simulated steps per prediction (the first is warm-up)
 };
 
 enum class Family { one_device, horovod, ddp, zero, parameter_server, mesh };
@@ -69,15 +69,15 @@ struct PlanConfig {
   int machines = 1;
   int ranks_per_machine = 1;
   Family family = Family::one_device;
-  std::string backend = "shm";   // the simulator's algorithm: shm, ring (gloo), hierarchical; auto for ps and mesh
+  std::string backend = "shm";  // the simulator's algorithm: shm, ring (gloo), hierarchical; auto for ps and mesh
   int zero_stage = 0;
-  int bucket_mb = 25;            // ddp, zero 1-2
-  int unit_mb = 1;               // zero 3
-  int servers = 0;               // parameter_server
+  int bucket_mb = 25;  // ddp, zero 1-2
+  int unit_mb = 1;     // zero 3
+  int servers = 0;     // parameter_server
   int64_t fusion_threshold = 256 << 10;
   int64_t cycle_time_us = 0;
-  sim::MeshShape mesh;           // family mesh
-  int mesh_zero = 0;             // mesh: 0 (ddp) or 1 (ZeRO-1) over dp
+  sim::MeshShape mesh;  // family mesh
+  int mesh_zero = 0;    // mesh: 0 (ddp) or 1 (ZeRO-1) over dp
   int ranks() const { return machines * ranks_per_machine; }
 };
 
@@ -88,21 +88,21 @@ struct StepPart {
 };
 
 struct Plan {
-  int id = 0;                    // 1-based position in the ranking
+  int id = 0;  // 1-based position in the ranking
   PlanConfig config;
-  bool fits = true;              // in memory (and the batch covers every replica)
-  std::string why_not;           // when it does not fit
-  std::string over;              // the constraint it breaks, empty within them
-  double memory_per_rank = 0;    // bytes, the largest rank's
+  bool fits = true;            // in memory (and the batch covers every replica)
+  std::string why_not;         // when it does not fit
+  std::string over;            // the constraint it breaks, empty within them
+  double memory_per_rank = 0;  // bytes, the largest rank's
   double step_s = 0, total_s = 0, cost = 0;
-  std::vector<StepPart> parts;   // the step's parts, largest first
-  std::string bottleneck;        // compute, network, memory bandwidth, server, pipeline bubble, intra-host link
-  size_t order = 0;              // enumeration order (ties)
+  std::vector<StepPart> parts;  // the step's parts, largest first
+  std::string bottleneck;       // compute, network, memory bandwidth, server, pipeline bubble, intra-host link
+  size_t order = 0;             // enumeration order (ties)
 };
 
 struct Result {
-  std::vector<Plan> plans;       // ranked; plans[0] is the best when best is true
-  std::vector<int> pareto;       // ids on the time-cost front (plans that fit), fastest first
+  std::vector<Plan> plans;  // ranked; plans[0] is the best when best is true
+  std::vector<int> pareto;  // ids on the time-cost front (plans that fit), fastest first
   size_t simulations = 0;
   double search_s = 0;
 };

@@ -37,13 +37,13 @@ Profile read_profile(const json::Value& doc, const std::string& path) {
     Fields c(*at, "compute_at");
     const double b2 = c.number("batch_per_rank", std::nullopt, Range::positive);
     const json::Value& w2 = c.required("workload");
-    const sim::Workload second = w2.is_string()
-                                     ? read_named_file<sim::Workload>(w2, "compute_at.workload", path, sim::read_workload_file)
-                                     : sim::read_workload(w2);
+    const sim::Workload second =
+        w2.is_string() ? read_named_file<sim::Workload>(w2, "compute_at.workload", path, sim::read_workload_file)
+                       : sim::read_workload(w2);
     c.finish();
     if (b2 == p.batch_per_rank)
-      sim::field_error(*at, "compute_at.batch_per_rank", "must differ from batch_per_rank (" +
-                                                             std::to_string(p.batch_per_rank) + ")");
+      sim::field_error(*at, "compute_at.batch_per_rank",
+                       "must differ from batch_per_rank (" + std::to_string(p.batch_per_rank) + ")");
     const double t1 = p.workload.compute_end_s, t2 = second.compute_end_s;
     const double per_example = (t2 - t1) / (b2 - p.batch_per_rank);
     p.fixed_compute_s = std::clamp(t1 - per_example * p.batch_per_rank, 0.0, t1);
@@ -59,9 +59,9 @@ Profile read_profile(const json::Value& doc, const std::string& path) {
     if (absolute && relative)
       sim::field_error(*relative, "memory.optimizer_bytes_per_parameter_byte",
                        "give optimizer_bytes or optimizer_bytes_per_parameter_byte, not both");
-    p.optimizer_bytes = absolute ? m.number("optimizer_bytes", 0.0, Range::non_negative)
-                                 : p.parameter_bytes * m.number("optimizer_bytes_per_parameter_byte", 0.0,
-                                                                Range::non_negative);
+    p.optimizer_bytes =
+        absolute ? m.number("optimizer_bytes", 0.0, Range::non_negative)
+                 : p.parameter_bytes * m.number("optimizer_bytes_per_parameter_byte", 0.0, Range::non_negative);
     p.activation_bytes_per_example = m.number("activation_bytes_per_example", std::nullopt, Range::non_negative);
     m.finish();
   }

@@ -15,28 +15,28 @@ namespace cohort::plan {
 // The model's stages, for the dp x pp x tp mesh (a model that declares
 // them can be split into pipeline stages and tensor-parallel layers).
 struct Stages {
-  int layers = 0;                          // 0: the model declares none (no mesh plans)
-  int heads = 0;                           // tp must divide it (0: any tp)
-  double boundary_bytes_per_example = 0;   // activations between two stages, one example
-  double tp_bytes_per_example = 0;         // one tensor-parallel allreduce, one example
+  int layers = 0;                         // 0: the model declares none (no mesh plans)
+  int heads = 0;                          // tp must divide it (0: any tp)
+  double boundary_bytes_per_example = 0;  // activations between two stages, one example
+  double tp_bytes_per_example = 0;        // one tensor-parallel allreduce, one example
   int tp_allreduces_per_layer = 4;
-  std::string program;                     // the program that runs a mesh (char_lm's --dp/--pp/--tp flags)
+  std::string program;  // the program that runs a mesh (char_lm's --dp/--pp/--tp flags)
 };
 
 struct Profile {
   std::string name;
-  std::string path;                 // the profile file (errors, relative paths)
-  sim::Workload workload;           // one step at `batch_per_rank` examples on the profiled machine
-  double batch_per_rank = 1;        // examples in that step
+  std::string path;           // the profile file (errors, relative paths)
+  sim::Workload workload;     // one step at `batch_per_rank` examples on the profiled machine
+  double batch_per_rank = 1;  // examples in that step
   // The part of the step's compute that does not grow with the batch (the
   // weights' traffic of a wide layer at a small batch), from a second step
   // measured at another batch ("compute_at"); 0 without one: the compute
   // is taken to scale with the examples.
   double fixed_compute_s = 0;
-  double flop_per_example = 0;      // 0: unknown (machine types then need compute_speedup)
-  double parameter_bytes = 0;       // default: the workload's gradient bytes
-  double gradient_bytes = 0;        // default: parameter_bytes
-  double optimizer_bytes = 0;       // the optimizer's state, whole model
+  double flop_per_example = 0;  // 0: unknown (machine types then need compute_speedup)
+  double parameter_bytes = 0;   // default: the workload's gradient bytes
+  double gradient_bytes = 0;    // default: parameter_bytes
+  double optimizer_bytes = 0;   // the optimizer's state, whole model
   double activation_bytes_per_example = 0;
   std::string program = "./train";  // what follows cohortrun's flags in the command
   Stages stages;

@@ -60,8 +60,8 @@ const Plan& find_plan(const ReportContext& r, int id) {
 std::string table(const ReportContext& r, int rows) {
   std::ostringstream os;
   char line[512];
-  std::snprintf(line, sizeof line, "%5s  %-14s %5s %4s %6s  %-52s %10s %10s %10s %10s  %s\n", "plan", "machine",
-                "mach", "rpm", "ranks", "strategy", "step_ms", "total", "cost", "mem/rank", "bottleneck");
+  std::snprintf(line, sizeof line, "%5s  %-14s %5s %4s %6s  %-52s %10s %10s %10s %10s  %s\n", "plan", "machine", "mach",
+                "rpm", "ranks", "strategy", "step_ms", "total", "cost", "mem/rank", "bottleneck");
   os << line;
   int shown = 0, within = 0, over = 0, unfit = 0, folded = 0;
   // Knob variants predicted the same as a row above them (a cycle time
@@ -88,10 +88,12 @@ std::string table(const ReportContext& r, int rows) {
     std::snprintf(line, sizeof line, "%5d  %-14s %5d %4d %6d  %-52s %10.3f %10s %10s %10s  %s%s\n", p.id,
                   type_name(r, p).c_str(), p.config.machines, p.config.ranks_per_machine, p.config.ranks(),
                   describe(p.config).c_str(), 1e3 * p.step_s, duration(p.total_s).c_str(), money(p.cost).c_str(),
-                  bytes(p.memory_per_rank).c_str(), p.bottleneck.c_str(), p.over.empty() ? "" : "  (over a constraint)");
+                  bytes(p.memory_per_rank).c_str(), p.bottleneck.c_str(),
+                  p.over.empty() ? "" : "  (over a constraint)");
     os << line;
   }
-  if (folded) os << "# " << folded << " knob variants predicted the same as the row above them folded (--json lists them)\n";
+  if (folded)
+    os << "# " << folded << " knob variants predicted the same as the row above them folded (--json lists them)\n";
   os << "# " << within << " plans within the constraints, " << over << " over a constraint, " << unfit
      << " do not fit in memory (--explain ID says why); " << r.result.simulations << " simulations in "
      << fmt("%.2f", r.result.search_s) << " s\n";
@@ -121,8 +123,8 @@ std::string explain(const ReportContext& r, int id) {
   const Plan& p = find_plan(r, id);
   const Plan& best = r.result.plans.front();
   std::ostringstream os;
-  os << "plan " << p.id << ": " << type_name(r, p) << " x " << p.config.machines << ", "
-     << p.config.ranks_per_machine << " ranks per machine, " << describe(p.config) << "\n";
+  os << "plan " << p.id << ": " << type_name(r, p) << " x " << p.config.machines << ", " << p.config.ranks_per_machine
+     << " ranks per machine, " << describe(p.config) << "\n";
   if (!p.fits) {
     os << "  does not fit: " << p.why_not << "\n";
     return os.str();
@@ -161,7 +163,8 @@ std::string explain(const ReportContext& r, int id) {
     os << "  its step is " << fmt("%.3f", 1e3 * (p.step_s - best.step_s)) << " ms longer, mostly " << worst << " (+"
        << fmt("%.3f", 1e3 * grew) << " ms)\n";
   else if (!p.over.empty())
-    os << "  its step is shorter by " << fmt("%.3f", 1e3 * (best.step_s - p.step_s)) << " ms, but it breaks a constraint\n";
+    os << "  its step is shorter by " << fmt("%.3f", 1e3 * (best.step_s - p.step_s))
+       << " ms, but it breaks a constraint\n";
   else
     os << "  its step is shorter by " << fmt("%.3f", 1e3 * (best.step_s - p.step_s)) << " ms, but it costs "
        << money(p.cost - best.cost) << " more (" << p.config.machines << " machines at "
@@ -175,13 +178,14 @@ std::string plan_json_fields(const ReportContext& r, const Plan& p) {
   std::ostringstream os;
   const PlanConfig& c = p.config;
   os << "\"id\": " << p.id << ", \"machine_type\": " << quote(type_name(r, p)) << ", \"machines\": " << c.machines
-     << ", \"ranks_per_machine\": " << c.ranks_per_machine << ", \"np\": " << c.ranks() << ", \"family\": "
-     << quote(family_name(c.family)) << ", \"strategy\": " << quote(strategy_spec(c)) << ", \"backend\": "
-     << quote(launch_backend(c)) << ", \"description\": " << quote(describe(c));
+     << ", \"ranks_per_machine\": " << c.ranks_per_machine << ", \"np\": " << c.ranks()
+     << ", \"family\": " << quote(family_name(c.family)) << ", \"strategy\": " << quote(strategy_spec(c))
+     << ", \"backend\": " << quote(launch_backend(c)) << ", \"description\": " << quote(describe(c));
   if (c.family == Family::mesh)
     os << ", \"mesh\": {\"dp\": " << c.mesh.dp << ", \"pp\": " << c.mesh.pp << ", \"tp\": " << c.mesh.tp
-       << ", \"micro_batches\": " << c.mesh.micro_batches << ", \"schedule\": "
-       << quote(sim::pipeline_schedule_name(c.mesh.schedule)) << ", \"zero\": " << c.mesh_zero << "}";
+       << ", \"micro_batches\": " << c.mesh.micro_batches
+       << ", \"schedule\": " << quote(sim::pipeline_schedule_name(c.mesh.schedule)) << ", \"zero\": " << c.mesh_zero
+       << "}";
   os << ", \"env\": {";
   bool first = true;
   for (const auto& [k, v] : plan_env(c)) {
@@ -195,7 +199,8 @@ std::string plan_json_fields(const ReportContext& r, const Plan& p) {
   if (p.fits) {
     os << ", \"step_s\": " << num(p.step_s) << ", \"total_s\": " << num(p.total_s) << ", \"cost\": " << num(p.cost)
        << ", \"bottleneck\": " << quote(p.bottleneck) << ", \"parts\": {";
-    for (size_t i = 0; i < p.parts.size(); ++i) os << (i ? ", " : "") << quote(p.parts[i].name) << ": " << num(p.parts[i].seconds);
+    for (size_t i = 0; i < p.parts.size(); ++i)
+      os << (i ? ", " : "") << quote(p.parts[i].name) << ": " << num(p.parts[i].seconds);
     os << "}";
   }
   return os.str();
@@ -206,14 +211,14 @@ std::string plan_json_fields(const ReportContext& r, const Plan& p) {
 std::string result_json(const ReportContext& r) {
   std::ostringstream os;
   const Plan& best = r.result.plans.front();
-  os << "{\n  \"version\": 1,\n  \"profile\": " << quote(r.profile.path) << ",\n  \"catalogue\": "
-     << quote(r.catalogue.path) << ",\n  \"job\": {\"global_batch\": " << r.job.global_batch
-     << ", \"steps\": " << r.job.steps << "},\n  \"objective\": "
-     << quote(r.options.objective == Objective::time ? "time" : "cost") << ",\n  \"budget_usd\": "
-     << num(r.options.budget_usd) << ",\n  \"deadline_s\": " << num(r.options.deadline_s)
+  os << "{\n  \"version\": 1,\n  \"profile\": " << quote(r.profile.path)
+     << ",\n  \"catalogue\": " << quote(r.catalogue.path) << ",\n  \"job\": {\"global_batch\": " << r.job.global_batch
+     << ", \"steps\": " << r.job.steps
+     << "},\n  \"objective\": " << quote(r.options.objective == Objective::time ? "time" : "cost")
+     << ",\n  \"budget_usd\": " << num(r.options.budget_usd) << ",\n  \"deadline_s\": " << num(r.options.deadline_s)
      << ",\n  \"search\": {\"plans\": " << r.result.plans.size() << ", \"simulations\": " << r.result.simulations
-     << ", \"seconds\": " << num(r.result.search_s) << "},\n  \"best\": " << best.id << ",\n  \"command\": "
-     << quote(launch_command(r, best)) << ",\n  \"pareto\": [";
+     << ", \"seconds\": " << num(r.result.search_s) << "},\n  \"best\": " << best.id
+     << ",\n  \"command\": " << quote(launch_command(r, best)) << ",\n  \"pareto\": [";
   for (size_t i = 0; i < r.result.pareto.size(); ++i) os << (i ? ", " : "") << r.result.pareto[i];
   os << "],\n  \"plans\": [\n";
   for (size_t i = 0; i < r.result.plans.size(); ++i)

@@ -7,17 +7,12 @@
 
 namespace cohort::sim {
 
-const char* pipeline_schedule_name(PipelineSchedule s) {
-  return s == PipelineSchedule::gpipe ? "gpipe" : "1f1b";
-}
+const char* pipeline_schedule_name(PipelineSchedule s) { return s == PipelineSchedule::gpipe ? "gpipe" : "1f1b"; }
 
-double bubble_fraction(int pp, int micro_batches) {
-  return double(pp - 1) / double(micro_batches + pp - 1);
-}
+double bubble_fraction(int pp, int micro_batches) { return double(pp - 1) / double(micro_batches + pp - 1); }
 
 int micro_batches_in_flight(const MeshShape& shape) {
-  return shape.schedule == PipelineSchedule::gpipe ? shape.micro_batches
-                                                   : std::min(shape.micro_batches, shape.pp);
+  return shape.schedule == PipelineSchedule::gpipe ? shape.micro_batches : std::min(shape.micro_batches, shape.pp);
 }
 
 namespace {
@@ -72,8 +67,7 @@ MeshPrediction predict_mesh(const Topology& t, const Workload& gradients, const 
   if (shape.pp > 1) {
     const double bytes = model.boundary_bytes / m / shape.tp;
     p.p2p_across_hosts = shape.tp * shape.dp >= R && t.hosts > 1;
-    p2p_slot = 2 * (p.p2p_across_hosts ? t.network.alpha_s + R * bytes / t.network.bytes_per_s
-                                       : t.intra.time(bytes));
+    p2p_slot = 2 * (p.p2p_across_hosts ? t.network.alpha_s + R * bytes / t.network.bytes_per_s : t.intra.time(bytes));
   }
 
   p.slot_s = compute_slot + tp_slot + p2p_slot;

@@ -45,12 +45,12 @@ struct MeshShape {
 
 // The model's side of a mesh, for one replica's batch.
 struct MeshModel {
-  int layers = 1;                        // split evenly over pp
-  double compute_s = 0;                  // fwd + bwd of the replica's batch on one rank, all layers
-  double update_s = 0;                   // the optimizer's update of the whole model on one rank
-  double boundary_bytes = 0;             // activations crossing a stage boundary, replica batch, one way
-  double tp_bytes = 0;                   // one tensor-parallel allreduce, replica batch
-  int tp_allreduces_per_layer = 4;       // Megatron: 2 forward (attention, MLP) + 2 backward
+  int layers = 1;                   // split evenly over pp
+  double compute_s = 0;             // fwd + bwd of the replica's batch on one rank, all layers
+  double update_s = 0;              // the optimizer's update of the whole model on one rank
+  double boundary_bytes = 0;        // activations crossing a stage boundary, replica batch, one way
+  double tp_bytes = 0;              // one tensor-parallel allreduce, replica batch
+  int tp_allreduces_per_layer = 4;  // Megatron: 2 forward (attention, MLP) + 2 backward
 };
 
 // (pp - 1) / (m + pp - 1): the idle share of a pipeline of pp stages and m
@@ -63,15 +63,15 @@ int micro_batches_in_flight(const MeshShape& shape);
 
 struct MeshPrediction {
   double step_s = 0;
-  double slot_s = 0;          // one stage, one micro-batch, forward and backward
-  double compute_s = 0;       // the step's compute: m * compute part of the slot
-  double bubble_s = 0;        // (pp - 1) * slot
-  double tp_s = 0;            // tensor-parallel allreduces per step (on the critical path)
-  double p2p_s = 0;           // stage-to-stage transfers per step (critical path)
-  double pipeline_s = 0;      // (m + pp - 1) * slot
-  double dp_exposed_s = 0;    // the dp gradient sync and update after the pipeline
+  double slot_s = 0;        // one stage, one micro-batch, forward and backward
+  double compute_s = 0;     // the step's compute: m * compute part of the slot
+  double bubble_s = 0;      // (pp - 1) * slot
+  double tp_s = 0;          // tensor-parallel allreduces per step (on the critical path)
+  double p2p_s = 0;         // stage-to-stage transfers per step (critical path)
+  double pipeline_s = 0;    // (m + pp - 1) * slot
+  double dp_exposed_s = 0;  // the dp gradient sync and update after the pipeline
   bool p2p_across_hosts = false;
-  Prediction dp;              // simulate()'s prediction of the dp part
+  Prediction dp;  // simulate()'s prediction of the dp part
 };
 
 // The step of `shape` on `topology` (hosts x ranks_per_host = shape.ranks()).

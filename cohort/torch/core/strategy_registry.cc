@@ -63,8 +63,8 @@ std::unique_ptr<Strategy> make_planned_strategy(const std::string& path) {
   const char* rank = std::getenv("COHORT_RANK");
   if (!rank || std::string(rank) == "0")
     for (const std::string& difference : plan_differences(plan, launched_ranks()))
-      COHORT_LOG(warn) << path << ": " << difference << "; launch with the plan's command to run it as predicted: "
-                       << plan.command;
+      COHORT_LOG(warn) << path << ": " << difference
+                       << "; launch with the plan's command to run it as predicted: " << plan.command;
   return make_strategy(plan.strategy);
 }
 
