@@ -29,12 +29,13 @@
 #    predicted and measured over the grid (goal >= 0.8).
 # Unless --no-memory: the memory-limited case, at the first setting: the
 # mlp made wide (width 2048, depth 4: 50 MB of parameters) and every rank
-# limited to the address space a ZeRO-3 rank needs (ulimit -v: a one_device
-# rank's baseline measured with a tiny model, plus ZeRO-3's state), so that
-# only ZeRO-3 fits; the planner is told the same limit per rank
-# (--memory-bytes) and must choose ZeRO-3; every grid plan is run, and the
-# ones the planner says do not fit must fail (their memory is refused)
-# while its chosen plan runs.
+# limited to the address space a ZeRO-3 rank needs (ulimit -v: a rank's
+# baseline measured with a tiny model, plus 1.1 times the least memory the
+# planner computes for ZeRO-3 on 4 ranks, which must be below every other
+# plan's), so that only ZeRO-3 fits; the planner is told the same limit
+# (--memory-bytes, per machine of 2 ranks) and must choose ZeRO-3; every
+# grid plan is run, and the ones the planner says do not fit should fail
+# (their memory is refused) while its chosen plan runs.
 #
 # The machine is shared and has 2 cores: 4 ranks oversubscribe it, as the
 # topology says (the simulator shares the cores among the ranks). Outputs
@@ -276,18 +277,23 @@ while p.poll() is None:
 print(peak)
 EOF
 )
-  # ZeRO-3 on 4 ranks needs (P + G + O) / 4 plus its units; replicated plans
-  # P + G + O: the limit sits between, at ZeRO-3's need plus a quarter of
-  # the model for the allocator's slack.
-  limit_kb=$(/usr/bin/python3 - "$out_dir/wide.profile.json" "$baseline_kb" <<'EOF'
+  # The planner's own memory per rank (ZeRO's formulas, tools/plan/README.md)
+  # without a limit: the limit sits 10% above ZeRO-3's least need on 4 ranks,
+  # which must be below every other family's.
+  logrun "plan.$tag.unlimited" "$plan" --profile "$out_dir/wide.profile.json" --topology "$out_dir/topology.$s.json" \
+    --price-per-hour 0 --global-batch "$global_batch" --steps 1000 --max-machines 2 \
+    --strategies one_device,horovod,ddp,zero --json "$out_dir/plans.$tag.unlimited.json" ||
+    die "cohort-plan failed for $tag without a limit"
+  per_rank_bytes=$(/usr/bin/python3 - "$out_dir/plans.$tag.unlimited.json" <<'EOF'
 import json, sys
-m = json.load(open(sys.argv[1]))["memory"]
-p = m["parameter_bytes"]
-need_zero3 = 3 * p / 4 + 3 * 4 * 2 ** 20
-print(int(int(sys.argv[2]) + (need_zero3 + p / 4) / 1024))
+plans = json.load(open(sys.argv[1]))["plans"]
+zero3 = min(p["memory_per_rank_bytes"] for p in plans if p["strategy"].startswith("zero:stage=3") and p["np"] == 4)
+others = min(p["memory_per_rank_bytes"] for p in plans if not p["strategy"].startswith("zero:stage=3") and p["np"] > 1)
+assert 1.1 * zero3 < others, f"ZeRO-3 needs {zero3:.3g} B per rank, another plan only {others:.3g}: no limit separates them"
+print(int(1.1 * zero3))
 EOF
-)
-  per_rank_bytes=$(( (limit_kb - baseline_kb) * 1024 ))
+) || die "no memory limit lets ZeRO-3 alone fit the wide mlp"
+  limit_kb=$((baseline_kb + per_rank_bytes / 1024))
   logrun "plan.$tag" "$plan" --profile "$out_dir/wide.profile.json" --topology "$out_dir/topology.$s.json" \
     --price-per-hour 0 --memory-bytes $((2 * per_rank_bytes)) --global-batch "$global_batch" --steps 1000 \
     --max-machines 2 --strategies one_device,horovod,ddp,zero \
