@@ -28,12 +28,12 @@
 #    chosen plan (goal within +-15%), and Spearman's rank correlation of
 #    predicted and measured over the grid (goal >= 0.8).
 # Unless --no-memory: the memory-limited case, at the first setting: the
-# mlp made wide (width 2048, depth 4: 50 MB of parameters) and every rank
+# mlp made wide (width 4096, depth 4: 213 MB of parameters) and every rank
 # limited to the address space a ZeRO-3 rank needs (ulimit -v: a rank's
 # baseline measured with a tiny model, plus 1.1 times the least memory the
 # planner computes for ZeRO-3 on 4 ranks, which must be below every other
 # plan's), so that only ZeRO-3 fits; the planner is told the same limit
-# (--memory-bytes, per machine of 2 ranks) and must choose ZeRO-3; every
+# (--memory-bytes-per-rank) and must choose ZeRO-3; every
 # grid plan is run, and the ones the planner says do not fit should fail
 # (their memory is refused) while its chosen plan runs.
 #
@@ -193,6 +193,7 @@ measure() {
     local -a cmd=("$run" -np "$np" -H "$h0:$rpm$( ((machines > 1)) && echo ",$h1:$rpm")"
                   --launch-template 'ip netns exec {host}' --store-addr "${bridge[$setting]}")
     [[ $backend == auto ]] || cmd+=(--backend "$backend")
+    [[ -z $limit_kb ]] || cmd+=(--env MALLOC_ARENA_MAX=1)
     if [[ $env != - ]]; then
       local kv
       IFS=';' read -ra kvs <<<"$env"
@@ -260,23 +261,33 @@ done
 if (( memory )); then
   s=${settings%% *}
   tag=$s.memory
-  profile wide mlp 2048 4
-  # One rank's address space with a tiny model: what every rank needs
-  # before its model (LibTorch, the allocator's arenas, the store client).
-  baseline_kb=$(/usr/bin/python3 - "$synthetic" <<'EOF'
-import resource, subprocess, sys, os, re
-# VmPeak of a tiny run: poll /proc/<pid>/status until it exits.
-p = subprocess.Popen([sys.argv[1], "--model", "mlp", "--width", "8", "--depth", "1", "--steps", "20", "--warmup", "0",
-                      "--threads", "1", "--quiet"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+  profile wide mlp 4096 4
+  # A rank's address space with a tiny model: what every rank needs before
+  # its model (LibTorch, the threads' stacks, the store client, the
+  # communicators), the most of any rank of a 2 x 2 hierarchical ZeRO-3 job
+  # (the most threads of the grid); one malloc arena per process, so that
+  # the address space follows what is allocated.
+  cat >"$out_dir/vmpeak.py" <<'EOF'
+import re, subprocess, sys, time
+# Runs the program; prints its VmPeak (kB) when it ends; exits with its code.
+p = subprocess.Popen(sys.argv[1:])
 peak = 0
 while p.poll() is None:
     try:
         peak = max(peak, int(re.search(r"VmPeak:\s+(\d+)", open(f"/proc/{p.pid}/status").read()).group(1)))
     except (OSError, AttributeError):
         pass
-print(peak)
+    time.sleep(0.02)
+print(f"vmpeak_kb {peak}", flush=True)
+sys.exit(p.returncode)
 EOF
-)
+  read -r h0 h1 <<<"${hostlist[$s]}"
+  logrun baseline "$run" -np 4 -H "$h0:2,$h1:2" --launch-template 'ip netns exec {host}' --store-addr "${bridge[$s]}" \
+    --backend hierarchical --env MALLOC_ARENA_MAX=1 /usr/bin/python3 "$out_dir/vmpeak.py" "$synthetic" --model mlp \
+    --width 8 --depth 1 --strategy zero:stage=3 --batch-size 32 --steps 4 --warmup 1 --threads 1 --quiet ||
+    die "the baseline run failed"
+  baseline_kb=$(sed -n 's/^\[[0-9]*\] vmpeak_kb \([0-9]*\)$/\1/p' "$out_dir/logs/baseline.log" | sort -n | tail -1)
+  [[ -n $baseline_kb ]] || die "no vmpeak_kb line in $out_dir/logs/baseline.log"
   # The planner's own memory per rank (ZeRO's formulas, tools/plan/README.md)
   # without a limit: the limit sits 10% above ZeRO-3's least need on 4 ranks,
   # which must be below every other family's.
@@ -295,7 +306,7 @@ EOF
 ) || die "no memory limit lets ZeRO-3 alone fit the wide mlp"
   limit_kb=$((baseline_kb + per_rank_bytes / 1024))
   logrun "plan.$tag" "$plan" --profile "$out_dir/wide.profile.json" --topology "$out_dir/topology.$s.json" \
-    --price-per-hour 0 --memory-bytes $((2 * per_rank_bytes)) --global-batch "$global_batch" --steps 1000 \
+    --price-per-hour 0 --memory-bytes-per-rank "$per_rank_bytes" --global-batch "$global_batch" --steps 1000 \
     --max-machines 2 --strategies one_device,horovod,ddp,zero \
     --json "$out_dir/plans.$tag.json" --out "$out_dir/chosen.$tag.json" || die "cohort-plan failed for $tag"
   grid "$out_dir/plans.$tag.json" "$out_dir/chosen.$tag.json" "$out_dir/grid.$tag.tsv" >/dev/null

@@ -84,7 +84,8 @@ Catalogue read_catalogue(const json::Value& doc, const std::string& path) {
 
 Catalogue read_catalogue_file(const std::string& path) { return read_catalogue(json::parse_file(path), path); }
 
-Catalogue catalogue_from_topology_file(const std::string& path, double price_per_hour, double memory_bytes) {
+Catalogue catalogue_from_topology_file(const std::string& path, double price_per_hour, double memory_bytes,
+                                      double memory_bytes_per_rank) {
   Catalogue c;
   c.path = path;
   MachineType m;
@@ -97,6 +98,7 @@ Catalogue catalogue_from_topology_file(const std::string& path, double price_per
   m.ranks_per_machine = powers_of_two_and(std::max(m.cores, m.topology.ranks_per_host));
   m.price_per_hour = price_per_hour;
   m.memory_bytes = memory_bytes;
+  m.memory_bytes_per_rank = memory_bytes_per_rank;
   c.types.push_back(std::move(m));
   return c;
 }

@@ -42,6 +42,7 @@ Catalogue read_catalogue(const json::Value& doc, const std::string& path);
 // hosts are the machines available, ranks per machine up to its cores (or
 // its ranks per host); price and memory from the flags (0: free, not
 // checked).
-Catalogue catalogue_from_topology_file(const std::string& path, double price_per_hour, double memory_bytes);
+Catalogue catalogue_from_topology_file(const std::string& path, double price_per_hour, double memory_bytes,
+                                      double memory_bytes_per_rank = 0);
 
 }  // namespace cohort::plan

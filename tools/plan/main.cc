@@ -34,6 +34,7 @@ constexpr const char* kUsage =
   --topology FILE         instead: the hosts `cohortrun --check` measured (the simulator's topology), one type
   --price-per-hour USD    --topology: the price of one of its machines (0)
   --memory-bytes B        --topology: the memory of one of its machines (0: not checked)
+  --memory-bytes-per-rank B  --topology: the memory one rank may use (a ulimit -v, an accelerator's; 0: not checked)
   --global-batch B        examples per step over all replicas
   --steps N               optimizer steps; or --epochs E --examples X: ceil(E X / B) steps
   --objective time|cost   shortest time to finish (time) or lowest cost (cost)
@@ -64,7 +65,7 @@ void write_file(const std::string& path, const std::string& text) {
 
 int run(const std::vector<std::string>& args) {
   std::string profile_path, catalogue_path, topology_path, json_path, out_path, plot_path;
-  double price = 0, memory = 0, epochs = 0;
+  double price = 0, memory = 0, memory_per_rank = 0, epochs = 0;
   int64_t examples = 0;
   int rows = 20, explain_id = 0;
   Job job;
@@ -76,6 +77,7 @@ int run(const std::vector<std::string>& args) {
        {"--topology", [&](auto&, auto& v) { topology_path = v; }},
        {"--price-per-hour", [&](auto& f, auto& v) { price = flags::parse_number<double>(f, v, 0.0); }},
        {"--memory-bytes", [&](auto& f, auto& v) { memory = flags::parse_number<double>(f, v, 0.0); }},
+       {"--memory-bytes-per-rank", [&](auto& f, auto& v) { memory_per_rank = flags::parse_number<double>(f, v, 0.0); }},
        {"--global-batch", [&](auto& f, auto& v) { job.global_batch = flags::parse_number<int64_t>(f, v, int64_t{1}); }},
        {"--steps", [&](auto& f, auto& v) { job.steps = flags::parse_number<int64_t>(f, v, int64_t{1}); }},
        {"--epochs", [&](auto& f, auto& v) { epochs = flags::parse_number<double>(f, v, 0.0); }},
@@ -113,7 +115,7 @@ int run(const std::vector<std::string>& args) {
   }
   const Profile profile = read_profile_file(profile_path);
   const Catalogue catalogue = topology_path.empty() ? read_catalogue_file(catalogue_path)
-                                                    : catalogue_from_topology_file(topology_path, price, memory);
+                                                    : catalogue_from_topology_file(topology_path, price, memory, memory_per_rank);
   const Result result = search(profile, catalogue, job, opt);
   const ReportContext ctx{profile, catalogue, job, opt, result};
   const Plan& best = result.plans.front();
