@@ -85,7 +85,7 @@ Catalogue read_catalogue(const json::Value& doc, const std::string& path) {
 Catalogue read_catalogue_file(const std::string& path) { return read_catalogue(json::parse_file(path), path); }
 
 Catalogue catalogue_from_topology_file(const std::string& path, double price_per_hour, double memory_bytes,
-                                      double memory_bytes_per_rank) {
+                                       double memory_bytes_per_rank) {
   Catalogue c;
   c.path = path;
   MachineType m;

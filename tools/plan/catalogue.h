@@ -15,7 +15,7 @@ struct MachineType {
   int cores = 1;                     // CPU cores: ranks beyond them are not tried
   int accelerators = 0;              // > 0: one rank per accelerator at most; compute never contends for cores
   double memory_bytes = 0;           // the machine's memory, shared by its ranks (0: not checked)
-  double memory_bytes_per_rank = 0;  // an accelerator's own memory (0: not checked)
+  double memory_bytes_per_rank = 0;  // one rank's: an accelerator's own memory, a ulimit -v (0: not checked)
   double price_per_hour = 0;         // USD per machine and hour, billed per second
   int available = 1;                 // machines of this type that can be had
   // Compute speed of one rank relative to the profiled machine's, or its
@@ -43,6 +43,6 @@ Catalogue read_catalogue(const json::Value& doc, const std::string& path);
 // its ranks per host); price and memory from the flags (0: free, not
 // checked).
 Catalogue catalogue_from_topology_file(const std::string& path, double price_per_hour, double memory_bytes,
-                                      double memory_bytes_per_rank = 0);
+                                       double memory_bytes_per_rank = 0);
 
 }  // namespace cohort::plan

@@ -114,8 +114,9 @@ int run(const std::vector<std::string>& args) {
     job.steps = int64_t(std::ceil(epochs * double(examples) / double(job.global_batch)));
   }
   const Profile profile = read_profile_file(profile_path);
-  const Catalogue catalogue = topology_path.empty() ? read_catalogue_file(catalogue_path)
-                                                    : catalogue_from_topology_file(topology_path, price, memory, memory_per_rank);
+  const Catalogue catalogue = topology_path.empty()
+                                  ? read_catalogue_file(catalogue_path)
+                                  : catalogue_from_topology_file(topology_path, price, memory, memory_per_rank);
   const Result result = search(profile, catalogue, job, opt);
   const ReportContext ctx{profile, catalogue, job, opt, result};
   const Plan& best = result.plans.front();
