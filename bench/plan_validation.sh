@@ -28,7 +28,8 @@
 #    chosen plan (goal within +-15%), and Spearman's rank correlation of
 #    predicted and measured over the grid (goal >= 0.8).
 # Unless --no-memory: the memory-limited case, at the first setting: the
-# mlp made wide (width 4096, depth 4: 213 MB of parameters) and every rank
+# mlp made deep (width 2048, depth 16: 260 MB of parameters in layers of
+# 17 MB, so that ZeRO-3's units stay small) and every rank
 # limited to the address space a ZeRO-3 rank needs (ulimit -v: a rank's
 # baseline measured with a tiny model, plus 1.1 times the least memory the
 # planner computes for ZeRO-3 on 4 ranks, which must be below every other
@@ -261,7 +262,7 @@ done
 if (( memory )); then
   s=${settings%% *}
   tag=$s.memory
-  profile wide mlp 4096 4
+  profile wide mlp 2048 16
   # A rank's address space with a tiny model: what every rank needs before
   # its model (LibTorch, the threads' stacks, the store client, the
   # communicators), the most of any rank of a 2 x 2 hierarchical ZeRO-3 job
