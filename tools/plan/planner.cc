@@ -98,7 +98,10 @@ double memory_per_rank(const Profile& p, const PlanConfig& c, double examples) {
       for (const sim::Tensor& t : p.workload.tensors) units[t.unit.empty() ? sim::unit_of(t.name) : t.unit] += t.bytes;
       for (const auto& [name, bytes] : units) largest = std::max(largest, bytes);
       const double unit = std::max(double(c.unit_mb) * (1 << 20), largest) * (P / p.workload.total_bytes());
-      return (P + G + O) / N + std::min(P, 3 * unit) + act;
+      // A program builds its model whole before prepare() shards it (cohort's
+      // zero strategy takes a built module), so every rank holds P and its
+      // shard once, at the start: a memory limit below that fails there.
+      return std::max((P + G + O) / N + std::min(P, 3 * unit) + act, P + P / N);
     }
     case Family::parameter_server: {
       const double worker = P + G + O + act;
