@@ -18,8 +18,9 @@
 #    machines) ranks every plan of up to 2 machines of up to 2 ranks, and
 #    chooses one (its plan file);
 # 3. a grid of the plans it ranked (every machines x ranks per machine x
-#    strategy family x backend with default knobs; 8 or more) and the
-#    chosen plan are measured on the cluster, interleaved and repeated
+#    strategy family x backend once, with the planner's best knobs of its
+#    kind; 8 or more; the chosen plan, plan 1, is its first row) is
+#    measured on the cluster, interleaved and repeated
 #    (--reps, medians): synthetic_benchmark with the plan's --strategy
 #    (the chosen one through --strategy plan:FILE, as a user runs it), the
 #    plan's --backend and tunables, at the global batch's share per rank;
@@ -110,7 +111,7 @@ failed=0
 logrun() {
   local name=$1
   shift
-  if ! timeout 900 "$@" >"$out_dir/logs/$name.log" 2>&1; then
+  if ! timeout 900 "$@" </dev/null >"$out_dir/logs/$name.log" 2>&1; then
     echo "plan_validation.sh: $name failed (log: $out_dir/logs/$name.log)" >&2
     return 1
   fi
@@ -158,7 +159,7 @@ EOF
 
 # --- the grid and the measurements ---------------------------------------------
 # grid PLANS_JSON CHOSEN_JSON GRID_TSV: the plans to measure, one per line:
-# id machines ranks_per_machine np strategy backend env(k=v;...) fits predicted_s
+# id machines ranks_per_machine np strategy backend(auto: none) env(k=v;...) fits predicted_s
 grid() {
   /usr/bin/python3 - "$1" "$2" "$3" <<'EOF'
 import json, sys
@@ -167,7 +168,7 @@ chosen = json.load(open(sys.argv[2]))
 seen, rows = set(), []
 for p in plans:  # ranked: the first of each kind has the best knobs of its kind
     key = (p["machines"], p["ranks_per_machine"], p["family"], p["backend"])
-    if key in seen or p["family"] == "mesh":
+    if key in seen:
         continue
     seen.add(key)
     rows.append(p)
@@ -177,7 +178,7 @@ with open(sys.argv[3], "w") as f:
     for p in rows:
         env = ";".join(f"{k}={v}" for k, v in p["env"].items()) or "-"
         f.write(f'{p["id"]}\t{p["machines"]}\t{p["ranks_per_machine"]}\t{p["np"]}\t{p["strategy"]}\t'
-                f'{p["backend"]}\t{env}\t{int(p["fits"])}\t{p.get("step_s", 0)}\n')
+                f'{p["backend"] or "auto"}\t{env}\t{int(p["fits"])}\t{p.get("step_s", 0)}\n')
 print(len(rows))
 EOF
 }
@@ -202,11 +203,14 @@ measure() {
     fi
     local spec=$strategy
     [[ $id == 1 ]] && spec=plan:$plan_file
-    local replicas=$np
-    [[ $strategy == parameter_server* ]] && replicas=$((np - $(sed -n 's/.*servers=\([0-9]*\).*/\1/p' <<<"$strategy")))
-    local -a prog=($(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["program"])' \
-                     "$out_dir/$name.profile.json"))
-    prog+=(--strategy "$spec" --batch-size $((global_batch / replicas)) --steps "$steps" --warmup "$warmup"
+    # The profile's program, one word per line (shell quoting honoured).
+    local -a prog
+    mapfile -t prog < <(/usr/bin/python3 -c \
+      'import json, shlex, sys; print("\n".join(shlex.split(json.load(open(sys.argv[1]))["program"])))' \
+      "$out_dir/$name.profile.json")
+    (( ${#prog[@]} > 0 )) || die "no program in $out_dir/$name.profile.json"
+    # Every replica is a rank: the planner is asked for one_device, horovod, ddp and zero only.
+    prog+=(--strategy "$spec" --batch-size $((global_batch / np)) --steps "$steps" --warmup "$warmup"
            --threads 1 --quiet)
     local log=$tag.$id.$rep
     local ok=1
@@ -221,7 +225,9 @@ measure() {
       printf '%s\t%s\t%s\t%s\n' "$tag" "$id" "$rep" "$ms" >>"$out_dir/results.tsv"
     else
       printf '%s\t%s\t%s\tfailed\n' "$tag" "$id" "$rep" >>"$out_dir/results.tsv"
-      [[ -n $limit_kb ]] || failed=1  # under the limit, plans that do not fit must fail
+      # Under the limit, a plan the planner says does not fit should fail;
+      # one it says fits must not.
+      [[ -n $limit_kb && $fits == 0 ]] || failed=1
     fi
   done <"$grid_tsv"
 }
@@ -374,7 +380,7 @@ for tag in tags:
         v is not None for v in measured[(tag, 1)]) else None
     best = min(meas) if meas else None
     c = plans[1]
-    name = f'{c["machines"]}x{c["ranks_per_machine"]} {c["strategy"]} ({c["backend"]})'
+    name = f'{c["machines"]}x{c["ranks_per_machine"]} {c["strategy"]} ({c["backend"] or "auto"})'
     if chosen is None:
         print(f"| {setting} | {model} | {len(rows)} | {name} | chosen plan failed | - | - |")
         continue

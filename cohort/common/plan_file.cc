@@ -50,7 +50,10 @@ PlanFile read_plan_file(const std::string& path) {
     } else if (key == "ranks_per_machine") {
       plan.ranks_per_machine = whole_number(v, "ranks_per_machine", 1);
     } else if (key == "backend") {
+      // "auto" (what cohort-plan wrote before "") is cohort's own choice,
+      // as COHORT_BACKEND unset: nothing for plan_differences to compare.
       plan.backend = text_of(v);
+      if (plan.backend == "auto") plan.backend.clear();
     } else if (key == "env") {
       COHORT_CHECK_AS(ConfigError, v.is_object())
           << v.where() << ": plan field 'env' must be an object of COHORT_* variables, got "
@@ -102,17 +105,10 @@ PlanFile read_plan_file(const std::string& path) {
   return plan;
 }
 
-std::string plan_file_text(const PlanFile& plan) {
+JsonObject& add_plan_fields(JsonObject& doc, const PlanFile& plan) {
   JsonObject env;
   for (const auto& [name, value] : plan.env) env.add(name, value);
-  JsonObject predicted;
-  predicted.add("step_s", plan.predicted_step_s, 17)
-      .add("total_s", plan.predicted_total_s, 17)
-      .add("cost", plan.predicted_cost, 17)
-      .add("memory_per_rank_bytes", plan.predicted_memory_per_rank_bytes, 17)
-      .add("bottleneck", plan.predicted_bottleneck);
-  JsonObject doc;
-  doc.add("version", plan.version).add("strategy", plan.strategy);
+  doc.add("strategy", plan.strategy);
   if (plan.np > 0) doc.add("np", plan.np);
   if (!plan.machine_type.empty()) doc.add("machine_type", plan.machine_type);
   if (plan.machines > 0) doc.add("machines", plan.machines);
@@ -129,6 +125,19 @@ std::string plan_file_text(const PlanFile& plan) {
                             .add("zero", m.zero)
                             .str());
   }
+  return doc;
+}
+
+std::string plan_file_text(const PlanFile& plan) {
+  JsonObject predicted;
+  predicted.add("step_s", plan.predicted_step_s, 17)
+      .add("total_s", plan.predicted_total_s, 17)
+      .add("cost", plan.predicted_cost, 17)
+      .add("memory_per_rank_bytes", plan.predicted_memory_per_rank_bytes, 17)
+      .add("bottleneck", plan.predicted_bottleneck);
+  JsonObject doc;
+  doc.add("version", plan.version);
+  add_plan_fields(doc, plan);
   doc.add("command", plan.command).add_raw("predicted", predicted.str());
   return doc.str() + "\n";
 }

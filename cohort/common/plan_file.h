@@ -7,7 +7,7 @@
 //    "strategy": "zero:stage=3,bucket_mb=25",   // a spec make_strategy() accepts
 //    "np": 16,                                  // ranks
 //    "machine_type": "c6i.8xlarge", "machines": 4, "ranks_per_machine": 4,
-//    "backend": "hierarchical",                 // COHORT_BACKEND, "" for auto
+//    "backend": "hierarchical",                 // COHORT_BACKEND, "" (or "auto") for auto
 //    "env": {"COHORT_FUSION_THRESHOLD": "67108864"},  // tunables
 //    "mesh": {"dp": 2, "pp": 2, "tp": 1, "micro_batches": 8,  // a mesh plan only
 //             "schedule": "1f1b", "zero": false},
@@ -24,6 +24,8 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "cohort/common/json_object.h"
 
 namespace cohort {
 
@@ -46,6 +48,7 @@ struct PlanFile {
   std::string machine_type;
   int machines = 0;
   int ranks_per_machine = 0;
+  // "": cohort's automatic choice (COHORT_BACKEND unset).
   std::string backend;
   std::vector<std::pair<std::string, std::string>> env;  // in file order
   std::optional<PlanMesh> mesh;
@@ -62,6 +65,12 @@ PlanFile read_plan_file(const std::string& path);
 
 // The file's text (what read_plan_file reads back equal).
 std::string plan_file_text(const PlanFile& plan);
+
+// The plan's launch in the file's form (strategy, np, machine_type,
+// machines, ranks_per_machine, backend, env, mesh; the counts when stated)
+// added to `object`: plan_file_text's, and any other listing of plans
+// (cohort-plan --json), so that both write one plan the same way.
+JsonObject& add_plan_fields(JsonObject& object, const PlanFile& plan);
 
 // What differs between the plan and this process's launch, one sentence
 // each: a tunable the plan sets that the environment does not hold with the

@@ -108,5 +108,14 @@ TEST(PlanFile, DifferencesFromTheLaunchAreNamed) {
             (std::vector<std::string>{"the plan uses COHORT_BACKEND=gloo, this process has COHORT_BACKEND unset"}));
 }
 
+// A plan on cohort's automatic backend, as an earlier cohort-plan wrote it
+// ("auto"), reads as "" and asks no COHORT_BACKEND of the launch.
+TEST(PlanFile, AnAutoBackendAsksNoBackendOfTheLaunch) {
+  const PlanFile plan = read_plan_file(write(R"({"version": 1, "strategy": "one_device", "backend": "auto"})"));
+  EXPECT_EQ(plan.backend, "");
+  ::unsetenv("COHORT_BACKEND");
+  EXPECT_TRUE(plan_differences(plan, 1).empty());
+}
+
 }  // namespace
 }  // namespace cohort

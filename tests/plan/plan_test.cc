@@ -5,8 +5,11 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "cohort/common/error.h"
 #include "cohort/common/json.h"
@@ -235,10 +238,10 @@ TEST(Planner, InfeasibleConstraintsNameTheBindingOne) {
   // the deadline of the fastest.
   o.deadline_s = fastest * 1.0001;
   o.budget_usd = cheapest * 1.0001;
-  if (free.plans.front().cost > o.budget_usd) {
-    e = search_error(p, c, job, o);
-    EXPECT_MENTIONS(e, "no plan meets both the budget");
-  }
+  // The fastest plan is not the cheapest here, or no case is tested.
+  ASSERT_GT(free.plans.front().cost, o.budget_usd) << describe(free.plans.front().config);
+  e = search_error(p, c, job, o);
+  EXPECT_MENTIONS(e, "no plan meets both the budget");
   // Memory: 80 GB of model on 16 GB machines.
   const Profile huge = profile(4, 1e9, 1.0, 32, 80e9, 160e9, 1e4);
   const Catalogue small = catalogue(machine("small", 2, 16e9, 1.25e9, 1.0, 2));
@@ -259,6 +262,14 @@ TEST(Planner, SameInputsGiveTheSamePlan) {
     EXPECT_EQ(describe(x.plans[i].config), describe(y.plans[i].config));
     EXPECT_EQ(x.plans[i].step_s, y.plans[i].step_s);
   }
+  // Each plan that fits was simulated once, and the count said is that: a
+  // knob variant equal to a plan already evaluated (each tuned plan's own
+  // knobs) is not simulated again.
+  size_t fitting = 0;
+  for (const Plan& q : x.plans) fitting += q.fits ? 1 : 0;
+  ASSERT_GT(fitting, size_t(0));
+  EXPECT_EQ(x.simulations, fitting);
+  EXPECT_MENTIONS(table(rx, 5), "; " + std::to_string(fitting) + " simulations in ");
 }
 
 std::string catalogue_error(const std::string& text) {
@@ -361,10 +372,8 @@ TEST(PlanInputs, ASecondBatchSeparatesTheFixedCompute) {
 
 // The mesh model against its closed form: slot = compute / (m pp) + two
 // transfers of a micro-batch's boundary activations, pipeline = (m + pp - 1)
-// slots, bubble = (pp - 1) / (m + pp - 1) of it.
+// slots, bubble = (pp - 1) / (m + pp - 1) of it (GPipe's, Huang et al. 2019).
 TEST(MeshModel, PipelineMatchesTheClosedForm) {
-  EXPECT_DOUBLE_EQ(sim::bubble_fraction(4, 12), 3.0 / 15);
-  EXPECT_DOUBLE_EQ(sim::bubble_fraction(1, 7), 0.0);
   sim::Topology t;
   t.hosts = 1;
   t.ranks_per_host = 4;
@@ -379,7 +388,7 @@ TEST(MeshModel, PipelineMatchesTheClosedForm) {
     const double slot = 2.0 / (m * 4) + 2 * (1e-5 + 8e6 / m / 1e9);
     EXPECT_NEAR(p.slot_s, slot, 1e-12);
     EXPECT_NEAR(p.pipeline_s, (m + 3) * slot, 1e-12);
-    EXPECT_NEAR(p.bubble_s / p.pipeline_s, sim::bubble_fraction(4, m), 1e-12);
+    EXPECT_NEAR(p.bubble_s / p.pipeline_s, 3.0 / (m + 3), 1e-12);
     EXPECT_NEAR(p.step_s, p.pipeline_s, 1e-12);  // one replica: no dp sync, no update
   }
   // Tensor parallelism: a ring of tp ranks over `intra` per allreduce,
@@ -435,6 +444,64 @@ TEST(PlanReport, WritesThePngAndJsonThatParses) {
   const std::string why = explain(ctx, int(r.plans.size()));
   EXPECT_TRUE(why.find("does not fit") != std::string::npos || why.find("against the best") != std::string::npos)
       << why;
+}
+
+// The environment a plan's command gives its ranks, as cohortrun sets it:
+// COHORT_BACKEND only with --backend, and each --env NAME=VALUE. Returns
+// the names it set (COHORT_BACKEND unset first).
+std::vector<std::string> set_launch_environment(const std::string& command) {
+  ::unsetenv("COHORT_BACKEND");
+  std::vector<std::string> set;
+  std::istringstream words(command);
+  for (std::string w; words >> w;) {
+    if (w == "--backend" && words >> w) {
+      ::setenv("COHORT_BACKEND", w.c_str(), 1);
+      set.push_back("COHORT_BACKEND");
+    } else if (w == "--env" && words >> w) {
+      const size_t eq = w.find('=');
+      set.push_back(w.substr(0, eq));
+      ::setenv(set.back().c_str(), w.substr(eq + 1).c_str(), 1);
+    }
+  }
+  return set;
+}
+
+// A plan launched by its own command finds nothing different from its plan
+// file (fit() warns of each difference): the backend cohort chooses itself
+// is "" in the file, not a COHORT_BACKEND the command never sets.
+TEST(PlanReport, APlanLaunchedByItsOwnCommandMatchesItsFile) {
+  const Profile p = profile(4, 1 << 20, 0.1, 32, 4 << 20, 8 << 20, 1e4);
+  const Job job{.global_batch = 64, .steps = 100};
+  struct Case {
+    Catalogue catalogue;
+    std::vector<std::string> strategies;
+    Family family;
+    bool backend_flag;
+  };
+  const std::vector<Case> cases = {
+      {catalogue(machine("one", 1, 64e9, 1e9, 1.0, 1)), {}, Family::one_device, false},
+      {catalogue(machine("cpu2", 2, 64e9, 1e9, 1.0, 2)), {"horovod"}, Family::horovod, true},
+      {catalogue(machine("cpu2", 2, 64e9, 1e9, 1.0, 2)), {"parameter_server"}, Family::parameter_server, false},
+  };
+  for (const Case& k : cases) {
+    SearchOptions o;
+    o.strategies = k.strategies;
+    const Result r = plan(p, k.catalogue, job, o);
+    const Plan& best = r.plans.front();
+    ASSERT_EQ(best.config.family, k.family) << describe(best.config);
+    const ReportContext ctx{p, k.catalogue, job, o, r};
+    const std::string path = ::testing::TempDir() + "/cohort_plan_test_launch.json";
+    std::ofstream(path) << plan_file_json(ctx, best);
+    const PlanFile file = read_plan_file(path);
+    EXPECT_EQ(file.command.find(" --backend ") != std::string::npos, k.backend_flag) << file.command;
+    EXPECT_EQ(launch_backend(best.config).empty(), !k.backend_flag) << launch_backend(best.config);  // written so
+    EXPECT_EQ(file.backend.empty(), !k.backend_flag) << file.backend;
+    const std::vector<std::string> set = set_launch_environment(file.command);
+    std::string said;
+    for (const std::string& d : plan_differences(file, file.np)) said += d + "; ";
+    EXPECT_EQ(said, "") << file.command;
+    for (const std::string& name : set) ::unsetenv(name.c_str());
+  }
 }
 
 }  // namespace

@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <map>
 #include <set>
 
 #include "cohort/common/check.h"
 #include "cohort/engine/autotune.h"
+#include "tools/plan/format.h"
 #include "tools/sim/simulator.h"
 
 namespace cohort::plan {
@@ -40,10 +40,10 @@ std::string strategy_spec(const PlanConfig& c) {
 }
 
 std::string launch_backend(const PlanConfig& c) {
-  if (c.family == Family::one_device) return "auto";
+  if (c.family == Family::one_device) return "";
   if (c.backend == "ring") return "gloo";
   if (c.backend == "shm" || c.backend == "hierarchical") return c.backend;
-  return "auto";
+  return "";
 }
 
 std::vector<std::pair<std::string, std::string>> plan_env(const PlanConfig& c) {
@@ -72,11 +72,16 @@ std::string describe(const PlanConfig& c) {
     s = strategy_spec(c);
     if (c.family != Family::one_device && c.family != Family::parameter_server) s += " " + launch_backend(c);
   }
-  if (c.family == Family::horovod || c.family == Family::ddp || c.family == Family::zero || c.family == Family::mesh) {
-    if (c.family == Family::horovod) s += " fusion " + size_text(c.fusion_threshold);
-    if (c.cycle_time_us) s += " cycle " + std::to_string(c.cycle_time_us) + "us";
-  }
+  if (c.family == Family::horovod) s += " fusion " + size_text(c.fusion_threshold);
+  // Only the families whose knobs are tuned get a cycle time.
+  if (c.cycle_time_us) s += " cycle " + std::to_string(c.cycle_time_us) + "us";
   return s;
+}
+
+ServerMemory parameter_server_memory(const Profile& p, double examples) {
+  return {
+      .worker = p.parameter_bytes + p.gradient_bytes + p.optimizer_bytes + p.activation_bytes_per_example * examples,
+      .server_model = p.parameter_bytes + p.gradient_bytes};
 }
 
 double memory_per_rank(const Profile& p, const PlanConfig& c, double examples) {
@@ -104,9 +109,8 @@ double memory_per_rank(const Profile& p, const PlanConfig& c, double examples) {
       return std::max((P + G + O) / N + std::min(P, 3 * unit) + act, P + P / N);
     }
     case Family::parameter_server: {
-      const double worker = P + G + O + act;
-      const double server = (P + G) / c.servers;  // its shard of the model and of the sum
-      return std::max(worker, server);
+      const ServerMemory m = parameter_server_memory(p, examples);
+      return std::max(m.worker, m.server(c.servers));
     }
     case Family::mesh: {
       const double split = double(c.mesh.pp) * c.mesh.tp;
@@ -120,27 +124,13 @@ double memory_per_rank(const Profile& p, const PlanConfig& c, double examples) {
 
 namespace {
 
-std::string money(double usd) {
-  char b[32];
-  std::snprintf(b, sizeof b, usd < 100 ? "$%.2f" : "$%.0f", usd);
-  return b;
+// What tells two configurations apart: the machines, and describe()'s
+// family, backend and knobs plus the knobs it leaves out.
+std::string key_of(const PlanConfig& c) {
+  return std::to_string(c.type) + "/" + std::to_string(c.machines) + "/" + std::to_string(c.ranks_per_machine) + "/" +
+         describe(c) + "/" + std::to_string(c.bucket_mb) + "/" + std::to_string(c.unit_mb) + "/" +
+         std::to_string(c.fusion_threshold);
 }
-
-std::string seconds_text(double s) {
-  char b[32];
-  if (s < 120) std::snprintf(b, sizeof b, "%.3g s", s);
-  else if (s < 7200) std::snprintf(b, sizeof b, "%.1f min", s / 60);
-  else std::snprintf(b, sizeof b, "%.1f h", s / 3600);
-  return b;
-}
-
-std::string gib(double b) {
-  char s[32];
-  std::snprintf(s, sizeof s, "%.2f GiB", b / double(1 << 30));
-  return s;
-}
-
-constexpr double kLeastCycleOverheadS = 1e-6;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -178,9 +168,12 @@ class Searcher {
       if (!p.fits || !p.over.empty()) continue;
       if (p.config.family == Family::one_device || p.config.family == Family::parameter_server) continue;
       ++taken;
-      for (const PlanConfig& v : knob_variants(p.config)) tuned.push_back(evaluate(v));
+      // A variant already evaluated (each plan's own knobs are among its
+      // variants) is not simulated again.
+      for (const PlanConfig& v : knob_variants(p.config))
+        if (first_seen(v)) tuned.push_back(evaluate(v));
     }
-    for (Plan& p : tuned) add(std::move(p));
+    for (Plan& p : tuned) keep(std::move(p));
     Result r;
     for (size_t i : ranked_indices()) r.plans.push_back(plans_[i]);
     for (size_t i = 0; i < r.plans.size(); ++i) r.plans[i].id = int(i) + 1;
@@ -216,21 +209,14 @@ class Searcher {
     sim::Topology t = catalogue_.types[c.type].topology;
     t.hosts = c.machines;
     t.ranks_per_host = c.ranks_per_machine;
-    // An engine cycle costs something: a topology that gives no overhead
-    // (a published one) on free links would let simulate() run idle cycles
-    // at one instant without end; a microsecond, the order cohort's engine
-    // measures (0.8 us of negotiation per warm cycle, bench/engine_bench.md).
-    if (t.cycle_overhead_s <= 0) t.cycle_overhead_s = kLeastCycleOverheadS;
     return t;
   }
 
-  void add(Plan p) {
-    // The same configuration twice (a knob variant equal to step 1's) once.
-    const std::string key = std::to_string(p.config.type) + "/" + std::to_string(p.config.machines) + "/" +
-                            std::to_string(p.config.ranks_per_machine) + "/" + describe(p.config) + "/" +
-                            std::to_string(p.config.bucket_mb) + "/" + std::to_string(p.config.unit_mb) + "/" +
-                            std::to_string(p.config.fusion_threshold);
-    if (!seen_.insert(key).second) return;
+  // Whether `c` is new to the search (and now seen): the same
+  // configuration is evaluated and listed once.
+  bool first_seen(const PlanConfig& c) { return seen_.insert(key_of(c)).second; }
+
+  void keep(Plan p) {
     p.order = plans_.size();
     plans_.push_back(std::move(p));
   }
@@ -246,7 +232,8 @@ class Searcher {
       for (int machines : counts)
         for (int rpm : m.ranks_per_machine) {
           if (opt_.ranks_per_machine > 0 && rpm != opt_.ranks_per_machine) continue;
-          for (const PlanConfig& c : families(ti, machines, rpm)) add(evaluate(c));
+          for (const PlanConfig& c : families(ti, machines, rpm))
+            if (first_seen(c)) keep(evaluate(c));
         }
     }
     COHORT_CHECK_AS(ConfigError, !plans_.empty())
@@ -415,22 +402,23 @@ class Searcher {
     double machine = p.memory_per_rank * c.ranks_per_machine;
     if (c.family == Family::parameter_server) {
       // The servers are the last ranks: the last machine holds the most.
-      const double worker = memory_per_rank(profile_, PlanConfig{c.type, 1, 1}, examples);
-      const double server = (profile_.parameter_bytes + profile_.gradient_bytes) / c.servers;
+      const ServerMemory ps = parameter_server_memory(profile_, examples);
+      const double worker = ps.worker, server = ps.server(c.servers);
       const int servers_last = std::min(c.servers, c.ranks_per_machine);
       machine =
           std::max(worker * c.ranks_per_machine, servers_last * server + (c.ranks_per_machine - servers_last) * worker);
     }
     if (m.memory_bytes_per_rank > 0 && p.memory_per_rank > m.memory_bytes_per_rank) {
       p.fits = false;
-      p.why_not = "needs " + gib(p.memory_per_rank) + " per rank, " + m.name + " has " + gib(m.memory_bytes_per_rank) +
-                  " per rank";
+      p.why_not = "needs " + bytes_text(p.memory_per_rank) + " per rank, " + m.name + " has " +
+                  bytes_text(m.memory_bytes_per_rank) + " per rank";
       return p;
     }
     if (m.memory_bytes > 0 && machine > m.memory_bytes) {
       p.fits = false;
-      p.why_not = "needs " + gib(machine) + " on a machine (" + std::to_string(c.ranks_per_machine) +
-                  " ranks of up to " + gib(p.memory_per_rank) + "), " + m.name + " has " + gib(m.memory_bytes);
+      p.why_not = "needs " + bytes_text(machine) + " on a machine (" + std::to_string(c.ranks_per_machine) +
+                  " ranks of up to " + bytes_text(p.memory_per_rank) + "), " + m.name + " has " +
+                  bytes_text(m.memory_bytes);
       return p;
     }
     const sim::Topology t = topology(c);
@@ -447,36 +435,39 @@ class Searcher {
                            .tp_allreduces_per_layer = st.tp_allreduces_per_layer};
       const sim::MeshPrediction mp = sim::predict_mesh(t, w, model, c.mesh, sim_strategy(c), so);
       p.step_s = mp.step_s;
-      p.parts = {{"compute", mp.compute_s},
-                 {"pipeline bubble", mp.bubble_s},
-                 {"tensor-parallel allreduces", mp.tp_s},
-                 {mp.p2p_across_hosts ? "stage transfers (network)" : "stage transfers (intra-host)", mp.p2p_s},
-                 {"dp gradient sync and update", mp.dp_exposed_s}};
+      // The dp sync crosses the NIC when a dp group spans machines, else
+      // the host's shm bus; with one replica it is the update alone.
+      const char* dp_on = c.mesh.dp == 1 ? "compute" : mp.dp_across_hosts ? "network" : "memory bandwidth";
+      p.parts = {{"compute", mp.compute_s, "compute"},
+                 {"pipeline bubble", mp.bubble_s, "pipeline bubble"},
+                 {"tensor-parallel allreduces", mp.tp_s, "intra-host link"},
+                 mp.p2p_across_hosts ? StepPart{"stage transfers (network)", mp.p2p_s, "network"}
+                                     : StepPart{"stage transfers (intra-host)", mp.p2p_s, "intra-host link"},
+                 {"dp gradient sync and update", mp.dp_exposed_s, dp_on}};
     } else {
       const sim::Prediction sp = sim::simulate(t, rank_workload(m, examples), sim_strategy(c), so);
       p.step_s = sp.step_s;
-      std::string comm = "exposed communication";
-      if (c.family == Family::parameter_server) comm = "parameter servers (push, sum, pull)";
-      else if (c.machines > 1 && sp.nic_utilisation >= sp.shm_utilisation) comm += " (network)";
-      else if (N > 1) comm += " (memory bandwidth)";
-      p.parts = {{"compute", sp.compute_s}, {comm, sp.exposed_s}};
+      StepPart comm{"exposed communication", sp.exposed_s, "memory bandwidth"};
+      if (c.family == Family::parameter_server) {
+        comm.name = "parameter servers (push, sum, pull)";
+        comm.bottleneck = "server";
+      } else if (c.machines > 1 && sp.nic_utilisation >= sp.shm_utilisation) {
+        comm.name += " (network)";
+        comm.bottleneck = "network";
+      } else if (N > 1) {
+        comm.name += " (memory bandwidth)";
+      }
+      p.parts = {{"compute", sp.compute_s, "compute"}, comm};
     }
     std::stable_sort(p.parts.begin(), p.parts.end(),
                      [](const StepPart& a, const StepPart& b) { return a.seconds > b.seconds; });
-    const std::string& top = p.parts[0].name;
-    p.bottleneck = top.starts_with("compute")                    ? "compute"
-                   : top.starts_with("parameter servers")        ? "server"
-                   : top.find("network") != std::string::npos    ? "network"
-                   : top.find("memory") != std::string::npos     ? "memory bandwidth"
-                   : top.starts_with("pipeline")                 ? "pipeline bubble"
-                   : top.starts_with("tensor")                   ? "intra-host link"
-                   : top.find("intra-host") != std::string::npos ? "intra-host link"
-                                                                 : "network";
+    p.bottleneck = p.parts[0].bottleneck;
     p.total_s = p.step_s * double(job_.steps);
     p.cost = double(c.machines) * m.price_per_hour * p.total_s / 3600;
-    if (p.cost > opt_.budget_usd) p.over = "costs " + money(p.cost) + ", over the budget of " + money(opt_.budget_usd);
+    if (p.cost > opt_.budget_usd)
+      p.over = "costs " + money_text(p.cost) + ", over the budget of " + money_text(opt_.budget_usd);
     else if (p.total_s > opt_.deadline_s)
-      p.over = "takes " + seconds_text(p.total_s) + ", past the deadline of " + seconds_text(opt_.deadline_s);
+      p.over = "takes " + duration_text(p.total_s) + ", past the deadline of " + duration_text(opt_.deadline_s);
     return p;
   }
 
@@ -529,9 +520,9 @@ class Searcher {
         COHORT_THROW(ConfigError) << "no plan fits: " << least->why_not << " (plan " << least->id << ": "
                                   << describe(least->config) << ")";
       COHORT_THROW(ConfigError) << "no plan fits in memory: the least memory any plan needs is "
-                                << gib(least->memory_per_rank) << " per rank (" << describe(least->config) << " on "
-                                << least->config.machines << " x " << catalogue_.types[least->config.type].name << ", "
-                                << least->why_not << ")";
+                                << bytes_text(least->memory_per_rank) << " per rank (" << describe(least->config)
+                                << " on " << least->config.machines << " x "
+                                << catalogue_.types[least->config.type].name << ", " << least->why_not << ")";
     }
     const Plan* cheapest = nullptr;
     const Plan* fastest = nullptr;
@@ -542,29 +533,29 @@ class Searcher {
     }
     auto name = [&](const Plan& p) {
       return "plan " + std::to_string(p.id) + ": " + std::to_string(p.config.machines) + " x " +
-             catalogue_.types[p.config.type].name + ", " + describe(p.config) + ", " + seconds_text(p.total_s) + ", " +
-             money(p.cost);
+             catalogue_.types[p.config.type].name + ", " + describe(p.config) + ", " + duration_text(p.total_s) + ", " +
+             money_text(p.cost);
     };
     const bool budget_binds = cheapest->cost > opt_.budget_usd;
     const bool deadline_binds = fastest->total_s > opt_.deadline_s;
     if (budget_binds)
-      COHORT_THROW(ConfigError) << "no plan fits the budget of " << money(opt_.budget_usd)
-                                << ": the cheapest plan that fits in memory costs " << money(cheapest->cost) << " ("
-                                << name(*cheapest) << ")";
+      COHORT_THROW(ConfigError) << "no plan fits the budget of " << money_text(opt_.budget_usd)
+                                << ": the cheapest plan that fits in memory costs " << money_text(cheapest->cost)
+                                << " (" << name(*cheapest) << ")";
     if (deadline_binds)
-      COHORT_THROW(ConfigError) << "no plan meets the deadline of " << seconds_text(opt_.deadline_s)
-                                << ": the fastest plan that fits in memory takes " << seconds_text(fastest->total_s)
+      COHORT_THROW(ConfigError) << "no plan meets the deadline of " << duration_text(opt_.deadline_s)
+                                << ": the fastest plan that fits in memory takes " << duration_text(fastest->total_s)
                                 << " (" << name(*fastest) << ")";
     // Each alone can be met, not both.
     const Plan* fastest_in_budget = nullptr;
     for (const Plan& p : r.plans)
       if (p.fits && p.cost <= opt_.budget_usd && (!fastest_in_budget || p.total_s < fastest_in_budget->total_s))
         fastest_in_budget = &p;
-    COHORT_THROW(ConfigError) << "no plan meets both the budget of " << money(opt_.budget_usd)
-                              << " and the deadline of " << seconds_text(opt_.deadline_s)
-                              << ": within the budget the fastest takes " << seconds_text(fastest_in_budget->total_s)
+    COHORT_THROW(ConfigError) << "no plan meets both the budget of " << money_text(opt_.budget_usd)
+                              << " and the deadline of " << duration_text(opt_.deadline_s)
+                              << ": within the budget the fastest takes " << duration_text(fastest_in_budget->total_s)
                               << " (" << name(*fastest_in_budget) << "); the deadline alone needs "
-                              << money(cheapest_meeting_deadline(r)->cost);
+                              << money_text(cheapest_meeting_deadline(r)->cost);
   }
 
   const Plan* cheapest_meeting_deadline(const Result& r) const {

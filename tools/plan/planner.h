@@ -81,10 +81,14 @@ struct PlanConfig {
   int ranks() const { return machines * ranks_per_machine; }
 };
 
-// One named part of a predicted step (for --explain and the bottleneck).
+// One named part of a predicted step (for --explain and the bottleneck):
+// what it is, and which resource it is the plan's bottleneck on when it is
+// the largest part (compute, network, memory bandwidth, server, pipeline
+// bubble, intra-host link; Plan::bottleneck).
 struct StepPart {
   std::string name;
   double seconds = 0;
+  std::string bottleneck;
 };
 
 struct Plan {
@@ -113,7 +117,9 @@ struct Result {
 Result search(const Profile& profile, const Catalogue& catalogue, const Job& job, const SearchOptions& options);
 
 // The strategy spec make_strategy() accepts for the plan's (mesh: the dp
-// axis's), the launch backend (cohortrun's name), the engine's tunables.
+// axis's), the launch backend (cohortrun's --backend name; "" for cohort's
+// automatic choice: one_device, parameter servers, meshes, launched without
+// --backend), the engine's tunables.
 std::string strategy_spec(const PlanConfig& c);
 std::string launch_backend(const PlanConfig& c);
 std::vector<std::pair<std::string, std::string>> plan_env(const PlanConfig& c);
@@ -123,5 +129,15 @@ std::string describe(const PlanConfig& c);
 // Memory per rank, bytes (the largest rank of the plan), by the formulas of
 // tools/plan/README.md. `examples` is a replica's examples per step.
 double memory_per_rank(const Profile& p, const PlanConfig& c, double examples);
+
+// A parameter-server plan's two kinds of rank, bytes: a worker holds the
+// whole model, its gradients, the optimizer's state and the activations; a
+// server of S its 1/S shard of the model and of the gradients' sum.
+struct ServerMemory {
+  double worker = 0;
+  double server_model = 0;  // P + G, before the split over the servers
+  double server(int servers) const { return server_model / servers; }
+};
+ServerMemory parameter_server_memory(const Profile& p, double examples);
 
 }  // namespace cohort::plan

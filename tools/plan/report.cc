@@ -5,47 +5,28 @@
 #include <cstdio>
 #include <set>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "cohort/common/check.h"
-#include "cohort/common/json.h"
+#include "cohort/common/json_object.h"
 #include "cohort/common/plan_file.h"
 #include "cohort/plot/figure.h"
+#include "tools/plan/format.h"
 
 namespace cohort::plan {
 
 namespace {
 
-std::string fmt(const char* f, double v) {
-  char b[64];
-  std::snprintf(b, sizeof b, f, v);
-  return b;
+// Significant digits of --json's numbers.
+constexpr int kJsonDigits = 10;
+
+// A JSON array of already-JSON items, one per line when `lines`.
+std::string json_array(const std::vector<std::string>& items, bool lines = false) {
+  std::string out = "[";
+  for (size_t i = 0; i < items.size(); ++i) out += (i ? (lines ? ",\n" : ", ") : (lines ? "\n" : "")) + items[i];
+  return out + (lines && !items.empty() ? "\n]" : "]");
 }
-
-std::string duration(double s) {
-  if (s < 120) return fmt("%.3g s", s);
-  if (s < 7200) return fmt("%.1f min", s / 60);
-  if (s < 3 * 86400) return fmt("%.1f h", s / 3600);
-  return fmt("%.1f d", s / 86400);
-}
-
-std::string money(double usd) { return fmt(usd < 100 ? "$%.2f" : "$%.0f", usd); }
-
-std::string bytes(double b) {
-  if (b >= double(1 << 30)) return fmt("%.2f GiB", b / double(1 << 30));
-  if (b >= double(1 << 20)) return fmt("%.1f MiB", b / double(1 << 20));
-  return fmt("%.0f KiB", b / 1024);
-}
-
-// A JSON number (null where not finite).
-std::string num(double v) {
-  if (!std::isfinite(v)) return "null";
-  std::ostringstream os;
-  os.precision(10);
-  os << v;
-  return os.str();
-}
-
-std::string quote(const std::string& s) { return "\"" + json::escape(s) + "\""; }
 
 const std::string& type_name(const ReportContext& r, const Plan& p) { return r.catalogue.types[p.config.type].name; }
 
@@ -79,7 +60,7 @@ std::string table(const ReportContext& r, int rows) {
     knobless.fusion_threshold = 0;
     knobless.bucket_mb = knobless.unit_mb = 0;
     if (!seen.insert(std::to_string(p.config.type) + describe(knobless) + std::to_string(p.config.machines) + "/" +
-                     std::to_string(p.config.ranks_per_machine) + "/" + num(p.step_s))
+                     std::to_string(p.config.ranks_per_machine) + "/" + printed("%.10g", p.step_s))
              .second) {
       ++folded;
       continue;
@@ -87,8 +68,8 @@ std::string table(const ReportContext& r, int rows) {
     ++shown;
     std::snprintf(line, sizeof line, "%5d  %-14s %5d %4d %6d  %-52s %10.3f %10s %10s %10s  %s%s\n", p.id,
                   type_name(r, p).c_str(), p.config.machines, p.config.ranks_per_machine, p.config.ranks(),
-                  describe(p.config).c_str(), 1e3 * p.step_s, duration(p.total_s).c_str(), money(p.cost).c_str(),
-                  bytes(p.memory_per_rank).c_str(), p.bottleneck.c_str(),
+                  describe(p.config).c_str(), 1e3 * p.step_s, duration_text(p.total_s).c_str(),
+                  money_text(p.cost).c_str(), bytes_text(p.memory_per_rank).c_str(), p.bottleneck.c_str(),
                   p.over.empty() ? "" : "  (over a constraint)");
     os << line;
   }
@@ -96,7 +77,7 @@ std::string table(const ReportContext& r, int rows) {
     os << "# " << folded << " knob variants predicted the same as the row above them folded (--json lists them)\n";
   os << "# " << within << " plans within the constraints, " << over << " over a constraint, " << unfit
      << " do not fit in memory (--explain ID says why); " << r.result.simulations << " simulations in "
-     << fmt("%.2f", r.result.search_s) << " s\n";
+     << printed("%.2f", r.result.search_s) << " s\n";
   return os.str();
 }
 
@@ -105,8 +86,9 @@ std::string launch_command(const ReportContext& r, const Plan& p) {
   std::ostringstream os;
   os << "cohortrun -np " << c.ranks();
   if (c.machines > 1) os << " --hostfile HOSTFILE";
-  if (c.family != Family::one_device && c.family != Family::parameter_server && launch_backend(c) != "auto")
-    os << " --backend " << launch_backend(c);
+  // A plan on cohort's automatic backend (one_device, parameter servers,
+  // meshes) leaves COHORT_BACKEND unset, as its plan file's "" says.
+  if (!launch_backend(c).empty()) os << " --backend " << launch_backend(c);
   for (const auto& [k, v] : plan_env(c)) os << " --env " << k << "=" << v;
   if (c.family == Family::mesh) {
     os << " " << r.profile.stages.program << " --dp " << c.mesh.dp << " --pp " << c.mesh.pp << " --tp " << c.mesh.tp
@@ -129,9 +111,10 @@ std::string explain(const ReportContext& r, int id) {
     os << "  does not fit: " << p.why_not << "\n";
     return os.str();
   }
-  os << "  step " << fmt("%.3f", 1e3 * p.step_s) << " ms, " << duration(p.total_s) << ", " << money(p.cost)
-     << ", memory " << bytes(p.memory_per_rank) << " per rank, bottleneck " << p.bottleneck << "\n  step:";
-  for (const StepPart& s : p.parts) os << " " << s.name << " " << fmt("%.3f", 1e3 * s.seconds) << " ms;";
+  os << "  step " << printed("%.3f", 1e3 * p.step_s) << " ms, " << duration_text(p.total_s) << ", "
+     << money_text(p.cost) << ", memory " << bytes_text(p.memory_per_rank) << " per rank, bottleneck " << p.bottleneck
+     << "\n  step:";
+  for (const StepPart& s : p.parts) os << " " << s.name << " " << printed("%.3f", 1e3 * s.seconds) << " ms;";
   os << "\n";
   if (!p.over.empty()) os << "  breaks a constraint: it " << p.over << "\n";
   if (p.id == best.id) {
@@ -139,10 +122,10 @@ std::string explain(const ReportContext& r, int id) {
     return os.str();
   }
   os << "  against the best, plan " << best.id << " (" << describe(best.config) << " on " << best.config.machines
-     << " x " << type_name(r, best) << "): " << fmt("%.2f", p.total_s / best.total_s) << "x its time ("
-     << duration(p.total_s) << " vs " << duration(best.total_s) << "), "
-     << (best.cost > 0 ? fmt("%.2f", p.cost / best.cost) + "x its cost" : std::string("cost ") + money(p.cost)) << " ("
-     << money(p.cost) << " vs " << money(best.cost) << ")\n";
+     << " x " << type_name(r, best) << "): " << printed("%.2f", p.total_s / best.total_s) << "x its time ("
+     << duration_text(p.total_s) << " vs " << duration_text(best.total_s) << "), "
+     << (best.cost > 0 ? printed("%.2f", p.cost / best.cost) + "x its cost" : std::string("cost ") + money_text(p.cost))
+     << " (" << money_text(p.cost) << " vs " << money_text(best.cost) << ")\n";
   // Which part of the step: the one that grew the most against the best's
   // part of the same name (absent there: 0).
   std::string worst;
@@ -160,74 +143,23 @@ std::string explain(const ReportContext& r, int id) {
     os << "  a tie within 0.1% in time and cost: it ranks below by the smaller difference, or by the enumeration "
           "order\n";
   else if (p.step_s > best.step_s)
-    os << "  its step is " << fmt("%.3f", 1e3 * (p.step_s - best.step_s)) << " ms longer, mostly " << worst << " (+"
-       << fmt("%.3f", 1e3 * grew) << " ms)\n";
+    os << "  its step is " << printed("%.3f", 1e3 * (p.step_s - best.step_s)) << " ms longer, mostly " << worst << " (+"
+       << printed("%.3f", 1e3 * grew) << " ms)\n";
   else if (!p.over.empty())
-    os << "  its step is shorter by " << fmt("%.3f", 1e3 * (best.step_s - p.step_s))
+    os << "  its step is shorter by " << printed("%.3f", 1e3 * (best.step_s - p.step_s))
        << " ms, but it breaks a constraint\n";
   else
-    os << "  its step is shorter by " << fmt("%.3f", 1e3 * (best.step_s - p.step_s)) << " ms, but it costs "
-       << money(p.cost - best.cost) << " more (" << p.config.machines << " machines at "
-       << money(r.catalogue.types[p.config.type].price_per_hour) << " an hour)\n";
+    os << "  its step is shorter by " << printed("%.3f", 1e3 * (best.step_s - p.step_s)) << " ms, but it costs "
+       << money_text(p.cost - best.cost) << " more (" << p.config.machines << " machines at "
+       << money_text(r.catalogue.types[p.config.type].price_per_hour) << " an hour)\n";
   return os.str();
 }
 
 namespace {
 
-std::string plan_json_fields(const ReportContext& r, const Plan& p) {
-  std::ostringstream os;
-  const PlanConfig& c = p.config;
-  os << "\"id\": " << p.id << ", \"machine_type\": " << quote(type_name(r, p)) << ", \"machines\": " << c.machines
-     << ", \"ranks_per_machine\": " << c.ranks_per_machine << ", \"np\": " << c.ranks()
-     << ", \"family\": " << quote(family_name(c.family)) << ", \"strategy\": " << quote(strategy_spec(c))
-     << ", \"backend\": " << quote(launch_backend(c)) << ", \"description\": " << quote(describe(c));
-  if (c.family == Family::mesh)
-    os << ", \"mesh\": {\"dp\": " << c.mesh.dp << ", \"pp\": " << c.mesh.pp << ", \"tp\": " << c.mesh.tp
-       << ", \"micro_batches\": " << c.mesh.micro_batches
-       << ", \"schedule\": " << quote(sim::pipeline_schedule_name(c.mesh.schedule)) << ", \"zero\": " << c.mesh_zero
-       << "}";
-  os << ", \"env\": {";
-  bool first = true;
-  for (const auto& [k, v] : plan_env(c)) {
-    os << (first ? "" : ", ") << quote(k) << ": " << quote(v);
-    first = false;
-  }
-  os << "}, \"fits\": " << (p.fits ? "true" : "false");
-  if (!p.fits) os << ", \"why_not\": " << quote(p.why_not);
-  if (!p.over.empty()) os << ", \"over\": " << quote(p.over);
-  os << ", \"memory_per_rank_bytes\": " << num(p.memory_per_rank);
-  if (p.fits) {
-    os << ", \"step_s\": " << num(p.step_s) << ", \"total_s\": " << num(p.total_s) << ", \"cost\": " << num(p.cost)
-       << ", \"bottleneck\": " << quote(p.bottleneck) << ", \"parts\": {";
-    for (size_t i = 0; i < p.parts.size(); ++i)
-      os << (i ? ", " : "") << quote(p.parts[i].name) << ": " << num(p.parts[i].seconds);
-    os << "}";
-  }
-  return os.str();
-}
-
-}  // namespace
-
-std::string result_json(const ReportContext& r) {
-  std::ostringstream os;
-  const Plan& best = r.result.plans.front();
-  os << "{\n  \"version\": 1,\n  \"profile\": " << quote(r.profile.path)
-     << ",\n  \"catalogue\": " << quote(r.catalogue.path) << ",\n  \"job\": {\"global_batch\": " << r.job.global_batch
-     << ", \"steps\": " << r.job.steps
-     << "},\n  \"objective\": " << quote(r.options.objective == Objective::time ? "time" : "cost")
-     << ",\n  \"budget_usd\": " << num(r.options.budget_usd) << ",\n  \"deadline_s\": " << num(r.options.deadline_s)
-     << ",\n  \"search\": {\"plans\": " << r.result.plans.size() << ", \"simulations\": " << r.result.simulations
-     << ", \"seconds\": " << num(r.result.search_s) << "},\n  \"best\": " << best.id
-     << ",\n  \"command\": " << quote(launch_command(r, best)) << ",\n  \"pareto\": [";
-  for (size_t i = 0; i < r.result.pareto.size(); ++i) os << (i ? ", " : "") << r.result.pareto[i];
-  os << "],\n  \"plans\": [\n";
-  for (size_t i = 0; i < r.result.plans.size(); ++i)
-    os << "    {" << plan_json_fields(r, r.result.plans[i]) << "}" << (i + 1 < r.result.plans.size() ? ",\n" : "\n");
-  os << "  ]\n}\n";
-  return os.str();
-}
-
-std::string plan_file_json(const ReportContext& r, const Plan& p) {
+// The plan as the file fit() reads describes it, without the command and
+// the prediction: the fields --json's plans share with the plan file.
+PlanFile plan_launch(const ReportContext& r, const Plan& p) {
   const PlanConfig& c = p.config;
   PlanFile file;
   file.strategy = strategy_spec(c);
@@ -243,7 +175,59 @@ std::string plan_file_json(const ReportContext& r, const Plan& p) {
                          .tp = c.mesh.tp,
                          .micro_batches = c.mesh.micro_batches,
                          .schedule = sim::pipeline_schedule_name(c.mesh.schedule),
-                         .zero = c.mesh_zero};
+                         .zero = c.mesh_zero != 0};
+  return file;
+}
+
+std::string plan_json(const ReportContext& r, const Plan& p) {
+  JsonObject o;
+  o.add("id", p.id).add("family", family_name(p.config.family)).add("description", describe(p.config));
+  add_plan_fields(o, plan_launch(r, p));
+  o.add("fits", p.fits);
+  if (!p.fits) o.add("why_not", p.why_not);
+  if (!p.over.empty()) o.add("over", p.over);
+  o.add("memory_per_rank_bytes", p.memory_per_rank, kJsonDigits);
+  if (p.fits) {
+    JsonObject parts;
+    for (const StepPart& s : p.parts) parts.add(s.name, s.seconds, kJsonDigits);
+    o.add("step_s", p.step_s, kJsonDigits)
+        .add("total_s", p.total_s, kJsonDigits)
+        .add("cost", p.cost, kJsonDigits)
+        .add("bottleneck", p.bottleneck)
+        .add_raw("parts", parts.str());
+  }
+  return o.str();
+}
+
+}  // namespace
+
+std::string result_json(const ReportContext& r) {
+  const Plan& best = r.result.plans.front();
+  std::vector<std::string> pareto, plans;
+  for (int id : r.result.pareto) pareto.push_back(std::to_string(id));
+  for (const Plan& p : r.result.plans) plans.push_back(plan_json(r, p));
+  JsonObject doc;
+  doc.add("version", 1)
+      .add("profile", r.profile.path)
+      .add("catalogue", r.catalogue.path)
+      .add_raw("job", JsonObject().add("global_batch", r.job.global_batch).add("steps", r.job.steps).str())
+      .add("objective", r.options.objective == Objective::time ? "time" : "cost")
+      .add("budget_usd", r.options.budget_usd, kJsonDigits)
+      .add("deadline_s", r.options.deadline_s, kJsonDigits)
+      .add_raw("search", JsonObject()
+                             .add("plans", int64_t(r.result.plans.size()))
+                             .add("simulations", int64_t(r.result.simulations))
+                             .add("seconds", r.result.search_s, kJsonDigits)
+                             .str())
+      .add("best", best.id)
+      .add("command", launch_command(r, best))
+      .add_raw("pareto", json_array(pareto))
+      .add_raw("plans", json_array(plans, true));
+  return doc.str() + "\n";
+}
+
+std::string plan_file_json(const ReportContext& r, const Plan& p) {
+  PlanFile file = plan_launch(r, p);
   file.command = launch_command(r, p);
   file.predicted_step_s = p.step_s;
   file.predicted_total_s = p.total_s;

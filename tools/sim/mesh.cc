@@ -9,8 +9,6 @@ namespace cohort::sim {
 
 const char* pipeline_schedule_name(PipelineSchedule s) { return s == PipelineSchedule::gpipe ? "gpipe" : "1f1b"; }
 
-double bubble_fraction(int pp, int micro_batches) { return double(pp - 1) / double(micro_batches + pp - 1); }
-
 int micro_batches_in_flight(const MeshShape& shape) {
   return shape.schedule == PipelineSchedule::gpipe ? shape.micro_batches : std::min(shape.micro_batches, shape.pp);
 }
@@ -18,12 +16,9 @@ int micro_batches_in_flight(const MeshShape& shape) {
 namespace {
 
 // How much slower a rank computes with `runnable` compute threads on its
-// machine than alone (processor sharing of the topology's cores, as
-// simulate() shares them).
+// machine than alone (simulate()'s processor sharing of the cores).
 double contention(const Topology& t, double threads, double runnable) {
-  if (t.cores_per_host <= 0) return 1;
-  auto share = [&](double n) { return std::min(1.0, t.cores_per_host / (n + t.background_threads)); };
-  return share(threads) / share(runnable);
+  return core_share(t, threads) / core_share(t, runnable);
 }
 
 }  // namespace
@@ -94,21 +89,19 @@ MeshPrediction predict_mesh(const Topology& t, const Workload& gradients, const 
   stage.update_s = model.update_s * share * slowdown;
   if (shape.dp == 1) {
     p.step_s = p.pipeline_s + stage.update_s;
-    p.dp.hosts = t.hosts;
-    p.dp.ranks = 1;
-    p.dp.algorithm = "none";
-    p.dp.step_s = p.dp.compute_s = p.step_s;
   } else {
     Topology group = t;
-    const int per_host = std::max(1, std::min(shape.dp, R / shape.tp));
+    const int per_host = std::min(shape.dp, R / shape.tp);
     group.ranks_per_host = per_host;
     group.hosts = (shape.dp + per_host - 1) / per_host;
-    group.network.bytes_per_s = t.network.bytes_per_s / std::max(1, std::min(R, shape.tp));
+    // A host whose dp group spans hosts holds one stage: tp dp groups (one
+    // per position in a tp group) of R / tp ranks each, sharing its NIC.
+    group.network.bytes_per_s = t.network.bytes_per_s / shape.tp;
     group.cores_per_host = 0;  // compute's sharing of the cores is in the slot already
     group.one_machine = false;
     group.stragglers.clear();
-    p.dp = simulate(group, stage, dp_strategy, options);
-    p.step_s = p.dp.step_s;
+    p.dp_across_hosts = group.hosts > 1;
+    p.step_s = simulate(group, stage, dp_strategy, options).step_s;
   }
   p.dp_exposed_s = p.step_s - p.pipeline_s;
   return p;

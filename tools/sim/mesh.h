@@ -24,9 +24,12 @@
 //              flight: min(m, pp) against m, a memory difference)
 // then the stage's gradients (the model's 1 / (pp tp)) are averaged over dp
 // after the last micro-batch, as char_lm and Megatron do (no overlap):
-// simulate() on a topology of dp ranks, ranks_per_host / tp per host, the
-// NIC's bandwidth split over the tp groups that share it, with the
-// workload's tensors scaled by 1 / (pp tp) all ready at the pipeline's end.
+// simulate() on a topology of dp ranks, ranks_per_host / tp per host (or
+// dp, if fewer), the NIC's bandwidth split by tp (a host whose dp group
+// spans hosts holds ranks of one stage only: tp dp groups, one per position
+// in a tp group, of ranks_per_host / tp ranks each, sharing its NIC), with
+// the workload's tensors scaled by 1 / (pp tp) all ready at the pipeline's
+// end; the cores' sharing is the slot's (simulate() adds none).
 #pragma once
 
 #include "tools/sim/simulator.h"
@@ -53,10 +56,6 @@ struct MeshModel {
   int tp_allreduces_per_layer = 4;  // Megatron: 2 forward (attention, MLP) + 2 backward
 };
 
-// (pp - 1) / (m + pp - 1): the idle share of a pipeline of pp stages and m
-// micro-batches (GPipe, Huang et al. 2019; the same for 1F1B).
-double bubble_fraction(int pp, int micro_batches);
-
 // Micro-batches a stage keeps activations of at its peak: m (GPipe) or
 // min(m, pp) (1F1B, the first stage).
 int micro_batches_in_flight(const MeshShape& shape);
@@ -71,7 +70,7 @@ struct MeshPrediction {
   double pipeline_s = 0;    // (m + pp - 1) * slot
   double dp_exposed_s = 0;  // the dp gradient sync and update after the pipeline
   bool p2p_across_hosts = false;
-  Prediction dp;  // simulate()'s prediction of the dp part
+  bool dp_across_hosts = false;  // a dp group spans hosts (its sync crosses the NIC)
 };
 
 // The step of `shape` on `topology` (hosts x ranks_per_host = shape.ranks()).

@@ -36,6 +36,11 @@ std::vector<std::vector<size_t>> assign_buckets(const std::vector<double>& bytes
   return done;
 }
 
+double core_share(const Topology& t, double runnable) {
+  return t.cores_per_host > 0 && runnable > 0 ? std::min(1.0, t.cores_per_host / (runnable + t.background_threads))
+                                              : 1.0;
+}
+
 namespace {
 
 constexpr double kNever = std::numeric_limits<double>::infinity();
@@ -45,15 +50,6 @@ constexpr double kPayloadBytesPerOp = 64;
 constexpr size_t kOrderedPerCycle = engine::kOrderedWindow;
 
 enum class Kind { allreduce, reduce_scatter, allgather };
-
-// One runnable thread's share of a core among `runnable` of the job's and
-// the machine's background threads (processor sharing; 1 without a core
-// limit).
-double core_share(const Topology& t, double runnable) {
-  return t.cores_per_host > 0 && runnable > 0
-             ? std::min(1.0, t.cores_per_host / (runnable + t.background_threads))
-             : 1.0;
-}
 
 struct Op {
   Kind kind = Kind::allreduce;
@@ -346,6 +342,7 @@ class Simulation {
   void submit(size_t i) {
     submitted_at_[i] = now_;
     if (es_ == EngineState::asleep && wake_at_ == kNever) wake_at_ = now_ + topo_.wake_s;
+    if (es_ == EngineState::waiting && idle_until_submission_) next_cycle_at_ = now_;
   }
 
   void process_compute() {
@@ -402,6 +399,7 @@ class Simulation {
 
   void start_cycle() {
     cycle_start_ = now_;
+    idle_until_submission_ = false;
     stats().cycles += 1;
     // What every rank submitted before this cycle began.
     std::vector<size_t> named_cached, named_new, ordered;
@@ -531,19 +529,25 @@ class Simulation {
       next_cycle_at_ = paced;
       return;
     }
-    // Idle cycles repeat unchanged until a submission or the linger's end:
-    // jump to the first cycle at or after the earlier of the two.
+    // Idle cycles repeat unchanged until a submission or the linger's end.
     const double period = std::max(now_ - cycle_start_, st_.cycle_time_s);
+    if (period <= 0) {
+      // A cycle that takes no time (free links, no cycle overhead, no cycle
+      // time) repeated now would find the same nothing at the same instant
+      // without end: the engine waits for the next submission (submit()
+      // starts its cycle) or the linger's end, whichever comes first.
+      next_cycle_at_ = last_busy_ + st_.linger_s;
+      idle_until_submission_ = true;
+      return;
+    }
+    // Jump to the first cycle at or after the next compute event (a
+    // submission, at the earliest) or the linger's end.
     const double until = std::min(compute_event_time(compute_rate()), last_busy_ + st_.linger_s);
     double next = paced;
     if (until > next) {
-      if (period > 0) {
-        const double k = std::ceil((until - next) / period);
-        stats().cycles += k;  // the skipped idle cycles, each as the one just run
-        next += k * period;
-      } else {
-        next = until;
-      }
+      const double k = std::ceil((until - next) / period);
+      stats().cycles += k;  // the skipped idle cycles, each as the one just run
+      next += k * period;
     }
     next_cycle_at_ = next;
   }
@@ -608,6 +612,7 @@ class Simulation {
   double last_busy_ = 0;
   double wake_at_ = kNever;
   bool cycle_idle_ = true;
+  bool idle_until_submission_ = false;  // waiting: a submission starts the next cycle
   std::deque<Task> tasks_;
   std::vector<size_t> cycle_ops_;
   std::vector<engine::ReadyOp> ready_;

@@ -18,8 +18,10 @@
 //     fusion threshold (copies in and out of the fusion buffer), ordered
 //     (DDP) ops four per cycle at most and never fused; an idle engine keeps
 //     cycling for the linger time and then sleeps until a submission wakes
-//     it (wake_s); with a cycle time, a cycle starts no sooner than that
-//     after the previous one began;
+//     it (wake_s); idle cycles that take no time (free links, no
+//     cycle_overhead_s, no cycle time) wait for the next submission or the
+//     linger's end instead of repeating at one instant; with a cycle time,
+//     a cycle starts no sooner than that after the previous one began;
 //   - strategies: Horovod-style named per-tensor allreduces, or DDP buckets
 //     (cohort's assign_buckets rule: first bucket capped at
 //     first_bucket_bytes, then bucket_bytes, a tensor that fills a bucket
@@ -110,6 +112,12 @@ const char* mode_name(Mode mode);
 
 Prediction simulate(const Topology& topology, const Workload& workload, const Strategy& strategy,
                     const SimOptions& options = {});
+
+// One runnable thread's share of a core among `runnable` of the job's
+// threads and the machine's background threads (processor sharing; 1
+// without a core limit). The rule compute and the engine's CPU work share a
+// host's cores by, here and in predict_mesh().
+double core_share(const Topology& t, double runnable);
 
 // Bucket membership by cohort's DDP rule (cohort/torch/reducer.cc's
 // assign_buckets for one dtype): sizes in arrival order -> index lists.
