@@ -420,8 +420,7 @@ World init_world() {
     // none.
     if (world.membership.epoch != 0) return world;
   } else {
-    if (const auto beat = env.find("COHORT_HEARTBEAT"); beat != env.end() && beat->second == "1")
-      keep_beating(world, {info.rank, 0});
+    if (info.heartbeat) keep_beating(world, {info.rank, 0});
     // A communicator needs a namespace of its own (shm's segment name, gloo's
     // addresses), and a process may init() again after shutdown(): the n-th
     // world of a process (the same n on every rank: init is collective)

@@ -1,13 +1,13 @@
 #include "cohort/launcher/elastic_controller.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <string>
 #include <vector>
 
 #include "cohort/common/check.h"
 #include "cohort/launcher/host_list.h"
 #include "cohort/launcher/remote_rank.h"
+#include "cohort/launcher/seconds_text.h"
 
 namespace cohort::launcher {
 
@@ -101,9 +101,7 @@ void ElasticController::watch_starts(Clock::time_point now) {
       continue;
     }
     it = starting_.erase(it);  // terminated once
-    char seconds[32];
-    std::snprintf(seconds, sizeof seconds, "%g", options_.start_timeout_s);
-    terminate_(m, std::string("did not start its program within --start-timeout ") + seconds +
+    terminate_(m, "did not start its program within --start-timeout " + seconds_text(options_.start_timeout_s) +
                       " s (is the host reachable through the launch template?)");
   }
 }
@@ -116,7 +114,8 @@ bool ElasticController::settled() const {
 }
 
 bool ElasticController::member_ended(Member m, bool failed, std::string& note) {
-  pulses_.erase(rendezvous::member_text(m));
+  pulses_.forget(m);
+  silenced_.erase(rendezvous::member_text(m));
   starting_.erase(rendezvous::member_text(m));
   const std::string host = host_of(m.slot);
   if (std::erase(removed_, m) > 0) {
@@ -151,9 +150,7 @@ bool ElasticController::member_ended(Member m, bool failed, std::string& note) {
   const auto now = Clock::now();
   if (pool_) {
     const auto cooldown = pool_->failed(host, now);
-    char seconds[32];
-    std::snprintf(seconds, sizeof seconds, "%g", double(cooldown.count()) / 1000);
-    said.push_back("host " + host + " is blacklisted for " + seconds + " s");
+    said.push_back("host " + host + " is blacklisted for " + seconds_text(double(cooldown.count()) / 1000) + " s");
   }
   int& restarts = restarts_[m.slot];
   const std::string slot = "slot " + std::to_string(m.slot);
@@ -212,22 +209,15 @@ void ElasticController::announce_lost(Member m) {
 
 void ElasticController::watch_heartbeats(Clock::time_point now) {
   if (options_.heartbeat_timeout_s <= 0 || !terminate_) return;
-  const auto limit = std::chrono::duration<double>(options_.heartbeat_timeout_s);
+  const auto limit = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(options_.heartbeat_timeout_s));
   for (const std::vector<Member>* list : {&survivors_, &pending_})
     for (const Member& m : *list) {
-      Pulse& pulse = pulses_[rendezvous::member_text(m)];
-      const int64_t beats = rendezvous::heartbeats(*store_, m);
-      if (beats != pulse.beats) {
-        pulse = {beats, now, false};
+      const HeartbeatTracker::Pulse& pulse = pulses_.read(*store_, m, now, HeartbeatTracker::WallClock::now());
+      if (!HeartbeatTracker::silent(pulse, limit, now) || !silenced_.insert(rendezvous::member_text(m)).second)
         continue;
-      }
-      // A process that never beat is still starting (or is no cohort
-      // program): the start timeout and its exit speak for it.
-      if (beats == 0 || pulse.terminated || now - pulse.since < limit) continue;
-      pulse.terminated = true;
-      char seconds[32];
-      std::snprintf(seconds, sizeof seconds, "%g", options_.heartbeat_timeout_s);
-      terminate_(m, std::string("sent no heartbeat for ") + seconds + " s (a cut link or a hung host)");
+      terminate_(m, "sent no heartbeat for " + seconds_text(options_.heartbeat_timeout_s) +
+                        " s (a cut link or a hung host)");
     }
 }
 
@@ -315,10 +305,9 @@ std::string ElasticController::tick(Clock::time_point now) {
   }
   if (!below_since_) below_since_ = now;
   if (now - *below_since_ < std::chrono::duration<double>(options_.timeout_s)) return {};
-  char seconds[32];
-  std::snprintf(seconds, sizeof seconds, "%g", options_.timeout_s);
   const std::string why = "the job stayed below --min-np " + std::to_string(options_.min_np) + " (" +
-                          std::to_string(survivors_.size()) + " rank(s) live) for --elastic-timeout " + seconds + " s";
+                          std::to_string(survivors_.size()) + " rank(s) live) for --elastic-timeout " +
+                          seconds_text(options_.timeout_s) + " s";
   rendezvous::end_membership(*store_, why);
   finished_ = true;
   return why;

@@ -55,9 +55,11 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "cohort/launcher/heartbeat_tracker.h"
 #include "cohort/launcher/host_pool.h"
 #include "cohort/rendezvous/membership.h"
 
@@ -138,17 +140,13 @@ class ElasticController {
   void watch_starts(Clock::time_point now);
 
   // A process's heartbeats as last read, and since when they stand still.
-  struct Pulse {
-    int64_t beats = 0;
-    Clock::time_point since{};
-    bool terminated = false;
-  };
 
   ElasticOptions options_;
   std::shared_ptr<rendezvous::Store> store_;
   Respawn respawn_;
   Terminate terminate_;
-  std::map<std::string, Pulse> pulses_;  // by "slot.incarnation"
+  HeartbeatTracker pulses_;
+  std::set<std::string> silenced_;  // members killed for their silence, by "slot.incarnation"
   Clock::time_point next_watch_{};
   // Replacements started through the launch template whose program has not
   // started yet: since when (start_timeout_s).

@@ -76,6 +76,11 @@ std::string host_name_problem(std::string_view name) {
   return {};
 }
 
+std::string_view host_without_user(std::string_view host) {
+  const size_t at = host.find('@');
+  return at == std::string_view::npos ? host : host.substr(at + 1);
+}
+
 std::vector<HostSlots> parse_host_list(std::string_view text) {
   std::vector<HostSlots> hosts;
   if (text.empty()) throw UsageError("-H needs hosts, e.g. -H node1:2,node2:2");

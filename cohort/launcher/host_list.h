@@ -32,6 +32,9 @@ inline constexpr int kMaxHosts = 4096;
 // Empty when `name` is an acceptable host name, else why not.
 std::string host_name_problem(std::string_view name);
 
+// The host of "user@host" (what resolves; the user is the launch's).
+std::string_view host_without_user(std::string_view host);
+
 // Parses "-H" values: comma-separated "host" or "host:slots". Throws
 // UsageError naming the bad entry ("-H 'a:x': slots must be a positive
 // integer, got 'x'").

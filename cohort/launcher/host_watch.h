@@ -23,9 +23,11 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "cohort/launcher/heartbeat_tracker.h"
 #include "cohort/launcher/supervisor.h"
 #include "cohort/rendezvous/store.h"
 
@@ -38,11 +40,11 @@ struct HostWatchOptions {
 
 class HostWatch final : public HealthWatch {
  public:
-  using SteadyClock = std::chrono::steady_clock;
-  using WallClock = std::chrono::system_clock;
+  using SteadyClock = HeartbeatTracker::Clock;
+  using WallClock = HeartbeatTracker::WallClock;
 
   // `hosts` maps each rank to its host as the user named it (-H, hostfile).
-  HostWatch(HostWatchOptions options, std::shared_ptr<rendezvous::Store> store, std::map<int, std::string> hosts);
+  HostWatch(HostWatchOptions options, std::shared_ptr<rendezvous::Store> store, const std::map<int, std::string>& hosts);
 
   std::string tick(const std::vector<int>& running) override;
   std::chrono::milliseconds period() const override { return options_.period; }
@@ -57,26 +59,22 @@ class HostWatch final : public HealthWatch {
   std::string silent_hosts(double for_s) const;
 
  private:
-  struct Pulse {
-    int64_t beats = 0;
-    SteadyClock::time_point since;     // when `beats` was first seen
-    WallClock::time_point wall_since;  // the same, for the message
-  };
-  // Ranks of `host` that run, and whether every one that beat is silent
-  // for `limit` (false when none beat).
-  bool host_silent(const std::string& host, const std::vector<int>& running, SteadyClock::duration limit,
-                   SteadyClock::time_point now) const;
+  using Pulse = HeartbeatTracker::Pulse;
+  // The pulses of `host`'s running ranks that have beaten.
+  std::vector<const Pulse*> beating_pulses(const std::string& host) const;
+  // Whether every running rank of `host` that beat is silent for `limit`
+  // (false when none beat).
+  bool host_silent(const std::string& host, SteadyClock::duration limit) const;
   // Whether a running rank of `host` beat within `within`.
-  bool host_beating(const std::string& host, const std::vector<int>& running, SteadyClock::duration within,
-                    SteadyClock::time_point now) const;
-  std::string describe_host(const std::string& host, const std::vector<int>& running) const;
+  bool host_beating(const std::string& host, SteadyClock::duration within) const;
+  std::string describe_host(const std::string& host) const;
 
   HostWatchOptions options_;
   std::shared_ptr<rendezvous::Store> store_;
-  std::map<int, std::string> hosts_;
-  std::map<int, Pulse> pulses_;
-  std::vector<int> last_running_;
-  SteadyClock::time_point last_now_;
+  std::map<std::string, std::vector<int>> ranks_of_;  // by host, fixed for the job
+  HeartbeatTracker pulses_;
+  std::set<int> running_;  // as of the last check
+  SteadyClock::time_point now_;
 };
 
 }  // namespace cohort::launcher

@@ -10,6 +10,7 @@
 #include <set>
 #include <vector>
 
+#include "cohort/launcher/host_list.h"
 #include "cohort/launcher/placement.h"
 #include "cohort/launcher/spawn.h"
 #include "cohort/rendezvous/tcp_store.h"
@@ -38,25 +39,13 @@ bool is_loopback_interface(const std::string& name) {
   return loopback;
 }
 
-// The host part of "user@host".
-std::string host_part(const std::string& host) {
-  const size_t at = host.find('@');
-  return at == std::string::npos ? host : host.substr(at + 1);
-}
-
-// "host:slots" or "host" with a dotted or dashed name: a word -H takes.
+// "host:slots" with a name -H accepts: a word -H takes.
 bool looks_like_host_slots(const std::string& word) {
   const size_t colon = word.rfind(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == word.size()) return false;
+  if (colon == std::string::npos || colon + 1 == word.size()) return false;
   for (size_t i = colon + 1; i < word.size(); ++i)
     if (word[i] < '0' || word[i] > '9') return false;
-  for (size_t i = 0; i < colon; ++i) {
-    const char c = word[i];
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-                    c == '-' || c == '_' || c == '@';
-    if (!ok) return false;
-  }
-  return true;
+  return host_name_problem(std::string_view(word).substr(0, colon)).empty();
 }
 
 }  // namespace
@@ -90,7 +79,7 @@ void check_multi_host_launch(const LaunchOptions& options) {
   // a namespace or container with a loopback of its own.
   std::string elsewhere;
   for (const RankPlacement& p : placement)
-    if (p.remote && p.local_rank == 0 && !rendezvous::resolves_to_loopback(host_part(p.host))) {
+    if (p.remote && p.local_rank == 0 && !rendezvous::resolves_to_loopback(std::string(host_without_user(p.host)))) {
       elsewhere = p.host;
       break;
     }

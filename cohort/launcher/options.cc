@@ -23,7 +23,7 @@ constexpr const char* kLauncherVariables[] = {
     "COHORT_STORE_ADDR", "COHORT_JOB_ID", "COHORT_SECRET", "RANK",
     "WORLD_SIZE",   "LOCAL_RANK",  "LOCAL_WORLD_SIZE",  "MASTER_ADDR",
     "MASTER_PORT",  "COHORT_HOST", "COHORT_ELASTIC_SLOT", "COHORT_ELASTIC_INCARNATION",
-    "COHORT_ELASTIC_JOINING",
+    "COHORT_ELASTIC_JOINING", "COHORT_HEARTBEAT",
 };
 
 constexpr const char* kBackends[] = {"auto", "shm", "gloo", "mpi", "hierarchical"};
@@ -451,7 +451,8 @@ std::string usage_text() {
         "                        loopback (127.0.0.1, localhost) when ranks run on other\n"
         "                        hosts: refused. Ranks that cannot reach it fail at once\n"
         "                        when no retry can help (no route to it, nothing listening).\n"
-        "                        A:P also sets --port (IPv6: [A]:P)\n"
+        "                        A:P also sets --port (IPv6: [A]:P); the later of the two\n"
+        "                        flags wins\n"
         "  --start-timeout S     seconds remote ranks may take to start (default 60; with\n"
         "                        --min-np also each replacement started remotely)\n"
         "  --network-interface I network interface the ranks communicate on (sets COHORT_IFACE;\n"
@@ -481,6 +482,9 @@ std::string usage_text() {
         "the launch command ends (ssh's connection closes). Hosts named localhost or\n"
         "like this machine run their ranks directly. With hosts, ranks also get\n"
         "COHORT_HOST (their host's name); COHORT_LOCAL_RANK/SIZE count ranks per host.\n"
+        "A job of fixed size on hosts also sets COHORT_HEARTBEAT=1: every rank beats to\n"
+        "the store, and a host whose ranks all fall silent for\n"
+        "COHORT_ELASTIC_HEARTBEAT_TIMEOUT_S (10 s; 0: off) ends the job, named.\n"
         "\n"
         "Each rank gets COHORT_RANK, COHORT_SIZE, COHORT_LOCAL_RANK, COHORT_LOCAL_SIZE,\n"
         "COHORT_STORE_ADDR (host:port), COHORT_JOB_ID, COHORT_SECRET, torchrun's RANK,\n"

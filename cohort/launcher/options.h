@@ -6,7 +6,7 @@
 //             [--dashboard [ADDR:]PORT [--dashboard-linger S]] [--report F.html]
 //             [--] prog args...
 //   cohortrun [-np N] -H host1:2,host2:2 | --hostfile F
-//             [--launch-template T] [--store-addr A] [--start-timeout S]
+//             [--launch-template T] [--store-addr A[:P]] [--start-timeout S]
 //             [--network-interface I] [--remote-cohortrun PATH] [--dry-run]
 //             [--check [--check-topology F] [--check-probe PATH]]
 //             [other flags] [--] prog args...

@@ -11,6 +11,7 @@
 #include <map>
 
 #include "cohort/common/error.h"
+#include "cohort/launcher/host_list.h"
 
 namespace cohort::launcher {
 namespace {
@@ -20,7 +21,7 @@ constexpr const char* kAdvice = "; pass --store-addr ADDR, an address of this ma
 }  // namespace
 
 std::string local_address_towards(const std::string& host) {
-  const std::string name = host.substr(host.find('@') == std::string::npos ? 0 : host.find('@') + 1);
+  const std::string name(host_without_user(host));
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_DGRAM;

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "cohort/common/check.h"
+#include "cohort/launcher/seconds_text.h"
 
 namespace cohort::launcher {
 
@@ -29,11 +30,6 @@ std::chrono::steady_clock::duration seconds(double s) {
   return std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(s));
 }
 
-std::string format_seconds(double s) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%g", s);
-  return text;
-}
 }  // namespace
 
 Supervisor::Supervisor(SupervisorOptions options, SignalEvents& signals)
@@ -220,7 +216,7 @@ void Supervisor::on_launcher_signal(int signo) {
     received_signal_at_ = now;
     if (live > 0) {
       message("got " + signal_name(signo) + "; forwarding it to " + std::to_string(live) +
-              " rank(s) (they are killed if still running in " + format_seconds(options_.signal_grace_s) +
+              " rank(s) (they are killed if still running in " + seconds_text(options_.signal_grace_s) +
               " s, or when it is sent again)");
       stop_all(signo, options_.signal_grace_s);
     }
@@ -228,7 +224,7 @@ void Supervisor::on_launcher_signal(int signo) {
   }
   if (reason_ == StopReason::signal && now - received_signal_at_ < seconds(options_.signal_window_s)) {
     if (options_.verbose)
-      message("got " + signal_name(signo) + " again within " + format_seconds(options_.signal_window_s) +
+      message("got " + signal_name(signo) + " again within " + seconds_text(options_.signal_window_s) +
               " s: the same request to stop (the ranks keep their grace period)");
     return;
   }
@@ -297,7 +293,7 @@ SupervisionResult Supervisor::run() {
         // Said even without --verbose after a forwarded signal: the user
         // asked the ranks to stop, and some did not.
         if (options_.verbose || reason_ == StopReason::signal)
-          message("grace period of " + format_seconds(kill_grace_s_) + " s over; killing " +
+          message("grace period of " + seconds_text(kill_grace_s_) + " s over; killing " +
                   std::to_string(live) + " rank(s)");
         for (auto& rank : ranks_)
           if (!rank->record.ended) rank->record.killed_after_grace = true;

@@ -214,6 +214,7 @@ void discover_cohortrun(const Env& env, LaunchInfo& info) {
         << "' is set but COHORT_STORE_ADDR is not";
   }
   info.store_in_rank0 = false;  // cohortrun serves it
+  info.heartbeat = env.count("COHORT_HEARTBEAT").value_or(0) != 0;
   if (auto slot = env.count("COHORT_ELASTIC_SLOT")) {
     COHORT_CHECK_AS(ConfigError, *slot == info.rank)
         << "COHORT_ELASTIC_SLOT='" << *slot << "' disagrees with COHORT_RANK='" << info.rank << "'";

@@ -65,6 +65,9 @@ struct LaunchInfo {
   // Started while the job runs (a replacement, or a rank on a new host): it
   // joins members in progress (COHORT_ELASTIC_JOINING=1).
   bool elastic_joining = false;
+  // cohortrun watches this multi-host job's hosts (launcher/host_watch.h):
+  // the process beats to the store as elastic ones do (COHORT_HEARTBEAT=1).
+  bool heartbeat = false;
 };
 
 using Environment = std::map<std::string, std::string>;

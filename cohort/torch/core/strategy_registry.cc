@@ -2,14 +2,15 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cstdlib>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <sstream>
 
 #include "cohort/common/check.h"
 #include "cohort/common/logging.h"
 #include "cohort/common/plan_file.h"
+#include "cohort/rendezvous/discovery.h"
 
 namespace cohort {
 namespace {
@@ -47,22 +48,28 @@ std::vector<SpecSchema> schemas_of(const std::vector<StrategyRegistration>& entr
   return schemas;
 }
 
-// The launch's world size as the launcher told it, 0 when not launched.
-int launched_ranks() {
-  for (const char* name : {"COHORT_SIZE", "WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS"})
-    if (const char* value = std::getenv(name)) return std::atoi(value);
-  return 0;
+// This process's launch as init() would discover it; nullopt when it was
+// not launched, or discovery needs what only init() has (mpirun without a
+// store address bootstraps one over MPI).
+std::optional<rendezvous::LaunchInfo> this_launch() {
+  if (rendezvous::launched_by() == rendezvous::LaunchSource::single) return std::nullopt;
+  try {
+    return rendezvous::discover();
+  } catch (const ConfigError&) {
+    return std::nullopt;
+  }
 }
 
 // "plan:FILE": the strategy of cohort-plan's chosen plan. What the launch
-// does not match (a tunable, the ranks, the backend) is said, not refused:
-// the program still trains correctly, only not as the plan predicted.
+// does not match (a tunable, the ranks, the backend) is said, on rank 0 or
+// where the launch is unknown, not refused: the program still trains
+// correctly, only not as the plan predicted.
 std::unique_ptr<Strategy> make_planned_strategy(const std::string& path) {
   COHORT_CHECK_AS(ConfigError, !path.empty()) << "strategy 'plan:' needs a file: plan:plan.json (cohort-plan --out)";
   const PlanFile plan = read_plan_file(path);
-  const char* rank = std::getenv("COHORT_RANK");
-  if (!rank || std::string(rank) == "0")
-    for (const std::string& difference : plan_differences(plan, launched_ranks()))
+  const std::optional<rendezvous::LaunchInfo> launch = this_launch();
+  if (!launch || launch->rank == 0)
+    for (const std::string& difference : plan_differences(plan, launch ? launch->size : 0))
       COHORT_LOG(warn) << path << ": " << difference
                        << "; launch with the plan's command to run it as predicted: " << plan.command;
   return make_strategy(plan.strategy);
