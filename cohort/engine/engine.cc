@@ -212,6 +212,7 @@ struct Engine::Impl {
   std::unique_ptr<Request> make_request(std::string name, bool ordered, OpMeta meta, BufferView in, BufferView out);
   void ring();
   void ring_self();  // engine thread
+  void abort_if_abandoned();  // engine thread: opt.abandoned's reason becomes an abort
   void request_shutdown();
   void request_abort(const std::string& message);
   void wait_stopped();
@@ -280,6 +281,7 @@ struct Engine::Impl {
   uint64_t cycle = 0;
   uint64_t epoch = 0;
   Clock::time_point last_busy{}, last_pass{};
+  bool abandonment_seen = false;  // a liveness probe found opt.abandoned's reason
   Clock::time_point cycle_started{};
   // The parameters this cycle runs with (rank 0's, agreed in the records);
   // the autotuner and its step clock on rank 0 (autotune.h). The tuner is
@@ -855,6 +857,7 @@ bool Engine::Impl::sleep() {
     if (rank == 0 && inspector.enabled()) stall_check(now);
     if (waiting && now >= next_probe) {
       next_probe = now + opt.liveness_probe;
+      abort_if_abandoned();
       ring_self();
     }
   }
@@ -865,6 +868,29 @@ bool Engine::Impl::sleep() {
     return false;
   }
   return true;
+}
+
+void Engine::Impl::abort_if_abandoned() {
+  if (!opt.abandoned) return;
+  std::optional<std::string> why;
+  try {
+    why = opt.abandoned();
+  } catch (const std::exception& e) {
+    // The store is gone (the launcher ended): the group's own failures
+    // speak for it.
+    COHORT_LOG(debug) << "engine '" << label << "': cannot ask whether the world was abandoned: " << e.what();
+    return;
+  }
+  if (!why) return;
+  // A member that died is named more precisely (its pid, the op) by the
+  // communicator's liveness check in the cycle this probe rings: the
+  // abandonment fails only ops that such a cycle left waiting.
+  if (!abandonment_seen) {
+    abandonment_seen = true;
+    return;
+  }
+  std::lock_guard lock(mutex);
+  if (!abort_request) abort_request = Failure{FailureKind::peer_lost, -1, "the elastic world was abandoned: " + *why};
 }
 
 void Engine::Impl::ring_self() {

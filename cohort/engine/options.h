@@ -36,6 +36,14 @@ struct EngineOptions {
   // this often for one cycle, so that the communicator's liveness checks
   // notice a peer that died in the meantime (no cost while idle).
   std::chrono::milliseconds liveness_probe{std::chrono::seconds(5)};
+  // Elastic worlds (comm/create.h's CommunicatorOptions::abandoned): asked
+  // at each liveness probe while this rank has ops waiting. A reason means
+  // the launcher abandoned the world (a member lost, maybe one outside this
+  // engine's group): members may have left for the next world and will
+  // never submit their part, so the engine fails every rank's ops with
+  // PeerLostError naming it, as an abort does, instead of waiting on them.
+  // Called on the engine's thread: it must not wait for the caller's locks.
+  std::function<std::optional<std::string>()> abandoned;
 
   // Every unset field from the environment; throws ConfigError on bad values.
   EngineOptions resolve() const;

@@ -1,7 +1,13 @@
 // An idle engine sleeps on the doorbell without burning CPU (asserted on
 // process CPU time, a resource measure, with a generous bound), and wakes
-// when any rank submits.
+// when any rank submits. A rank with ops waiting probes the group, and in an
+// abandoned elastic world those probes fail what can never complete.
 #include <gtest/gtest.h>
+
+#include <atomic>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "tests/engine/engine_ranks.h"
 
@@ -79,6 +85,45 @@ TEST(EngineIdle, ARankWaitingOnOpsWakesTheGroupForLivenessProbes) {
       e.allreduce_async("late", BufferView{a.data(), 4, DType::f32}).wait();
     }
     EXPECT_EQ(a[0], 2.0f);
+  }, options);
+}
+
+TEST(EngineIdle, AnAbandonedWorldFailsOpsThatMembersWhoLeftNeverSubmit) {
+  // Ranks 0 and 1 gave up a wait elsewhere (a parameter server's reply) and
+  // will never submit "only_mine"; their engines still take part in every
+  // cycle, so no communicator check fails rank 2's wait. Once the launcher
+  // abandons the world, the probes fail it on every rank, naming the loss.
+  auto options = engine_test_options();
+  options.liveness_probe = std::chrono::milliseconds(30);
+  std::atomic<bool> abandoned{false};
+  std::atomic<bool> failed{false};
+  const std::string why = "member 4.0 of elastic epoch 0 was lost";
+  options.abandoned = [&]() -> std::optional<std::string> {
+    if (abandoned) return why;
+    return std::nullopt;
+  };
+  run_engine_ranks(3, [&](EngineRank& info, Engine& e) {
+    std::vector<float> a(4, 1.0f);
+    if (info.rank == 2) {
+      engine::Handle h = e.allreduce_async("only_mine", BufferView{a.data(), 4, DType::f32});
+      // Probes without an abandonment leave the op waiting.
+      ASSERT_TRUE(eventually([&] { return e.stats().rings >= 3; }));
+      EXPECT_FALSE(h.poll());
+      abandoned = true;
+      try {
+        h.wait();
+        ADD_FAILURE() << "the op completed without ranks 0 and 1";
+      } catch (const PeerLostError& x) {
+        EXPECT_NE(std::string(x.what()).find("the elastic world was abandoned: " + why), std::string::npos)
+            << x.what();
+      }
+      failed = true;
+    } else {
+      ASSERT_TRUE(eventually([&] { return failed.load(); }));
+      // The group's engines stopped with the same cause.
+      const std::string error = error_of(e.allreduce_async("after", BufferView{a.data(), 4, DType::f32}));
+      EXPECT_NE(error.find("the elastic world was abandoned: " + why), std::string::npos) << error;
+    }
   }, options);
 }
 

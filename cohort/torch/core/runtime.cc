@@ -43,9 +43,11 @@ WorldRuntime& world_or_throw() {
 // their generations in the store, so every world's can share the namespace.
 void start_world_engine(WorldRuntime& runtime) {
   runtime.comm = std::shared_ptr<comm::Communicator>(std::move(runtime.world.comm));
+  engine::EngineOptions options = runtime.engine_options;
+  // This world's own check (its epoch), not one bound to a later world.
+  if (!options.abandoned) options.abandoned = runtime.world.options.abandoned;
   runtime.engine = std::make_shared<engine::Engine>(
-      runtime.comm, std::make_shared<rendezvous::PrefixStore>("engine/world", runtime.world.store),
-      runtime.engine_options);
+      runtime.comm, std::make_shared<rendezvous::PrefixStore>("engine/world", runtime.world.store), options);
 }
 
 }  // namespace
@@ -126,12 +128,13 @@ bool membership_changed() {
   return rendezvous::latest_epoch(*store) > epoch;
 }
 
+std::function<std::optional<std::string>()> world_abandonment_check() {
+  std::lock_guard lock(g_mutex);
+  return world_or_throw().world.options.abandoned;
+}
+
 std::optional<std::string> world_abandoned() {
-  std::function<std::optional<std::string>()> abandoned;
-  {
-    std::lock_guard lock(g_mutex);
-    abandoned = world_or_throw().world.options.abandoned;
-  }
+  const auto abandoned = world_abandonment_check();
   return abandoned ? abandoned() : std::nullopt;
 }
 

@@ -18,6 +18,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -87,6 +88,11 @@ inline constexpr std::chrono::milliseconds kElasticLivenessProbe{100};
 // wait on something other than the world's collectives (a parameter
 // server's reply), which must give up as a collective would.
 std::optional<std::string> world_abandoned();
+// The check behind world_abandoned(), bound to the current world (its store
+// and epoch) and taking no lock: for an engine's thread
+// (EngineOptions::abandoned), which reform() waits for while it holds the
+// runtime's lock. Empty when the job is not elastic.
+std::function<std::optional<std::string>()> world_abandonment_check();
 // Replaces the world engine and communicator by those of the next epoch
 // that includes this process, waiting for the launcher to publish it
 // (after a peer was lost, or when membership_changed()). Collective over

@@ -194,7 +194,12 @@ void ParameterServerStrategy::use_workers_group(std::shared_ptr<comm::Communicat
       << "parameter_server: the workers' group came out of split with the wrong rank or size";
   engine::EngineOptions eo;
   eo.label = "ps_workers";
-  if (elastic_) eo.liveness_probe = kElasticLivenessProbe;
+  if (elastic_) {
+    eo.liveness_probe = kElasticLivenessProbe;
+    // Members that gave up a wait on a lost server leave for the next world
+    // without submitting the ops the others wait on here.
+    eo.abandoned = world_abandonment_check();
+  }
   const std::string suffix = elastic_ ? "/" + std::to_string(membership_epoch()) : "";
   // The new group is built before the old one goes: a member lost meanwhile
   // leaves the old one in place (failed), never none.
