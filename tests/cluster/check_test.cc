@@ -23,8 +23,6 @@
 
 #include "tests/cluster/emulated_cluster.h"
 #include "tests/launcher/cohortrun_process.h"
-#include "tools/sim/calibration.h"
-#include "tools/sim/collectives.h"
 #include "tools/sim/topology.h"
 
 namespace cohort::testing {
@@ -35,56 +33,27 @@ using launcher::testing::CohortrunProcess;
 using launcher::testing::RunResult;
 using launcher::testing::TempDir;
 
-constexpr const char* kTemplate = "ip netns exec {host}";
-
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 // One 2-host cluster for the suite; every fault is removed by the test that
 // made it.
-class CheckTest : public ::testing::Test {
+class CheckTest : public SharedClusterTest<2> {
  protected:
-  static void SetUpTestSuite() {
-    if (!cluster_unavailable()) cluster_ = new EmulatedCluster(2);
-  }
-  static void TearDownTestSuite() {
-    delete cluster_;
-    cluster_ = nullptr;
-  }
-  void SetUp() override {
-    if (const auto why = cluster_unavailable()) GTEST_SKIP() << "skipped: " << *why;
-    ASSERT_TRUE(cluster_ && cluster_->ok()) << "scripts/cluster.sh up failed:\n"
-                                            << (cluster_ ? cluster_->output() : "");
-  }
-
-  const std::string& host(int i) const { return cluster_->hosts()[i]; }
   std::string hosts() const { return host(0) + ":2," + host(1) + ":2"; }
 
   // cohortrun --check -H <hosts> --launch-template T --store-addr <bridge> <flags>
-  RunResult check(std::vector<std::string> flags, const std::string& launch_template = kTemplate,
+  RunResult check(std::vector<std::string> flags, const std::string& launch_template = kLaunchTemplate,
                   const std::string& host_list = "") {
-    std::vector<std::string> a{"--check",
-                               "-H",
-                               host_list.empty() ? hosts() : host_list,
-                               "--launch-template",
-                               launch_template,
-                               "--store-addr",
-                               cluster_->bridge_address()};
+    std::vector<std::string> a{"--check"};
+    for (std::string& f : cluster_->launch_flags(host_list.empty() ? hosts() : host_list, launch_template))
+      a.push_back(std::move(f));
     a.insert(a.end(), flags.begin(), flags.end());
     CohortrunProcess p(COHORTRUN_PATH, a, dir_.path());
     return p.wait(150s);
   }
 
-  // Runs `command` in host i's namespace; the test fails when it does.
-  void in_host(int i, const std::string& command) {
-    const CommandResult r = run_command("ip netns exec " + host(i) + " sh -c '" + command + "'");
-    ASSERT_EQ(r.exit_code, 0) << command << ": " << r.output;
-  }
-
-  static EmulatedCluster* cluster_;
   TempDir dir_{"check_test"};
 };
-
-EmulatedCluster* CheckTest::cluster_ = nullptr;
 
 // An nftables table in one host's namespace, removed when destroyed.
 class Firewall {
@@ -101,6 +70,29 @@ class Firewall {
     error_ = r.output;
   }
   ~Firewall() { run_command("ip netns exec " + host_ + " nft delete table inet cohort_check_test"); }
+  bool ok() const { return ok_; }
+  const std::string& error() const { return error_; }
+
+ private:
+  std::string host_;
+  bool ok_ = false;
+  std::string error_;
+};
+
+// An interface eth1 in one host's namespace, with `address`: one end of a
+// veth pair that leads nowhere. Removed when destroyed.
+class DeadEndInterface {
+ public:
+  DeadEndInterface(std::string host, const std::string& address) : host_(std::move(host)) {
+    const CommandResult r =
+        run_command("ip netns exec " + host_ + " sh -c 'ip link add eth1 type veth peer name eth1peer && ip addr add " +
+                    address + " dev eth1 && ip link set eth1peer up && ip link set eth1 up'");
+    ok_ = r.exit_code == 0;
+    error_ = r.output;
+  }
+  ~DeadEndInterface() { run_command("ip netns exec " + host_ + " ip link del eth1"); }
+  DeadEndInterface(const DeadEndInterface&) = delete;
+  DeadEndInterface& operator=(const DeadEndInterface&) = delete;
   bool ok() const { return ok_; }
   const std::string& error() const { return error_; }
 
@@ -235,7 +227,7 @@ TEST_F(CheckTest, AHostWithAnotherBuildIsNamed) {
 }
 
 TEST_F(CheckTest, AHostWhoseLaunchFailsIsNamed) {
-  const RunResult r = check({}, kTemplate, host(0) + ":1,nosuchhost" + std::to_string(::getpid()) + ":1");
+  const RunResult r = check({}, kLaunchTemplate, host(0) + ":1,nosuchhost" + std::to_string(::getpid()) + ":1");
   ASSERT_TRUE(r.finished);
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   const std::string bad = "nosuchhost" + std::to_string(::getpid());
@@ -247,14 +239,10 @@ TEST_F(CheckTest, AHostWhoseLaunchFailsIsNamed) {
 TEST_F(CheckTest, AnInterfaceThatDoesNotRouteIsRejectedAndRefusedWhenForced) {
   // eth1 on both hosts (one end of a veth pair that leads nowhere), in
   // subnets that no route joins.
-  for (int i = 0; i < 2; ++i)
-    in_host(i, "ip link add eth1 type veth peer name eth1peer && ip addr add " +
-                   std::string(i == 0 ? "192.0.2.10/24" : "198.51.100.11/24") +
-                   " dev eth1 && ip link set eth1peer up && ip link set eth1 up");
+  const DeadEndInterface eth1[] = {{host(0), "192.0.2.10/24"}, {host(1), "198.51.100.11/24"}};
+  for (const DeadEndInterface& e : eth1) ASSERT_TRUE(e.ok()) << e.error();
   const RunResult chosen = check({});
   const RunResult forced = check({"--network-interface", "eth1"});
-  run_command("ip netns exec " + host(0) + " ip link del eth1");
-  run_command("ip netns exec " + host(1) + " ip link del eth1");
   ASSERT_TRUE(chosen.finished && forced.finished);
   // Left to itself, the launch uses eth0 and the check says why not eth1.
   EXPECT_EQ(chosen.exit_code, 0) << chosen.out << chosen.err;
@@ -268,7 +256,7 @@ TEST_F(CheckTest, AnInterfaceThatDoesNotRouteIsRejectedAndRefusedWhenForced) {
 }
 
 TEST_F(CheckTest, ADevShmTooSmallIsNamed) {
-  const std::string launch = "ip netns exec {host} unshare -m sh -c 'test {host} != " + host(1) +
+  const std::string launch = std::string(kLaunchTemplate) + " unshare -m sh -c 'test {host} != " + host(1) +
                              " || mount -t tmpfs -o size=1M tmpfs /dev/shm; exec \"$0\" \"$@\"'";
   const RunResult r = check({}, launch);
   ASSERT_TRUE(r.finished);
