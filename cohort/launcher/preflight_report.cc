@@ -96,8 +96,9 @@ double num(const json::Value& v, const char* key, double fallback = 0) {
 // The interface a launch's gloo listens on at `facts`' host, and why: the
 // probe's net::listen_choice, the launch's own.
 std::string launch_iface(const json::Value& facts, std::string* why) {
-  if (why) *why = *str(facts, "launch_iface_why");
-  return *str(facts, "launch_iface");
+  const std::string *iface = str(facts, "launch_iface"), *reason = str(facts, "launch_iface_why");
+  if (why) *why = reason ? *reason : "its probe did not say";
+  return iface ? *iface : "";
 }
 
 std::vector<std::pair<std::string, std::string>> interfaces(const json::Value& facts) {

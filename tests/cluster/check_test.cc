@@ -55,52 +55,47 @@ class CheckTest : public SharedClusterTest<2> {
   TempDir dir_{"check_test"};
 };
 
-// An nftables table in one host's namespace, removed when destroyed.
-class Firewall {
+// A change to one host's namespace: `apply` (a shell command) runs there
+// now, `undo` when this is destroyed, whether or not the test got through.
+class HostChange {
  public:
-  Firewall(std::string host, const std::vector<std::string>& rules) : host_(std::move(host)) {
-    std::string script = "add table inet cohort_check_test\n";
-    script += "add chain inet cohort_check_test input { type filter hook input priority 0; }\n";
-    script += "add chain inet cohort_check_test output { type filter hook output priority 0; }\n";
-    for (const std::string& rule : rules) script += "add rule inet cohort_check_test " + rule + "\n";
-    TempDir dir("firewall");
-    dir.write("rules.nft", script);
-    const CommandResult r = run_command("ip netns exec " + host_ + " nft -f " + dir / "rules.nft");
+  HostChange(const std::string& host, const std::string& apply, const std::string& undo)
+      : undo_("ip netns exec " + host + " sh -c '" + undo + "'") {
+    const CommandResult r = run_command("ip netns exec " + host + " sh -c '" + apply + "'");
     ok_ = r.exit_code == 0;
     error_ = r.output;
   }
-  ~Firewall() { run_command("ip netns exec " + host_ + " nft delete table inet cohort_check_test"); }
+  ~HostChange() { run_command(undo_); }
+  HostChange(const HostChange&) = delete;
+  HostChange& operator=(const HostChange&) = delete;
   bool ok() const { return ok_; }
   const std::string& error() const { return error_; }
 
  private:
-  std::string host_;
+  std::string undo_;
   bool ok_ = false;
   std::string error_;
 };
 
-// An interface eth1 in one host's namespace, with `address`: one end of a
-// veth pair that leads nowhere. Removed when destroyed.
-class DeadEndInterface {
- public:
-  DeadEndInterface(std::string host, const std::string& address) : host_(std::move(host)) {
-    const CommandResult r =
-        run_command("ip netns exec " + host_ + " sh -c 'ip link add eth1 type veth peer name eth1peer && ip addr add " +
-                    address + " dev eth1 && ip link set eth1peer up && ip link set eth1 up'");
-    ok_ = r.exit_code == 0;
-    error_ = r.output;
-  }
-  ~DeadEndInterface() { run_command("ip netns exec " + host_ + " ip link del eth1"); }
-  DeadEndInterface(const DeadEndInterface&) = delete;
-  DeadEndInterface& operator=(const DeadEndInterface&) = delete;
-  bool ok() const { return ok_; }
-  const std::string& error() const { return error_; }
+// An nftables table in one host's namespace with `rules`.
+HostChange add_firewall(const std::string& host, const std::vector<std::string>& rules) {
+  std::string script = "add table inet cohort_check_test\n";
+  script += "add chain inet cohort_check_test input { type filter hook input priority 0; }\n";
+  script += "add chain inet cohort_check_test output { type filter hook output priority 0; }\n";
+  for (const std::string& rule : rules) script += "add rule inet cohort_check_test " + rule + "\n";
+  TempDir dir("firewall");
+  dir.write("rules.nft", script);
+  return HostChange(host, "nft -f " + dir / "rules.nft", "nft delete table inet cohort_check_test");
+}
 
- private:
-  std::string host_;
-  bool ok_ = false;
-  std::string error_;
-};
+// An interface eth1 with `address` in one host's namespace: one end of a
+// veth pair that leads nowhere.
+HostChange add_dead_end_interface(const std::string& host, const std::string& address) {
+  return HostChange(host,
+                    "ip link add eth1 type veth peer name eth1peer && ip addr add " + address +
+                        " dev eth1 && ip link set eth1peer up && ip link set eth1 up",
+                    "ip link del eth1");
+}
 
 #define SKIP_WITHOUT_NFT()                                                               \
   do {                                                                                   \
@@ -160,7 +155,7 @@ TEST_F(CheckTest, AHealthyClusterPassesAndItsTopologyLoads) {
 TEST_F(CheckTest, AFirewalledStorePortIsNamedWithTheRuleToOpen) {
   SKIP_WITHOUT_NFT();
   const int port = free_port(cluster_->bridge_address());
-  Firewall firewall(host(1), {"output tcp dport " + std::to_string(port) + " drop"});
+  const HostChange firewall = add_firewall(host(1), {"output tcp dport " + std::to_string(port) + " drop"});
   ASSERT_TRUE(firewall.ok()) << firewall.error();
   const RunResult r = check({"--port", std::to_string(port), "--start-timeout", "3"});
   ASSERT_TRUE(r.finished);
@@ -178,7 +173,7 @@ TEST_F(CheckTest, AFirewalledDataPortIsNamedWithTheRangeToOpen) {
   // New connections to the ephemeral ports (where gloo and the probe
   // listen) are dropped; the store's port (below the range) and the
   // replies of h1's own connections pass.
-  Firewall firewall(host(1), {"input ct state new tcp dport 32768-60999 drop"});
+  const HostChange firewall = add_firewall(host(1), {"input ct state new tcp dport 32768-60999 drop"});
   ASSERT_TRUE(firewall.ok()) << firewall.error();
   const RunResult r = check({"--port", std::to_string(20000 + ::getpid() % 5000)});
   ASSERT_TRUE(r.finished);
@@ -239,8 +234,9 @@ TEST_F(CheckTest, AHostWhoseLaunchFailsIsNamed) {
 TEST_F(CheckTest, AnInterfaceThatDoesNotRouteIsRejectedAndRefusedWhenForced) {
   // eth1 on both hosts (one end of a veth pair that leads nowhere), in
   // subnets that no route joins.
-  const DeadEndInterface eth1[] = {{host(0), "192.0.2.10/24"}, {host(1), "198.51.100.11/24"}};
-  for (const DeadEndInterface& e : eth1) ASSERT_TRUE(e.ok()) << e.error();
+  const HostChange eth1[] = {add_dead_end_interface(host(0), "192.0.2.10/24"),
+                             add_dead_end_interface(host(1), "198.51.100.11/24")};
+  for (const HostChange& e : eth1) ASSERT_TRUE(e.ok()) << e.error();
   const RunResult chosen = check({});
   const RunResult forced = check({"--network-interface", "eth1"});
   ASSERT_TRUE(chosen.finished && forced.finished);
