@@ -330,7 +330,7 @@ TEST(ClusterLinkCut, TheOtherHostRaisesWithinTheTimeout) {
   // cohortrun's host watch, which names their host.
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   EXPECT_NE(r.err.find("cohortrun: error: host " + cluster.hosts()[1] + " lost: ranks 2, 3"), std::string::npos)
-      << r.err;
+      << r.out << r.err;
 }
 
 // With default settings (COHORT_TIMEOUT_S of 300 s), cohortrun's host watch

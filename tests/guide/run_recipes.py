@@ -5,9 +5,10 @@ Usage: run_recipes.py GUIDE SOURCE_DIR COHORTRUN CHECK PROGRAM [ARGS...]
 
 The recipes are the ```sh blocks that begin `# <name>.sh: ...` (§3 and §4:
 cohortrun on two hosts through ssh, with a hostfile, through a launch
-template; `cohortrun --check` of the ssh launch; mpirun across two hosts). Each runs under `bash -e` in a scratch
-directory, on a cluster of two hosts that scripts/cluster.sh emulates, with
-exactly these substitutions of what names a real cluster, word for word:
+template; `cohortrun --check` of the ssh launch; mpirun across two hosts).
+Each runs under `bash -e` in a scratch directory, on a cluster of two
+hosts that scripts/cluster.sh emulates, with exactly these substitutions
+of what names a real cluster, word for word:
 
 - node1, node2: the emulated hosts' addresses (names of namespaces resolve
   nowhere, as names without DNS would not); `ssh`, first on PATH, is a
@@ -26,8 +27,9 @@ CHECK is REGEX=COUNT: each recipe's output must hold COUNT lines matching
 REGEX (the program's lines of one run), and a recipe that asks for
 --dry-run must print the dry run. A recipe that runs `cohortrun --check`
 (which starts probes, not the program) must instead print the check's
-verdict that the launch would work (and exit 0, as every recipe must). mpirun recipes are skipped, saying so,
-without mpirun or with COHORT_RECIPES_NO_MPI=1 (a build without MPI).
+verdict that the launch would work (and exit 0, as every recipe must).
+mpirun recipes are skipped, saying so, without mpirun or with
+COHORT_RECIPES_NO_MPI=1 (a build without MPI).
 Exits 77 (skipped) when namespaces cannot be created (not root).
 """
 import os
