@@ -12,11 +12,13 @@
 //       <Kind> after <s> s: <message>" and exits 0 when a cohort error was
 //       raised within <bound_s> of the start of the collective that failed,
 //       or at all on <cut_host> (COHORT_HOST), whose ranks cannot even reach
-//       the store to report (the test then checks what the others raised).
+//       the store to report (the test then checks what the others raised);
+//       there it then waits to be stopped (cohortrun's host watch).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cohort/comm/create.h"
@@ -75,6 +77,17 @@ int cut(comm::Communicator& c, double bound_s, const std::string& cut_host) {
       const std::string kind = kind_of(e);
       std::printf("raised %s after %.2f s: %s\n", kind.c_str(), s, e.what());
       std::fflush(stdout);
+      if (on_cut_host) {
+        // A cut host stays cut: its ranks wait to be stopped, as on a host
+        // that is down, so that cohortrun's host watch finds all of them.
+        // (Ending here, a rank would race the watch: one that the cut finds
+        // in the host's shm step raises there within the timeout, without
+        // the store, and exits while its host peer still waits on the
+        // store in its cross-host step; the watch then names that one
+        // alone.)
+        std::this_thread::sleep_until(give_up);
+        return dynamic_cast<const Error*>(&e) ? 0 : 3;
+      }
       return dynamic_cast<const Error*>(&e) && (s <= bound_s || on_cut_host) ? 0 : 3;
     }
     if (!announced) {
