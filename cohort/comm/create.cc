@@ -329,12 +329,10 @@ namespace {
 gloo::Options gloo_options(const CommunicatorOptions& options) {
   gloo::Options o = gloo::options_from_env();
   if (options.timeout.count() > 0) o.timeout = options.timeout;
-  // The interface: COHORT_IFACE; else loopback for one host; else the one
-  // that routes to the store, which every rank reaches; else (empty) the
-  // gloo backend's own choice (primary_interface()).
-  o.iface = options.iface;
-  if (o.iface.empty() && options.all_local) o.iface = "lo";
-  if (o.iface.empty() && !options.store_host.empty()) o.hostname = net::local_address_toward(options.store_host);
+  // Where it listens: net::listen_choice, which `cohortrun --check` judges.
+  net::ListenChoice listen = net::listen_choice(options.iface, options.all_local, options.store_host);
+  o.iface = std::move(listen.iface);
+  o.hostname = std::move(listen.address);
   if (options.elastic) o.failure_grace = std::min(o.failure_grace, kElasticFailureGrace);
   o.abandoned = options.abandoned;
   return o;

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 namespace cohort::net {
 namespace {
@@ -98,6 +99,17 @@ std::string host_name() {
   char name[256] = {};
   if (gethostname(name, sizeof name - 1) != 0) return {};
   return name;
+}
+
+ListenChoice listen_choice(const std::string& iface, bool all_local, const std::string& store_host) {
+  if (!iface.empty()) return {.iface = iface, .why = "COHORT_IFACE"};
+  if (all_local) return {.iface = "lo", .why = "every rank on this host"};
+  if (!store_host.empty())
+    if (std::string address = local_address_toward(store_host); !address.empty())
+      return {.address = std::move(address), .why = "the route to the store"};
+  if (std::string primary = primary_interface(); !primary.empty())
+    return {.iface = std::move(primary), .why = "the primary interface"};
+  return {.address = host_name(), .why = "the host name"};
 }
 
 }  // namespace cohort::net

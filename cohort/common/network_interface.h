@@ -38,4 +38,23 @@ std::string local_address_toward(const std::string& host);
 // This host's name (gethostname), or "" when it cannot be read.
 std::string host_name();
 
+// Where a communicator's TCP transport (gloo, and the hierarchical
+// backend's cross-host part) listens on this host: an interface or, when
+// `iface` is empty, an address (or name) of this host to bind.
+struct ListenChoice {
+  std::string iface;
+  std::string address;
+  // Why, for messages: "COHORT_IFACE", "every rank on this host", "the route
+  // to the store", "the primary interface" or "the host name".
+  std::string why;
+};
+
+// The one choice every user of it shares (comm/create.cc and gloo's
+// communicator for a launch, cohort-probe for `cohortrun --check`):
+// `iface` (COHORT_IFACE) when given; else loopback when every rank of the
+// communicator is on this host (`all_local`); else the local address of the
+// route to `store_host` (every rank reaches the store); else
+// primary_interface(); else host_name().
+ListenChoice listen_choice(const std::string& iface, bool all_local, const std::string& store_host);
+
 }  // namespace cohort::net

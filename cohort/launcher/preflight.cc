@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <chrono>
 #include <optional>
+#include <string_view>
 #include <thread>
 
 #include "cohort/common/atomic_file.h"
@@ -16,6 +17,7 @@
 #include "cohort/common/json.h"
 #include "cohort/launcher/job_id.h"
 #include "cohort/launcher/launch_plan.h"
+#include "cohort/launcher/output_forwarder.h"
 #include "cohort/launcher/placement.h"
 #include "cohort/launcher/preflight_protocol.h"
 #include "cohort/launcher/preflight_report.h"
@@ -36,7 +38,6 @@ using Clock = std::chrono::steady_clock;
 // --start-timeout when shorter): a firewalled store port is then reported
 // in seconds, not after a minute of retries.
 constexpr double kCheckStartTimeout = 15;
-constexpr size_t kLinesKept = 20;
 
 void write_stdout(const std::string& text) {
   size_t done = 0;
@@ -54,16 +55,16 @@ bool executable(const std::string& path) { return !path.empty() && ::access(path
 struct Slot {
   SpawnedProcess process;
   std::string pending[2];  // partial lines of stdout, stderr
+  OutputTail tail;         // its last lines, for the report (ProbeRank::output)
 };
 
-void keep_line(ProbeRank& r, std::string line) {
-  if (!line.empty() && line.back() == '\r') line.pop_back();
-  r.output.push_back(std::move(line));
-  if (r.output.size() > kLinesKept) r.output.erase(r.output.begin());
+void keep_line(OutputTail& tail, std::string_view line) {
+  if (line.ends_with('\r')) line.remove_suffix(1);
+  tail.add(line);
 }
 
 // Reads what is there from fd (non-blocking); -1 closes it at its end.
-void drain(int& fd, std::string& pending, ProbeRank& r) {
+void drain(int& fd, std::string& pending, OutputTail& tail) {
   if (fd < 0) return;
   char buffer[4096];
   for (;;) {
@@ -71,12 +72,12 @@ void drain(int& fd, std::string& pending, ProbeRank& r) {
     if (n > 0) {
       pending.append(buffer, size_t(n));
       for (size_t nl; (nl = pending.find('\n')) != std::string::npos; pending.erase(0, nl + 1))
-        keep_line(r, pending.substr(0, nl));
+        keep_line(tail, std::string_view(pending).substr(0, nl));
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno == EAGAIN) return;
-    if (!pending.empty()) keep_line(r, pending);
+    if (!pending.empty()) keep_line(tail, pending);
     pending.clear();
     ::close(fd);
     fd = -1;
@@ -84,14 +85,45 @@ void drain(int& fd, std::string& pending, ProbeRank& r) {
   }
 }
 
-std::optional<json::Value> read_json(rendezvous::Store& store, const std::string& key) {
-  const std::string k[] = {key};
-  if (!store.check(k)) return std::nullopt;
+// The JSON at `key`, which is set; nullopt when it is not JSON.
+std::optional<json::Value> get_json(rendezvous::Store& store, const std::string& key) {
   try {
     return json::parse(store.get(key, 5s), key);
   } catch (const std::exception&) {
     return std::nullopt;
   }
+}
+
+// The JSON at `key`, or nullopt when it is not set (or not JSON).
+std::optional<json::Value> read_json(rendezvous::Store& store, const std::string& key) {
+  const std::string k[] = {key};
+  return store.check(k) ? get_json(store, key) : std::nullopt;
+}
+
+// Reads `field` (at key_of(rank)) of the ranks `wanted` where it is still
+// missing: one check of all their keys per poll, as StartWatch::started
+// does (while probes are still coming, none is read); a key at a time only
+// once one of them has exited, which may never set its own. True when
+// every rank wanted has it or has exited.
+template <typename Wanted>
+bool read_all(rendezvous::Store& store, std::vector<ProbeRank>& ranks, std::string (*key_of)(int),
+              std::optional<json::Value> ProbeRank::*field, Wanted wanted) {
+  std::vector<ProbeRank*> missing;
+  std::vector<std::string> keys;
+  bool exited = false;
+  for (ProbeRank& r : ranks)
+    if (wanted(r) && !(r.*field)) {
+      missing.push_back(&r);
+      keys.push_back(key_of(r.rank));
+      exited = exited || r.exited;
+    }
+  if (!keys.empty() && store.check(keys))
+    for (size_t i = 0; i < missing.size(); ++i) missing[i]->*field = get_json(store, keys[i]);
+  else if (exited)
+    for (size_t i = 0; i < missing.size(); ++i) missing[i]->*field = read_json(store, keys[i]);
+  bool known = true;
+  for (const ProbeRank* r : missing) known = known && (r->*field || r->exited);
+  return known;
 }
 
 }  // namespace
@@ -115,7 +147,6 @@ int run_check(const LaunchOptions& options) {
   CheckRun run;
   run.num_ranks = options.num_ranks;
   run.backend = options.backend.empty() ? "auto" : options.backend;
-  run.iface_flag = options.network_interface;
   run.launch_template = options.launch_template;
   run.store_host = this_host_name();
   run.store_port_wanted = options.port;
@@ -170,8 +201,7 @@ int run_check(const LaunchOptions& options) {
   probe_options.min_np = 0;
   run.ranks.resize(placement.size());
   std::vector<Slot> slots(placement.size());
-  for (size_t i = 0; i < placement.size(); ++i)
-    run.ranks[i] = {.rank = placement[i].rank, .host = placement[i].host, .remote = placement[i].remote};
+  for (size_t i = 0; i < placement.size(); ++i) run.ranks[i] = {.rank = placement[i].rank, .host = placement[i].host};
   LaunchPlan plan;
   try {
     plan = make_launch_plan(probe_options, job, current_environment(), placement, store_address, self);
@@ -213,8 +243,8 @@ int run_check(const LaunchOptions& options) {
     for (size_t i = 0; i < slots.size(); ++i) {
       Slot& s = slots[i];
       ProbeRank& r = run.ranks[i];
-      drain(s.process.stdout_fd, s.pending[0], r);
-      drain(s.process.stderr_fd, s.pending[1], r);
+      drain(s.process.stdout_fd, s.pending[0], s.tail);
+      drain(s.process.stderr_fd, s.pending[1], s.tail);
       if (!r.exited && s.process.pid > 0) {
         int status = 0;
         if (::waitpid(s.process.pid, &status, WNOHANG) == s.process.pid) {
@@ -226,12 +256,8 @@ int run_check(const LaunchOptions& options) {
     }
     try {
       if (!roster_set) {
-        bool known = true;
-        for (ProbeRank& r : run.ranks) {
-          if (!r.facts) r.facts = read_json(*store, preflight::facts_key(r.rank));
-          known = known && (r.facts || r.exited);
-        }
-        if (known) {
+        if (read_all(*store, run.ranks, preflight::facts_key, &ProbeRank::facts,
+                     [](const ProbeRank&) { return true; })) {
           std::string roster;
           for (const ProbeRank& r : run.ranks)
             if (r.facts) roster += (roster.empty() ? "" : ",") + std::to_string(r.rank);
@@ -240,13 +266,8 @@ int run_check(const LaunchOptions& options) {
         }
       }
       if (roster_set && !go_set) {
-        bool known = true;
-        for (ProbeRank& r : run.ranks) {
-          if (!r.facts || r.facts->at("local_rank").number() != 0) continue;
-          if (!r.links) r.links = read_json(*store, preflight::links_key(r.rank));
-          known = known && (r.links || r.exited);
-        }
-        if (known) {
+        const auto leader = [](const ProbeRank& r) { return r.facts && r.facts->at("local_rank").number() == 0; };
+        if (read_all(*store, run.ranks, preflight::links_key, &ProbeRank::links, leader)) {
           run.go = collectives_go(run);
           store->set(preflight::kGoKey, run.go);
           go_set = true;
@@ -272,9 +293,12 @@ int run_check(const LaunchOptions& options) {
       break;
     }
   }
-  for (Slot& s : slots)
+  for (size_t i = 0; i < slots.size(); ++i) {
+    Slot& s = slots[i];
     for (int* fd : {&s.process.stdout_fd, &s.process.stderr_fd, &s.process.stdin_fd})
       if (*fd >= 0) ::close(std::exchange(*fd, -1));
+    run.ranks[i].output.assign(s.tail.lines().begin(), s.tail.lines().end());
+  }
 
   // What the probes left in the store.
   if (!go_set) run.go = "the probes did not get that far";

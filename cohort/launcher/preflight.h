@@ -1,7 +1,7 @@
 // `cohortrun --check`: a pre-flight check of the hosts a launch would use.
 //
 // It runs a mini-launch of the very same job: the same placement (-np, -H,
-// --hostfile, Slurm), store address and port, launch template, payload,
+// --hostfile), store address and port, launch template, payload,
 // rank environment (--backend, --network-interface, --env), but with
 // cohort-probe (tools/probe) as every slot's program. The probes report into
 // the job's store (preflight_protocol.h); cohortrun drives their phases,

@@ -7,6 +7,8 @@
 #include <set>
 #include <sstream>
 
+#include "cohort/launcher/launch_template.h"
+
 namespace cohort::launcher {
 namespace {
 
@@ -19,15 +21,21 @@ constexpr long long kFilesBase = 256;
 constexpr double kAddressSpaceBase = 2.0 * (1ll << 30);
 constexpr double kClockSkewWarning_s = 0.5;
 
+constexpr double kKiB = 1 << 10, kMiB = 1 << 20, kGiB = 1 << 30;
+
+// Binary units throughout, as ulimit and tmpfs count.
 std::string bytes_text(double b) {
   char out[32];
   if (b < 0) return "unlimited";
-  if (b >= 1e9) std::snprintf(out, sizeof out, "%.1fG", b / (1 << 30));
-  else if (b >= 1e6) std::snprintf(out, sizeof out, "%.1fM", b / (1 << 20));
-  else if (b >= 1e3) std::snprintf(out, sizeof out, "%.0fK", b / 1024);
+  if (b >= kGiB) std::snprintf(out, sizeof out, "%.1fG", b / kGiB);
+  else if (b >= kMiB) std::snprintf(out, sizeof out, "%.1fM", b / kMiB);
+  else if (b >= kKiB) std::snprintf(out, sizeof out, "%.0fK", b / kKiB);
   else std::snprintf(out, sizeof out, "%.0f", b);
   return out;
 }
+
+// Whole MiB rounded up, as tmpfs' size= takes it (no fractions): "65M".
+std::string whole_mib(double b) { return std::to_string((long long)std::ceil(b / kMiB)) + "M"; }
 
 std::string rate_text(double bytes_per_s) {
   char out[32];
@@ -52,10 +60,9 @@ std::string pad(std::string s, size_t width) {
   return s + " ";
 }
 
-// The launch template's text with {host} replaced (for a command to try).
-std::string expand_host(std::string text, const std::string& host) {
-  for (size_t at; (at = text.find("{host}")) != std::string::npos;) text.replace(at, 6, host);
-  return text;
+// The launch template's command that runs `true` on `host`, to try by hand.
+std::string launch_true(const std::string& launch_template, const std::string& host) {
+  return shell_join(LaunchTemplate(launch_template).expand(host, {"true"}));
 }
 
 struct Problem {
@@ -86,15 +93,12 @@ double num(const json::Value& v, const char* key, double fallback = 0) {
   return f && f->is_number() ? f->number() : fallback;
 }
 
-// The interface a launch's gloo listens on at `facts`' host, and why.
+// The interface a launch's gloo listens on at `facts`' host, and why: the
+// probe's net::listen_choice, the launch's own.
 std::string launch_iface(const json::Value& facts, std::string* why) {
-  const std::string& flag = *str(facts, "iface_env");
-  if (!flag.empty()) {
-    if (why) *why = "--network-interface";
-    return flag;
-  }
-  if (why) *why = "the route to the store";
-  return *str(facts, "store_iface");
+  const std::string *iface = str(facts, "launch_iface"), *reason = str(facts, "launch_iface_why");
+  if (why) *why = reason ? *reason : "its probe did not say";
+  return iface ? *iface : "";
 }
 
 std::vector<std::pair<std::string, std::string>> interfaces(const json::Value& facts) {
@@ -145,7 +149,6 @@ bool excluded_interface(const std::string& name, std::string* why) {
 }
 
 std::string collectives_go(const CheckRun& run) {
-  std::set<std::string> hosts_with_leader;
   for (const ProbeRank& r : run.ranks) {
     if (!r.facts) return "not every host's probe answered";
     if (r.done && !r.done->empty()) return "a probe failed";
@@ -244,7 +247,7 @@ CheckVerdict judge(const CheckRun& run) {
                           "rank " + std::to_string(r.rank) + "'s probe did not report before the check's deadline" +
                               (last.empty() ? std::string() : " (last said: " + last + ")"),
                           "check that the launch returns without a prompt: `" +
-                              expand_host(run.launch_template, where) + " true` by hand"});
+                              launch_true(run.launch_template, where) + "` by hand"});
     } else if (r.exited && r.exit_code == 127) {
       problems.push_back({where,
                           "a program of the launch was not found (rank " + std::to_string(r.rank) + ": " + last + ")",
@@ -255,8 +258,8 @@ CheckVerdict judge(const CheckRun& run) {
                           "the launch of rank " + std::to_string(r.rank) + " failed" +
                               (r.exited ? " (exit " + std::to_string(r.exit_code) + ")" : std::string()) +
                               (last.empty() ? std::string() : ": " + last),
-                          "run the launch by hand: `" + expand_host(run.launch_template, where) +
-                              " true` must succeed without a prompt (for ssh: keys, known_hosts)"});
+                          "run the launch by hand: `" + launch_true(run.launch_template, where) +
+                              "` must succeed without a prompt (for ssh: keys, known_hosts)"});
     }
   }
   for (const ProbeRank& r : run.ranks)
@@ -337,7 +340,7 @@ CheckVerdict judge(const CheckRun& run) {
                                 std::to_string(int(num(f, "local_size"))) + " ranks needs " + bytes_text(need) +
                                 " (a rank writing past it dies of SIGBUS)",
                             "enlarge /dev/shm on " + h.name +
-                                ": `mount -o remount,size=" + bytes_text(std::max(need * 2, 64.0 * (1 << 20))) +
+                                ": `mount -o remount,size=" + whole_mib(std::max(need * 2, 64 * kMiB)) +
                                 " /dev/shm` (in a container: docker run --shm-size), or run fewer ranks per host"});
       const double nofile = num(f, "nofile");
       const long long files = kFilesBase + 4ll * run.num_ranks;
@@ -383,7 +386,10 @@ CheckVerdict judge(const CheckRun& run) {
         std::string excluded;
         if (n == used) continue;
         if (excluded_interface(n, &excluded) && (usable > 0 || n == "lo")) {
-          notes.push_back(n + " (" + excluded + ")");
+          // Loopback reaches no other host; container interfaces are left
+          // out of what the check suggests (the launch's own choice, the
+          // route to the store, may still be one).
+          notes.push_back(n + " (" + excluded + (n == "lo" ? ")" : "; not considered by the check)"));
         } else if (routes_all(n)) {
           routing.push_back(n);
           notes.push_back(n + " (also routes; the launch uses " + used + ")");

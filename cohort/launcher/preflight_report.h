@@ -15,8 +15,7 @@ namespace cohort::launcher {
 // One slot's probe as cohortrun saw it.
 struct ProbeRank {
   int rank = 0;
-  std::string host;  // as given in -H, the hostfile or Slurm's allocation
-  bool remote = false;
+  std::string host;                                      // as given in -H or the hostfile
   std::optional<json::Value> facts, links, collectives;  // what it set in the store (preflight_protocol.h)
   std::optional<std::string> done;                       // its end: "" when it went through, else what failed
   bool exited = false;
@@ -35,7 +34,6 @@ struct CheckRun {
   int store_port_wanted = 0;       // --port; 0: any
   std::string store_port_error;    // --port could not be bound (the check then used a free one)
   std::string backend = "auto";    // --backend
-  std::string iface_flag;          // --network-interface
   std::string launch_template;
   std::string probe_path;
   std::string build_id, build_description, libtorch;  // cohortrun's own
@@ -59,7 +57,10 @@ CheckVerdict judge(const CheckRun& run);
 // far: "1", or the reason they are skipped. cohortrun sets it as the go key.
 std::string collectives_go(const CheckRun& run);
 
-// Interface names a launch skips unless they are a host's only ones.
+// Interface names the check does not consider (loopback, container
+// bridges and veth ends) when it lists a host's other interfaces and
+// suggests one for --network-interface, unless they are a host's only ones.
+// The launch does not skip them: its choice is net::listen_choice's.
 bool excluded_interface(const std::string& name, std::string* why = nullptr);
 
 }  // namespace cohort::launcher

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -22,8 +23,6 @@ using launcher::testing::CohortrunProcess;
 using launcher::testing::RunResult;
 using launcher::testing::TempDir;
 
-constexpr const char* kTemplate = "ip netns exec {host}";
-
 // The topology --check measured predicts cohort-bench's allreduce on the
 // same links (cohort-sim's cost model for the launch's backend,
 // hierarchical), the goal being within 15% from 1 MiB up. A timing
@@ -31,7 +30,7 @@ constexpr const char* kTemplate = "ip netns exec {host}";
 // it, with COHORT_CHECK_LINK and COHORT_CHECK_DELAY for the links, and it
 // prints one line per size.
 TEST(CheckAccuracy, ItsTopologyPredictsTheMeasuredAllreduce) {
-  if (const auto why = cluster_unavailable()) GTEST_SKIP() << "skipped: " << *why;
+  SKIP_WITHOUT_CLUSTER();
   const char* link = std::getenv("COHORT_CHECK_LINK");
   const char* delay = std::getenv("COHORT_CHECK_DELAY");
   const std::string link_text = link ? link : "1gbit", delay_text = delay ? delay : "0.1ms";
@@ -40,17 +39,16 @@ TEST(CheckAccuracy, ItsTopologyPredictsTheMeasuredAllreduce) {
   TempDir dir("check_accuracy");
   const std::string topology = dir / "topology.json";
   const std::string hosts = cluster.hosts()[0] + ":2," + cluster.hosts()[1] + ":2";
-  CohortrunProcess check(COHORTRUN_PATH,
-                         {"--check", "-H", hosts, "--launch-template", kTemplate, "--store-addr",
-                          cluster.bridge_address(), "--check-topology", topology},
-                         dir.path());
+  std::vector<std::string> check_args{"--check"};
+  for (std::string& f : cluster.launch_flags(hosts)) check_args.push_back(std::move(f));
+  check_args.insert(check_args.end(), {"--check-topology", topology});
+  CohortrunProcess check(COHORTRUN_PATH, check_args, dir.path());
   const RunResult r = check.wait(150s);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  CohortrunProcess bench(
-      COHORTRUN_PATH,
-      {"-H", hosts, "--launch-template", kTemplate, "--store-addr", cluster.bridge_address(), COHORT_BENCH_PATH,
-       "allreduce", "--min-bytes", "64K", "--max-bytes", "4M", "--step-factor", "4", "--csv"},
-      dir.path());
+  std::vector<std::string> bench_args = cluster.launch_flags(hosts);
+  bench_args.insert(bench_args.end(), {COHORT_BENCH_PATH, "allreduce", "--min-bytes", "64K", "--max-bytes", "4M",
+                                       "--step-factor", "4", "--csv"});
+  CohortrunProcess bench(COHORTRUN_PATH, bench_args, dir.path());
   const RunResult b = bench.wait(300s);
   ASSERT_EQ(b.exit_code, 0) << b.out << b.err;
   dir.write("bench.csv", b.out);
@@ -64,9 +62,12 @@ TEST(CheckAccuracy, ItsTopologyPredictsTheMeasuredAllreduce) {
     std::printf("check-accuracy link=%s delay=%s bytes=%.0f predicted_s=%.6f measured_s=%.6f ratio=%.3f\n",
                 link_text.c_str(), delay_text.c_str(), s.bytes, predicted, s.seconds, predicted / s.seconds);
     // The goal holds where bandwidth dominates (gradient buckets); below
-    // 1 MiB the cost model's small-message paths are off by up to a third
-    // (bench/README.md, "cohortrun --check's topology").
-    if (s.bytes >= (1 << 20)) EXPECT_NEAR(predicted / s.seconds, 1.0, 0.15) << s.bytes << " bytes\n" << r.out;
+    // 1 MiB it does not: predicted / measured ranged from 0.32 to 2.66 at
+    // 64 KiB between runs (bench/README.md, "cohortrun --check's
+    // topology").
+    if (s.bytes >= (1 << 20)) {
+      EXPECT_NEAR(predicted / s.seconds, 1.0, 0.15) << s.bytes << " bytes\n" << r.out;
+    }
   }
 }
 

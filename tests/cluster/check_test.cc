@@ -23,8 +23,6 @@
 
 #include "tests/cluster/emulated_cluster.h"
 #include "tests/launcher/cohortrun_process.h"
-#include "tools/sim/calibration.h"
-#include "tools/sim/collectives.h"
 #include "tools/sim/topology.h"
 
 namespace cohort::testing {
@@ -35,80 +33,69 @@ using launcher::testing::CohortrunProcess;
 using launcher::testing::RunResult;
 using launcher::testing::TempDir;
 
-constexpr const char* kTemplate = "ip netns exec {host}";
-
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 // One 2-host cluster for the suite; every fault is removed by the test that
 // made it.
-class CheckTest : public ::testing::Test {
+class CheckTest : public SharedClusterTest<2> {
  protected:
-  static void SetUpTestSuite() {
-    if (!cluster_unavailable()) cluster_ = new EmulatedCluster(2);
-  }
-  static void TearDownTestSuite() {
-    delete cluster_;
-    cluster_ = nullptr;
-  }
-  void SetUp() override {
-    if (const auto why = cluster_unavailable()) GTEST_SKIP() << "skipped: " << *why;
-    ASSERT_TRUE(cluster_ && cluster_->ok()) << "scripts/cluster.sh up failed:\n"
-                                            << (cluster_ ? cluster_->output() : "");
-  }
-
-  const std::string& host(int i) const { return cluster_->hosts()[i]; }
   std::string hosts() const { return host(0) + ":2," + host(1) + ":2"; }
 
   // cohortrun --check -H <hosts> --launch-template T --store-addr <bridge> <flags>
-  RunResult check(std::vector<std::string> flags, const std::string& launch_template = kTemplate,
+  RunResult check(std::vector<std::string> flags, const std::string& launch_template = kLaunchTemplate,
                   const std::string& host_list = "") {
-    std::vector<std::string> a{"--check",
-                               "-H",
-                               host_list.empty() ? hosts() : host_list,
-                               "--launch-template",
-                               launch_template,
-                               "--store-addr",
-                               cluster_->bridge_address()};
+    std::vector<std::string> a{"--check"};
+    for (std::string& f : cluster_->launch_flags(host_list.empty() ? hosts() : host_list, launch_template))
+      a.push_back(std::move(f));
     a.insert(a.end(), flags.begin(), flags.end());
     CohortrunProcess p(COHORTRUN_PATH, a, dir_.path());
     return p.wait(150s);
   }
 
-  // Runs `command` in host i's namespace; the test fails when it does.
-  void in_host(int i, const std::string& command) {
-    const CommandResult r = run_command("ip netns exec " + host(i) + " sh -c '" + command + "'");
-    ASSERT_EQ(r.exit_code, 0) << command << ": " << r.output;
-  }
-
-  static EmulatedCluster* cluster_;
   TempDir dir_{"check_test"};
 };
 
-EmulatedCluster* CheckTest::cluster_ = nullptr;
-
-// An nftables table in one host's namespace, removed when destroyed.
-class Firewall {
+// A change to one host's namespace: `apply` (a shell command) runs there
+// now, `undo` when this is destroyed, whether or not the test got through.
+class HostChange {
  public:
-  Firewall(std::string host, const std::vector<std::string>& rules) : host_(std::move(host)) {
-    std::string script = "add table inet cohort_check_test\n";
-    script += "add chain inet cohort_check_test input { type filter hook input priority 0; }\n";
-    script += "add chain inet cohort_check_test output { type filter hook output priority 0; }\n";
-    for (const std::string& rule : rules) script += "add rule inet cohort_check_test " + rule + "\n";
-    TempDir dir("firewall");
-    dir.write("rules.nft", script);
-    const CommandResult r = run_command("ip netns exec " + host_ + " nft -f " + dir / "rules.nft");
+  HostChange(const std::string& host, const std::string& apply, const std::string& undo)
+      : undo_("ip netns exec " + host + " sh -c '" + undo + "'") {
+    const CommandResult r = run_command("ip netns exec " + host + " sh -c '" + apply + "'");
     ok_ = r.exit_code == 0;
     error_ = r.output;
   }
-  ~Firewall() { run_command("ip netns exec " + host_ + " nft delete table inet cohort_check_test"); }
+  ~HostChange() { run_command(undo_); }
+  HostChange(const HostChange&) = delete;
+  HostChange& operator=(const HostChange&) = delete;
   bool ok() const { return ok_; }
   const std::string& error() const { return error_; }
 
  private:
-  std::string host_;
+  std::string undo_;
   bool ok_ = false;
   std::string error_;
 };
+
+// An nftables table in one host's namespace with `rules`.
+HostChange add_firewall(const std::string& host, const std::vector<std::string>& rules) {
+  std::string script = "add table inet cohort_check_test\n";
+  script += "add chain inet cohort_check_test input { type filter hook input priority 0; }\n";
+  script += "add chain inet cohort_check_test output { type filter hook output priority 0; }\n";
+  for (const std::string& rule : rules) script += "add rule inet cohort_check_test " + rule + "\n";
+  TempDir dir("firewall");
+  dir.write("rules.nft", script);
+  return HostChange(host, "nft -f " + dir / "rules.nft", "nft delete table inet cohort_check_test");
+}
+
+// An interface eth1 with `address` in one host's namespace: one end of a
+// veth pair that leads nowhere.
+HostChange add_dead_end_interface(const std::string& host, const std::string& address) {
+  return HostChange(host,
+                    "ip link add eth1 type veth peer name eth1peer && ip addr add " + address +
+                        " dev eth1 && ip link set eth1peer up && ip link set eth1 up",
+                    "ip link del eth1");
+}
 
 #define SKIP_WITHOUT_NFT()                                                               \
   do {                                                                                   \
@@ -168,7 +155,7 @@ TEST_F(CheckTest, AHealthyClusterPassesAndItsTopologyLoads) {
 TEST_F(CheckTest, AFirewalledStorePortIsNamedWithTheRuleToOpen) {
   SKIP_WITHOUT_NFT();
   const int port = free_port(cluster_->bridge_address());
-  Firewall firewall(host(1), {"output tcp dport " + std::to_string(port) + " drop"});
+  const HostChange firewall = add_firewall(host(1), {"output tcp dport " + std::to_string(port) + " drop"});
   ASSERT_TRUE(firewall.ok()) << firewall.error();
   const RunResult r = check({"--port", std::to_string(port), "--start-timeout", "3"});
   ASSERT_TRUE(r.finished);
@@ -186,7 +173,7 @@ TEST_F(CheckTest, AFirewalledDataPortIsNamedWithTheRangeToOpen) {
   // New connections to the ephemeral ports (where gloo and the probe
   // listen) are dropped; the store's port (below the range) and the
   // replies of h1's own connections pass.
-  Firewall firewall(host(1), {"input ct state new tcp dport 32768-60999 drop"});
+  const HostChange firewall = add_firewall(host(1), {"input ct state new tcp dport 32768-60999 drop"});
   ASSERT_TRUE(firewall.ok()) << firewall.error();
   const RunResult r = check({"--port", std::to_string(20000 + ::getpid() % 5000)});
   ASSERT_TRUE(r.finished);
@@ -235,7 +222,7 @@ TEST_F(CheckTest, AHostWithAnotherBuildIsNamed) {
 }
 
 TEST_F(CheckTest, AHostWhoseLaunchFailsIsNamed) {
-  const RunResult r = check({}, kTemplate, host(0) + ":1,nosuchhost" + std::to_string(::getpid()) + ":1");
+  const RunResult r = check({}, kLaunchTemplate, host(0) + ":1,nosuchhost" + std::to_string(::getpid()) + ":1");
   ASSERT_TRUE(r.finished);
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   const std::string bad = "nosuchhost" + std::to_string(::getpid());
@@ -247,14 +234,11 @@ TEST_F(CheckTest, AHostWhoseLaunchFailsIsNamed) {
 TEST_F(CheckTest, AnInterfaceThatDoesNotRouteIsRejectedAndRefusedWhenForced) {
   // eth1 on both hosts (one end of a veth pair that leads nowhere), in
   // subnets that no route joins.
-  for (int i = 0; i < 2; ++i)
-    in_host(i, "ip link add eth1 type veth peer name eth1peer && ip addr add " +
-                   std::string(i == 0 ? "192.0.2.10/24" : "198.51.100.11/24") +
-                   " dev eth1 && ip link set eth1peer up && ip link set eth1 up");
+  const HostChange eth1[] = {add_dead_end_interface(host(0), "192.0.2.10/24"),
+                             add_dead_end_interface(host(1), "198.51.100.11/24")};
+  for (const HostChange& e : eth1) ASSERT_TRUE(e.ok()) << e.error();
   const RunResult chosen = check({});
   const RunResult forced = check({"--network-interface", "eth1"});
-  run_command("ip netns exec " + host(0) + " ip link del eth1");
-  run_command("ip netns exec " + host(1) + " ip link del eth1");
   ASSERT_TRUE(chosen.finished && forced.finished);
   // Left to itself, the launch uses eth0 and the check says why not eth1.
   EXPECT_EQ(chosen.exit_code, 0) << chosen.out << chosen.err;
@@ -268,7 +252,7 @@ TEST_F(CheckTest, AnInterfaceThatDoesNotRouteIsRejectedAndRefusedWhenForced) {
 }
 
 TEST_F(CheckTest, ADevShmTooSmallIsNamed) {
-  const std::string launch = "ip netns exec {host} unshare -m sh -c 'test {host} != " + host(1) +
+  const std::string launch = std::string(kLaunchTemplate) + " unshare -m sh -c 'test {host} != " + host(1) +
                              " || mount -t tmpfs -o size=1M tmpfs /dev/shm; exec \"$0\" \"$@\"'";
   const RunResult r = check({}, launch);
   ASSERT_TRUE(r.finished);

@@ -24,13 +24,6 @@ using launcher::testing::CohortrunProcess;
 using launcher::testing::RunResult;
 using launcher::testing::TempDir;
 
-constexpr const char* kTemplate = "ip netns exec {host}";
-
-#define SKIP_WITHOUT_CLUSTER()                                                 \
-  do {                                                                         \
-    if (const auto why = cluster_unavailable()) GTEST_SKIP() << "skipped: " << *why; \
-  } while (0)
-
 // Lines of `out` printed by rank r ("[r] text" -> "text").
 std::vector<std::string> lines_of(const std::string& out, int r) {
   std::vector<std::string> lines;
@@ -47,38 +40,21 @@ bool has_line(const std::string& out, int r, const std::string& line) {
 }
 
 // One 3-host cluster for the suite (0.3 s to create, removed at the end).
-class ClusterTest : public ::testing::Test {
+class ClusterTest : public SharedClusterTest<3> {
  protected:
-  static void SetUpTestSuite() {
-    if (!cluster_unavailable()) cluster_ = new EmulatedCluster(3);
-  }
-  static void TearDownTestSuite() {
-    delete cluster_;
-    cluster_ = nullptr;
-  }
-  void SetUp() override {
-    SKIP_WITHOUT_CLUSTER();
-    ASSERT_TRUE(cluster_ && cluster_->ok()) << "scripts/cluster.sh up failed:\n" << (cluster_ ? cluster_->output() : "");
-  }
-
-  const std::string& host(int i) const { return cluster_->hosts()[i]; }
-
   // cohortrun -H <hosts> --launch-template 'ip netns exec {host}' --store-addr <bridge> <flags> <program...>
   RunResult cohortrun(const std::string& hosts, std::vector<std::string> flags, std::vector<std::string> program,
                       std::chrono::seconds timeout = 90s, std::map<std::string, std::string> env = {}) {
-    std::vector<std::string> a{"-H", hosts, "--launch-template", kTemplate, "--store-addr",
-                               cluster_->bridge_address(), "--env", "HELPER_DIR=" + dir_.path()};
+    std::vector<std::string> a = cluster_->launch_flags(hosts);
+    a.insert(a.end(), {"--env", "HELPER_DIR=" + dir_.path()});
     a.insert(a.end(), flags.begin(), flags.end());
     a.insert(a.end(), program.begin(), program.end());
     CohortrunProcess p(COHORTRUN_PATH, a, dir_.path(), env);
     return p.wait(timeout);
   }
 
-  static EmulatedCluster* cluster_;
   TempDir dir_;
 };
-
-EmulatedCluster* ClusterTest::cluster_ = nullptr;
 
 TEST_F(ClusterTest, ScriptMadeHostsWithAddressesAndShapedLinks) {
   ASSERT_EQ(cluster_->hosts().size(), 3u);
@@ -299,12 +275,7 @@ struct CutJob {
 CutJob run_and_cut(EmulatedCluster& cluster, std::map<std::string, std::string> env, std::vector<std::string> flags,
                    const std::string& bound_s) {
   TempDir dir;
-  std::vector<std::string> a{"-H",
-                             cluster.hosts()[0] + ":2," + cluster.hosts()[1] + ":2",
-                             "--launch-template",
-                             kTemplate,
-                             "--store-addr",
-                             cluster.bridge_address()};
+  std::vector<std::string> a = cluster.launch_flags(cluster.hosts()[0] + ":2," + cluster.hosts()[1] + ":2");
   a.insert(a.end(), flags.begin(), flags.end());
   a.insert(a.end(), {CLUSTER_RANK_PROGRAM, "cut", bound_s, cluster.hosts()[1]});
   CohortrunProcess p(COHORTRUN_PATH, a, dir.path(), env);
@@ -359,7 +330,7 @@ TEST(ClusterLinkCut, TheOtherHostRaisesWithinTheTimeout) {
   // cohortrun's host watch, which names their host.
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   EXPECT_NE(r.err.find("cohortrun: error: host " + cluster.hosts()[1] + " lost: ranks 2, 3"), std::string::npos)
-      << r.err;
+      << r.out << r.err;
 }
 
 // With default settings (COHORT_TIMEOUT_S of 300 s), cohortrun's host watch

@@ -1,9 +1,11 @@
 // Test support: an emulated cluster (scripts/cluster.sh) for one test or
 // suite, removed when destroyed, and by the script's watcher if this process
-// dies first. Needs CAP_NET_ADMIN and CAP_SYS_ADMIN; unavailable() says why
-// not, for GTEST_SKIP.
+// dies first. Needs CAP_NET_ADMIN and CAP_SYS_ADMIN; cluster_unavailable()
+// says why not, SKIP_WITHOUT_CLUSTER() skips with it, and SharedClusterTest
+// is the fixture of a suite that shares one cluster.
 #pragma once
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -13,7 +15,12 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 namespace cohort::testing {
+
+// How cohortrun starts a rank on an emulated host (its network namespace).
+inline constexpr const char* kLaunchTemplate = "ip netns exec {host}";
 
 struct CommandResult {
   int exit_code = -1;
@@ -45,6 +52,12 @@ inline std::optional<std::string> cluster_unavailable() {
   if (run_command("command -v ip && command -v tc").exit_code != 0) return "needs iproute2 (ip, tc)";
   return std::nullopt;
 }
+
+// Skips the test, saying why, where namespaces cannot be created.
+#define SKIP_WITHOUT_CLUSTER()                                                                          \
+  do {                                                                                                  \
+    if (const auto why = ::cohort::testing::cluster_unavailable()) GTEST_SKIP() << "skipped: " << *why; \
+  } while (0)
 
 class EmulatedCluster {
  public:
@@ -78,9 +91,41 @@ class EmulatedCluster {
   const std::vector<std::string>& hosts() const { return hosts_; }
   const std::vector<std::string>& addresses() const { return addresses_; }
 
+  // cohortrun's flags that launch on `hosts` (-H's list) of this cluster:
+  // -H, the launch template (the namespaces' by default), the store on the
+  // bridge.
+  std::vector<std::string> launch_flags(const std::string& hosts,
+                                        const std::string& launch_template = kLaunchTemplate) const {
+    return {"-H", hosts, "--launch-template", launch_template, "--store-addr", bridge_address_};
+  }
+
  private:
   std::string output_, prefix_, bridge_address_;
   std::vector<std::string> hosts_, addresses_;
+};
+
+// The fixture of a suite whose tests share one cluster of `Hosts` hosts,
+// made before its first test and removed after its last; each test skips,
+// saying why, where namespaces cannot be created.
+template <int Hosts>
+class SharedClusterTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!cluster_unavailable()) cluster_ = new EmulatedCluster(Hosts);
+  }
+  static void TearDownTestSuite() {
+    delete cluster_;
+    cluster_ = nullptr;
+  }
+  void SetUp() override {
+    SKIP_WITHOUT_CLUSTER();
+    ASSERT_TRUE(cluster_ && cluster_->ok()) << "scripts/cluster.sh up failed:\n"
+                                            << (cluster_ ? cluster_->output() : "");
+  }
+
+  static const std::string& host(int i) { return cluster_->hosts()[size_t(i)]; }
+
+  inline static EmulatedCluster* cluster_ = nullptr;
 };
 
 }  // namespace cohort::testing

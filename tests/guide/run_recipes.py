@@ -5,9 +5,10 @@ Usage: run_recipes.py GUIDE SOURCE_DIR COHORTRUN CHECK PROGRAM [ARGS...]
 
 The recipes are the ```sh blocks that begin `# <name>.sh: ...` (§3 and §4:
 cohortrun on two hosts through ssh, with a hostfile, through a launch
-template; mpirun across two hosts). Each runs under `bash -e` in a scratch
-directory, on a cluster of two hosts that scripts/cluster.sh emulates, with
-exactly these substitutions of what names a real cluster, word for word:
+template; `cohortrun --check` of the ssh launch; mpirun across two hosts).
+Each runs under `bash -e` in a scratch directory, on a cluster of two
+hosts that scripts/cluster.sh emulates, with exactly these substitutions
+of what names a real cluster, word for word:
 
 - node1, node2: the emulated hosts' addresses (names of namespaces resolve
   nowhere, as names without DNS would not); `ssh`, first on PATH, is a
@@ -24,8 +25,11 @@ exactly these substitutions of what names a real cluster, word for word:
 
 CHECK is REGEX=COUNT: each recipe's output must hold COUNT lines matching
 REGEX (the program's lines of one run), and a recipe that asks for
---dry-run must print the dry run. mpirun recipes are skipped, saying so,
-without mpirun or with COHORT_RECIPES_NO_MPI=1 (a build without MPI).
+--dry-run must print the dry run. A recipe that runs `cohortrun --check`
+(which starts probes, not the program) must instead print the check's
+verdict that the launch would work (and exit 0, as every recipe must).
+mpirun recipes are skipped, saying so, without mpirun or with
+COHORT_RECIPES_NO_MPI=1 (a build without MPI).
 Exits 77 (skipped) when namespaces cannot be created (not root).
 """
 import os
@@ -112,8 +116,8 @@ def main():
         print("skipped: " + why)
         sys.exit(SKIP)
     recipes = named_blocks(guide, "sh", every_block_named=False)
-    if len(recipes) < 4:
-        fail(f"expected the guide's 4 multi-host recipes, found {[name for name, _ in recipes]}")
+    if len(recipes) < 5:
+        fail(f"expected the guide's 5 multi-host recipes, found {[name for name, _ in recipes]}")
     script = os.path.join(source_dir, "scripts", "cluster.sh")
     tag = f"{os.getpid() % 100000:05d}"
     cluster = up(script, "gr" + tag)
@@ -138,6 +142,11 @@ def main():
                 print(p.stdout)
                 if p.returncode != 0:
                     fail(f"{name} exited {p.returncode}")
+                if "--check" in block:
+                    if not re.search(r"^cohortrun: check: a launch of .* would work$", p.stdout, flags=re.M):
+                        fail(f"{name}: the check did not say the launch would work")
+                    print(f"{name}: ok")
+                    continue
                 found = len(re.findall(regex, p.stdout, flags=re.M))
                 if found != int(count):
                     fail(f"{name}: expected {count} lines matching {regex!r}, found {found}")

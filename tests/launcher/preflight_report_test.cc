@@ -20,7 +20,7 @@ std::string facts(int rank, int local_rank, const std::string& host, const std::
          R"(", "build": "commit x", "libtorch": "none", "backends": ["shm", "gloo", "hierarchical"],
            "interfaces": [{"name": "lo", "address": "127.0.0.1"}, {"name": "eth0", "address": ")" +
          address +
-         R"("}], "store_iface": "eth0", "iface_env": "", "listen_port": 40000, "shm_total": 2e9, "shm_free": )" +
+         R"("}], "launch_iface": "eth0", "launch_iface_why": "the route to the store", "listen_port": 40000, "shm_total": 2e9, "shm_free": )" +
          std::to_string(shm_free) + R"(, "shm_need": 2200000, "nofile": )" + std::to_string(nofile) +
          R"(, "memlock": 8388608, "address_space": -1, "port_range": [32768, 60999], "cores": 2, "clock_s": 1})";
 }
@@ -51,7 +51,7 @@ CheckRun healthy() {
   const char* host[] = {"a", "a", "b", "b"};
   const char* address[] = {"10.0.0.2", "10.0.0.2", "10.0.0.3", "10.0.0.3"};
   for (int r = 0; r < 4; ++r) {
-    ProbeRank p{.rank = r, .host = host[r], .remote = true};
+    ProbeRank p{.rank = r, .host = host[r]};
     p.facts = json::parse(facts(r, r % 2, host[r], address[r]));
     p.done = "";
     p.exited = true;

@@ -14,43 +14,25 @@ namespace cohort::ps {
 namespace {
 
 using namespace std::chrono_literals;
-using cohort::testing::cluster_unavailable;
-using cohort::testing::EmulatedCluster;
+using cohort::testing::SharedClusterTest;
 using launcher::testing::CohortrunProcess;
 using launcher::testing::RunResult;
 using launcher::testing::TempDir;
 
-class PsClusterTest : public ::testing::Test {
+class PsClusterTest : public SharedClusterTest<3> {
  protected:
-  static void SetUpTestSuite() {
-    if (!cluster_unavailable()) cluster_ = new EmulatedCluster(3);
-  }
-  static void TearDownTestSuite() {
-    delete cluster_;
-    cluster_ = nullptr;
-  }
-  void SetUp() override {
-    if (const auto why = cluster_unavailable()) GTEST_SKIP() << "skipped: " << *why;
-    ASSERT_TRUE(cluster_ && cluster_->ok()) << "scripts/cluster.sh up failed:\n" << (cluster_ ? cluster_->output() : "");
-  }
-  const std::string& host(int i) const { return cluster_->hosts()[i]; }
-
   // 3 workers (2 on host 0, 1 on host 1) and 2 servers on host 2.
   RunResult run(std::vector<std::string> args) {
-    std::vector<std::string> a{"-H", host(0) + ":2," + host(1) + ":1," + host(2) + ":2", "--launch-template",
-                               "ip netns exec {host}", "--store-addr", cluster_->bridge_address(), "--env",
-                               "COHORT_PS_WORKER_TIMEOUT_S=3", "--env", "COHORT_PS_HEARTBEAT_MS=200", PS_RANK_PROGRAM,
-                               "servers=2", "result=" + dir_.path() + "/result"};
+    std::vector<std::string> a = cluster_->launch_flags(host(0) + ":2," + host(1) + ":1," + host(2) + ":2");
+    a.insert(a.end(), {"--env", "COHORT_PS_WORKER_TIMEOUT_S=3", "--env", "COHORT_PS_HEARTBEAT_MS=200", PS_RANK_PROGRAM,
+                       "servers=2", "result=" + dir_.path() + "/result"});
     a.insert(a.end(), args.begin(), args.end());
     CohortrunProcess p(COHORTRUN_PATH, a, dir_.path(), {});
     return p.wait(120s);
   }
 
-  static EmulatedCluster* cluster_;
   TempDir dir_;
 };
-
-EmulatedCluster* PsClusterTest::cluster_ = nullptr;
 
 testing::ReferenceResult all_workers(const char* rule, double lr, int64_t steps) {
   return testing::reference_run(testing::Problem{}, {.rule = rule, .lr = lr}, steps,

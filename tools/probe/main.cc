@@ -14,11 +14,9 @@
 // could not, 2 on bad arguments.
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
-#include <cstring>
-#include <map>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -30,7 +28,9 @@
 #include "cohort/common/build_id.h"
 #include "cohort/common/check.h"
 #include "cohort/common/error.h"
+#include "cohort/common/host_key.h"
 #include "cohort/common/json.h"
+#include "cohort/common/json_object.h"
 #include "cohort/common/tunables.h"
 #include "cohort/launcher/preflight_protocol.h"
 #include "cohort/rendezvous/discovery.h"
@@ -57,8 +57,6 @@ constexpr size_t kTransferBytes = 4 << 20;
 // The collectives' own timeout: a backend that cannot form fails this fast.
 constexpr auto kCollectiveTimeout = 30s;
 
-std::string quoted(const std::string& s) { return "\"" + json::escape(s) + "\""; }
-
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 struct Peer {
@@ -76,31 +74,26 @@ Peer read_peer(const json::Value& facts) {
   p.port = int(facts.at("listen_port").number());
   for (const json::Value& i : facts.at("interfaces").items())
     p.interfaces.emplace_back(i.at("name").string(), i.at("address").string());
-  p.launch_iface = facts.at("iface_env").string();
-  if (p.launch_iface.empty()) p.launch_iface = facts.at("store_iface").string();
+  p.launch_iface = facts.at("launch_iface").string();
   return p;
 }
 
-std::string measure_json(const probe::LinkMeasure& m) {
-  std::ostringstream out;
-  out << "\"latency_s\": " << m.latency_s << ", \"bytes_per_s\": " << m.bytes_per_s << ", \"offset_s\": " << m.offset_s;
-  return out.str();
+// A measured link's fields, exact: the topology is fitted from them.
+JsonObject& add_measure(JsonObject& o, const probe::LinkMeasure& m) {
+  return o.add("latency_s", m.latency_s, 17).add("bytes_per_s", m.bytes_per_s, 17).add("offset_s", m.offset_s, 17);
 }
 
 // A host leader's link phase: every other host's listener on each of its
 // addresses, the launch's interface measured; and this host's loopback.
 std::string probe_links(const rendezvous::LaunchInfo& info, const std::vector<Peer>& leaders, int my_port,
                         const std::string& my_host) {
-  std::ostringstream out;
-  out << "{\"rank\": " << info.rank << ", \"to\": [";
-  bool first = true;
+  std::vector<std::string> to;
   for (const Peer& peer : leaders) {
     if (peer.rank == info.rank || peer.host == my_host) continue;
-    out << (first ? "" : ", ") << "{\"rank\": " << peer.rank << ", \"host\": " << quoted(peer.host)
-        << ", \"addresses\": [";
-    first = false;
+    JsonObject link;
+    link.add("rank", peer.rank).add("host", peer.host);
     std::string measure_address, measure_iface;
-    bool first_address = true;
+    std::vector<std::string> addresses;
     for (const auto& [name, address] : peer.interfaces) {
       if (address.starts_with("127.")) continue;
       std::string error;
@@ -112,36 +105,36 @@ std::string probe_links(const rendezvous::LaunchInfo& info, const std::vector<Pe
           measure_iface = name;
         }
       }
-      out << (first_address ? "" : ", ") << "{\"iface\": " << quoted(name) << ", \"address\": " << quoted(address)
-          << ", \"ok\": " << (fd >= 0 ? "true" : "false") << ", \"error\": " << quoted(error) << "}";
-      first_address = false;
+      addresses.push_back(
+          JsonObject().add("iface", name).add("address", address).add("ok", fd >= 0).add("error", error).str());
     }
-    out << "]";
+    link.add_raw("addresses", probe::json_array(addresses));
     if (!measure_address.empty()) {
       std::string error;
       const int fd = probe::connect_within(measure_address, peer.port, kConnectTimeout, error);
       try {
         if (fd < 0) COHORT_THROW(Error) << error;
         const probe::LinkMeasure m = probe::measure_link(fd, kPings, kTransfers, kTransferBytes);
-        out << ", \"measured_iface\": " << quoted(measure_iface) << ", " << measure_json(m);
+        add_measure(link.add("measured_iface", measure_iface), m);
       } catch (const Error& e) {
-        out << ", \"measure_error\": " << quoted(e.what());
+        link.add("measure_error", e.what());
       }
       if (fd >= 0) ::close(fd);
     }
-    out << "}";
+    to.push_back(link.str());
   }
-  out << "]";
+  JsonObject out;
+  out.add("rank", info.rank).add_raw("to", probe::json_array(to));
   std::string error;
   const int fd = probe::connect_within("127.0.0.1", my_port, kConnectTimeout, error);
   if (fd >= 0) {
     try {
-      out << ", \"loopback\": {" << measure_json(probe::measure_link(fd, kPings, kTransfers, kTransferBytes)) << "}";
+      JsonObject loopback;
+      out.add_raw("loopback", add_measure(loopback, probe::measure_link(fd, kPings, kTransfers, kTransferBytes)).str());
     } catch (const Error&) {
     }
     ::close(fd);
   }
-  out << "}";
   return out.str();
 }
 
@@ -216,20 +209,31 @@ BackendRun run_backend(std::shared_ptr<rendezvous::Store> store, const std::stri
   return run;
 }
 
+// A number as JSON text that reads back as the same double.
+std::string exact(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.17g", v);
+  return text;
+}
+
 std::string runs_json(int rank, const std::vector<BackendRun>& runs) {
-  std::ostringstream out;
-  out << "{\"rank\": " << rank << ", \"runs\": [";
-  for (size_t i = 0; i < runs.size(); ++i) {
-    const BackendRun& r = runs[i];
-    out << (i ? ", " : "") << "{\"backend\": " << quoted(r.backend) << ", \"scope\": " << quoted(r.scope)
-        << ", \"ranks\": " << r.ranks << ", \"ok\": " << (r.ok ? "true" : "false") << ", \"wrong\": " << r.wrong
-        << ", \"error\": " << quoted(r.error) << ", \"skipped\": " << quoted(r.skipped) << ", \"samples\": [";
-    for (size_t j = 0; j < r.samples.size(); ++j)
-      out << (j ? ", " : "") << "[" << r.samples[j].bytes << ", " << r.samples[j].seconds << "]";
-    out << "]}";
+  std::vector<std::string> items;
+  for (const BackendRun& r : runs) {
+    std::vector<std::string> samples;
+    for (const sim::Sample& sample : r.samples)
+      samples.push_back(probe::json_array({exact(sample.bytes), exact(sample.seconds)}));
+    items.push_back(JsonObject()
+                        .add("backend", r.backend)
+                        .add("scope", r.scope)
+                        .add("ranks", r.ranks)
+                        .add("ok", r.ok)
+                        .add("wrong", int64_t(r.wrong))
+                        .add("error", r.error)
+                        .add("skipped", r.skipped)
+                        .add_raw("samples", probe::json_array(samples))
+                        .str());
   }
-  out << "]}";
-  return out.str();
+  return JsonObject().add("rank", rank).add_raw("runs", probe::json_array(items)).str();
 }
 
 // Rank 0: the simulator's topology from the measured allreduces (the shm
@@ -237,10 +241,12 @@ std::string runs_json(int rank, const std::vector<BackendRun>& runs) {
 // cross-host backend) and the loopback link; where a fit is impossible, the
 // link probe's measurement.
 std::string fit_json(const std::string& collective, const sim::LinkFit& fit) {
-  std::ostringstream out;
-  out << "{\"collective\": " << quoted(collective) << ", \"points\": " << fit.points
-      << ", \"rms\": " << fit.rms_relative_error << ", \"max\": " << fit.max_relative_error << "}";
-  return out.str();
+  return JsonObject()
+      .add("collective", collective)
+      .add("points", int64_t(fit.points))
+      .add("rms", fit.rms_relative_error)
+      .add("max", fit.max_relative_error)
+      .str();
 }
 
 // A shm link from allreduce samples that no fit allows: alpha the smallest
@@ -257,7 +263,7 @@ sim::Link rough_shm_link(const std::vector<sim::Sample>& samples, int ranks) {
 std::string fit_topology(const std::vector<json::Value>& facts, const json::Value* my_links,
                          const std::vector<BackendRun>& runs, const std::string& cross_backend, int hosts,
                          std::string& fits) {
-  std::vector<std::string> fit_parts;
+  JsonObject fit_parts;
   sim::Topology t;
   t.hosts = hosts;
   t.ranks_per_host = int(facts.at(0).at("local_size").number());
@@ -276,14 +282,15 @@ std::string fit_topology(const std::vector<json::Value>& facts, const json::Valu
       try {
         const sim::LinkFit fit = sim::fit_link(one, sim::Algorithm::shm, sim::LinkClass::shm, r.samples);
         t.shm = fit.link;
-        fit_parts.push_back("\"shm\": " + fit_json("shm allreduce", fit));
+        fit_parts.add_raw("shm", fit_json("shm allreduce", fit));
       } catch (const ConfigError& e) {
         // Timings too noisy to fit (a loaded machine): the largest
         // allreduce's bus bandwidth and the smallest's time, so that the
         // topology still holds a link the simulator can use.
         t.shm = rough_shm_link(r.samples, t.ranks_per_host);
-        fit_parts.push_back("\"shm\": {\"error\": " + quoted(e.what()) +
-                            ", \"estimated\": \"from the largest and the smallest allreduce\"}");
+        fit_parts.add_raw(
+            "shm",
+            JsonObject().add("error", e.what()).add("estimated", "from the largest and the smallest allreduce").str());
       }
     }
   if (hosts > 1) {
@@ -303,16 +310,14 @@ std::string fit_topology(const std::vector<json::Value>& facts, const json::Valu
         try {
           const sim::LinkFit fit = sim::fit_link(t, a, sim::LinkClass::network, r.samples);
           t.network = fit.link;
-          fit_parts.push_back("\"network\": " + fit_json(cross_backend + " allreduce", fit));
+          fit_parts.add_raw("network", fit_json(cross_backend + " allreduce", fit));
         } catch (const ConfigError& e) {
           // Keep the pairs' measurement.
-          fit_parts.push_back("\"network\": {\"error\": " + quoted(e.what()) + "}");
+          fit_parts.add_raw("network", JsonObject().add("error", e.what()).str());
         }
       }
   }
-  fits = "{";
-  for (size_t i = 0; i < fit_parts.size(); ++i) fits += (i ? ", " : "") + fit_parts[i];
-  fits += "}";
+  fits = fit_parts.str();
   return sim::topology_json(t);
 }
 
@@ -327,7 +332,6 @@ int run_probe() {
                  info.store_port, e.what());
     return 1;
   }
-  std::string failure;
   try {
     const bool leader = info.local_rank == 0;
     std::unique_ptr<probe::LinkListener> listener;
@@ -347,14 +351,14 @@ int run_probe() {
     }
     std::vector<json::Value> facts;
     std::vector<Peer> leaders;
-    std::map<std::string, int> hosts;
+    std::set<std::string> hosts;
     for (int r : present) {
       facts.push_back(json::parse(store->get(facts_key(r), kPhaseTimeout), facts_key(r)));
       Peer p = read_peer(facts.back());
-      hosts.emplace(p.host, 0);
+      hosts.insert(p.host);
       if (facts.back().at("local_rank").number() == 0) leaders.push_back(std::move(p));
     }
-    const std::string my_host = read_peer(json::parse(store->get(facts_key(info.rank), kPhaseTimeout))).host;
+    const std::string my_host = net::host_label();  // as its facts say (host_facts.cc)
     std::string my_links;
     if (leader) {
       my_links = probe_links(info, leaders, listener->port(), my_host);
@@ -414,9 +418,9 @@ int run_probe() {
     for (int r : present) done.push_back(done_key(r));
     store->wait(done, kPhaseTimeout);
   } catch (const std::exception& e) {
-    failure = e.what();
     try {
-      store->set(done_key(info.rank), failure.empty() ? "failed" : failure);
+      // "" would read as success.
+      store->set(done_key(info.rank), *e.what() ? e.what() : "failed");
     } catch (const std::exception&) {
     }
   }

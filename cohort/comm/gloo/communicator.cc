@@ -113,26 +113,24 @@ void ignore_sigpipe() {
 std::shared_ptr<::gloo::transport::Device> create_device(const Options& options) {
   ignore_sigpipe();
   ::gloo::transport::tcp::attr attr;
+  // create.cc fills iface or hostname from net::listen_choice; a
+  // communicator made with neither takes that choice's own fallback.
+  const net::ListenChoice listen = options.iface.empty() && options.hostname.empty()
+                                       ? net::listen_choice("", false, "")
+                                       : net::ListenChoice{.iface = options.iface, .address = options.hostname};
   std::string what;
-  if (!options.iface.empty()) {
-    if (if_nametoindex(options.iface.c_str()) == 0) {
+  if (!listen.iface.empty()) {
+    if (if_nametoindex(listen.iface.c_str()) == 0) {
       std::string known;
       for (const auto& name : net::interfaces_with_ipv4()) known += (known.empty() ? "" : ", ") + name;
-      COHORT_THROW(ConfigError) << "COHORT_IFACE='" << options.iface
-                                << "': no such network interface (interfaces with an IPv4 address: "
-                                << known << ")";
+      COHORT_THROW(ConfigError) << "COHORT_IFACE='" << listen.iface
+                                << "': no such network interface (interfaces with an IPv4 address: " << known << ")";
     }
-    attr.iface = options.iface;
-    what = "interface " + options.iface;
-  } else if (!options.hostname.empty()) {
-    attr.hostname = options.hostname;
-    what = "address " + options.hostname;
-  } else if (std::string primary = net::primary_interface(); !primary.empty()) {
-    attr.iface = primary;
-    what = "interface " + primary;
+    attr.iface = listen.iface;
+    what = "interface " + listen.iface;
   } else {
-    attr.hostname = net::host_name();
-    what = "host name " + attr.hostname;
+    attr.hostname = listen.address;
+    what = (listen.why == "the host name" ? "host name " : "address ") + listen.address;
   }
   try {
     return ::gloo::transport::tcp::CreateDevice(attr);

@@ -5,9 +5,9 @@
 // connections under the store it was given (keys "<rank>", see
 // store_adapter.h; give each communicator a fresh namespace) and connects a
 // full mesh. The network interface comes from Options::iface, else
-// Options::hostname, else the default route's interface, else the first
-// other interface with an IPv4 address, else this host's name (see
-// common/network_interface.h). split() shares the parent's device (one event loop
+// Options::hostname, else net::listen_choice's fallback: the default route's
+// interface, else the first other interface with an IPv4 address, else this
+// host's name (common/network_interface.h). split() shares the parent's device (one event loop
 // thread per process) with its own connections.
 //
 // The first communicator sets SIGPIPE to ignored when it has the default
@@ -92,8 +92,8 @@ struct Options {
   // The network interface to bind (e.g. "eth0", "lo"); COHORT_IFACE.
   std::string iface;
   // Used when iface is empty: a host name or address of this host to bind.
-  // Both empty: primary_interface() (common/network_interface.h), else the host
-  // name's address.
+  // Both empty: net::listen_choice's fallback (common/network_interface.h):
+  // primary_interface(), else the host name's address.
   std::string hostname;
   size_t bcube_max_bytes = 1 << 20;    // allreduce algorithm switch (bcube's scratch is the message)
   size_t chunk_bytes = 1 << 20;        // reduce_scatter pipeline chunk
