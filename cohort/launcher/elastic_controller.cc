@@ -209,15 +209,15 @@ void ElasticController::announce_lost(Member m) {
 
 void ElasticController::watch_heartbeats(Clock::time_point now) {
   if (options_.heartbeat_timeout_s <= 0 || !terminate_) return;
-  const auto limit = std::chrono::duration_cast<Clock::duration>(
-      std::chrono::duration<double>(options_.heartbeat_timeout_s));
+  const auto limit =
+      std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.heartbeat_timeout_s));
   for (const std::vector<Member>* list : {&survivors_, &pending_})
     for (const Member& m : *list) {
       const HeartbeatTracker::Pulse& pulse = pulses_.read(*store_, m, now, HeartbeatTracker::WallClock::now());
       if (!HeartbeatTracker::silent(pulse, limit, now) || !silenced_.insert(rendezvous::member_text(m)).second)
         continue;
-      terminate_(m, "sent no heartbeat for " + seconds_text(options_.heartbeat_timeout_s) +
-                        " s (a cut link or a hung host)");
+      terminate_(
+          m, "sent no heartbeat for " + seconds_text(options_.heartbeat_timeout_s) + " s (a cut link or a hung host)");
     }
 }
 

@@ -89,9 +89,8 @@ bool HostWatch::host_beating(const std::string& host, SteadyClock::duration with
 
 bool HostWatch::host_silent(const std::string& host, SteadyClock::duration limit) const {
   const auto pulses = beating_pulses(host);
-  return !pulses.empty() && std::all_of(pulses.begin(), pulses.end(), [&](const Pulse* p) {
-    return HeartbeatTracker::silent(*p, limit, now_);
-  });
+  return !pulses.empty() && std::all_of(pulses.begin(), pulses.end(),
+                                        [&](const Pulse* p) { return HeartbeatTracker::silent(*p, limit, now_); });
 }
 
 std::string HostWatch::describe_host(const std::string& host) const {

@@ -44,7 +44,8 @@ class HostWatch final : public HealthWatch {
   using WallClock = HeartbeatTracker::WallClock;
 
   // `hosts` maps each rank to its host as the user named it (-H, hostfile).
-  HostWatch(HostWatchOptions options, std::shared_ptr<rendezvous::Store> store, const std::map<int, std::string>& hosts);
+  HostWatch(HostWatchOptions options, std::shared_ptr<rendezvous::Store> store,
+            const std::map<int, std::string>& hosts);
 
   std::string tick(const std::vector<int>& running) override;
   std::chrono::milliseconds period() const override { return options_.period; }

@@ -19,11 +19,24 @@ namespace cohort::launcher {
 namespace {
 
 constexpr const char* kLauncherVariables[] = {
-    "COHORT_RANK",  "COHORT_SIZE", "COHORT_LOCAL_RANK", "COHORT_LOCAL_SIZE",
-    "COHORT_STORE_ADDR", "COHORT_JOB_ID", "COHORT_SECRET", "RANK",
-    "WORLD_SIZE",   "LOCAL_RANK",  "LOCAL_WORLD_SIZE",  "MASTER_ADDR",
-    "MASTER_PORT",  "COHORT_HOST", "COHORT_ELASTIC_SLOT", "COHORT_ELASTIC_INCARNATION",
-    "COHORT_ELASTIC_JOINING", "COHORT_HEARTBEAT",
+    "COHORT_RANK",
+    "COHORT_SIZE",
+    "COHORT_LOCAL_RANK",
+    "COHORT_LOCAL_SIZE",
+    "COHORT_STORE_ADDR",
+    "COHORT_JOB_ID",
+    "COHORT_SECRET",
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "LOCAL_WORLD_SIZE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "COHORT_HOST",
+    "COHORT_ELASTIC_SLOT",
+    "COHORT_ELASTIC_INCARNATION",
+    "COHORT_ELASTIC_JOINING",
+    "COHORT_HEARTBEAT",
 };
 
 constexpr const char* kBackends[] = {"auto", "shm", "gloo", "mpi", "hierarchical"};

@@ -293,8 +293,8 @@ SupervisionResult Supervisor::run() {
         // Said even without --verbose after a forwarded signal: the user
         // asked the ranks to stop, and some did not.
         if (options_.verbose || reason_ == StopReason::signal)
-          message("grace period of " + seconds_text(kill_grace_s_) + " s over; killing " +
-                  std::to_string(live) + " rank(s)");
+          message("grace period of " + seconds_text(kill_grace_s_) + " s over; killing " + std::to_string(live) +
+                  " rank(s)");
         for (auto& rank : ranks_)
           if (!rank->record.ended) rank->record.killed_after_grace = true;
         signal_all(SIGKILL);

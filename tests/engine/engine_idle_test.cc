@@ -102,29 +102,32 @@ TEST(EngineIdle, AnAbandonedWorldFailsOpsThatMembersWhoLeftNeverSubmit) {
     if (abandoned) return why;
     return std::nullopt;
   };
-  run_engine_ranks(3, [&](EngineRank& info, Engine& e) {
-    std::vector<float> a(4, 1.0f);
-    if (info.rank == 2) {
-      engine::Handle h = e.allreduce_async("only_mine", BufferView{a.data(), 4, DType::f32});
-      // Probes without an abandonment leave the op waiting.
-      ASSERT_TRUE(eventually([&] { return e.stats().rings >= 3; }));
-      EXPECT_FALSE(h.poll());
-      abandoned = true;
-      try {
-        h.wait();
-        ADD_FAILURE() << "the op completed without ranks 0 and 1";
-      } catch (const PeerLostError& x) {
-        EXPECT_NE(std::string(x.what()).find("the elastic world was abandoned: " + why), std::string::npos)
-            << x.what();
-      }
-      failed = true;
-    } else {
-      ASSERT_TRUE(eventually([&] { return failed.load(); }));
-      // The group's engines stopped with the same cause.
-      const std::string error = error_of(e.allreduce_async("after", BufferView{a.data(), 4, DType::f32}));
-      EXPECT_NE(error.find("the elastic world was abandoned: " + why), std::string::npos) << error;
-    }
-  }, options);
+  run_engine_ranks(
+      3,
+      [&](EngineRank& info, Engine& e) {
+        std::vector<float> a(4, 1.0f);
+        if (info.rank == 2) {
+          engine::Handle h = e.allreduce_async("only_mine", BufferView{a.data(), 4, DType::f32});
+          // Probes without an abandonment leave the op waiting.
+          ASSERT_TRUE(eventually([&] { return e.stats().rings >= 3; }));
+          EXPECT_FALSE(h.poll());
+          abandoned = true;
+          try {
+            h.wait();
+            ADD_FAILURE() << "the op completed without ranks 0 and 1";
+          } catch (const PeerLostError& x) {
+            EXPECT_NE(std::string(x.what()).find("the elastic world was abandoned: " + why), std::string::npos)
+                << x.what();
+          }
+          failed = true;
+        } else {
+          ASSERT_TRUE(eventually([&] { return failed.load(); }));
+          // The group's engines stopped with the same cause.
+          const std::string error = error_of(e.allreduce_async("after", BufferView{a.data(), 4, DType::f32}));
+          EXPECT_NE(error.find("the elastic world was abandoned: " + why), std::string::npos) << error;
+        }
+      },
+      options);
 }
 
 }  // namespace
