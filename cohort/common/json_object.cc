@@ -18,15 +18,22 @@ JsonObject& JsonObject::add(std::string_view k, std::string_view value) {
   return *this;
 }
 
+std::string json_number(double value, int significant_digits) {
+  if (!std::isfinite(value)) return "null";
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.*g", significant_digits, value);
+  return buf;
+}
+
+std::string json_array(const std::vector<std::string>& items, bool lines) {
+  std::string out = "[";
+  for (size_t i = 0; i < items.size(); ++i) out += (i ? (lines ? ",\n" : ", ") : (lines ? "\n" : "")) + items[i];
+  return out + (lines && !items.empty() ? "\n]" : "]");
+}
+
 JsonObject& JsonObject::add(std::string_view k, double value, int significant_digits) {
   key(k);
-  if (!std::isfinite(value)) {
-    body_ += "null";
-  } else {
-    char buf[40];
-    std::snprintf(buf, sizeof buf, "%.*g", significant_digits, value);
-    body_ += buf;
-  }
+  body_ += json_number(value, significant_digits);
   return *this;
 }
 

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace cohort {
 
@@ -29,5 +30,13 @@ class JsonObject {
   void key(std::string_view k);
   std::string body_;
 };
+
+// `value` as JSON text with `significant_digits` (17 round-trips a double);
+// null when not finite. What JsonObject::add writes for a double.
+std::string json_number(double value, int significant_digits = 6);
+
+// `items`, each already JSON text, as a JSON array (add_raw takes it); one
+// item per line when `lines`, for arrays of records people read.
+std::string json_array(const std::vector<std::string>& items, bool lines = false);
 
 }  // namespace cohort

@@ -4,12 +4,10 @@
 #include <cstdio>
 #include <sstream>
 
+#include "cohort/common/seconds.h"
+
 namespace cohort::engine {
 namespace {
-
-StallInspector::Clock::duration seconds(double s) {
-  return std::chrono::duration_cast<StallInspector::Clock::duration>(std::chrono::duration<double>(s));
-}
 
 std::string ranks_where(const std::vector<bool>& present, bool value) {
   std::ostringstream os;
@@ -21,16 +19,10 @@ std::string ranks_where(const std::vector<bool>& present, bool value) {
 
 constexpr size_t kMaxListed = 20;
 
-std::string format_seconds(StallInspector::Clock::duration d) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", std::chrono::duration<double>(d).count());
-  return buf;
-}
-
 }  // namespace
 
 StallInspector::StallInspector(double warning_s, double shutdown_s)
-    : warning_(seconds(warning_s)), shutdown_(seconds(shutdown_s)) {}
+    : warning_(steady_seconds(warning_s)), shutdown_(steady_seconds(shutdown_s)) {}
 
 StallInspector::Clock::duration StallInspector::pass_interval() const {
   auto base = warning_ > Clock::duration::zero() ? warning_ : shutdown_;
@@ -84,11 +76,14 @@ StallInspector::Findings StallInspector::check(Clock::time_point now) {
     return s;
   };
   if (!due.empty())
-    f.warning = "stall: some ranks have waited more than " + format_seconds(warning_) + " s for ops that other ranks have not submitted (every rank must submit the same names; "
+    f.warning = "stall: some ranks have waited more than " +
+                seconds_text(std::chrono::duration<double>(warning_).count()) +
+                " s for ops that other ranks have not submitted (every rank must submit the same names; "
                 "a rank that ran out of data should call join()):" +
                 list(due);
   if (!fatal.empty())
-    f.shutdown = "stall shutdown after " + format_seconds(shutdown_) + " s (COHORT_STALL_SHUTDOWN_S): ops that some ranks never submitted:" + list(fatal);
+    f.shutdown = "stall shutdown after " + seconds_text(std::chrono::duration<double>(shutdown_).count()) +
+                 " s (COHORT_STALL_SHUTDOWN_S): ops that some ranks never submitted:" + list(fatal);
   return f;
 }
 

@@ -5,9 +5,9 @@
 #include <vector>
 
 #include "cohort/common/check.h"
+#include "cohort/common/seconds.h"
 #include "cohort/launcher/host_list.h"
 #include "cohort/launcher/remote_rank.h"
-#include "cohort/launcher/seconds_text.h"
 
 namespace cohort::launcher {
 
@@ -209,8 +209,7 @@ void ElasticController::announce_lost(Member m) {
 
 void ElasticController::watch_heartbeats(Clock::time_point now) {
   if (options_.heartbeat_timeout_s <= 0 || !terminate_) return;
-  const auto limit =
-      std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.heartbeat_timeout_s));
+  const auto limit = steady_seconds(options_.heartbeat_timeout_s);
   for (const std::vector<Member>* list : {&survivors_, &pending_})
     for (const Member& m : *list) {
       const HeartbeatTracker::Pulse& pulse = pulses_.read(*store_, m, now, HeartbeatTracker::WallClock::now());

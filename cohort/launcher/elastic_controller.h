@@ -139,13 +139,11 @@ class ElasticController {
   void watch_heartbeats(Clock::time_point now);
   void watch_starts(Clock::time_point now);
 
-  // A process's heartbeats as last read, and since when they stand still.
-
   ElasticOptions options_;
   std::shared_ptr<rendezvous::Store> store_;
   Respawn respawn_;
   Terminate terminate_;
-  HeartbeatTracker pulses_;
+  HeartbeatTracker pulses_;         // each member's heartbeats as last read, and since when they stand still
   std::set<std::string> silenced_;  // members killed for their silence, by "slot.incarnation"
   Clock::time_point next_watch_{};
   // Replacements started through the launch template whose program has not

@@ -5,7 +5,7 @@
 
 #include "cohort/common/check.h"
 #include "cohort/common/error.h"
-#include "cohort/launcher/seconds_text.h"
+#include "cohort/common/seconds.h"
 
 namespace cohort::launcher {
 
@@ -18,10 +18,6 @@ std::string clock_text(std::chrono::system_clock::time_point t) {
   char text[32];
   std::strftime(text, sizeof text, "%H:%M:%S UTC", &utc);
   return text;
-}
-
-HostWatch::SteadyClock::duration seconds(double s) {
-  return std::chrono::duration_cast<HostWatch::SteadyClock::duration>(std::chrono::duration<double>(s));
 }
 
 }  // namespace
@@ -51,7 +47,7 @@ std::string HostWatch::check(const std::vector<int>& running, SteadyClock::time_
   for (const auto& [host, ranks] : ranks_of_)
     for (int rank : ranks)
       if (running_.count(rank)) pulses_.read(*store_, rendezvous::Member{rank, 0}, now, wall_now);
-  const auto limit = seconds(options_.silence_s);
+  const auto limit = steady_seconds(options_.silence_s);
   const std::string variable = " (COHORT_ELASTIC_HEARTBEAT_TIMEOUT_S=" + seconds_text(options_.silence_s) + ")";
   for (const auto& [host, ranks] : ranks_of_)
     if (host_silent(host, limit))
@@ -109,7 +105,7 @@ std::string HostWatch::describe_host(const std::string& host) const {
 std::string HostWatch::silent_hosts(double for_s) const {
   std::string said;
   for (const auto& [host, ranks] : ranks_of_)
-    if (host_silent(host, seconds(for_s)))
+    if (host_silent(host, steady_seconds(for_s)))
       said += (said.empty() ? "" : "; ") + ("host " + host + ": " + describe_host(host));
   return said;
 }

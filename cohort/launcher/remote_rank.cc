@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cohort/common/error.h"
+#include "cohort/common/seconds.h"
 #include "cohort/launcher/job_id.h"
 #include "cohort/launcher/output_forwarder.h"
 #include "cohort/launcher/placement.h"
@@ -85,7 +86,7 @@ rendezvous::TcpStoreOptions store_options(const EnvironmentMap& env, double time
 // Relays `relays` until each has ended or `drain_s` passed: what the program
 // wrote just before it ended, or what its descendants still write.
 void drain_relays(std::span<OutputRelay* const> relays, double drain_s) {
-  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(drain_s));
+  const auto deadline = Clock::now() + steady_seconds(drain_s);
   for (;;) {
     std::vector<pollfd> fds;
     for (OutputRelay* relay : relays)
@@ -132,7 +133,7 @@ Outcome supervise(pid_t child, double grace_s, SignalEvents& signals, std::span<
       if (n <= 0 && !(n < 0 && errno == EINTR)) {
         stdin_open = false;
         ::kill(-child, SIGTERM);
-        kill_at = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(grace_s));
+        kill_at = Clock::now() + steady_seconds(grace_s);
       }
     }
     if (fds[0].revents & POLLIN)

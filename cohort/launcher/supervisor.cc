@@ -10,7 +10,7 @@
 #include <cstring>
 
 #include "cohort/common/check.h"
-#include "cohort/launcher/seconds_text.h"
+#include "cohort/common/seconds.h"
 
 namespace cohort::launcher {
 
@@ -24,13 +24,6 @@ struct Supervisor::Stream {
   int fd = -1;
   OutputForwarder forwarder;
 };
-
-namespace {
-std::chrono::steady_clock::duration seconds(double s) {
-  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(s));
-}
-
-}  // namespace
 
 Supervisor::Supervisor(SupervisorOptions options, SignalEvents& signals)
     : options_(options), signals_(signals) {}
@@ -92,7 +85,7 @@ void Supervisor::check_health(Clock::time_point now) {
 
 void Supervisor::watch_start(StartCheck& check, double timeout_s) {
   start_check_ = &check;
-  start_deadline_ = Clock::now() + seconds(timeout_s);
+  start_deadline_ = Clock::now() + steady_seconds(timeout_s);
   next_start_check_ = Clock::now();
 }
 
@@ -159,7 +152,7 @@ void Supervisor::kill(int rank, int incarnation) {
 // `signo` now, SIGKILL `grace_s` later to the ranks still running then.
 void Supervisor::stop_all(int signo, double grace_s) {
   signal_all(signo);
-  kill_deadline_ = Clock::now() + seconds(grace_s);
+  kill_deadline_ = Clock::now() + steady_seconds(grace_s);
   kill_grace_s_ = grace_s;
 }
 
@@ -222,7 +215,7 @@ void Supervisor::on_launcher_signal(int signo) {
     }
     return;
   }
-  if (reason_ == StopReason::signal && now - received_signal_at_ < seconds(options_.signal_window_s)) {
+  if (reason_ == StopReason::signal && now - received_signal_at_ < steady_seconds(options_.signal_window_s)) {
     if (options_.verbose)
       message("got " + signal_name(signo) + " again within " + seconds_text(options_.signal_window_s) +
               " s: the same request to stop (the ranks keep their grace period)");
@@ -262,7 +255,7 @@ SupervisionResult Supervisor::run() {
     if (live == 0) {
       if (open_stream_count() == 0) break;
       if (!drain_deadline) {
-        drain_deadline = now + seconds(options_.drain_s);
+        drain_deadline = now + steady_seconds(options_.drain_s);
         // Descendants of failed or stopped ranks keep their pipes open and
         // would outlive the job: stop them too.
         if (reason_ != StopReason::none)

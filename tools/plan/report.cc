@@ -21,13 +21,6 @@ namespace {
 // Significant digits of --json's numbers.
 constexpr int kJsonDigits = 10;
 
-// A JSON array of already-JSON items, one per line when `lines`.
-std::string json_array(const std::vector<std::string>& items, bool lines = false) {
-  std::string out = "[";
-  for (size_t i = 0; i < items.size(); ++i) out += (i ? (lines ? ",\n" : ", ") : (lines ? "\n" : "")) + items[i];
-  return out + (lines && !items.empty() ? "\n]" : "]");
-}
-
 const std::string& type_name(const ReportContext& r, const Plan& p) { return r.catalogue.types[p.config.type].name; }
 
 const Plan& find_plan(const ReportContext& r, int id) {

@@ -37,12 +37,6 @@ std::string first_line(const std::string& path) {
 
 }  // namespace
 
-std::string json_array(const std::vector<std::string>& items) {
-  std::string out = "[";
-  for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + items[i];
-  return out + "]";
-}
-
 std::string interface_of(const std::string& address) {
   if (address.empty()) return "";
   for (const std::string& name : net::interfaces_with_ipv4())

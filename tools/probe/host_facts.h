@@ -14,10 +14,6 @@ namespace cohort::probe {
 // takes on this host.
 std::string host_facts_json(const rendezvous::LaunchInfo& info, int listen_port, size_t shm_need);
 
-// `items`, each already JSON text, as a JSON array (JsonObject::add_raw
-// takes it).
-std::string json_array(const std::vector<std::string>& items);
-
 // The name of the interface holding `address`, or "" when none does.
 std::string interface_of(const std::string& address);
 

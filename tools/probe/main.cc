@@ -108,7 +108,7 @@ std::string probe_links(const rendezvous::LaunchInfo& info, const std::vector<Pe
       addresses.push_back(
           JsonObject().add("iface", name).add("address", address).add("ok", fd >= 0).add("error", error).str());
     }
-    link.add_raw("addresses", probe::json_array(addresses));
+    link.add_raw("addresses", json_array(addresses));
     if (!measure_address.empty()) {
       std::string error;
       const int fd = probe::connect_within(measure_address, peer.port, kConnectTimeout, error);
@@ -124,7 +124,7 @@ std::string probe_links(const rendezvous::LaunchInfo& info, const std::vector<Pe
     to.push_back(link.str());
   }
   JsonObject out;
-  out.add("rank", info.rank).add_raw("to", probe::json_array(to));
+  out.add("rank", info.rank).add_raw("to", json_array(to));
   std::string error;
   const int fd = probe::connect_within("127.0.0.1", my_port, kConnectTimeout, error);
   if (fd >= 0) {
@@ -209,19 +209,12 @@ BackendRun run_backend(std::shared_ptr<rendezvous::Store> store, const std::stri
   return run;
 }
 
-// A number as JSON text that reads back as the same double.
-std::string exact(double v) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.17g", v);
-  return text;
-}
-
 std::string runs_json(int rank, const std::vector<BackendRun>& runs) {
   std::vector<std::string> items;
   for (const BackendRun& r : runs) {
     std::vector<std::string> samples;
     for (const sim::Sample& sample : r.samples)
-      samples.push_back(probe::json_array({exact(sample.bytes), exact(sample.seconds)}));
+      samples.push_back(json_array({json_number(sample.bytes, 17), json_number(sample.seconds, 17)}));
     items.push_back(JsonObject()
                         .add("backend", r.backend)
                         .add("scope", r.scope)
@@ -230,10 +223,10 @@ std::string runs_json(int rank, const std::vector<BackendRun>& runs) {
                         .add("wrong", int64_t(r.wrong))
                         .add("error", r.error)
                         .add("skipped", r.skipped)
-                        .add_raw("samples", probe::json_array(samples))
+                        .add_raw("samples", json_array(samples))
                         .str());
   }
-  return JsonObject().add("rank", rank).add_raw("runs", probe::json_array(items)).str();
+  return JsonObject().add("rank", rank).add_raw("runs", json_array(items)).str();
 }
 
 // Rank 0: the simulator's topology from the measured allreduces (the shm
