@@ -133,6 +133,7 @@ std::string describe_plan(const LaunchPlan& plan, const LaunchOptions& options, 
       for (const RankLaunch& r : plan.ranks) p.push_back(r.where);
       return p;
     }()) << " host(s) of " << format_host_list(options.hosts);
+  if (!options.hosts_source.empty()) os << " (" << options.hosts_source << ")";
   os << "\n";
   os << "program: " << shell_join(options.command) << "\n";
   os << "working directory: " << plan.cwd << "\n";

@@ -12,6 +12,8 @@
 #include "cohort/launcher/options.h"
 #include "cohort/launcher/preflight.h"
 #include "cohort/launcher/remote_rank.h"
+#include "cohort/launcher/slurm_allocation.h"
+#include "cohort/rendezvous/discovery.h"
 
 int main(int argc, char** argv) {
   // Pipes created later must not land on fds 0-2 if the caller closed them:
@@ -25,7 +27,7 @@ int main(int argc, char** argv) {
   if (!args.empty() && args.front() == kRemoteRankFlag) return run_remote_rank(args);
   LaunchOptions options;
   try {
-    options = parse_options(args);
+    options = parse_options(args, slurm_allocation(cohort::rendezvous::process_environment()));
   } catch (const UsageError& e) {
     std::fprintf(stderr, "cohortrun: error: %s (see cohortrun --help)\n", e.what());
     return 2;

@@ -105,15 +105,15 @@ std::string one_line(std::string_view text) {
   return out;
 }
 
-LaunchOptions parse_arguments(std::span<const std::string> args);
+LaunchOptions parse_arguments(std::span<const std::string> args, const std::optional<HostAllocation>& allocation);
 
 }  // namespace
 
 std::span<const char* const> launcher_variables() { return kLauncherVariables; }
 
-LaunchOptions parse_options(std::span<const std::string> args) {
+LaunchOptions parse_options(std::span<const std::string> args, const std::optional<HostAllocation>& allocation) {
   try {
-    return parse_arguments(args);
+    return parse_arguments(args, allocation);
   } catch (const UsageError& e) {
     throw UsageError(one_line(e.what()));
   }
@@ -121,9 +121,10 @@ LaunchOptions parse_options(std::span<const std::string> args) {
 
 namespace {
 
-LaunchOptions parse_arguments(std::span<const std::string> args) {
+LaunchOptions parse_arguments(std::span<const std::string> args, const std::optional<HostAllocation>& allocation) {
   LaunchOptions options;
   bool np_given = false;
+  bool launch_template_given = false;
   bool max_restarts_given = false, elastic_timeout_given = false;
   std::string hosts_flag;  // the flag that gave the hosts, for conflicts
   std::string hosts_text;  // -H's value
@@ -187,6 +188,7 @@ LaunchOptions parse_arguments(std::span<const std::string> args) {
       hosts_flag = name;
     } else if (name == "--launch-template") {
       options.launch_template = value();
+      launch_template_given = true;
       LaunchTemplate check(options.launch_template);  // reports a malformed template now
     } else if (name == "--store-addr") {
       // ADDRESS, ADDRESS:PORT, or [IPv6]:PORT (a bare IPv6 address has no
@@ -341,6 +343,13 @@ LaunchOptions parse_arguments(std::span<const std::string> args) {
   } else if (options.max_np > 0) {
     throw UsageError("--max-np needs --host-discovery-script (hosts that can grow)");
   }
+  if (hosts_flag.empty() && allocation) {
+    if (!allocation->problem.empty())
+      throw UsageError("cannot place the ranks on " + allocation->name + ": " + allocation->problem);
+    options.hosts = allocation->hosts;
+    options.hosts_source = allocation->name;
+    if (!launch_template_given) options.launch_template = allocation->launch_template;
+  }
   if (options.max_np > 0 && options.max_np < options.num_ranks)
     throw UsageError("--max-np " + std::to_string(options.max_np) + " is fewer than the " +
                      std::to_string(options.num_ranks) + " rank(s) started (-np)");
@@ -348,8 +357,11 @@ LaunchOptions parse_arguments(std::span<const std::string> args) {
     if (!np_given) options.num_ranks = std::min(total_slots(options.hosts), kMaxRanks);
     if (options.num_ranks > total_slots(options.hosts))
       throw UsageError("-np " + std::to_string(options.num_ranks) + " is more than the " +
-                       std::to_string(total_slots(options.hosts)) + " slot(s) of the hosts " +
-                       format_host_list(options.hosts));
+                       std::to_string(total_slots(options.hosts)) + " slot(s) of " +
+                       (options.hosts_source.empty()
+                            ? "the hosts " + format_host_list(options.hosts)
+                            : options.hosts_source + " (" + format_host_list(options.hosts) +
+                                  "): ask Slurm for more tasks (-n, --ntasks-per-node) or give the hosts with -H"));
   } else if (!np_given) {
     throw UsageError("-np N is required (the number of ranks to start)");
   }
@@ -452,6 +464,12 @@ std::string usage_text() {
         "                        host:slots is refused as this typo); ranks fill them in\n"
         "                        order (host1 gets ranks 0 and 1, ...)\n"
         "  --hostfile F          hosts from a file: one 'host slots=N' per line, '#' comments\n"
+        "                        (neither given inside a Slurm allocation, an sbatch script\n"
+        "                        or a salloc shell: its nodes, SLURM_JOB_NODELIST, with\n"
+        "                        SLURM_TASKS_PER_NODE slots each, the ranks of other nodes\n"
+        "                        started with '"
+     << kSlurmLaunchTemplate
+     << "')\n"
         "  --launch-template T   how to start a rank on a host; {host} is replaced by the\n"
         "                        host (default: '"
      << kDefaultLaunchTemplate

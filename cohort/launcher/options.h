@@ -17,6 +17,7 @@
 // "--flag value" or "--flag=value".
 #pragma once
 
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -25,6 +26,7 @@
 #include "cohort/common/error.h"
 #include "cohort/launcher/host_list.h"
 #include "cohort/launcher/launch_template.h"
+#include "cohort/launcher/slurm_allocation.h"
 #include "cohort/launcher/spawn.h"
 
 namespace cohort::launcher {
@@ -52,6 +54,7 @@ struct LaunchOptions {
 
   // Multi-host (empty hosts: every rank on this machine).
   std::vector<HostSlots> hosts;   // -H / --host, or --hostfile (read while parsing)
+  std::string hosts_source;       // empty: the command line; else e.g. "the Slurm allocation of job 12"
   std::string launch_template = kDefaultLaunchTemplate;  // --launch-template
   std::string store_addr;         // --store-addr; empty: chosen (store_address.h)
   double start_timeout_s = 60;    // --start-timeout: remote ranks must start by then
@@ -91,14 +94,18 @@ inline constexpr int kMaxRanks = 4096;
 // Variables cohortrun sets itself for every rank; --env may not set them.
 std::span<const char* const> launcher_variables();
 
-// Parses the arguments after argv[0]. Throws UsageError for an unknown flag,
+// Parses the arguments after argv[0]. `allocation` (slurm_allocation.h)
+// gives the hosts, and -np's default, when the command line names none; its
+// launch template is used unless --launch-template is given. When its
+// `problem` is set and the hosts are needed, that is the UsageError. Throws UsageError for an unknown flag,
 // a missing or malformed value (-np missing without hosts, 0, negative or not
 // a number, or more than the hosts' slots; a --env without '='; an unknown
 // backend; a port outside 0..65535; a job id that is not a safe file-name
 // word; a malformed -H, hostfile line or launch template; both -H and
 // --hostfile), a launcher variable in --env, or a missing program (unless
 // --help or --check was given), or --check-topology/--check-probe without --check.
-LaunchOptions parse_options(std::span<const std::string> args);
+LaunchOptions parse_options(std::span<const std::string> args,
+                            const std::optional<HostAllocation>& allocation = std::nullopt);
 
 // The --help text: usage, flags, what ranks receive, exit codes, and the
 // COHORT_* tunables table.

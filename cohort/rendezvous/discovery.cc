@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cohort/common/check.h"
+#include "cohort/rendezvous/slurm_lists.h"
 #include "cohort/rendezvous/tcp_store.h"
 
 extern char** environ;
@@ -248,54 +249,6 @@ void discover_openmpi(const Env& env, LaunchInfo& info) {
     info.job_id = sanitize_job_id("ompi-" + *id);
 }
 
-// Slurm's tasks-per-node lists: "2(x3),1" is 2, 2, 2, 1 tasks on nodes 0..3.
-std::vector<int> parse_tasks_per_node(const std::string& variable, const std::string& text) {
-  std::vector<int> counts;
-  size_t pos = 0;
-  auto bad = [&]() {
-    COHORT_THROW(ConfigError) << variable << "='" << text
-                              << "' is not a Slurm tasks-per-node list like '2(x3),1'";
-  };
-  while (pos < text.size()) {
-    size_t end = text.find(',', pos);
-    if (end == std::string::npos) end = text.size();
-    const std::string item = text.substr(pos, end - pos);
-    pos = end + 1;
-    int n = 0;
-    int repeat = 1;
-    auto [p, ec] = std::from_chars(item.data(), item.data() + item.size(), n);
-    if (ec != std::errc() || n < 0 || item.empty() || item[0] == '-') bad();
-    const std::string rest(p, item.data() + item.size());
-    if (!rest.empty()) {
-      if (rest.size() < 4 || rest.substr(0, 2) != "(x" || rest.back() != ')') bad();
-      auto [q, ec2] = std::from_chars(rest.data() + 2, rest.data() + rest.size() - 1, repeat);
-      if (ec2 != std::errc() || q != rest.data() + rest.size() - 1 || repeat < 1 || repeat > 1 << 20) bad();
-    }
-    counts.insert(counts.end(), static_cast<size_t>(repeat), n);
-  }
-  if (counts.empty()) bad();
-  return counts;
-}
-
-// The first host of a Slurm host list: "node[07-09,12],gpu1" -> "node07",
-// "rack[1-2]-n[3-4]" -> "rack1-n3". Empty when `list` has none.
-std::string first_slurm_host(const std::string& list) {
-  std::string host;
-  for (size_t i = 0; i < list.size() && list[i] != ','; ++i) {
-    if (list[i] != '[') {
-      host += list[i];
-      continue;
-    }
-    // A range set: its first number, zero padding kept.
-    const size_t close = list.find(']', i);
-    if (close == std::string::npos) return {};
-    const size_t end = list.find_first_of("-,]", i + 1);
-    host += list.substr(i + 1, end - i - 1);
-    i = close;
-  }
-  return host;
-}
-
 // The store under srun when no address is configured: rank 0 serves it on
 // the first node of the step (where srun's block and cyclic distributions put
 // task 0) at a port derived from the job and step ids, so that every task
@@ -306,9 +259,12 @@ void store_from_slurm(const Env& env, LaunchInfo& info) {
                          : env.has("SLURM_JOB_NODELIST") ? "SLURM_JOB_NODELIST"
                                                          : nullptr;
   if (!list_var) return;  // store_from_env says what to set
-  const std::string host = first_slurm_host(*env.get(list_var));
-  COHORT_CHECK_AS(ConfigError, !host.empty())
-      << list_var << "='" << *env.get(list_var) << "' names no host; set COHORT_STORE_ADDR=host:port";
+  std::string host;
+  try {
+    host = expand_slurm_host_list(list_var, *env.get(list_var)).front();
+  } catch (const ConfigError& e) {
+    COHORT_THROW(ConfigError) << e.what() << "; set COHORT_STORE_ADDR=host:port";
+  }
   if (info.rank == 0) {
     const auto node = env.count("SLURM_NODEID");
     COHORT_CHECK_AS(ConfigError, !node || *node == 0)
@@ -350,7 +306,7 @@ void discover_slurm(const Env& env, LaunchInfo& info) {
                          : env.has("SLURM_TASKS_PER_NODE")    ? "SLURM_TASKS_PER_NODE"
                                                               : nullptr;
   if (list_var) {
-    const std::vector<int> counts = parse_tasks_per_node(list_var, *env.get(list_var));
+    const std::vector<int> counts = parse_slurm_tasks_per_node(list_var, *env.get(list_var));
     const bool uniform = std::all_of(counts.begin(), counts.end(), [&](int c) { return c == counts[0]; });
     if (auto node = env.count("SLURM_NODEID")) {
       COHORT_CHECK_AS(ConfigError, static_cast<size_t>(*node) < counts.size())

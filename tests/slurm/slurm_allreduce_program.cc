@@ -1,7 +1,8 @@
 // A cohort collective program for tests/slurm: started by srun, it takes its
-// rank, size and store from Slurm's variables through init_world(), checks
-// them against SLURM_PROCID and SLURM_NTASKS, and checks an allreduce
-// against its closed form. Rank 0 prints
+// rank, size and store from Slurm's variables through init_world() and checks
+// them against SLURM_PROCID and SLURM_NTASKS; started by cohortrun inside an
+// allocation (whose variables it inherits, task 0's among them), its rank is
+// cohortrun's. Either way it checks an allreduce against its closed form. Rank 0 prints
 // "slurm allreduce ok: backend=<b> size=<n> source=<launcher>"; a failure
 // prints what went wrong and exits 1.
 #include <cstdio>
@@ -25,8 +26,10 @@ void run() {
   const auto world = cohort::comm::init_world();
   const int rank = world.comm->rank();
   const int size = world.comm->size();
-  COHORT_CHECK_EQ(rank, slurm_variable("SLURM_PROCID")) << "rank differs from Slurm's task id";
-  COHORT_CHECK_EQ(size, slurm_variable("SLURM_NTASKS")) << "size differs from Slurm's task count";
+  if (world.info.source == cohort::rendezvous::LaunchSource::slurm) {
+    COHORT_CHECK_EQ(rank, slurm_variable("SLURM_PROCID")) << "rank differs from Slurm's task id";
+    COHORT_CHECK_EQ(size, slurm_variable("SLURM_NTASKS")) << "size differs from Slurm's task count";
+  }
   COHORT_CHECK_EQ(world.info.rank, rank) << "discovery and the communicator disagree";
 
   // Rank r contributes (r + 1) * (i % 1000 + 1): the sum over ranks is

@@ -6,7 +6,7 @@
 # tears it all down, even when a check fails.
 #
 # Usage: slurm_test.sh --allreduce PROGRAM [--with-mpi] [--with-gloo]
-#                      [--fashion-mnist PROGRAM]
+#                      [--fashion-mnist PROGRAM] [--cohortrun PATH]
 #   --allreduce       tests/slurm/slurm_allreduce_program: `srun -n 4` of it
 #                     (shm, then gloo, through a store at the step's first
 #                     node), `srun --mpi=pmix -n 4` (mpi), and an sbatch
@@ -15,6 +15,10 @@
 #   --with-gloo       cohort is built with gloo: run with it too
 #   --fashion-mnist   examples' fashion_mnist: `srun -n 2`, one epoch of the
 #                     mlp on a subset, which must reach 60% test accuracy
+#   --cohortrun       cohortrun: run inside an sbatch allocation without a
+#                     host list (--check, a launch, -np beyond the tasks),
+#                     and from a host name that is not the node's, so that
+#                     its ranks start through srun
 #
 # Exit status: 0 passed, 1 failed, 77 skipped (Slurm not installed, not
 # root, or its daemons would not start: the reason is printed).
@@ -22,6 +26,7 @@ set -euo pipefail
 
 allreduce=""
 fashion_mnist=""
+cohortrun=""
 pmix_backend=shm
 with_gloo=0
 while [[ $# -gt 0 ]]; do
@@ -30,6 +35,7 @@ while [[ $# -gt 0 ]]; do
     --with-mpi) pmix_backend=mpi; shift ;;
     --with-gloo) with_gloo=1; shift ;;
     --fashion-mnist) fashion_mnist=$2; shift 2 ;;
+    --cohortrun) cohortrun=$2; shift 2 ;;
     *) echo "slurm_test.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -270,6 +276,59 @@ if [[ -n $fashion_mnist ]]; then
   grep -iE 'accuracy' "$dir/fashion_mnist.out" | tail -n 2 | sed 's/^/srun -n 2 fashion_mnist: /'
 else
   echo "fashion_mnist: not built (LibTorch off): srun -n 2 of it not run"
+fi
+
+# 6. cohortrun inside an allocation, with no host list: the allocation's node
+# and its tasks are the hosts and -np (slurm_allocation.h). Then the same node
+# as another machine, from a cohortrun whose host name (a UTS namespace of
+# its own) is not the node's: its ranks start through srun, each a step of
+# the job (SLURM_STEP_ID set, the node's host name), and --check probes the
+# node through srun too.
+if [[ -n $cohortrun ]]; then
+  cat > "$dir/cohortrun.sbatch" <<EOF
+#!/bin/bash
+#SBATCH --ntasks=2
+#SBATCH --overcommit
+#SBATCH --time=5
+set -u
+step() { echo "== \$1"; shift; "\$@"; echo "== exit \$?"; }
+as_other() { unshare --uts sh -c 'hostname cohort-elsewhere && exec "\$@"' sh "\$@"; }
+step check "$cohortrun" --check
+step launch "$cohortrun" "$allreduce"
+step too-many "$cohortrun" -np 3 "$allreduce"
+step srun-check as_other "$cohortrun" --check
+step srun-launch as_other "$cohortrun" -v sh -c 'echo "rank \$COHORT_RANK of \$COHORT_SIZE: step \${SLURM_STEP_ID:-none} on \$(hostname)"'
+step srun-allreduce as_other "$cohortrun" "$allreduce"
+EOF
+  run cohortrun_sbatch sbatch --wait --output="$dir/cohortrun.log" "$dir/cohortrun.sbatch"
+  log=$dir/cohortrun.log
+  # The output of the script's step NAME, and the exit status it recorded.
+  step_output() { sed -n "/^== $1\$/,/^== exit/p" "$log"; }
+  step_status() { step_output "$1" | sed -n 's/^== exit //p'; }
+  expect_step() {  # expect_step NAME STATUS TEXT...
+    local name=$1 status=$2 text
+    shift 2
+    [[ $(step_status "$name") == "$status" ]] ||
+      { cat "$log" >&2; fail "cohortrun in an allocation, $name: exit $(step_status "$name"), expected $status"; }
+    for text in "$@"; do
+      step_output "$name" | grep -qF -- "$text" ||
+        { cat "$log" >&2; fail "cohortrun in an allocation, $name: '$text' not in its output"; }
+    done
+  }
+  expect_step check 0 "check: a launch of 2 ranks on 1 host would work"
+  expect_step launch 0 "slurm allreduce ok: backend=shm size=2 source=cohortrun"
+  expect_step too-many 2 "-np 3 is more than the 2 slot(s) of the Slurm allocation of job" "($node:2)"
+  expect_step srun-check 0 "check: a launch of 2 ranks on 1 host would work"
+  expect_step srun-launch 0 "rank 0 of 2: step " "rank 1 of 2: step " "on $host"
+  if step_output srun-launch | grep -q "step none"; then
+    cat "$log" >&2
+    fail "a rank on the allocation's node did not start through srun"
+  fi
+  expect_step srun-allreduce 0 "slurm allreduce ok: backend=shm size=2 source=cohortrun"
+  echo "cohortrun in sbatch -n 2: $(step_output launch | grep -F 'slurm allreduce ok')"
+  echo "cohortrun through srun: $(step_output srun-launch | grep -F 'rank 0 of 2')"
+else
+  echo "cohortrun: not given: cohortrun inside an allocation not run"
 fi
 
 # Nothing of the jobs may outlive them: no job, no task, no shared memory.
