@@ -28,7 +28,8 @@ namespace cohort::launcher {
 // One rank per step, sharing the job's CPUs and memory on its node with the
 // other ranks' steps (--overlap: without it the second step on a node waits
 // for the first to end), its output forwarded as it comes.
-inline constexpr const char* kSlurmLaunchTemplate = "srun --overlap --nodes=1 --ntasks=1 --unbuffered --nodelist={host}";
+inline constexpr const char* kSlurmLaunchTemplate =
+    "srun --overlap --nodes=1 --ntasks=1 --unbuffered --nodelist={host}";
 
 // Hosts that came from the environment rather than the command line.
 struct HostAllocation {

@@ -45,8 +45,8 @@ std::vector<std::string> expand_range_set(std::string_view set, const auto& bad)
 
 std::vector<std::string> expand_slurm_host_list(const std::string& variable, const std::string& text) {
   const auto bad = [&](const std::string& why) {
-    COHORT_THROW(ConfigError) << variable << "='" << text << "' is not a Slurm host list like 'node[01-04],gpu1': "
-                              << why;
+    COHORT_THROW(ConfigError) << variable << "='" << text
+                              << "' is not a Slurm host list like 'node[01-04],gpu1': " << why;
   };
   std::vector<std::string> hosts;
   size_t pos = 0;
@@ -85,8 +85,7 @@ std::vector<int> parse_slurm_tasks_per_node(const std::string& variable, const s
   std::vector<int> counts;
   size_t pos = 0;
   auto bad = [&]() {
-    COHORT_THROW(ConfigError) << variable << "='" << text
-                              << "' is not a Slurm tasks-per-node list like '2(x3),1'";
+    COHORT_THROW(ConfigError) << variable << "='" << text << "' is not a Slurm tasks-per-node list like '2(x3),1'";
   };
   while (pos < text.size()) {
     size_t end = text.find(',', pos);

@@ -84,9 +84,8 @@ TEST(SlurmAllocation, GivesTheHostsNpAndLaunchTemplateOfALaunchWithoutHosts) {
   EXPECT_EQ(all.hosts_source, "the Slurm allocation of job 4242");
   EXPECT_EQ(all.launch_template, kSlurmLaunchTemplate);
 
-  const LaunchOptions fewer = parse_options(std::vector<std::string>{"-np", "4", "--launch-template", "ssh {host}",
-                                                                     "./train"},
-                                            allocation);
+  const LaunchOptions fewer =
+      parse_options(std::vector<std::string>{"-np", "4", "--launch-template", "ssh {host}", "./train"}, allocation);
   EXPECT_EQ(fewer.num_ranks, 4);
   EXPECT_EQ(fewer.launch_template, "ssh {host}");
 

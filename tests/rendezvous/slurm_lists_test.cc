@@ -20,7 +20,8 @@ std::string error_of(const std::string& list) {
 
 TEST(SlurmLists, ExpandsHostListsInSlurmsOrder) {
   EXPECT_EQ(expand_slurm_host_list("V", "vm"), Hosts{"vm"});
-  EXPECT_EQ(expand_slurm_host_list("V", "node[07-09,12],gpu1"), (Hosts{"node07", "node08", "node09", "node12", "gpu1"}));
+  EXPECT_EQ(expand_slurm_host_list("V", "node[07-09,12],gpu1"),
+            (Hosts{"node07", "node08", "node09", "node12", "gpu1"}));
   // Several range sets in a name multiply, the last one varying fastest.
   EXPECT_EQ(expand_slurm_host_list("V", "rack[1-2]-n[3-4]"), (Hosts{"rack1-n3", "rack1-n4", "rack2-n3", "rack2-n4"}));
   // Padding is the width of the range's first number, kept past it.
