@@ -27,7 +27,14 @@
 # 4. reported per setting and model: measured time of the chosen plan over
 #    the best measured (goal <= 1.10), predicted over measured for the
 #    chosen plan (goal within +-15%), and Spearman's rank correlation of
-#    predicted and measured over the grid (goal >= 0.8).
+#    predicted and measured over the grid (goal >= 0.8);
+# 5. the same two figures again from profiles taken beside the grid: every
+#    rep first profiles each model again and has cohort-plan rank the plans
+#    from that profile, so that a prediction and the runs it predicts see
+#    the same machine (this shared machine's speed moves by 2x within
+#    minutes); each plan's prediction is its median over the reps, and the
+#    last column is the measured time, over the best, of the grid plan
+#    those predictions rank first.
 # Unless --no-memory: the memory-limited case, at the first setting: the
 # mlp made deep (width 2048, depth 16: 260 MB of parameters in layers of
 # 17 MB, so that ZeRO-3's units stay small) and every rank
@@ -73,7 +80,7 @@ while [[ $# -gt 0 ]]; do
     --global-batch) global_batch=${2:?--global-batch needs a value}; shift 2 ;;
     --no-memory) memory=0; shift ;;
     --no-build) build=0; shift ;;
-    -h|--help) sed -n '2,45p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,54p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) usage_error "unknown argument '$1'" ;;
   esac
 done
@@ -121,24 +128,27 @@ logrun() {
 # synthetic_benchmark's models (cohort/models/image_classifiers.cc), SGD
 # with momentum: parameters, gradients and one state element each, float32;
 # what one example's forward keeps for backward, from the layers' outputs.
-profile() {  # profile NAME MODEL WIDTH DEPTH
-  local name=$1 model=$2 width=$3 depth=$4 batch
+profile() {  # profile NAME MODEL WIDTH DEPTH [SUFFIX]: NAME[SUFFIX].profile.json
+  local name=$1 model=$2 width=$3 depth=$4 suffix=${5:-} batch
   # The batch of a rank of 4 and of a rank alone: the planner separates the
   # compute that does not grow with the batch (compute_at).
   for batch in $((global_batch / 4)) "$global_batch"; do
-    local timeline=$out_dir/$name.$batch.timeline.json
-    logrun "profile.$name.$batch" "$run" -np 1 --timeline "$timeline" "$synthetic" --model "$model" --width "$width" \
+    local timeline=$out_dir/$name$suffix.$batch.timeline.json
+    logrun "profile.$name$suffix.$batch" "$run" -np 1 --timeline "$timeline" "$synthetic" --model "$model" --width "$width" \
       --depth "$depth" --mode horovod --batch-size "$batch" --steps "$steps" --warmup "$warmup" --threads 1 ||
       die "the one-rank profile of $name at batch $batch failed"
-    logrun "workload.$name.$batch" "$sim" workload --timeline "$timeline" --out "$out_dir/$name.$batch.workload.json" ||
+    logrun "workload.$name$suffix.$batch" "$sim" workload --timeline "$timeline" \
+      --out "$out_dir/$name$suffix.$batch.workload.json" ||
       die "cohort-sim workload of $name failed"
   done
   local params
-  params=$(sed -n 's/.*model [a-z]* (\([0-9]*\) parameters).*/\1/p' "$out_dir/logs/profile.$name.$global_batch.log" | head -1)
-  [[ -n $params ]] || die "no parameter count in $out_dir/logs/profile.$name.$global_batch.log"
-  /usr/bin/python3 - "$name" "$model" "$width" "$depth" "$params" "$((global_batch / 4))" "$synthetic" "$out_dir" <<'EOF'
+  local log=$out_dir/logs/profile.$name$suffix.$global_batch.log
+  params=$(sed -n 's/.*model [a-z]* (\([0-9]*\) parameters).*/\1/p' "$log" | head -1)
+  [[ -n $params ]] || die "no parameter count in $log"
+  /usr/bin/python3 - "$name" "$model" "$width" "$depth" "$params" "$((global_batch / 4))" "$synthetic" "$out_dir" \
+    "$suffix" <<'EOF'
 import json, sys
-name, model, width, depth, params, batch, program, out = sys.argv[1:]
+name, model, width, depth, params, batch, program, out, suffix = sys.argv[1:]
 width, depth, params, batch = int(width), int(depth), int(params), int(batch)
 if model == "mlp":  # Linear + ReLU outputs of every hidden layer, the input, the logits
     activations = 4 * (784 + 2 * width * depth + 10)
@@ -146,14 +156,14 @@ else:  # cnn: convolutions and their ReLUs at 28x28 and 14x14, pools, the dense 
     activations = 4 * (784 + 2 * 32 * 784 + 2 * 64 * 784 + 64 * 196 + 2 * 128 * 196 + 128 * 49 + 2 * 256 + 10)
 profile = {
     "name": name,
-    "workload": f"{name}.{batch}.workload.json",
+    "workload": f"{name}{suffix}.{batch}.workload.json",
     "batch_per_rank": batch,
-    "compute_at": {"batch_per_rank": 4 * batch, "workload": f"{name}.{4 * batch}.workload.json"},
+    "compute_at": {"batch_per_rank": 4 * batch, "workload": f"{name}{suffix}.{4 * batch}.workload.json"},
     "program": f"{program} --model {model} --width {width} --depth {depth}",
     "memory": {"parameter_bytes": 4 * params, "gradient_bytes": 4 * params,
                "optimizer_bytes_per_parameter_byte": 1, "activation_bytes_per_example": activations},
 }
-json.dump(profile, open(f"{out}/{name}.profile.json", "w"), indent=1)
+json.dump(profile, open(f"{out}/{name}{suffix}.profile.json", "w"), indent=1)
 EOF
 }
 
@@ -247,18 +257,25 @@ for s in $settings; do
     die "cohortrun --check found problems on the healthy emulated cluster $s (log: $out_dir/logs/check.$s.log)"
 done
 
-for m in $models; do
-  if [[ $m == mlp ]]; then profile mlp mlp 1024 2; else profile cnn cnn 1024 2; fi
-done
+# profile_model MODEL [SUFFIX]: the profile of synthetic_benchmark's MODEL.
+profile_model() { profile "$1" "$1" 1024 2 "${2:-}"; }
+for m in $models; do profile_model "$m"; done
 
+# plan_for TAG MODEL SUFFIX [FLAGS...]: cohort-plan's ranking of TAG's
+# setting for MODEL's profile NAME[SUFFIX] -> plans.TAG[SUFFIX].json.
+plan_for() {
+  local tag=$1 m=$2 suffix=$3
+  shift 3
+  logrun "plan.$tag$suffix" "$plan" --profile "$out_dir/$m$suffix.profile.json" \
+    --topology "$out_dir/topology.${tag%.*}.json" --price-per-hour 0 --global-batch "$global_batch" --steps 1000 \
+    --max-machines 2 --strategies one_device,horovod,ddp,zero --json "$out_dir/plans.$tag$suffix.json" "$@" ||
+    die "cohort-plan failed for $tag$suffix"
+}
 tags=()
 for s in $settings; do
   for m in $models; do
     tag=$s.$m
-    logrun "plan.$tag" "$plan" --profile "$out_dir/$m.profile.json" --topology "$out_dir/topology.$s.json" \
-      --price-per-hour 0 --global-batch "$global_batch" --steps 1000 --max-machines 2 \
-      --strategies one_device,horovod,ddp,zero --json "$out_dir/plans.$tag.json" \
-      --out "$out_dir/chosen.$tag.json" || die "cohort-plan failed for $tag"
+    plan_for "$tag" "$m" "" --out "$out_dir/chosen.$tag.json"
     grid "$out_dir/plans.$tag.json" "$out_dir/chosen.$tag.json" "$out_dir/grid.$tag.tsv" >/dev/null
     tags+=("$tag")
   done
@@ -323,8 +340,15 @@ fi
 # Interleaved: every rep runs every setting's and model's grid once.
 for (( rep = 1; rep <= reps; rep++ )); do
   echo "plan_validation.sh: rep $rep of $reps (load $(cut -d' ' -f1-3 /proc/loadavg))" >&2
-  for tag in "${tags[@]}"; do
-    measure "$tag" "${tag%.*}" "${tag##*.}" "$out_dir/grid.$tag.tsv" "$out_dir/chosen.$tag.json" "$rep"
+  # The one-rank profile again, beside the grid runs it predicts (this
+  # machine's speed moves by 2x within minutes), and the planner's ranking
+  # from it: the report's in-grid predictions.
+  for m in $models; do
+    profile_model "$m" ".r$rep"
+    for s in $settings; do
+      plan_for "$s.$m" "$m" ".r$rep"
+      measure "$s.$m" "$s" "$m" "$out_dir/grid.$s.$m.tsv" "$out_dir/chosen.$s.$m.json" "$rep"
+    done
   done
   if (( memory )); then
     measure "${settings%% *}.memory" "${settings%% *}" wide "$out_dir/grid.${settings%% *}.memory.tsv" \
@@ -333,9 +357,10 @@ for (( rep = 1; rep <= reps; rep++ )); do
 done
 
 # --- the report ------------------------------------------------------------------
-/usr/bin/python3 - "$out_dir" "${tags[@]}" $( ((memory)) && echo "${settings%% *}.memory") <<'EOF' | tee "$out_dir/table.md"
-import json, statistics, sys
-out, tags = sys.argv[1], sys.argv[2:]
+/usr/bin/python3 - "$out_dir" "$reps" "${tags[@]}" $( ((memory)) && echo "${settings%% *}.memory") <<'EOF' |
+  tee "$out_dir/table.md"
+import json, os, statistics, sys
+out, reps, tags = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 measured = {}
 for line in open(f"{out}/results.tsv"):
     tag, pid, rep, ms = line.rstrip("\n").split("\t")
@@ -360,13 +385,30 @@ def spearman(xs, ys):
     den = (sum((a - mx) ** 2 for a in rx) * sum((b - my) ** 2 for b in ry)) ** 0.5
     return num / den if den else float("nan")
 
-print("| setting | model | grid | chosen plan | chosen / best measured | predicted / measured (chosen) | rank correlation |")
-print("|---|---|---|---|---|---|---|")
+def key(p):  # a plan, whichever ranking it came from
+    return (p["machines"], p["ranks_per_machine"], p["strategy"], p["backend"], tuple(sorted(p["env"].items())))
+
+def in_grid_predictions(tag):
+    """Each plan's median predicted step (ms) over the rankings from the
+    profiles taken beside each rep's grid runs; {} without them."""
+    got = {}
+    for r in range(1, reps + 1):
+        path = f"{out}/plans.{tag}.r{r}.json"
+        if os.path.exists(path):
+            for p in json.load(open(path))["plans"]:
+                if p["fits"]:
+                    got.setdefault(key(p), []).append(p["step_s"] * 1e3)
+    return {k: statistics.median(v) for k, v in got.items()}
+
+print("| setting | model | grid | chosen plan | chosen / best measured | predicted / measured (chosen) | rank correlation "
+      "| in-grid profiles: predicted / measured (chosen) | rank correlation | their choice / best measured |")
+print("|---|---|---|---|---|---|---|---|---|---|")
 for tag in tags:
     setting, model = tag.rsplit(".", 1)
     plans = {p["id"]: p for p in json.load(open(f"{out}/plans.{tag}.json"))["plans"]}
     rows = [l.split("\t") for l in open(f"{out}/grid.{tag}.tsv").read().splitlines()]
-    pred, meas, fails = [], [], []
+    in_grid = in_grid_predictions(tag)
+    pred, meas, fails, pred_in_grid, meas_in_grid = [], [], [], [], []
     for r in rows:
         pid = int(r[0])
         got = measured.get((tag, pid), [])
@@ -374,6 +416,9 @@ for tag in tags:
         if plans[pid]["fits"] and ok and len(ok) == len(got):
             pred.append(plans[pid]["step_s"] * 1e3)
             meas.append(statistics.median(ok))
+            if key(plans[pid]) in in_grid:
+                pred_in_grid.append(in_grid[key(plans[pid])])
+                meas_in_grid.append(meas[-1])
         elif not plans[pid]["fits"]:
             fails.append((pid, bool(ok)))
     chosen = statistics.median([v for v in measured[(tag, 1)] if v is not None]) if measured.get((tag, 1)) and all(
@@ -382,7 +427,7 @@ for tag in tags:
     c = plans[1]
     name = f'{c["machines"]}x{c["ranks_per_machine"]} {c["strategy"]} ({c["backend"] or "auto"})'
     if chosen is None:
-        print(f"| {setting} | {model} | {len(rows)} | {name} | chosen plan failed | - | - |")
+        print(f"| {setting} | {model} | {len(rows)} | {name} | chosen plan failed | - | - | - | - | - |")
         continue
     ratio = chosen / best
     err = c["step_s"] * 1e3 / chosen
@@ -391,7 +436,14 @@ for tag in tags:
     if fails:
         ran = [str(pid) for pid, ok in fails if ok]
         extra = f"; {len(fails)} plans refused for memory" + (f", of which {', '.join(ran)} ran anyway" if ran else ", none ran")
+    # The in-grid columns: the chosen plan's in-grid prediction, the
+    # ranking's correlation, and the grid plan those predictions rank first.
+    in_grid_cols = "- | - | -"
+    if key(c) in in_grid and len(pred_in_grid) > 2:
+        first = min(range(len(pred_in_grid)), key=lambda i: pred_in_grid[i])
+        in_grid_cols = (f"{in_grid[key(c)] / chosen:.2f} ({in_grid[key(c)]:.1f} / {chosen:.1f} ms) "
+                        f"| {spearman(pred_in_grid, meas_in_grid):.2f} | {meas_in_grid[first] / best:.2f}")
     print(f"| {setting} | {model} | {len(pred)} measured{extra} | {name} | {ratio:.2f} (best {best:.1f} ms) "
-          f"| {err:.2f} ({c['step_s'] * 1e3:.1f} / {chosen:.1f} ms) | {rho:.2f} |")
+          f"| {err:.2f} ({c['step_s'] * 1e3:.1f} / {chosen:.1f} ms) | {rho:.2f} | {in_grid_cols} |")
 EOF
 exit $failed
