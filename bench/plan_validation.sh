@@ -29,12 +29,15 @@
 #    chosen plan (goal within +-15%), and Spearman's rank correlation of
 #    predicted and measured over the grid (goal >= 0.8);
 # 5. the same two figures again from profiles taken beside the grid: every
-#    rep first profiles each model again and has cohort-plan rank the plans
-#    from that profile, so that a prediction and the runs it predicts see
-#    the same machine (this shared machine's speed moves by 2x within
-#    minutes); each plan's prediction is its median over the reps, and the
-#    last column is the measured time, over the best, of the grid plan
-#    those predictions rank first.
+#    rep first profiles each model again, and bench/sim/other_load.py
+#    samples the other programs' runnable threads all along; cohort-plan
+#    then ranks the plans from each rep's profile, with the median of that
+#    rep's samples as the topology's cpu.background_threads, so that a
+#    prediction and the runs it predicts see the same machine (this shared
+#    machine's speed moves by 2x within minutes, and 2 ranks on its 2 cores
+#    share them with the other tenants); each plan's prediction is its
+#    median over the reps, and the last column is the measured time, over
+#    the best, of the grid plan those predictions rank first.
 # Unless --no-memory: the memory-limited case, at the first setting: the
 # mlp made deep (width 2048, depth 16: 260 MB of parameters in layers of
 # 17 MB, so that ZeRO-3's units stay small) and every rank
@@ -262,12 +265,15 @@ profile_model() { profile "$1" "$1" 1024 2 "${2:-}"; }
 for m in $models; do profile_model "$m"; done
 
 # plan_for TAG MODEL SUFFIX [FLAGS...]: cohort-plan's ranking of TAG's
-# setting for MODEL's profile NAME[SUFFIX] -> plans.TAG[SUFFIX].json.
+# setting for MODEL's profile NAME[SUFFIX] and the setting's topology
+# (topology.SETTING[SUFFIX].json when there is one) -> plans.TAG[SUFFIX].json.
 plan_for() {
   local tag=$1 m=$2 suffix=$3
   shift 3
+  local topology=$out_dir/topology.${tag%.*}$suffix.json
+  [[ -f $topology ]] || topology=$out_dir/topology.${tag%.*}.json
   logrun "plan.$tag$suffix" "$plan" --profile "$out_dir/$m$suffix.profile.json" \
-    --topology "$out_dir/topology.${tag%.*}.json" --price-per-hour 0 --global-batch "$global_batch" --steps 1000 \
+    --topology "$topology" --price-per-hour 0 --global-batch "$global_batch" --steps 1000 \
     --max-machines 2 --strategies one_device,horovod,ddp,zero --json "$out_dir/plans.$tag$suffix.json" "$@" ||
     die "cohort-plan failed for $tag$suffix"
 }
@@ -338,15 +344,16 @@ EOF
 fi
 
 # Interleaved: every rep runs every setting's and model's grid once.
+/usr/bin/python3 "$repo/bench/sim/other_load.py" $$ "$out_dir/background.txt" &
+sampler=$!
 for (( rep = 1; rep <= reps; rep++ )); do
+  rep_start=$(date +%s)
   echo "plan_validation.sh: rep $rep of $reps (load $(cut -d' ' -f1-3 /proc/loadavg))" >&2
-  # The one-rank profile again, beside the grid runs it predicts (this
-  # machine's speed moves by 2x within minutes), and the planner's ranking
-  # from it: the report's in-grid predictions.
+  # The one-rank profile again, beside the grid runs it predicts: the
+  # report's in-grid predictions.
   for m in $models; do
     profile_model "$m" ".r$rep"
     for s in $settings; do
-      plan_for "$s.$m" "$m" ".r$rep"
       measure "$s.$m" "$s" "$m" "$out_dir/grid.$s.$m.tsv" "$out_dir/chosen.$s.$m.json" "$rep"
     done
   done
@@ -354,6 +361,26 @@ for (( rep = 1; rep <= reps; rep++ )); do
     measure "${settings%% *}.memory" "${settings%% *}" wide "$out_dir/grid.${settings%% *}.memory.tsv" \
       "$out_dir/chosen.${settings%% *}.memory.json" "$rep" "$limit_kb"
   fi
+  echo "$rep $rep_start $(date +%s)" >>"$out_dir/reps.txt"
+done
+kill "$sampler" 2>/dev/null || true
+
+# Each rep's rankings: its profiles, and the topologies with the other
+# programs' median load during that rep.
+for (( rep = 1; rep <= reps; rep++ )); do
+  for s in $settings; do
+    /usr/bin/python3 - "$out_dir" "$rep" "$s" <<'EOF'
+import json, statistics, sys
+out, rep, setting = sys.argv[1], sys.argv[2], sys.argv[3]
+_, start, end = next(l.split() for l in open(f"{out}/reps.txt") if l.split()[0] == rep)
+samples = [int(l.split()[1]) for l in open(f"{out}/background.txt")
+           if len(l.split()) == 3 and int(start) <= float(l.split()[0]) <= int(end)]
+topology = json.load(open(f"{out}/topology.{setting}.json"))
+topology.setdefault("cpu", {})["background_threads"] = statistics.median(samples) if samples else 0
+json.dump(topology, open(f"{out}/topology.{setting}.r{rep}.json", "w"), indent=1)
+EOF
+    for m in $models; do plan_for "$s.$m" "$m" ".r$rep"; done
+  done
 done
 
 # --- the report ------------------------------------------------------------------
@@ -399,6 +426,13 @@ def in_grid_predictions(tag):
                 if p["fits"]:
                     got.setdefault(key(p), []).append(p["step_s"] * 1e3)
     return {k: statistics.median(v) for k, v in got.items()}
+
+for r in range(1, reps + 1):
+    path = f"{out}/topology.{tags[0].rsplit('.', 1)[0]}.r{r}.json"
+    if os.path.exists(path):
+        print(f"rep {r}: the other programs' runnable threads, median: "
+              f"{json.load(open(path))['cpu']['background_threads']:g}")
+print()
 
 print("| setting | model | grid | chosen plan | chosen / best measured | predicted / measured (chosen) | rank correlation "
       "| in-grid profiles: predicted / measured (chosen) | rank correlation | their choice / best measured |")

@@ -7,6 +7,7 @@
 #
 # Usage: slurm_test.sh --allreduce PROGRAM [--with-mpi] [--with-gloo]
 #                      [--fashion-mnist PROGRAM] [--cohortrun PATH]
+#                      [--cluster-script scripts/cluster.sh]
 #   --allreduce       tests/slurm/slurm_allreduce_program: `srun -n 4` of it
 #                     (shm, then gloo, through a store at the step's first
 #                     node), `srun --mpi=pmix -n 4` (mpi), and an sbatch
@@ -19,6 +20,11 @@
 #                     host list (--check, a launch, -np beyond the tasks),
 #                     and from a host name that is not the node's, so that
 #                     its ranks start through srun
+#   --cluster-script  with --cohortrun: two more Slurm nodes, each a host of
+#                     an emulated cluster (a network namespace with its own
+#                     address, scripts/cluster.sh) with a slurmd of its
+#                     own, in a partition of their own; an sbatch job over
+#                     both runs cohortrun --check and a launch there
 #
 # Exit status: 0 passed, 1 failed, 77 skipped (Slurm not installed, not
 # root, or its daemons would not start: the reason is printed).
@@ -27,6 +33,7 @@ set -euo pipefail
 allreduce=""
 fashion_mnist=""
 cohortrun=""
+cluster_script=""
 pmix_backend=shm
 with_gloo=0
 while [[ $# -gt 0 ]]; do
@@ -36,6 +43,7 @@ while [[ $# -gt 0 ]]; do
     --with-gloo) with_gloo=1; shift ;;
     --fashion-mnist) fashion_mnist=$2; shift 2 ;;
     --cohortrun) cohortrun=$2; shift 2 ;;
+    --cluster-script) cluster_script=$2; shift 2 ;;
     *) echo "slurm_test.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -56,6 +64,7 @@ for tool in munged munge slurmctld slurmd srun sbatch sinfo squeue scancel; do
 done
 [[ $(id -u) == 0 ]] || skip "slurmd starts tasks as their users and must run as root; this test runs as $(id -un)"
 
+cluster_prefix=""
 dir=$(mktemp -d /tmp/cohort-slurm.XXXXXX)
 chmod 755 "$dir"
 conf=$dir/slurm.conf
@@ -96,7 +105,7 @@ cleanup() {
   set +e
   trap - EXIT INT TERM HUP
   # Jobs first, while the controller can still end them cleanly.
-  if [[ -f $conf && ${#daemon_pids[@]} == 3 ]] && running "${daemon_pids[1]}"; then
+  if [[ -f $conf && ${#daemon_pids[@]} -ge 3 ]] && running "${daemon_pids[1]}"; then
     slurm timeout 10 scancel --quiet --user="$(id -un)" >/dev/null 2>&1
   fi
   # The daemons (SIGTERM, then SIGKILL), then whatever they left: steps,
@@ -113,9 +122,10 @@ cleanup() {
   local segments
   segments=$(leftover_segments)
   [[ -n $segments ]] && rm -f $segments
+  [[ -n $cluster_prefix ]] && "$cluster_script" down --prefix "$cluster_prefix" >/dev/null 2>&1
   if [[ $status != 0 && $status != 77 ]]; then
-    for log in slurmctld.log slurmd.log munged.log; do
-      [[ -s $dir/$log ]] && { echo "--- last lines of $log:"; tail -n 15 "$dir/$log"; }
+    for log in "$dir"/slurmctld.log "$dir"/slurmd.*.log "$dir"/munged.log; do
+      [[ -s $log ]] && { echo "--- last lines of ${log##*/}:"; tail -n 15 "$log"; }
     done
   fi
   rm -rf "$dir"
@@ -140,14 +150,28 @@ host=$(hostname -s)
 node=$host
 getent hosts "$node" >/dev/null || node=localhost
 
+# The emulated hosts: Slurm nodes cohortn0 and cohortn1, each a network
+# namespace with its own address on a bridge, whose address (in this
+# namespace) is the controller's, so that every slurmd reaches it.
+ctl_addr=127.0.0.1
+emulated_nodes=()
+if [[ -n $cohortrun && -n $cluster_script ]]; then
+  info=$("$cluster_script" up --hosts 2 --owner $$) || skip "scripts/cluster.sh could not make two emulated hosts"
+  cluster_prefix=$(sed -n 's/^prefix=//p' <<<"$info")
+  ctl_addr=$(sed -n 's/^bridge=[^ ]* //p' <<<"$info")
+  mapfile -t emulated_hosts < <(sed -n 's/^host=//p' <<<"$info")  # "namespace address"
+  for i in "${!emulated_hosts[@]}"; do emulated_nodes+=("cohortn$i"); done
+fi
+
 mkdir -m 700 "$dir/munge"
 mkdir -m 755 "$dir/munge-run" "$dir/spool" "$dir/state"
+for n in "$node" "${emulated_nodes[@]}"; do mkdir -m 755 "$dir/spool/$n"; done
 head -c 1024 /dev/urandom > "$dir/munge/munge.key"
 chmod 400 "$dir/munge/munge.key"
 
 cat > "$conf" <<EOF
 ClusterName=cohorttest
-SlurmctldHost=$host(127.0.0.1)
+SlurmctldHost=$host($ctl_addr)
 SlurmctldPort=$ctld_port
 SlurmdPort=$slurmd_port
 SlurmUser=root
@@ -156,11 +180,11 @@ AuthType=auth/munge
 CredType=cred/munge
 AuthInfo=socket=$dir/munge-run/socket
 StateSaveLocation=$dir/state
-SlurmdSpoolDir=$dir/spool
+SlurmdSpoolDir=$dir/spool/%n
 SlurmctldPidFile=$dir/slurmctld.pid
-SlurmdPidFile=$dir/slurmd.pid
+SlurmdPidFile=$dir/slurmd.%n.pid
 SlurmctldLogFile=$dir/slurmctld.log
-SlurmdLogFile=$dir/slurmd.log
+SlurmdLogFile=$dir/slurmd.%n.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/none
@@ -180,6 +204,13 @@ MinJobAge=2
 NodeName=$node NodeAddr=127.0.0.1 CPUs=$(nproc) State=UNKNOWN
 PartitionName=test Nodes=$node Default=YES MaxTime=10 State=UP OverSubscribe=YES
 EOF
+for i in "${!emulated_nodes[@]}"; do
+  read -r _ address <<<"${emulated_hosts[$i]}"
+  echo "NodeName=${emulated_nodes[$i]} NodeAddr=$address CPUs=$(nproc) State=UNKNOWN" >>"$conf"
+done
+if (( ${#emulated_nodes[@]} )); then
+  echo "PartitionName=hosts Nodes=cohortn[0-$(( ${#emulated_nodes[@]} - 1 ))] MaxTime=10 State=UP OverSubscribe=YES" >>"$conf"
+fi
 
 SLURM_CONF=$conf munged --foreground --force --key-file="$dir/munge/munge.key" \
   --socket="$dir/munge-run/socket" --pid-file="$dir/munge-run/munged.pid" \
@@ -189,19 +220,28 @@ SLURM_CONF=$conf slurmctld -D -f "$conf" >/dev/null 2>&1 &
 daemon_pids+=($!)
 SLURM_CONF=$conf slurmd -D -f "$conf" -N "$node" >/dev/null 2>&1 &
 daemon_pids+=($!)
+for i in "${!emulated_nodes[@]}"; do
+  read -r namespace _ <<<"${emulated_hosts[$i]}"
+  # nsenter, not `ip netns exec`: that mounts a sysfs of the namespace's
+  # own, without the cgroup file system that slurmd initialises.
+  SLURM_CONF=$conf nsenter --net="/run/netns/$namespace" slurmd -D -f "$conf" -N "${emulated_nodes[$i]}" \
+    >/dev/null 2>&1 &
+  daemon_pids+=($!)
+done
 
 started=$SECONDS
-until [[ $(slurm sinfo -h -n "$node" -o %t 2>/dev/null) == idle ]]; do
+all_nodes=$(IFS=,; echo "$node${emulated_nodes[*]:+,${emulated_nodes[*]}}")
+until [[ $(slurm sinfo -h -N -n "$all_nodes" -o %t 2>/dev/null | sort -u) == idle ]]; do
   for pid in "${daemon_pids[@]}"; do
     if ! running "$pid"; then
       tail -n 15 "$dir"/*.log 2>/dev/null
       skip "a Slurm daemon (pid $pid) exited during start-up; its log is above"
     fi
   done
-  (( SECONDS - started < 60 )) || { tail -n 15 "$dir"/*.log; skip "the node did not become idle within 60 s"; }
+  (( SECONDS - started < 60 )) || { tail -n 15 "$dir"/*.log; skip "the nodes did not become idle within 60 s"; }
   sleep 0.1
 done
-echo "slurm: one-node cluster up in $((SECONDS - started)) s (node $node, controller port $ctld_port)"
+echo "slurm: cluster up in $((SECONDS - started)) s (nodes $all_nodes, controller port $ctld_port)"
 
 # Tasks must not inherit a launcher of the caller's (ctest may run under
 # cohortrun or torchrun variables).
@@ -329,6 +369,39 @@ EOF
   echo "cohortrun through srun: $(step_output srun-launch | grep -F 'rank 0 of 2')"
 else
   echo "cohortrun: not given: cohortrun inside an allocation not run"
+fi
+
+# 7. Two Slurm nodes that are two hosts (the emulated cluster): cohortrun in
+# an sbatch job over both places 2 ranks on each, starting every rank with
+# srun on its node; --check probes both nodes the same way. The node names
+# resolve nowhere (as names without DNS would not), so the store address is
+# given: the address of the first node, where the batch script runs.
+if (( ${#emulated_nodes[@]} )); then
+  read -r _ first_address <<<"${emulated_hosts[0]}"
+  cat > "$dir/hosts.sbatch" <<EOF
+#!/bin/bash
+#SBATCH --partition=hosts
+#SBATCH --nodes=2
+#SBATCH --ntasks-per-node=2
+#SBATCH --overcommit
+#SBATCH --time=5
+set -u
+step() { echo "== \$1"; shift; "\$@"; echo "== exit \$?"; }
+echo "nodes \$SLURM_JOB_NODELIST, tasks \$SLURM_TASKS_PER_NODE"
+step check "$cohortrun" --check --store-addr $first_address
+step launch "$cohortrun" --store-addr $first_address "$allreduce"
+step where "$cohortrun" --store-addr $first_address sh -c 'echo "rank \$COHORT_RANK on \$SLURMD_NODENAME (COHORT_HOST=\$COHORT_HOST)"'
+EOF
+  run hosts_sbatch sbatch --wait --output="$dir/hosts.log" "$dir/hosts.sbatch"
+  log=$dir/hosts.log
+  grep -qF "nodes cohortn[0-1], tasks 2(x2)" "$log" || { cat "$log" >&2; fail "the two-node job's allocation is not cohortn[0-1] with 2(x2) tasks"; }
+  expect_step check 0 "check: a launch of 4 ranks on 2 hosts would work"
+  expect_step launch 0 "slurm allreduce ok: backend=hierarchical size=4 source=cohortrun"
+  expect_step where 0 "rank 0 on cohortn0 (COHORT_HOST=cohortn0)" "rank 1 on cohortn0 (COHORT_HOST=cohortn0)" \
+    "rank 2 on cohortn1 (COHORT_HOST=cohortn1)" "rank 3 on cohortn1 (COHORT_HOST=cohortn1)"
+  echo "cohortrun in sbatch -N 2 --ntasks-per-node=2: $(step_output launch | grep -F 'slurm allreduce ok')"
+  echo "cohortrun --check there:"
+  step_output check | sed -n -e '/^host /,/^needed/p' -e '/^  from /,/^$/p' -e '/^cohortrun: check:/p'
 fi
 
 # Nothing of the jobs may outlive them: no job, no task, no shared memory.
