@@ -29,13 +29,15 @@
 #    chosen plan (goal within +-15%), and Spearman's rank correlation of
 #    predicted and measured over the grid (goal >= 0.8);
 # 5. the same two figures again from profiles taken beside the grid: every
-#    rep first profiles each model again, and bench/sim/other_load.py
-#    samples the other programs' runnable threads all along; cohort-plan
-#    then ranks the plans from each rep's profile, with the median of that
-#    rep's samples as the topology's cpu.background_threads, so that a
+#    rep first profiles each model again (one rank alone), then runs two
+#    copies of that one-rank run at once; cohort-plan then ranks the plans
+#    from each rep's profile, with a topology whose cpu.background_threads
+#    makes the simulator slow two ranks down as much as the two copies were
+#    (2 copies + B threads sharing C cores: B = C x slowdown - 2), so that a
 #    prediction and the runs it predicts see the same machine (this shared
-#    machine's speed moves by 2x within minutes, and 2 ranks on its 2 cores
-#    share them with the other tenants); each plan's prediction is its
+#    machine's speed moves by 2x within minutes, and two busy ranks on its
+#    2 cores run slower than one, through its hypervisor's other tenants,
+#    which no /proc counter here shows); each plan's prediction is its
 #    median over the reps, and the last column is the measured time, over
 #    the best, of the grid plan those predictions rank first.
 # Unless --no-memory: the memory-limited case, at the first setting: the
@@ -266,11 +268,11 @@ for m in $models; do profile_model "$m"; done
 
 # plan_for TAG MODEL SUFFIX [FLAGS...]: cohort-plan's ranking of TAG's
 # setting for MODEL's profile NAME[SUFFIX] and the setting's topology
-# (topology.SETTING[SUFFIX].json when there is one) -> plans.TAG[SUFFIX].json.
+# (topology.TAG[SUFFIX].json when there is one) -> plans.TAG[SUFFIX].json.
 plan_for() {
   local tag=$1 m=$2 suffix=$3
   shift 3
-  local topology=$out_dir/topology.${tag%.*}$suffix.json
+  local topology=$out_dir/topology.$tag$suffix.json
   [[ -f $topology ]] || topology=$out_dir/topology.${tag%.*}.json
   logrun "plan.$tag$suffix" "$plan" --profile "$out_dir/$m$suffix.profile.json" \
     --topology "$topology" --price-per-hour 0 --global-batch "$global_batch" --steps 1000 \
@@ -343,16 +345,28 @@ EOF
   echo "memory case: baseline ${baseline_kb} kB per rank, ulimit -v ${limit_kb} kB" >"$out_dir/memory.txt"
 fi
 
+# concurrent MODEL REP: two copies of MODEL's one-rank profile run (the
+# small batch) at once -> logs/concurrent.MODEL.rREP.{0,1}.log.
+concurrent() {
+  local m=$1 rep=$2 i
+  local -a pids=()
+  for i in 0 1; do
+    timeout 900 "$run" -np 1 "$synthetic" --model "$m" --width 1024 --depth 2 --mode horovod \
+      --batch-size $((global_batch / 4)) --steps "$steps" --warmup "$warmup" --threads 1 \
+      </dev/null >"$out_dir/logs/concurrent.$m.r$rep.$i.log" 2>&1 &
+    pids+=($!)
+  done
+  for i in "${pids[@]}"; do wait "$i" || die "a concurrent copy of $m's profile failed (logs/concurrent.$m.r$rep.*)"; done
+}
+
 # Interleaved: every rep runs every setting's and model's grid once.
-/usr/bin/python3 "$repo/bench/sim/other_load.py" $$ "$out_dir/background.txt" &
-sampler=$!
 for (( rep = 1; rep <= reps; rep++ )); do
-  rep_start=$(date +%s)
   echo "plan_validation.sh: rep $rep of $reps (load $(cut -d' ' -f1-3 /proc/loadavg))" >&2
-  # The one-rank profile again, beside the grid runs it predicts: the
-  # report's in-grid predictions.
+  # The one-rank profile again, beside the grid runs it predicts, and two
+  # copies at once: the report's in-grid predictions.
   for m in $models; do
     profile_model "$m" ".r$rep"
+    concurrent "$m" "$rep"
     for s in $settings; do
       measure "$s.$m" "$s" "$m" "$out_dir/grid.$s.$m.tsv" "$out_dir/chosen.$s.$m.json" "$rep"
     done
@@ -361,31 +375,34 @@ for (( rep = 1; rep <= reps; rep++ )); do
     measure "${settings%% *}.memory" "${settings%% *}" wide "$out_dir/grid.${settings%% *}.memory.tsv" \
       "$out_dir/chosen.${settings%% *}.memory.json" "$rep" "$limit_kb"
   fi
-  echo "$rep $rep_start $(date +%s)" >>"$out_dir/reps.txt"
 done
-kill "$sampler" 2>/dev/null || true
 
-# Each rep's rankings: its profiles, and the topologies with the other
-# programs' median load during that rep.
+# Each rep's rankings: its profiles, and topologies whose background
+# threads slow two ranks as much as that rep's two concurrent copies were.
+step_ms() { sed -n 's/.*"step_ms":\([0-9.]*\).*/\1/p' "$1" | tail -1; }
 for (( rep = 1; rep <= reps; rep++ )); do
-  for s in $settings; do
-    /usr/bin/python3 - "$out_dir" "$rep" "$s" <<'EOF'
+  for m in $models; do
+    alone=$(step_ms "$out_dir/logs/profile.$m.r$rep.$((global_batch / 4)).log")
+    copies="$(step_ms "$out_dir/logs/concurrent.$m.r$rep.0.log") $(step_ms "$out_dir/logs/concurrent.$m.r$rep.1.log")"
+    for s in $settings; do
+      /usr/bin/python3 - "$out_dir" "$s.$m" "$rep" "$alone" $copies <<'EOF'
 import json, statistics, sys
-out, rep, setting = sys.argv[1], sys.argv[2], sys.argv[3]
-_, start, end = next(l.split() for l in open(f"{out}/reps.txt") if l.split()[0] == rep)
-samples = [int(l.split()[1]) for l in open(f"{out}/background.txt")
-           if len(l.split()) == 3 and int(start) <= float(l.split()[0]) <= int(end)]
-topology = json.load(open(f"{out}/topology.{setting}.json"))
-topology.setdefault("cpu", {})["background_threads"] = statistics.median(samples) if samples else 0
-json.dump(topology, open(f"{out}/topology.{setting}.r{rep}.json", "w"), indent=1)
+out, tag, rep, alone, copies = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), sys.argv[5:]
+slowdown = statistics.mean(float(c) for c in copies) / alone
+topology = json.load(open(f"{out}/topology.{tag.rsplit('.', 1)[0]}.json"))
+cores = topology["cpu"]["cores_per_host"]
+topology["cpu"]["background_threads"] = round(max(0.0, cores * slowdown - 2), 3)
+json.dump(topology, open(f"{out}/topology.{tag}.r{rep}.json", "w"), indent=1)
+open(f"{out}/slowdown.{tag}.r{rep}.txt", "w").write(f"{slowdown:.3f}\n")
 EOF
-    for m in $models; do plan_for "$s.$m" "$m" ".r$rep"; done
+      plan_for "$s.$m" "$m" ".r$rep"
+    done
   done
 done
 
 # --- the report ------------------------------------------------------------------
-/usr/bin/python3 - "$out_dir" "$reps" "${tags[@]}" $( ((memory)) && echo "${settings%% *}.memory") <<'EOF' |
-  tee "$out_dir/table.md"
+if (( memory )); then tags+=("${settings%% *}.memory"); fi
+/usr/bin/python3 - "$out_dir" "$reps" "${tags[@]}" <<'EOF' | tee "$out_dir/table.md"
 import json, os, statistics, sys
 out, reps, tags = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 measured = {}
@@ -427,11 +444,13 @@ def in_grid_predictions(tag):
                     got.setdefault(key(p), []).append(p["step_s"] * 1e3)
     return {k: statistics.median(v) for k, v in got.items()}
 
-for r in range(1, reps + 1):
-    path = f"{out}/topology.{tags[0].rsplit('.', 1)[0]}.r{r}.json"
-    if os.path.exists(path):
-        print(f"rep {r}: the other programs' runnable threads, median: "
-              f"{json.load(open(path))['cpu']['background_threads']:g}")
+for tag in tags:
+    runs = [(float(open(f"{out}/slowdown.{tag}.r{r}.txt").read()),
+             json.load(open(f"{out}/topology.{tag}.r{r}.json"))["cpu"]["background_threads"])
+            for r in range(1, reps + 1) if os.path.exists(f"{out}/slowdown.{tag}.r{r}.txt")]
+    if runs and tag.startswith(tags[0].rsplit(".", 1)[0]):
+        print(f"{tag.rsplit('.', 1)[1]}: two one-rank copies at once, slowdown per rep: "
+              + ", ".join(f"{f:.2f} (background threads {b:g})" for f, b in runs))
 print()
 
 print("| setting | model | grid | chosen plan | chosen / best measured | predicted / measured (chosen) | rank correlation "
