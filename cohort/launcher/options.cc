@@ -348,6 +348,7 @@ LaunchOptions parse_arguments(std::span<const std::string> args, const std::opti
       throw UsageError("cannot place the ranks on " + allocation->name + ": " + allocation->problem);
     options.hosts = allocation->hosts;
     options.hosts_source = allocation->name;
+    options.more_slots = allocation->more_slots;
     if (!launch_template_given) options.launch_template = allocation->launch_template;
   }
   if (options.max_np > 0 && options.max_np < options.num_ranks)
@@ -358,10 +359,9 @@ LaunchOptions parse_arguments(std::span<const std::string> args, const std::opti
     if (options.num_ranks > total_slots(options.hosts))
       throw UsageError("-np " + std::to_string(options.num_ranks) + " is more than the " +
                        std::to_string(total_slots(options.hosts)) + " slot(s) of " +
-                       (options.hosts_source.empty()
-                            ? "the hosts " + format_host_list(options.hosts)
-                            : options.hosts_source + " (" + format_host_list(options.hosts) +
-                                  "): ask Slurm for more tasks (-n, --ntasks-per-node) or give the hosts with -H"));
+                       (options.hosts_source.empty() ? "the hosts " + format_host_list(options.hosts)
+                                                     : options.hosts_source + " (" + format_host_list(options.hosts) +
+                                                           "): " + options.more_slots));
   } else if (!np_given) {
     throw UsageError("-np N is required (the number of ranks to start)");
   }

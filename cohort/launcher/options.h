@@ -55,6 +55,7 @@ struct LaunchOptions {
   // Multi-host (empty hosts: every rank on this machine).
   std::vector<HostSlots> hosts;   // -H / --host, or --hostfile (read while parsing)
   std::string hosts_source;       // empty: the command line; else e.g. "the Slurm allocation of job 12"
+  std::string more_slots;         // with hosts_source: what to do when -np is more than its slots
   std::string launch_template = kDefaultLaunchTemplate;  // --launch-template
   std::string store_addr;         // --store-addr; empty: chosen (store_address.h)
   double start_timeout_s = 60;    // --start-timeout: remote ranks must start by then

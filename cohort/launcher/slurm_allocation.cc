@@ -27,6 +27,7 @@ std::optional<HostAllocation> slurm_allocation(const rendezvous::Environment& en
   const std::string* job = value_of(env, "SLURM_JOB_ID");
   allocation.name = job ? "the Slurm allocation of job " + *job : "the Slurm allocation";
   allocation.launch_template = kSlurmLaunchTemplate;
+  allocation.more_slots = "ask Slurm for more tasks (-n, --ntasks-per-node) or give the hosts with -H";
   const std::string* tasks = value_of(env, "SLURM_TASKS_PER_NODE");
   try {
     const auto nodes = rendezvous::expand_slurm_host_list(nodes_var, *value_of(env, nodes_var));
@@ -54,6 +55,7 @@ std::optional<HostAllocation> slurm_allocation(const rendezvous::Environment& en
       // A node given no task (salloc -n 1 over 2 nodes) takes no rank.
       if (counts[i] > 0) allocation.hosts.push_back({nodes[i], std::min(counts[i], kMaxSlotsPerHost)});
     }
+    if (allocation.hosts.empty()) allocation.problem = "SLURM_TASKS_PER_NODE='" + *tasks + "' gives no node a task";
   } catch (const ConfigError& e) {
     allocation.problem = e.what();
   }

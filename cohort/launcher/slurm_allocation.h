@@ -36,6 +36,7 @@ struct HostAllocation {
   std::vector<HostSlots> hosts;
   std::string name;             // for messages: "the Slurm allocation of job 1234"
   std::string launch_template;  // for its hosts, unless --launch-template is given
+  std::string more_slots;       // what to do when -np is more than its slots
   // Non-empty when the variables are there but malformed: the allocation
   // cannot be used, and a launch that needs it fails with this (naming the
   // variable, its value and what was expected).

@@ -60,10 +60,13 @@ TEST(SlurmAllocation, MalformedVariablesAreAProblemOnlyWhenTheHostsAreNeeded) {
   missing.erase("SLURM_TASKS_PER_NODE");
   auto mismatch = batch_env();
   mismatch["SLURM_TASKS_PER_NODE"] = "3(x2)";
+  auto no_task = batch_env();
+  no_task["SLURM_TASKS_PER_NODE"] = "0(x3)";
   for (const auto& [env, why] : std::vector<std::pair<rendezvous::Environment, std::string>>{
            {bad_list, "SLURM_JOB_NODELIST='gpu[007-008' is not a Slurm host list"},
            {missing, "SLURM_JOB_NODELIST is set but SLURM_TASKS_PER_NODE is not: give the hosts with -H"},
            {mismatch, "SLURM_TASKS_PER_NODE='3(x2)' counts the tasks of 2 node(s), but SLURM_JOB_NODELIST="},
+           {no_task, "SLURM_TASKS_PER_NODE='0(x3)' gives no node a task"},
        }) {
     const auto allocation = slurm_allocation(env);
     ASSERT_TRUE(allocation);
