@@ -133,14 +133,23 @@ logrun() {
 # synthetic_benchmark's models (cohort/models/image_classifiers.cc), SGD
 # with momentum: parameters, gradients and one state element each, float32;
 # what one example's forward keeps for backward, from the layers' outputs.
+# one_rank_program MODEL WIDTH DEPTH BATCH: the profile's program, in the
+# array `program` (the profile runs it alone, `concurrent` twice at once).
+one_rank_program() {
+  program=("$synthetic" --model "$1" --width "$2" --depth "$3" --mode horovod --batch-size "$4" --steps "$steps"
+           --warmup "$warmup" --threads 1)
+}
+# step_ms LOG: the step time a synthetic_benchmark run printed.
+step_ms() { sed -n 's/.*"step_ms":\([0-9.]*\).*/\1/p' "$1" | tail -1; }
+
 profile() {  # profile NAME MODEL WIDTH DEPTH [SUFFIX]: NAME[SUFFIX].profile.json
   local name=$1 model=$2 width=$3 depth=$4 suffix=${5:-} batch
   # The batch of a rank of 4 and of a rank alone: the planner separates the
   # compute that does not grow with the batch (compute_at).
   for batch in $((global_batch / 4)) "$global_batch"; do
     local timeline=$out_dir/$name$suffix.$batch.timeline.json
-    logrun "profile.$name$suffix.$batch" "$run" -np 1 --timeline "$timeline" "$synthetic" --model "$model" --width "$width" \
-      --depth "$depth" --mode horovod --batch-size "$batch" --steps "$steps" --warmup "$warmup" --threads 1 ||
+    one_rank_program "$model" "$width" "$depth" "$batch"
+    logrun "profile.$name$suffix.$batch" "$run" -np 1 --timeline "$timeline" "${program[@]}" ||
       die "the one-rank profile of $name at batch $batch failed"
     logrun "workload.$name$suffix.$batch" "$sim" workload --timeline "$timeline" \
       --out "$out_dir/$name$suffix.$batch.workload.json" ||
@@ -235,7 +244,7 @@ measure() {
       logrun "$log" "${cmd[@]}" "${prog[@]}" || ok=0
     fi
     local ms
-    ms=$(sed -n 's/.*"step_ms":\([0-9.]*\).*/\1/p' "$out_dir/logs/$log.log" | tail -1)
+    ms=$(step_ms "$out_dir/logs/$log.log")
     if (( ok )) && [[ -n $ms ]]; then
       printf '%s\t%s\t%s\t%s\n' "$tag" "$id" "$rep" "$ms" >>"$out_dir/results.tsv"
     else
@@ -350,10 +359,9 @@ fi
 concurrent() {
   local m=$1 rep=$2 i
   local -a pids=()
+  one_rank_program "$m" 1024 2 $((global_batch / 4))  # profile_model's
   for i in 0 1; do
-    timeout 900 "$run" -np 1 "$synthetic" --model "$m" --width 1024 --depth 2 --mode horovod \
-      --batch-size $((global_batch / 4)) --steps "$steps" --warmup "$warmup" --threads 1 \
-      </dev/null >"$out_dir/logs/concurrent.$m.r$rep.$i.log" 2>&1 &
+    timeout 900 "$run" -np 1 "${program[@]}" </dev/null >"$out_dir/logs/concurrent.$m.r$rep.$i.log" 2>&1 &
     pids+=($!)
   done
   for i in "${pids[@]}"; do wait "$i" || die "a concurrent copy of $m's profile failed (logs/concurrent.$m.r$rep.*)"; done
@@ -379,7 +387,6 @@ done
 
 # Each rep's rankings: its profiles, and topologies whose background
 # threads slow two ranks as much as that rep's two concurrent copies were.
-step_ms() { sed -n 's/.*"step_ms":\([0-9.]*\).*/\1/p' "$1" | tail -1; }
 for (( rep = 1; rep <= reps; rep++ )); do
   for m in $models; do
     alone=$(step_ms "$out_dir/logs/profile.$m.r$rep.$((global_batch / 4)).log")

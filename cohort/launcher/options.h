@@ -98,8 +98,9 @@ std::span<const char* const> launcher_variables();
 // Parses the arguments after argv[0]. `allocation` (slurm_allocation.h)
 // gives the hosts, and -np's default, when the command line names none; its
 // launch template is used unless --launch-template is given. When its
-// `problem` is set and the hosts are needed, that is the UsageError. Throws UsageError for an unknown flag,
-// a missing or malformed value (-np missing without hosts, 0, negative or not
+// `problem` is set and the hosts are needed, that is the UsageError.
+//
+// Throws UsageError for an unknown flag, a missing or malformed value (-np missing without hosts, 0, negative or not
 // a number, or more than the hosts' slots; a --env without '='; an unknown
 // backend; a port outside 0..65535; a job id that is not a safe file-name
 // word; a malformed -H, hostfile line or launch template; both -H and

@@ -318,6 +318,21 @@ else
   echo "fashion_mnist: not built (LibTorch off): srun -n 2 of it not run"
 fi
 
+# The batch scripts of cases 6 and 7 mark each step of theirs: "== NAME",
+# its output, "== exit STATUS". $log is the script's output.
+step_output() { sed -n "/^== $1\$/,/^== exit/p" "$log"; }
+step_status() { step_output "$1" | sed -n 's/^== exit //p'; }
+expect_step() {  # expect_step NAME STATUS TEXT...: the step exited STATUS and printed every TEXT
+  local name=$1 status=$2 text
+  shift 2
+  [[ $(step_status "$name") == "$status" ]] ||
+    { cat "$log" >&2; fail "cohortrun in an allocation, $name: exit $(step_status "$name"), expected $status"; }
+  for text in "$@"; do
+    step_output "$name" | grep -qF -- "$text" ||
+      { cat "$log" >&2; fail "cohortrun in an allocation, $name: '$text' not in its output"; }
+  done
+}
+
 # 6. cohortrun inside an allocation, with no host list: the allocation's node
 # and its tasks are the hosts and -np (slurm_allocation.h). Then the same node
 # as another machine, from a cohortrun whose host name (a UTS namespace of
@@ -348,19 +363,6 @@ EOF
   fi
   run cohortrun_sbatch sbatch --wait --output="$dir/cohortrun.log" "$dir/cohortrun.sbatch"
   log=$dir/cohortrun.log
-  # The output of the script's step NAME, and the exit status it recorded.
-  step_output() { sed -n "/^== $1\$/,/^== exit/p" "$log"; }
-  step_status() { step_output "$1" | sed -n 's/^== exit //p'; }
-  expect_step() {  # expect_step NAME STATUS TEXT...
-    local name=$1 status=$2 text
-    shift 2
-    [[ $(step_status "$name") == "$status" ]] ||
-      { cat "$log" >&2; fail "cohortrun in an allocation, $name: exit $(step_status "$name"), expected $status"; }
-    for text in "$@"; do
-      step_output "$name" | grep -qF -- "$text" ||
-        { cat "$log" >&2; fail "cohortrun in an allocation, $name: '$text' not in its output"; }
-    done
-  }
   expect_step check 0 "check: a launch of 2 ranks on 1 host would work"
   expect_step launch 0 "slurm allreduce ok: backend=shm size=2 source=cohortrun"
   expect_step too-many 2 "-np 3 is more than the 2 slot(s) of the Slurm allocation of job" "($node:2)"
@@ -398,7 +400,7 @@ if (( ${#emulated_nodes[@]} )); then
 set -u
 step() { echo "== \$1"; shift; "\$@"; echo "== exit \$?"; }
 echo "nodes \$SLURM_JOB_NODELIST, tasks \$SLURM_TASKS_PER_NODE"
-step check "$cohortrun" --check --store-addr $first_address
+step check "$cohortrun" --check --check-topology "$dir/hosts.topology.json" --store-addr $first_address
 step launch "$cohortrun" --store-addr $first_address "$allreduce"
 step where "$cohortrun" --store-addr $first_address sh -c 'echo "rank \$COHORT_RANK on \$SLURMD_NODENAME (COHORT_HOST=\$COHORT_HOST)"'
 EOF
@@ -406,6 +408,8 @@ EOF
   log=$dir/hosts.log
   grep -qF "nodes cohortn[0-1], tasks 2(x2)" "$log" || { cat "$log" >&2; fail "the two-node job's allocation is not cohortn[0-1] with 2(x2) tasks"; }
   expect_step check 0 "check: a launch of 4 ranks on 2 hosts would work"
+  grep -q '"hosts": *2' "$dir/hosts.topology.json" ||
+    fail "--check-topology wrote no topology of 2 hosts: $(cat "$dir/hosts.topology.json" 2>&1)"
   expect_step launch 0 "slurm allreduce ok: backend=hierarchical size=4 source=cohortrun"
   expect_step where 0 "rank 0 on cohortn0 (COHORT_HOST=cohortn0)" "rank 1 on cohortn0 (COHORT_HOST=cohortn0)" \
     "rank 2 on cohortn1 (COHORT_HOST=cohortn1)" "rank 3 on cohortn1 (COHORT_HOST=cohortn1)"
