@@ -12,12 +12,14 @@
 # (bench/python_dead_rank.py).
 #
 # Usage: bench/python_ddp.sh [--build-dir DIR] [--reps N] [--steps N]
-#          [--models "mlp cnn"] [--out DIR]
+#          [--models "mlp cnn"] [--batches "64 8"] [--out DIR]
 #
 # Builds the package (target cohort_python) in the build dir (default
 # build/). A DDP run reports the median over --steps (default 20) steps of
 # the slowest rank's step time; a configuration's figure is the median of
-# its --reps (default 3) runs. Prints per model the step of each backend and
+# its --reps (default 3) runs, per model and batch per process (--batches:
+# 64, where this machine's compute dominates the mlp's step, and 8, where its
+# 80 MB allreduce does). Prints per model and batch the step of each backend and
 # cohort / gloo (target: <= 0.8 on the mlp, <= 1.0 on the cnn), and the
 # communication's cost (the 2-process step less the 1-process one), the
 # allreduce table, the detection times and the load average. JSON lines go
@@ -29,6 +31,7 @@ build="$repo/build"
 reps=3
 steps=20
 models="mlp cnn"
+batches="64 8"
 out=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -36,8 +39,9 @@ while [[ $# -gt 0 ]]; do
     --reps) reps=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
     --models) models=$2; shift 2 ;;
+    --batches) batches=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "python_ddp.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -52,9 +56,11 @@ py=/usr/bin/python3
 
 for rep in $(seq 1 "$reps"); do
   for model in $models; do
-    for ranks in 1 2; do
-      $py "$repo/bench/pytorch_ddp_synthetic.py" --model "$model" --ranks "$ranks" --threads 1 --steps "$steps" \
-        --backend both | grep '^{' >>"$results"
+    for batch in $batches; do
+      for ranks in 1 2; do
+        $py "$repo/bench/pytorch_ddp_synthetic.py" --model "$model" --ranks "$ranks" --threads 1 --steps "$steps" \
+          --batch-size "$batch" --backend both | grep '^{' >>"$results"
+      done
     done
   done
 done
@@ -69,11 +75,12 @@ rows = [json.loads(l) for l in open(sys.argv[1])]
 ddp = [r for r in rows if r["bench"] == "pytorch_ddp_synthetic"]
 print("DDP, 1 thread per process, gloo and cohort interleaved step by step in the same processes:")
 print("median step (ms) over the runs' medians; overhead = the 2-process step less the 1-process step")
-for model in dict.fromkeys(r["model"] for r in ddp):
+for model, batch in dict.fromkeys((r["model"], r["batch_per_rank"]) for r in ddp):
     step = {(b, n): statistics.median(r["step_ms"] for r in ddp if r["model"] == model and r["backend"] == b
-                                       and r["ranks"] == n) for b in ("gloo", "cohort") for n in (1, 2)}
+                                       and r["ranks"] == n and r["batch_per_rank"] == batch)
+            for b in ("gloo", "cohort") for n in (1, 2)}
     over = {b: step[(b, 2)] - step[(b, 1)] for b in ("gloo", "cohort")}
-    print(f"  {model:4s} 1 process: gloo {step[('gloo', 1)]:7.1f} cohort {step[('cohort', 1)]:7.1f} | "
+    print(f"  {model:4s} batch {batch:3d} 1 process: gloo {step[('gloo', 1)]:7.1f} cohort {step[('cohort', 1)]:7.1f} | "
           f"2 processes: gloo {step[('gloo', 2)]:7.1f} cohort {step[('cohort', 2)]:7.1f} "
           f"cohort/gloo {step[('cohort', 2)] / step[('gloo', 2)]:.2f} | overhead gloo {over['gloo']:6.1f} "
           f"cohort {over['cohort']:6.1f} cohort/gloo {over['cohort'] / over['gloo'] if over['gloo'] > 0 else float('nan'):.2f}")

@@ -29,6 +29,12 @@ std::string current_directory() {
 const std::set<std::string> kPerRank = {"COHORT_RANK", "COHORT_LOCAL_RANK", "COHORT_LOCAL_SIZE", "COHORT_HOST",
                                         "RANK",        "LOCAL_RANK",        "LOCAL_WORLD_SIZE"};
 
+// Who tells a remote rank torch.distributed's master (torch_master.h).
+TorchMasterRole torch_master_role_for(const JobEnvironment& job, int rank) {
+  if (!job.torch_master.empty() || user_sets_torch_master(job.extra)) return TorchMasterRole::given;
+  return rank == 0 ? TorchMasterRole::publish : TorchMasterRole::read;
+}
+
 }  // namespace
 
 std::string self_executable() {
@@ -112,6 +118,7 @@ LaunchPlan make_launch_plan(const LaunchOptions& options, const JobEnvironment& 
                                      .start_timeout_s = options.start_timeout_s,
                                      .cwd = plan.cwd,
                                      .output = options.output,
+                                     .torch_master = torch_master_role_for(job, where.rank),
                                      .argv = options.command,
                                      .env = remote_rank_variables(base, job, where)};
     }
@@ -173,10 +180,12 @@ std::string describe_plan(const LaunchPlan& plan, const LaunchOptions& options, 
       continue;
     }
     // The port may be a placeholder, printed as is.
-    if (key == "MASTER_PORT") os << " MASTER_PORT=" << port;
-    else if (key == "COHORT_STORE_ADDR") os << " COHORT_STORE_ADDR=" << value.substr(0, value.rfind(':') + 1) << port;
+    if (key == "COHORT_STORE_ADDR") os << " COHORT_STORE_ADDR=" << value.substr(0, value.rfind(':') + 1) << port;
     else os << " " << key << "=" << shell_join({value});
   }
+  // Chosen when the job starts (torch_master.h).
+  if (job.torch_master.empty() && !user_sets_torch_master(job.extra))
+    os << " MASTER_ADDR=<rank 0's host> MASTER_PORT=<a free port there>";
   os << "\n";
   bool any_remote = false;
   for (const RankLaunch& r : plan.ranks) any_remote = any_remote || r.where.remote;

@@ -31,6 +31,7 @@
 #include "cohort/launcher/start_watch.h"
 #include "cohort/launcher/store_address.h"
 #include "cohort/launcher/supervisor.h"
+#include "cohort/launcher/torch_master.h"
 #include "cohort/rendezvous/auth.h"
 #include "cohort/rendezvous/tcp_store.h"
 #include "cohort/telemetry/job_record.h"
@@ -321,6 +322,25 @@ int run_job(const LaunchOptions& options) {
     print_error(std::string("cannot start the dashboard: ") + e.what());
     return 1;
   }
+  // torch.distributed's master (torch_master.h): chosen here when rank 0
+  // runs here; else rank 0's remote end chooses it, before this machine's
+  // ranks start (below).
+  const RankPlacement& rank0 =
+      *std::find_if(placement.begin(), placement.end(), [](const RankPlacement& p) { return p.rank == 0; });
+  const bool master_from_rank0 = !user_sets_torch_master(job.extra) && rank0.remote;
+  if (!user_sets_torch_master(job.extra) && !rank0.remote) {
+    try {
+      const EnvironmentMap rank0_env = rank_environment(base, job, rank0);  // its COHORT_IFACE
+      const auto iface = rank0_env.find("COHORT_IFACE");
+      const bool all_here =
+          std::none_of(placement.begin(), placement.end(), [](const RankPlacement& p) { return p.remote; });
+      job.torch_master = choose_torch_master(iface == rank0_env.end() ? std::string() : iface->second, all_here,
+                                             job.store_host);
+    } catch (const Error& e) {
+      print_error(e.what());
+      return 1;
+    }
+  }
   plan = make_launch_plan(options, job, base, placement, store_address, self_executable());
   if (options.verbose)
     print("cohortrun: job " + job_id + ": " + std::to_string(options.num_ranks) + " rank(s) of " +
@@ -406,8 +426,26 @@ int run_job(const LaunchOptions& options) {
   }
   std::map<int, std::string> remote_ranks;
   bool output_noted = false;  // a missing pseudo-terminal is said once, not per rank
+  pid_t rank0_pid = -1;
   for (const RankLaunch& launch : plan.ranks) {
     const int rank = launch.where.rank;
+    if (master_from_rank0 && job.torch_master.empty() && !launch.where.remote) {
+      // This machine's ranks need what rank 0's end chose (it started
+      // first: the plan is in rank order).
+      try {
+        rendezvous::TcpStore client({.host = store_address.bind, .port = job.store_port, .secret = job.secret,
+                                     .connect_timeout = std::chrono::seconds(10)});
+        job.torch_master = await_torch_master(client, options.start_timeout_s,
+                                              [&] { return rank0_pid > 0 && process_running(rank0_pid); });
+      } catch (const Error& e) {
+        launch_error = "rank " + std::to_string(rank) + ": " + e.what();
+        launch_error_code = 1;
+        supervisor.stop();
+        break;
+      }
+      for (RankLaunch& local : plan.ranks)
+        if (!local.where.remote) local.envp = to_envp(rank_environment(base, job, local.where));
+    }
     try {
       const SpawnedProcess process =
           start_rank(launch, elastic ? std::optional<rendezvous::Member>({rank, 0}) : std::nullopt, /*joining=*/false);
@@ -415,6 +453,7 @@ int run_job(const LaunchOptions& options) {
         print("cohortrun: warning: rank " + std::to_string(rank) + ": " + process.output_note + "\n");
         output_noted = true;
       }
+      if (rank == 0) rank0_pid = process.pid;
       if (launch.payload) remote_ranks.emplace(rank, launch.where.host);
       // A remote rank's pid is said once its remote end reports it (below).
       if (options.verbose && !launch.where.remote)

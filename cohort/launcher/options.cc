@@ -30,8 +30,6 @@ constexpr const char* kLauncherVariables[] = {
     "WORLD_SIZE",
     "LOCAL_RANK",
     "LOCAL_WORLD_SIZE",
-    "MASTER_ADDR",
-    "MASTER_PORT",
     "COHORT_HOST",
     "COHORT_ELASTIC_SLOT",
     "COHORT_ELASTIC_INCARNATION",
@@ -393,6 +391,15 @@ LaunchOptions parse_arguments(std::span<const std::string> args, const std::opti
       if (key == "COHORT_IFACE")
         throw UsageError("--env COHORT_IFACE=" + v + " conflicts with --network-interface " +
                          options.network_interface);
+  // torch.distributed's master is the user's only whole: half of it would
+  // pair with a port or host cohortrun chose for another address.
+  const auto has_env = [&](const char* name) {
+    return std::any_of(options.env.begin(), options.env.end(), [&](const auto& kv) { return kv.first == name; });
+  };
+  if (has_env("MASTER_ADDR") != has_env("MASTER_PORT"))
+    throw UsageError(std::string("--env ") + (has_env("MASTER_ADDR") ? "MASTER_ADDR" : "MASTER_PORT") +
+                     " needs --env " + (has_env("MASTER_ADDR") ? "MASTER_PORT" : "MASTER_ADDR") +
+                     " too: give torch.distributed's master whole, or neither for cohortrun to choose it");
   check_multi_host_launch(options);
   return options;
 }
@@ -521,7 +528,9 @@ std::string usage_text() {
         "\n"
         "Each rank gets COHORT_RANK, COHORT_SIZE, COHORT_LOCAL_RANK, COHORT_LOCAL_SIZE,\n"
         "COHORT_STORE_ADDR (host:port), COHORT_JOB_ID, COHORT_SECRET, torchrun's RANK,\n"
-        "WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, and\n"
+        "WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT\n"
+        "(torch.distributed's env:// master: rank 0's host and a port free there, not\n"
+        "the store; --env MASTER_ADDR=H --env MASTER_PORT=P choose them), and\n"
         "OMP_NUM_THREADS, OPENBLAS_NUM_THREADS, MKL_NUM_THREADS = max(1, cores / ranks\n"
         "on the host) unless already set. Ranks read stdin from /dev/null and inherit\n"
         "no file descriptors beyond stdin, stdout and stderr. Each rank runs in its own\n"

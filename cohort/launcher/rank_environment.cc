@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "cohort/launcher/torch_master.h"
+
 extern char** environ;
 
 namespace cohort::launcher {
@@ -88,8 +90,13 @@ EnvironmentMap rank_environment(const EnvironmentMap& base, const JobEnvironment
   env["WORLD_SIZE"] = n;
   env["LOCAL_RANK"] = local_rank;
   env["LOCAL_WORLD_SIZE"] = local_size;
-  env["MASTER_ADDR"] = job.store_host;
-  env["MASTER_PORT"] = port;
+  // torch.distributed's env:// (torch_master.h). Never the store's address:
+  // rank 0's c10d TCPStore would find the port taken. An inherited
+  // MASTER_* (a cohortrun started from inside a rank) is not this job's;
+  // the user's own come from --env, below.
+  env.erase("MASTER_ADDR");
+  env.erase("MASTER_PORT");
+  if (!job.torch_master.empty()) set_torch_master(env, job.torch_master);
 
   for (const char* var : kThreadVariables) {
     const bool user_set =

@@ -25,6 +25,9 @@ struct JobEnvironment {
   // For OMP_NUM_THREADS & co. unless already set; 0 leaves them unset (a
   // remote rank's end sets them from its host's cores).
   int threads_per_rank = 1;
+  // torch.distributed's MASTER_ADDR and MASTER_PORT as "addr:port"
+  // (torch_master.h); empty: not set (rank 0's remote end chooses them).
+  std::string torch_master;
   // Set COHORT_HOST (a host list was given: ranks may span hosts).
   bool multi_host = false;
   // Set COHORT_HEARTBEAT=1: every rank beats to the store from a thread of

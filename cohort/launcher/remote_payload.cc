@@ -127,6 +127,10 @@ class Parser {
       COHORT_CHECK(value == output_mode_name(OutputMode::pty) || value == output_mode_name(OutputMode::pipe))
           << "payload output is not pty or pipe: '" << value << "'";
       payload_.output = value == output_mode_name(OutputMode::pty) ? OutputMode::pty : OutputMode::pipe;
+    } else if (name == "torch_master") {
+      const auto role = torch_master_role(value);
+      COHORT_CHECK(role.has_value()) << "payload torch_master is not given, publish or read: '" << value << "'";
+      payload_.torch_master = *role;
     } else if (name == "arg") {
       payload_.argv.emplace_back(value);
     } else if (name == "env") {
@@ -162,6 +166,7 @@ std::string encode_payload(const RemotePayload& p) {
   record(out, "start_timeout_s", number(p.start_timeout_s));
   record(out, "cwd", p.cwd);
   record(out, "output", output_mode_name(p.output));
+  record(out, "torch_master", torch_master_role_name(p.torch_master));
   for (const std::string& a : p.argv) record(out, "arg", a);
   for (const auto& [k, v] : p.env) record(out, "env", k + "=" + v);
   out += "end\n";

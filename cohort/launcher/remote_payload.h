@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cohort/launcher/spawn.h"
+#include "cohort/launcher/torch_master.h"
 
 namespace cohort::launcher {
 
@@ -28,6 +29,8 @@ struct RemotePayload {
   double start_timeout_s = 60;   // how long the store may take to answer
   std::string cwd;               // the launcher's working directory
   OutputMode output = OutputMode::pipe;  // the program's stdout: pty or pipe (cohortrun --output)
+  // How the rank learns MASTER_ADDR/MASTER_PORT (torch_master.h).
+  TorchMasterRole torch_master = TorchMasterRole::given;
   std::vector<std::string> argv;  // the program and its arguments
   // Variables set for the rank on top of the remote environment, in order.
   std::vector<std::pair<std::string, std::string>> env;

@@ -24,6 +24,7 @@
 #include "cohort/launcher/shm_cleanup.h"
 #include "cohort/launcher/signals.h"
 #include "cohort/launcher/spawn.h"
+#include "cohort/launcher/torch_master.h"
 #include "cohort/rendezvous/tcp_store.h"
 
 namespace cohort::launcher {
@@ -187,6 +188,22 @@ Outcome run(std::span<const std::string> args, Reporter& report, SignalEvents& s
   } catch (const Error& e) {
     report("cannot reach the job's store at " + lookup(env, "COHORT_STORE_ADDR").value_or("?") + " from " + host +
            ": " + e.what());
+    return {.exit_code = 1};
+  }
+
+  // torch.distributed's master (torch_master.h), before the program starts:
+  // chosen here when this is rank 0, else rank 0's end publishes it.
+  try {
+    if (payload.torch_master == TorchMasterRole::publish) {
+      const bool all_local = lookup(env, "COHORT_SIZE") == std::to_string(payload.local_size);
+      const std::string master = choose_torch_master(lookup(env, "COHORT_IFACE").value_or(""), all_local, options.host);
+      store->set(kTorchMasterKey, master);
+      set_torch_master(env, master);
+    } else if (payload.torch_master == TorchMasterRole::read) {
+      set_torch_master(env, await_torch_master(*store, payload.start_timeout_s));
+    }
+  } catch (const Error& e) {
+    report(std::string("cannot set MASTER_ADDR/MASTER_PORT for torch.distributed: ") + e.what());
     return {.exit_code = 1};
   }
 

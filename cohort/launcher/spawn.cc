@@ -244,4 +244,10 @@ SpawnedProcess spawn_process(const SpawnRequest& request) {
                         .output_note = std::move(output_note)};
 }
 
+bool process_running(pid_t pid) {
+  siginfo_t info{};
+  // WNOWAIT leaves an ended child waitable; si_pid stays 0 while it runs.
+  return ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == 0;
+}
+
 }  // namespace cohort::launcher

@@ -68,6 +68,10 @@ struct SpawnedProcess {
   std::string output_note;
 };
 
+// Whether `pid`, a child of this process, has not ended yet. It is not
+// reaped: whoever waits for it still sees it end.
+bool process_running(pid_t pid);
+
 // Forks and execs `request`. The child runs in its own process group (its
 // pgid is its pid, so the launcher can signal it and what it spawns, and a
 // Ctrl-C in the terminal reaches only the launcher, which forwards it), gets

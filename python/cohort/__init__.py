@@ -31,22 +31,6 @@ __all__ = ["CohortError", "ConfigError", "MismatchError", "PeerLostError", "Time
 __version__ = _C.__version__
 
 
-def _fill_torch_env_under_cohortrun():
-    """env:// under cohortrun, which sets RANK, WORLD_SIZE, LOCAL_RANK and
-    LOCAL_WORLD_SIZE itself: MASTER_ADDR/MASTER_PORT (torch_master.h) unless
-    the user set them. cohortrun's own MASTER_* name its store, which speaks
-    cohort's protocol, not c10d's (rank 0's TCPStore would find the port
-    taken, and the others would talk to the wrong server)."""
-    if "COHORT_RANK" not in os.environ:
-        return
-    master = os.environ.get("MASTER_ADDR", "") + ":" + os.environ.get("MASTER_PORT", "")
-    if "MASTER_ADDR" in os.environ and master != os.environ.get("COHORT_STORE_ADDR"):
-        return
-    master = _C._torch_master_under_cohortrun()
-    if master is not None:
-        os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = master[0], str(master[1])
-
-
 def _fill_torch_env_under_mpirun():
     """env:// under OpenMPI's mpirun: the rank and size are MPI's (the master
     is the user's: mpirun -x MASTER_ADDR=host -x MASTER_PORT=port, as for
@@ -58,7 +42,6 @@ def _fill_torch_env_under_mpirun():
             os.environ.setdefault(torch_name, os.environ[mpi_name])
 
 
-_fill_torch_env_under_cohortrun()
 _fill_torch_env_under_mpirun()
 
 

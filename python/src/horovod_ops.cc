@@ -4,7 +4,6 @@
 
 #include "cohort/torch/core/collectives.h"
 #include "cohort/torch/core/runtime.h"
-#include "python/src/torch_master.h"
 
 namespace cohort::python {
 
@@ -31,15 +30,6 @@ void bind_horovod_ops(pybind11::module_& m) {
   m.def("membership_changed", &cohort::membership_changed, no_gil);
   m.def("elastic_joining", &cohort::elastic_joining);
   m.def("finish_joining", &cohort::finish_joining);
-
-  m.def(
-      "_torch_master_under_cohortrun",
-      []() -> std::optional<std::pair<std::string, int>> {
-        auto master = torch_master_under_cohortrun();
-        if (!master) return std::nullopt;
-        return std::make_pair(master->addr, master->port);
-      },
-      no_gil, "(MASTER_ADDR, MASTER_PORT) for env:// under cohortrun, or None (torch_master.h).");
 
   // ---- ops on the runtime's engine (cohort/torch/core/collectives.h) ----
   py::enum_<ReduceOp>(m, "ReduceOp")

@@ -100,6 +100,36 @@ TEST_F(MultiHostTest, LocalhostRanksStartDirectlyBesideRemoteOnes) {
   EXPECT_NE(r.out.find("[1] store ok 1 of 2"), std::string::npos) << r.out;
 }
 
+// torch.distributed's env:// master (torch_master.h): rank 0's host and one
+// port for every rank, never the store's. Rank 0 remote: its end chooses and
+// publishes it, for the other remote ends and for the ranks the launcher
+// starts itself (which wait for it); --env gives the user's.
+TEST_F(MultiHostTest, TorchMasterIsChosenWhereRankZeroRuns) {
+  for (const std::string& hosts : {kA + ":2," + kB + ":1", kA + ":1,localhost:2"}) {
+    SCOPED_TRACE(hosts);
+    const RunResult r = run({"-H", hosts, "--launch-template", kEnvTemplate}, {"env"});
+    ASSERT_TRUE(r.finished);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto env = parse_env(r.out);
+    ASSERT_EQ(env.size(), 3u) << r.out;
+    const std::string store_port = env.at(0).at("COHORT_STORE_ADDR").substr(10);  // after "127.0.0.1:"
+    for (const auto& [rank, e] : env) {
+      SCOPED_TRACE("rank " + std::to_string(rank));
+      EXPECT_EQ(e.at("MASTER_ADDR"), "127.0.0.1");  // rank 0's route to the store
+      EXPECT_EQ(e.at("MASTER_PORT"), env.at(0).at("MASTER_PORT"));
+      EXPECT_NE(e.at("MASTER_PORT"), store_port);
+    }
+  }
+  const RunResult given = run({"-H", kA + ":1,localhost:1", "--launch-template", kEnvTemplate, "--env",
+                               "MASTER_ADDR=node0", "--env", "MASTER_PORT=29500"},
+                              {"env"});
+  ASSERT_EQ(given.exit_code, 0) << given.err;
+  for (const auto& [rank, e] : parse_env(given.out)) {
+    EXPECT_EQ(e.at("MASTER_ADDR"), "node0") << rank;
+    EXPECT_EQ(e.at("MASTER_PORT"), "29500") << rank;
+  }
+}
+
 TEST_F(MultiHostTest, RemoteRanksMeetThroughTheStoreAndTheSecretStaysOffCommandLines) {
   auto env = clean_environment();
   env["COHORT_TIMEOUT_S"] = "17";

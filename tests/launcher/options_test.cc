@@ -160,6 +160,14 @@ TEST(Options, LauncherVariablesCannotBeOverridden) {
   EXPECT_EQ(parse({"-np", "2", "--env", "COHORT_BACKEND=shm", "p"}).env[0].first, "COHORT_BACKEND");
 }
 
+TEST(Options, TorchMasterIsGivenWholeOrNotAtAll) {
+  EXPECT_EQ(error_of({"-np", "2", "--env", "MASTER_PORT=29500", "p"}),
+            "--env MASTER_PORT needs --env MASTER_ADDR too: give torch.distributed's master whole, or neither for "
+            "cohortrun to choose it");
+  EXPECT_NE(error_of({"-np", "2", "--env", "MASTER_ADDR=n0", "p"}).find("needs --env MASTER_PORT"), std::string::npos);
+  EXPECT_EQ(parse({"-np", "2", "--env", "MASTER_ADDR=n0", "--env", "MASTER_PORT=29500", "p"}).env.size(), 2u);
+}
+
 TEST(Options, ErrorsAreOneLine) {
   for (const auto& args : std::vector<std::vector<std::string>>{
            {}, {"-np", "x", "p"}, {"--env", "A\nB=1", "-np", "1", "p"}, {"-np", "1", "--job-id", "", "p"}}) {

@@ -13,6 +13,7 @@ JobEnvironment job_of(int size) {
   job.store_port = 4242;
   job.size = size;
   job.threads_per_rank = 3;
+  job.torch_master = "127.0.0.1:29511";
   return job;
 }
 
@@ -25,7 +26,7 @@ TEST(RankEnvironment, SetsCohortAndTorchrunVariables) {
       {"COHORT_STORE_ADDR", "127.0.0.1:4242"},           {"COHORT_JOB_ID", "j1"},
       {"COHORT_SECRET", "s3cr3t"}, {"RANK", "2"},         {"WORLD_SIZE", "4"},
       {"LOCAL_RANK", "2"},       {"LOCAL_WORLD_SIZE", "4"}, {"MASTER_ADDR", "127.0.0.1"},
-      {"MASTER_PORT", "4242"},   {"OMP_NUM_THREADS", "3"}, {"OPENBLAS_NUM_THREADS", "3"},
+      {"MASTER_PORT", "29511"},   {"OMP_NUM_THREADS", "3"}, {"OPENBLAS_NUM_THREADS", "3"},
       {"MKL_NUM_THREADS", "3"},
   };
   EXPECT_EQ(env, expected);
@@ -93,9 +94,30 @@ TEST(RankEnvironment, PlacementSetsLocalRankSizeAndHost) {
 TEST(RankEnvironment, Ipv6StoreAddressesAreBracketed) {
   JobEnvironment job = job_of(1);
   job.store_host = "fd00::1";
+  job.torch_master = "fd00::1:29511";
   const EnvironmentMap env = rank_environment({}, job, 0);
   EXPECT_EQ(env.at("COHORT_STORE_ADDR"), "[fd00::1]:4242");
-  EXPECT_EQ(env.at("MASTER_ADDR"), "fd00::1");
+  EXPECT_EQ(env.at("MASTER_ADDR"), "fd00::1");  // c10d takes it without brackets
+  EXPECT_EQ(env.at("MASTER_PORT"), "29511");
+}
+
+// torch.distributed's master is never the store (rank 0's c10d TCPStore
+// would find that port taken), an inherited one is not this job's, and the
+// user's --env wins.
+TEST(RankEnvironment, TorchMasterIsTheJobsOrTheUsers) {
+  JobEnvironment job = job_of(2);
+  const EnvironmentMap inherited{{"MASTER_ADDR", "outer-job"}, {"MASTER_PORT", "1"}};
+  EnvironmentMap env = rank_environment(inherited, job, 1);
+  EXPECT_EQ(env.at("MASTER_ADDR"), "127.0.0.1");
+  EXPECT_EQ(env.at("MASTER_PORT"), "29511");
+  job.torch_master.clear();  // rank 0's remote end chooses it
+  env = rank_environment(inherited, job, 1);
+  EXPECT_FALSE(env.contains("MASTER_ADDR"));
+  EXPECT_FALSE(env.contains("MASTER_PORT"));
+  job.extra = {{"MASTER_ADDR", "node0"}, {"MASTER_PORT", "29500"}};
+  env = rank_environment(inherited, job, 1);
+  EXPECT_EQ(env.at("MASTER_ADDR"), "node0");
+  EXPECT_EQ(env.at("MASTER_PORT"), "29500");
 }
 
 TEST(RankEnvironment, RemoteRanksGetTheJobAndTheLaunchersTunablesOnly) {

@@ -20,6 +20,7 @@ RemotePayload sample() {
                        .start_timeout_s = 7,
                        .cwd = "/home/u/my dir",
                        .output = OutputMode::pty,
+                       .torch_master = TorchMasterRole::publish,
                        .argv = {"prog", "a b", "line\nbreak", "", "end", "quote'\"$x"},
                        .env = {{"COHORT_SECRET", "0123abcd"}, {"EMPTY", ""}, {"MULTI", "x=y=z\nw"}}};
 }
@@ -33,6 +34,11 @@ TEST(RemotePayload, RoundTripsAnyBytes) {
   RemotePayload piped = p;
   piped.output = OutputMode::pipe;
   EXPECT_EQ(decode_payload(encode_payload(piped)).output, OutputMode::pipe);
+  for (const TorchMasterRole role : {TorchMasterRole::given, TorchMasterRole::read}) {
+    RemotePayload other = p;
+    other.torch_master = role;
+    EXPECT_EQ(decode_payload(encode_payload(other)).torch_master, role);
+  }
 }
 
 TEST(RemotePayload, ReadsExactlyOnePayloadFromAPipe) {
@@ -71,6 +77,7 @@ TEST(RemotePayload, RejectsMalformedInput) {
   EXPECT_THROW(decode_payload("cohortrun-remote 1\nend\n"), Error);  // no program
   EXPECT_THROW(decode_payload("cohortrun-remote 1\noutput 3\ntty\narg 1\np\nend\n"), Error);
   EXPECT_THROW(decode_payload("cohortrun-remote 1\narg 99999999\n"), Error);
+  EXPECT_THROW(decode_payload("cohortrun-remote 1\ntorch_master 4\nmine\narg 1\np\nend\n"), Error);
   EXPECT_THROW(decode_payload("cohortrun-remote 2\narg 1\np\nend\n"), Error);
 }
 

@@ -1,7 +1,8 @@
 """init_process_group("cohort") as PyTorch users write it, under every way
 they start a job: cohortrun, torchrun and mpirun with env:// (no arguments
-but the backend), and by hand with a file:// init_method. Each rank
-all-reduces its rank + 1 and checks the closed form, size * (size + 1) / 2.
+but the backend), and by hand with a file:// init_method; and a plain gloo
+program under cohortrun. Each rank all-reduces its rank + 1 and checks the
+closed form, size * (size + 1) / 2.
 
     launchers_test.py COHORTRUN
 """
@@ -32,6 +33,21 @@ dist.destroy_process_group()
 print(f"rank {rank} of {size}: OK", flush=True)
 '''
 
+# A plain PyTorch program, which knows nothing of cohort: gloo's env:// under
+# cohortrun (its MASTER_ADDR/MASTER_PORT are torch's master, not cohort's
+# store, whose port rank 0's TCPStore would find taken).
+PLAIN_GLOO = r'''
+import sys, torch, torch.distributed as dist
+dist.init_process_group("gloo")
+rank, size = dist.get_rank(), dist.get_world_size()
+t = torch.tensor([rank + 1.0], dtype=torch.float64)
+dist.all_reduce(t)
+if t.item() != size * (size + 1) / 2:
+    sys.exit(f"rank {rank}: all_reduce gave {t.item()}")
+dist.destroy_process_group()
+print(f"rank {rank} of {size}: OK", flush=True)
+'''
+
 
 def run(what, command, want_ranks):
     env = dict(os.environ, OMP_NUM_THREADS="1")
@@ -46,6 +62,10 @@ with tempfile.TemporaryDirectory() as tmp:
     with open(script, "w") as f:
         f.write(SCRIPT)
     ok = run("cohortrun", [COHORTRUN, "-np", "3", PYTHON, script], 3)
+    plain = os.path.join(tmp, "plain_gloo.py")
+    with open(plain, "w") as f:
+        f.write(PLAIN_GLOO)
+    ok &= run("cohortrun, gloo without cohort", [COHORTRUN, "-np", "3", PYTHON, plain], 3)
     # Debian's torchrun 1.13 under Python 3.11 fails at its default
     # --redirects 0 (its Std flag lookup skips the zero member on 3.11):
     # redirect and tee stdout instead, which it parses.
