@@ -38,9 +38,12 @@ def worker(backend, stamp, init, rank, size, timeout_s):
         except Exception as e:  # noqa: BLE001  whatever the backend raises
             with open(stamp) as f:
                 died = float(f.read())
-            print(json.dumps({"bench": "python_dead_rank", "backend": backend, "rank": rank,
-                              "detected_s": round(time.time() - died, 3), "error": type(e).__name__,
-                              "message": str(e).splitlines()[0][:200]}), flush=True)
+            # One write(2) of the whole line: the survivors share the pipe, and
+            # print() may write the text and its newline separately.
+            line = json.dumps({"bench": "python_dead_rank", "backend": backend, "rank": rank,
+                               "detected_s": round(time.time() - died, 3), "error": type(e).__name__,
+                               "message": str(e).splitlines()[0][:200]}) + "\n"
+            os.write(sys.stdout.fileno(), line.encode())
             os._exit(0)
 
 

@@ -334,8 +334,8 @@ int run_job(const LaunchOptions& options) {
       const auto iface = rank0_env.find("COHORT_IFACE");
       const bool all_here =
           std::none_of(placement.begin(), placement.end(), [](const RankPlacement& p) { return p.remote; });
-      job.torch_master = choose_torch_master(iface == rank0_env.end() ? std::string() : iface->second, all_here,
-                                             job.store_host);
+      job.torch_master =
+          choose_torch_master(iface == rank0_env.end() ? std::string() : iface->second, all_here, job.store_host);
     } catch (const Error& e) {
       print_error(e.what());
       return 1;
@@ -433,7 +433,9 @@ int run_job(const LaunchOptions& options) {
       // This machine's ranks need what rank 0's end chose (it started
       // first: the plan is in rank order).
       try {
-        rendezvous::TcpStore client({.host = store_address.bind, .port = job.store_port, .secret = job.secret,
+        rendezvous::TcpStore client({.host = store_address.bind,
+                                     .port = job.store_port,
+                                     .secret = job.secret,
                                      .connect_timeout = std::chrono::seconds(10)});
         job.torch_master = await_torch_master(client, options.start_timeout_s,
                                               [&] { return rank0_pid > 0 && process_running(rank0_pid); });

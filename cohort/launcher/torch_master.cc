@@ -63,7 +63,7 @@ std::string choose_torch_master(const std::string& iface, bool all_local, const 
   std::string address = iface.empty() ? std::string() : net::interface_ipv4(iface);
   if (address.empty()) {
     const net::ListenChoice listen = net::listen_choice("", all_local, store_host);
-    address = listen.iface.empty() ? listen.address
+    address = listen.iface.empty()   ? listen.address
               : listen.iface == "lo" ? std::string("127.0.0.1")
                                      : net::interface_ipv4(listen.iface);
   }
@@ -71,8 +71,7 @@ std::string choose_torch_master(const std::string& iface, bool all_local, const 
   return address + ":" + std::to_string(free_tcp_port());
 }
 
-std::string await_torch_master(rendezvous::Store& store, double timeout_s,
-                               const std::function<bool()>& rank0_running) {
+std::string await_torch_master(rendezvous::Store& store, double timeout_s, const std::function<bool()>& rank0_running) {
   using Clock = std::chrono::steady_clock;
   const auto deadline = Clock::now() + steady_seconds(timeout_s);
   // Without a way to see rank 0 end, one wait; with one, polls short enough

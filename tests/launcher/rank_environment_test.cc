@@ -21,12 +21,23 @@ TEST(RankEnvironment, SetsCohortAndTorchrunVariables) {
   const EnvironmentMap base{{"PATH", "/bin"}, {"HOME", "/root"}};
   const EnvironmentMap env = rank_environment(base, job_of(4), 2);
   const EnvironmentMap expected{
-      {"PATH", "/bin"},          {"HOME", "/root"},       {"COHORT_RANK", "2"},
-      {"COHORT_SIZE", "4"},      {"COHORT_LOCAL_RANK", "2"}, {"COHORT_LOCAL_SIZE", "4"},
-      {"COHORT_STORE_ADDR", "127.0.0.1:4242"},           {"COHORT_JOB_ID", "j1"},
-      {"COHORT_SECRET", "s3cr3t"}, {"RANK", "2"},         {"WORLD_SIZE", "4"},
-      {"LOCAL_RANK", "2"},       {"LOCAL_WORLD_SIZE", "4"}, {"MASTER_ADDR", "127.0.0.1"},
-      {"MASTER_PORT", "29511"},   {"OMP_NUM_THREADS", "3"}, {"OPENBLAS_NUM_THREADS", "3"},
+      {"PATH", "/bin"},
+      {"HOME", "/root"},
+      {"COHORT_RANK", "2"},
+      {"COHORT_SIZE", "4"},
+      {"COHORT_LOCAL_RANK", "2"},
+      {"COHORT_LOCAL_SIZE", "4"},
+      {"COHORT_STORE_ADDR", "127.0.0.1:4242"},
+      {"COHORT_JOB_ID", "j1"},
+      {"COHORT_SECRET", "s3cr3t"},
+      {"RANK", "2"},
+      {"WORLD_SIZE", "4"},
+      {"LOCAL_RANK", "2"},
+      {"LOCAL_WORLD_SIZE", "4"},
+      {"MASTER_ADDR", "127.0.0.1"},
+      {"MASTER_PORT", "29511"},
+      {"OMP_NUM_THREADS", "3"},
+      {"OPENBLAS_NUM_THREADS", "3"},
       {"MKL_NUM_THREADS", "3"},
   };
   EXPECT_EQ(env, expected);
