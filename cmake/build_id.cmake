@@ -5,7 +5,9 @@
 # the build type and flags, the optional parts built in), plus LibTorch's
 # version ("none" without it). `cohortrun --check` compares it across the
 # hosts of a job. Decided at configure time; the git HEAD and its ref are
-# configure dependencies, so a new commit reconfigures on the next build.
+# configure dependencies, so a new commit reconfigures on the next build and
+# recompiles build_id.cc, whose library (cohort_build_id) only cohortrun and
+# cohort-probe link.
 function(cohort_write_build_id)
   set(commit "unknown")
   set(dirty "")
