@@ -3,8 +3,8 @@
 #
 # Usage: scripts/bootstrap.sh [--with-torch] [--with-python] [--with-slurm] [--with-browser] [--with-fuzz] [--with-format] [--check]
 #   --with-torch  also install python3-torch (PyTorch for Python, for
-#                 comparisons) and python3-protobuf (the DataLoader peer of
-#                 bench/input_pipeline.sh parses tf.train.Example with it);
+#                 comparisons; the DataLoader peer of bench/input_pipeline.sh
+#                 parses tf.train.Example with python3-protobuf, a core package);
 #                 LibTorch itself is in the default set.
 #   --with-python also install what the Python package cohort (python/)
 #                 builds and tests with: python3-torch, python3-dev,
@@ -39,8 +39,10 @@ set -euo pipefail
 # fortunes, whose plain-text quotations are the corpus of examples/char_lm;
 # protobuf (library and protoc) for cohort/data's tf.train.Example records;
 # cpp-httplib and Chart.js for cohort/dashboard (the live dashboard's server
-# and charts, embedded at build time: no CDN), and python3-jsonschema, which
-# checks /api/status against its schema in tests/dashboard.
+# and charts, embedded at build time: no CDN), python3-jsonschema, which
+# checks /api/status against its schema in tests/dashboard, and
+# python3-protobuf, the peer that reads cohort's TensorBoard event files in
+# tests/tensorboard.
 core_packages=(
   build-essential
   g++
@@ -70,6 +72,7 @@ core_packages=(
   libcpp-httplib-dev
   libjs-chart.js
   python3-jsonschema
+  python3-protobuf
 )
 
 # Optional: Chromium, headless, for tests/dashboard's browser test.
@@ -80,7 +83,6 @@ browser_packages=(
 # Optional: PyTorch for Python (large; not needed to build, test or demo).
 torch_packages=(
   python3-torch
-  python3-protobuf
 )
 
 # Optional: the Python package's build and tests (python/, tests/python).

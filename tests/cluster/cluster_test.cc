@@ -85,19 +85,27 @@ TEST_F(ClusterTest, RanksRunInTheirHostsAndReachTheStore) {
   const int host_of[] = {0, 0, 1, 2, 2};
   const int local_rank[] = {0, 1, 0, 0, 1};
   const int local_size[] = {2, 2, 1, 2, 2};
+  // Rank 0's value of a variable, which every rank must share.
+  const auto rank0 = [&](const std::string& name) {
+    for (const auto& l : lines_of(r.out, 0))
+      if (l.starts_with(name + "=")) return l.substr(name.size() + 1);
+    return std::string("?");
+  };
+  const std::string store = rank0("COHORT_STORE_ADDR");
+  EXPECT_TRUE(store.starts_with(cluster_->bridge_address() + ":")) << store;
+  // torch.distributed's master: chosen in rank 0's host (its address there)
+  // and published to the others; a port other than the store's.
+  EXPECT_EQ(rank0("MASTER_ADDR"), cluster_->addresses()[0]);
+  EXPECT_NE(store.substr(store.rfind(':') + 1), rank0("MASTER_PORT"));
   std::map<int, std::string> netns;
   for (int rank = 0; rank < 5; ++rank) {
     SCOPED_TRACE("rank " + std::to_string(rank));
     EXPECT_TRUE(has_line(r.out, rank, "COHORT_HOST=" + host(host_of[rank]))) << r.out;
     EXPECT_TRUE(has_line(r.out, rank, "COHORT_LOCAL_RANK=" + std::to_string(local_rank[rank]))) << r.out;
     EXPECT_TRUE(has_line(r.out, rank, "COHORT_LOCAL_SIZE=" + std::to_string(local_size[rank]))) << r.out;
-    EXPECT_TRUE(has_line(r.out, rank, "COHORT_STORE_ADDR=" + cluster_->bridge_address() + ":" +
-                                          [&] {
-                                            for (const auto& l : lines_of(r.out, 0))
-                                              if (l.starts_with("MASTER_PORT=")) return l.substr(12);
-                                            return std::string("?");
-                                          }()))
-        << r.out;
+    EXPECT_TRUE(has_line(r.out, rank, "COHORT_STORE_ADDR=" + store)) << r.out;
+    EXPECT_TRUE(has_line(r.out, rank, "MASTER_ADDR=" + rank0("MASTER_ADDR"))) << r.out;
+    EXPECT_TRUE(has_line(r.out, rank, "MASTER_PORT=" + rank0("MASTER_PORT"))) << r.out;
     EXPECT_TRUE(has_line(r.out, rank, "store ok " + std::to_string(rank) + " of 5")) << r.out;
     for (const auto& l : lines_of(r.out, rank))
       if (l.starts_with("netns ")) netns[rank] = l;
