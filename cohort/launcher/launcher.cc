@@ -327,8 +327,9 @@ int run_job(const LaunchOptions& options) {
   // ranks start (below).
   const RankPlacement& rank0 =
       *std::find_if(placement.begin(), placement.end(), [](const RankPlacement& p) { return p.rank == 0; });
-  const bool master_from_rank0 = !user_sets_torch_master(job.extra) && rank0.remote;
-  if (!user_sets_torch_master(job.extra) && !rank0.remote) {
+  const bool user_master = user_sets_torch_master(job.extra);
+  const bool master_from_rank0 = !user_master && rank0.remote;
+  if (!user_master && !rank0.remote) {
     try {
       const EnvironmentMap rank0_env = rank_environment(base, job, rank0);  // its COHORT_IFACE
       const auto iface = rank0_env.find("COHORT_IFACE");
