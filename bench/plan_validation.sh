@@ -272,7 +272,9 @@ for s in $settings; do
 done
 
 # profile_model MODEL [SUFFIX]: the profile of synthetic_benchmark's MODEL.
-profile_model() { profile "$1" "$1" 1024 2 "${2:-}"; }
+# Every model is profiled at one width and depth (the grid's).
+model_width=1024 model_depth=2
+profile_model() { profile "$1" "$1" "$model_width" "$model_depth" "${2:-}"; }
 for m in $models; do profile_model "$m"; done
 
 # plan_for TAG MODEL SUFFIX [FLAGS...]: cohort-plan's ranking of TAG's
@@ -359,7 +361,7 @@ fi
 concurrent() {
   local m=$1 rep=$2 i
   local -a pids=()
-  one_rank_program "$m" 1024 2 $((global_batch / 4))  # profile_model's
+  one_rank_program "$m" "$model_width" "$model_depth" $((global_batch / 4))
   for i in 0 1; do
     timeout 900 "$run" -np 1 "${program[@]}" </dev/null >"$out_dir/logs/concurrent.$m.r$rep.$i.log" 2>&1 &
     pids+=($!)
@@ -391,19 +393,20 @@ for (( rep = 1; rep <= reps; rep++ )); do
   for m in $models; do
     alone=$(step_ms "$out_dir/logs/profile.$m.r$rep.$((global_batch / 4)).log")
     copies="$(step_ms "$out_dir/logs/concurrent.$m.r$rep.0.log") $(step_ms "$out_dir/logs/concurrent.$m.r$rep.1.log")"
-    for s in $settings; do
-      /usr/bin/python3 - "$out_dir" "$s.$m" "$rep" "$alone" $copies <<'EOF'
+    # One slowdown per model and rep, a topology per setting.
+    /usr/bin/python3 - "$out_dir" "$m" "$rep" "$alone" "$copies" $settings <<'EOF'
 import json, statistics, sys
-out, tag, rep, alone, copies = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), sys.argv[5:]
-slowdown = statistics.mean(float(c) for c in copies) / alone
-topology = json.load(open(f"{out}/topology.{tag.rsplit('.', 1)[0]}.json"))
-cores = topology["cpu"]["cores_per_host"]
-topology["cpu"]["background_threads"] = round(max(0.0, cores * slowdown - 2), 3)
-json.dump(topology, open(f"{out}/topology.{tag}.r{rep}.json", "w"), indent=1)
-open(f"{out}/slowdown.{tag}.r{rep}.txt", "w").write(f"{slowdown:.3f}\n")
+out, model, rep, alone, copies, settings = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), sys.argv[5], sys.argv[6:]
+slowdown = statistics.mean(float(c) for c in copies.split()) / alone
+for setting in settings:
+    tag = f"{setting}.{model}"
+    topology = json.load(open(f"{out}/topology.{setting}.json"))
+    cores = topology["cpu"]["cores_per_host"]
+    topology["cpu"]["background_threads"] = round(max(0.0, cores * slowdown - 2), 3)
+    json.dump(topology, open(f"{out}/topology.{tag}.r{rep}.json", "w"), indent=1)
+    open(f"{out}/slowdown.{tag}.r{rep}.txt", "w").write(f"{slowdown:.3f}\n")
 EOF
-      plan_for "$s.$m" "$m" ".r$rep"
-    done
+    for s in $settings; do plan_for "$s.$m" "$m" ".r$rep"; done
   done
 done
 

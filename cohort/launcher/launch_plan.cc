@@ -184,7 +184,7 @@ std::string describe_plan(const LaunchPlan& plan, const LaunchOptions& options, 
     else os << " " << key << "=" << shell_join({value});
   }
   // Chosen when the job starts (torch_master.h).
-  if (job.torch_master.empty() && !user_sets_torch_master(job.extra))
+  if (torch_master_role_for(job, 0) != TorchMasterRole::given)
     os << " MASTER_ADDR=<rank 0's host> MASTER_PORT=<a free port there>";
   os << "\n";
   bool any_remote = false;

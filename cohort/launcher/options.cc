@@ -67,6 +67,21 @@ bool is_variable_name(const std::string& name) {
 
 std::string quoted(const std::string& s) { return "'" + s + "'"; }
 
+// The value --env gave `name`, or nullptr.
+const std::string* env_given(const LaunchOptions& options, const char* name) {
+  for (const auto& [key, value] : options.env)
+    if (key == name) return &value;
+  return nullptr;
+}
+
+// A variable that --env and a flag of cohortrun's both set.
+void refuse_conflict(const LaunchOptions& options, const char* variable, const std::string& flag,
+                     const std::string& flag_value) {
+  if (flag_value.empty()) return;
+  if (const std::string* v = env_given(options, variable))
+    throw UsageError(std::string("--env ") + variable + "=" + *v + " conflicts with " + flag + " " + flag_value);
+}
+
 // A grace period: seconds in [0, 3600]; UsageError naming `flag` otherwise.
 double grace_seconds(const std::string& flag, const std::string& text) {
   char* end = nullptr;
@@ -378,27 +393,15 @@ LaunchOptions parse_arguments(std::span<const std::string> args, const std::opti
   } else if (max_restarts_given || elastic_timeout_given) {
     throw UsageError("--max-restarts and --elastic-timeout need --min-np (an elastic job)");
   }
-  if (!options.backend.empty())
-    for (const auto& [key, v] : options.env)
-      if (key == "COHORT_BACKEND")
-        throw UsageError("--env COHORT_BACKEND=" + v + " conflicts with --backend " + options.backend);
-  if (!options.timeline.empty())
-    for (const auto& [key, v] : options.env)
-      if (key == "COHORT_TIMELINE")
-        throw UsageError("--env COHORT_TIMELINE=" + v + " conflicts with --timeline " + options.timeline);
-  if (!options.network_interface.empty())
-    for (const auto& [key, v] : options.env)
-      if (key == "COHORT_IFACE")
-        throw UsageError("--env COHORT_IFACE=" + v + " conflicts with --network-interface " +
-                         options.network_interface);
+  refuse_conflict(options, "COHORT_BACKEND", "--backend", options.backend);
+  refuse_conflict(options, "COHORT_TIMELINE", "--timeline", options.timeline);
+  refuse_conflict(options, "COHORT_IFACE", "--network-interface", options.network_interface);
   // torch.distributed's master is the user's only whole: half of it would
   // pair with a port or host cohortrun chose for another address.
-  const auto has_env = [&](const char* name) {
-    return std::any_of(options.env.begin(), options.env.end(), [&](const auto& kv) { return kv.first == name; });
-  };
-  if (has_env("MASTER_ADDR") != has_env("MASTER_PORT"))
-    throw UsageError(std::string("--env ") + (has_env("MASTER_ADDR") ? "MASTER_ADDR" : "MASTER_PORT") +
-                     " needs --env " + (has_env("MASTER_ADDR") ? "MASTER_PORT" : "MASTER_ADDR") +
+  const bool addr = env_given(options, "MASTER_ADDR"), port = env_given(options, "MASTER_PORT");
+  if (addr != port)
+    throw UsageError(std::string("--env ") +
+                     (addr ? "MASTER_ADDR needs --env MASTER_PORT" : "MASTER_PORT needs --env MASTER_ADDR") +
                      " too: give torch.distributed's master whole, or neither for cohortrun to choose it");
   check_multi_host_launch(options);
   return options;

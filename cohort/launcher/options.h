@@ -100,12 +100,14 @@ std::span<const char* const> launcher_variables();
 // launch template is used unless --launch-template is given. When its
 // `problem` is set and the hosts are needed, that is the UsageError.
 //
-// Throws UsageError for an unknown flag, a missing or malformed value (-np missing without hosts, 0, negative or not
-// a number, or more than the hosts' slots; a --env without '='; an unknown
-// backend; a port outside 0..65535; a job id that is not a safe file-name
-// word; a malformed -H, hostfile line or launch template; both -H and
-// --hostfile), a launcher variable in --env, or a missing program (unless
-// --help or --check was given), or --check-topology/--check-probe without --check.
+// Throws UsageError for an unknown flag, a missing or malformed value (-np
+// missing without hosts, 0, negative or not a number, or more than the
+// hosts' slots; a --env without '='; an unknown backend; a port outside
+// 0..65535; a job id that is not a safe file-name word; a malformed -H,
+// hostfile line or launch template; both -H and --hostfile), a launcher
+// variable in --env, --env of a variable a flag also sets, only one of
+// MASTER_ADDR and MASTER_PORT in --env, a missing program (unless --help or
+// --check was given), or --check-topology/--check-probe without --check.
 LaunchOptions parse_options(std::span<const std::string> args,
                             const std::optional<HostAllocation>& allocation = std::nullopt);
 
