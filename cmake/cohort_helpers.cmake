@@ -73,3 +73,16 @@ function(cohort_write_build_graph dir)
   list(JOIN headers "\n" text)
   file(WRITE ${dir}/public_headers.txt "${text}\n")
 endfunction()
+
+# cohort_unity_build(<target>): compiles <target>'s sources as unity batches
+# (COHORT_UNITY_BUILD, COHORT_UNITY_BATCH_SIZE) when it has more than one.
+# Its files must then not define the same name twice at namespace scope,
+# anonymous namespaces included: the tests put each file's names in a
+# namespace named after the file.
+function(cohort_unity_build target)
+  get_target_property(sources ${target} SOURCES)
+  list(LENGTH sources count)
+  if(COHORT_UNITY_BUILD AND count GREATER 1)
+    set_target_properties(${target} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE ${COHORT_UNITY_BATCH_SIZE})
+  endif()
+endfunction()

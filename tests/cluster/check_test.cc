@@ -25,7 +25,7 @@
 #include "tests/launcher/cohortrun_process.h"
 #include "tools/sim/topology.h"
 
-namespace cohort::testing {
+namespace cohort::testing::check_test {
 namespace {
 
 using namespace std::chrono_literals;
@@ -197,7 +197,7 @@ TEST_F(CheckTest, AHostWithAnotherBuildIsNamed) {
   std::reverse(other.begin(), other.end());
   if (other == id) other[0] = other[0] == 'a' ? 'b' : 'a';
   std::string holder, binary;
-  for (const std::string path : {std::string(PROBE_PATH), std::string(COMMON_LIBRARY_PATH)}) {
+  for (const std::string& path : {std::string(PROBE_PATH), std::string(COMMON_LIBRARY_PATH)}) {
     std::ifstream in(path, std::ios::binary);
     binary.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
     if (binary.find(id) != std::string::npos) {
@@ -291,4 +291,4 @@ TEST_F(CheckTest, AStorePortTakenOnTheStoreHostIsNamedAsSuch) {
 }
 
 }  // namespace
-}  // namespace cohort::testing
+}  // namespace cohort::testing::check_test

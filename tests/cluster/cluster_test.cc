@@ -16,7 +16,7 @@
 #include "tests/cluster/emulated_cluster.h"
 #include "tests/launcher/cohortrun_process.h"
 
-namespace cohort::testing {
+namespace cohort::testing::cluster_test {
 namespace {
 
 using namespace std::chrono_literals;
@@ -425,4 +425,4 @@ TEST(ClusterScript, RejectsBadArguments) {
 }
 
 }  // namespace
-}  // namespace cohort::testing
+}  // namespace cohort::testing::cluster_test

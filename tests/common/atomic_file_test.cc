@@ -21,7 +21,7 @@
 #include "cohort/common/error.h"
 #include "tests/data/temp_dir.h"
 
-namespace cohort {
+namespace cohort::atomic_file_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -221,4 +221,4 @@ TEST(AtomicFile, UnwritableDirectoryIsAConfigErrorNamingThePath) {
 }
 
 }  // namespace
-}  // namespace cohort
+}  // namespace cohort::atomic_file_test

@@ -7,7 +7,7 @@
 
 #include <algorithm>
 
-namespace cohort::net {
+namespace cohort::net::network_interface_test {
 namespace {
 
 TEST(NetworkInterface, HostNameIsTheKernelsNodeName) {
@@ -28,8 +28,9 @@ TEST(NetworkInterface, PrimaryInterfaceIsNotLoopback) {
   EXPECT_NE(primary, "lo");
   const std::vector<std::string> names = interfaces_with_ipv4();
   // The default route's interface, else one that is up with an address.
-  if (!primary.empty() && primary != default_route_interface())
+  if (!primary.empty() && primary != default_route_interface()) {
     EXPECT_NE(std::find(names.begin(), names.end(), primary), names.end()) << primary;
+  }
 }
 
 TEST(NetworkInterface, UnknownNamesGiveEmptyAnswers) {
@@ -38,4 +39,4 @@ TEST(NetworkInterface, UnknownNamesGiveEmptyAnswers) {
 }
 
 }  // namespace
-}  // namespace cohort::net
+}  // namespace cohort::net::network_interface_test

@@ -21,7 +21,7 @@
 #include "tests/dashboard/dashboard_test_util.h"
 #include "tests/launcher/cohortrun_process.h"
 
-namespace cohort::dashboard {
+namespace cohort::dashboard::dashboard_job_test {
 namespace {
 
 using launcher::testing::CohortrunProcess;
@@ -162,4 +162,4 @@ TEST(DashboardJob, ChromiumSeesRanksAdvanceChartsFillAndTheFailure) {
 }
 
 }  // namespace
-}  // namespace cohort::dashboard
+}  // namespace cohort::dashboard::dashboard_job_test

@@ -24,7 +24,7 @@
 #include "cohort/telemetry/straggler.h"
 #include "tests/dashboard/dashboard_test_util.h"
 
-namespace cohort::dashboard {
+namespace cohort::dashboard::dashboard_test {
 namespace {
 
 TEST(Series, StaysBoundedAndEachPointIsTheMeanOfTheAppendsItCovers) {
@@ -273,4 +273,4 @@ TEST(Report, IsOneSelfContainedFileWithTheStatusInline) {
 }
 
 }  // namespace
-}  // namespace cohort::dashboard
+}  // namespace cohort::dashboard::dashboard_test

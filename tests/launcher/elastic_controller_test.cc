@@ -15,7 +15,7 @@
 
 #include "cohort/rendezvous/memory_store.h"
 
-namespace cohort::launcher {
+namespace cohort::launcher::elastic_controller_test {
 namespace {
 
 using rendezvous::Member;
@@ -481,4 +481,4 @@ TEST(Membership, AJoinerSkipsEpochsWithoutItAMemberLeftOutLeaves) {
 }
 
 }  // namespace
-}  // namespace cohort::launcher
+}  // namespace cohort::launcher::elastic_controller_test

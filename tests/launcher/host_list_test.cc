@@ -9,7 +9,7 @@
 #include "cohort/launcher/options.h"
 #include "tests/launcher/cohortrun_process.h"
 
-namespace cohort::launcher {
+namespace cohort::launcher::host_list_test {
 namespace {
 
 std::string host_list_error(const std::string& text) {
@@ -115,4 +115,4 @@ TEST(Hostfile, ReadsAFile) {
 }
 
 }  // namespace
-}  // namespace cohort::launcher
+}  // namespace cohort::launcher::host_list_test

@@ -7,7 +7,7 @@
 #include "cohort/rendezvous/membership.h"
 #include "cohort/rendezvous/memory_store.h"
 
-namespace cohort::launcher {
+namespace cohort::launcher::host_watch_test {
 namespace {
 
 using namespace std::chrono_literals;
@@ -99,4 +99,4 @@ TEST_F(HostWatchTest, SilentHostsNotesAHostBeforeTheVerdict) {
 }
 
 }  // namespace
-}  // namespace cohort::launcher
+}  // namespace cohort::launcher::host_watch_test

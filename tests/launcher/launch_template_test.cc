@@ -6,7 +6,7 @@
 
 #include "cohort/launcher/options.h"
 
-namespace cohort::launcher {
+namespace cohort::launcher::launch_template_test {
 namespace {
 
 using Words = std::vector<std::string>;
@@ -49,4 +49,4 @@ TEST(LaunchTemplate, ShellSafeWordsAndJoining) {
 }
 
 }  // namespace
-}  // namespace cohort::launcher
+}  // namespace cohort::launcher::launch_template_test

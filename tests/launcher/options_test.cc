@@ -9,7 +9,7 @@
 
 #include "cohort/launcher/job_id.h"
 
-namespace cohort::launcher {
+namespace cohort::launcher::options_test {
 namespace {
 
 LaunchOptions parse(std::vector<std::string> args) { return parse_options(args); }
@@ -269,9 +269,9 @@ TEST(JobId, ProblemsAreNamed) {
 }
 
 }  // namespace
-}  // namespace cohort::launcher
+}  // namespace cohort::launcher::options_test
 
-namespace cohort::launcher {
+namespace cohort::launcher::options_test {
 namespace {
 
 TEST(Options, DashboardAndReportFlags) {
@@ -385,4 +385,4 @@ TEST(Options, CheckNeedsNoProgramAndTakesItsFlags) {
 }
 
 }  // namespace
-}  // namespace cohort::launcher
+}  // namespace cohort::launcher::options_test

@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-namespace cohort::launcher {
+namespace cohort::launcher::output_forwarder_test {
 namespace {
 
 // What the non-blocking `fd` holds now.
@@ -188,4 +188,4 @@ TEST(OutputTail, CutsVeryLongLinesAndCanBeDisabled) {
 }
 
 }  // namespace
-}  // namespace cohort::launcher
+}  // namespace cohort::launcher::output_forwarder_test

@@ -6,7 +6,7 @@
 
 #include "cohort/launcher/options.h"
 
-namespace cohort::launcher {
+namespace cohort::launcher::placement_test {
 namespace {
 
 TEST(Placement, FillsHostsInOrder) {
@@ -58,4 +58,4 @@ TEST(Placement, ThisMachineRunsItsRanksDirectly) {
 }
 
 }  // namespace
-}  // namespace cohort::launcher
+}  // namespace cohort::launcher::placement_test

@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-namespace cohort::launcher {
+namespace cohort::launcher::preflight_report_test {
 namespace {
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
@@ -151,4 +151,4 @@ TEST(PreflightReport, ContainerInterfacesAreExcluded) {
 }
 
 }  // namespace
-}  // namespace cohort::launcher
+}  // namespace cohort::launcher::preflight_report_test

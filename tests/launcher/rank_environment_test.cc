@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-namespace cohort::launcher {
+namespace cohort::launcher::rank_environment_test {
 namespace {
 
 JobEnvironment job_of(int size) {
@@ -179,4 +179,4 @@ TEST(RankEnvironment, EnvpAndCurrentEnvironment) {
 }
 
 }  // namespace
-}  // namespace cohort::launcher
+}  // namespace cohort::launcher::rank_environment_test

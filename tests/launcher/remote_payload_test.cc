@@ -9,7 +9,7 @@
 
 #include "cohort/common/error.h"
 
-namespace cohort::launcher {
+namespace cohort::launcher::remote_payload_test {
 namespace {
 
 RemotePayload sample() {
@@ -82,4 +82,4 @@ TEST(RemotePayload, RejectsMalformedInput) {
 }
 
 }  // namespace
-}  // namespace cohort::launcher
+}  // namespace cohort::launcher::remote_payload_test

@@ -7,7 +7,7 @@
 #include "cohort/launcher/exit_status.h"
 #include "cohort/launcher/signals.h"
 
-namespace cohort::launcher {
+namespace cohort::launcher::report_test {
 namespace {
 
 // Wait statuses as the kernel encodes them.
@@ -134,4 +134,4 @@ TEST(Report, SignalStopAndSuccess) {
 }
 
 }  // namespace
-}  // namespace cohort::launcher
+}  // namespace cohort::launcher::report_test

@@ -10,7 +10,7 @@
 
 #include "tests/launcher/cohortrun_process.h"
 
-namespace cohort::launcher {
+namespace cohort::launcher::shm_cleanup_test {
 namespace {
 
 bool exists(const std::string& path) {
@@ -51,4 +51,4 @@ TEST(ShmCleanup, WorksOnDevShm) {
 }
 
 }  // namespace
-}  // namespace cohort::launcher
+}  // namespace cohort::launcher::shm_cleanup_test

@@ -7,7 +7,7 @@
 
 #include "cohort/launcher/options.h"
 
-namespace cohort::launcher {
+namespace cohort::launcher::slurm_allocation_test {
 namespace {
 
 // What sbatch -N 3 -n 7 gives its script.
@@ -108,4 +108,4 @@ TEST(SlurmAllocation, GivesTheHostsNpAndLaunchTemplateOfALaunchWithoutHosts) {
 }
 
 }  // namespace
-}  // namespace cohort::launcher
+}  // namespace cohort::launcher::slurm_allocation_test

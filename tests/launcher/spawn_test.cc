@@ -10,7 +10,7 @@
 
 #include "tests/launcher/cohortrun_process.h"
 
-namespace cohort::launcher {
+namespace cohort::launcher::spawn_test {
 namespace {
 
 int exec_error_code(const std::string& program, const std::string& path, std::string* message = nullptr) {
@@ -225,4 +225,4 @@ TEST(SpawnProcess, FailedExecIsReportedAndReaped) {
 }
 
 }  // namespace
-}  // namespace cohort::launcher
+}  // namespace cohort::launcher::spawn_test

@@ -15,7 +15,7 @@
 
 #include "tests/launcher/cohortrun_process.h"
 
-namespace cohort::launcher {
+namespace cohort::launcher::supervisor_test {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -312,4 +312,4 @@ TEST_F(SupervisorTest, RanksIgnoringAForwardedSignalAreKilledAfterTheSignalGrace
 }
 
 }  // namespace
-}  // namespace cohort::launcher
+}  // namespace cohort::launcher::supervisor_test

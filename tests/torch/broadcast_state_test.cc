@@ -12,7 +12,7 @@
 #include "cohort/torch/data_parallel/distributed_optimizer.h"
 #include "tests/torch/torch_ranks.h"
 
-namespace cohort::testing {
+namespace cohort::testing::broadcast_state_test {
 namespace {
 
 namespace nn = torch::nn;
@@ -180,4 +180,4 @@ TEST(BroadcastOptimizerState, DifferentOptimizerKindsAreAMismatchError) {
 }
 
 }  // namespace
-}  // namespace cohort::testing
+}  // namespace cohort::testing::broadcast_state_test

@@ -16,23 +16,14 @@
 #include "examples/char_lm/options.h"
 #include "examples/char_lm/vocabulary.h"
 #include "tests/launcher/cohortrun_process.h"  // TempDir
+#include "tests/torch/torch_ranks.h"
 
-namespace cohort::testing {
+namespace cohort::testing::char_lm_options_test {
 namespace {
 
 using launcher::testing::TempDir;
 
 namespace lm = cohort::examples::char_lm;
-
-template <typename F>
-std::string config_error_of(F&& f) {
-  try {
-    f();
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST(CharLmOptions, ParsesBothFlagForms) {
   const auto o = lm::parse_options({"--dp",
@@ -293,4 +284,4 @@ TEST(CharLmCorpus, TheInstalledFortunesLoadWhenPresent) {
 }
 
 }  // namespace
-}  // namespace cohort::testing
+}  // namespace cohort::testing::char_lm_options_test

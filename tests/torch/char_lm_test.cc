@@ -28,7 +28,7 @@
 #include "examples/char_lm/vocabulary.h"
 #include "tests/torch/torch_ranks.h"
 
-namespace cohort::testing {
+namespace cohort::testing::char_lm_test {
 namespace {
 
 namespace lm = cohort::examples::char_lm;
@@ -299,4 +299,4 @@ TEST(CharLmSampling, DrawsVocabularyCharactersUpToTheFirstNewline) {
 }
 
 }  // namespace
-}  // namespace cohort::testing
+}  // namespace cohort::testing::char_lm_test

@@ -17,7 +17,7 @@
 #include "cohort/torch/data_parallel/distributed_optimizer.h"
 #include "tests/torch/torch_ranks.h"
 
-namespace cohort::testing {
+namespace cohort::testing::checkpoint_test {
 namespace {
 
 namespace nn = torch::nn;
@@ -271,4 +271,4 @@ TEST(Checkpoint, DistributedResumeFallsBackAndReportsRootsFailure) {
 }
 
 }  // namespace
-}  // namespace cohort::testing
+}  // namespace cohort::testing::checkpoint_test

@@ -9,7 +9,7 @@
 #include "cohort/torch/core/collectives.h"
 #include "tests/torch/torch_ranks.h"
 
-namespace cohort::testing {
+namespace cohort::testing::collectives_test {
 namespace {
 
 
@@ -281,8 +281,6 @@ INSTANTIATE_TEST_SUITE_P(Ranks, TorchWorld, ::testing::Values(1, 2, 3, 4),
 
 // ---- argument errors: clear ConfigErrors before anything is submitted ----
 
-std::string config_error_of(const std::function<void()>& f) { return error_of_kind<ConfigError>(f); }
-
 TEST(TorchCollectiveErrors, NameTheProblem) {
   run_torch_ranks(2, [&](int rank, int size) {
     const std::vector<std::pair<std::function<void()>, std::string>> cases = {
@@ -327,4 +325,4 @@ TEST(TorchCollectiveErrors, NoEngineIsAConfigError) {
 }
 
 }  // namespace
-}  // namespace cohort::testing
+}  // namespace cohort::testing::collectives_test

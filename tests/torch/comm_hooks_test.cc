@@ -13,7 +13,7 @@
 #include "cohort/torch/data_parallel/powersgd_hook.h"
 #include "tests/torch/torch_ranks.h"
 
-namespace cohort {
+namespace cohort::comm_hooks_test {
 namespace {
 
 namespace nn = torch::nn;
@@ -175,4 +175,4 @@ TEST(PowerSgd, LowRankMatchesFloat64Reference) {
 }
 
 }  // namespace
-}  // namespace cohort
+}  // namespace cohort::comm_hooks_test

@@ -29,9 +29,11 @@ struct PlainImpl : torch::nn::Module {  // not Cloneable
 TORCH_MODULE(Plain);
 }  // namespace
 
-namespace cohort {
+namespace cohort::data_parallel_test {
 namespace {
 
+using testing::config_error_of;
+using testing::cross_entropy;
 using testing::max_relative_difference;
 using torch::nn::Sequential;
 
@@ -56,10 +58,6 @@ Sequential clone_of(Sequential m) {
 
 at::Tensor mse(const at::Tensor& out, const at::Tensor& target) {
   return torch::nn::functional::mse_loss(out, target);
-}
-
-at::Tensor cross_entropy(const at::Tensor& out, const at::Tensor& target) {
-  return torch::nn::functional::cross_entropy(out, target);
 }
 
 // max |a - b| relative to max |b|: the error scale of a whole tensor, which
@@ -347,18 +345,6 @@ TEST(DataParallel, WorkerExceptionsReachTheCallerAndThePoolSurvives) {
   EXPECT_TRUE(std::isfinite(loss.item<double>()));
 }
 
-template <typename Fn>
-std::string config_error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const ConfigError& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    return std::string("not a ConfigError: ") + e.what();
-  }
-  return "no error";
-}
-
 TEST(DataParallel, BadUseIsAConfigError) {
   Sequential m = make_mlp(at::kFloat);
   EXPECT_NE(config_error_of([&] { DataParallel<Sequential> dp(m, {.replicas = 0}); }).find("replicas"),
@@ -400,4 +386,4 @@ TEST(DataParallel, BadUseIsAConfigError) {
 }
 
 }  // namespace
-}  // namespace cohort
+}  // namespace cohort::data_parallel_test

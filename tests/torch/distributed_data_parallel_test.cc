@@ -13,7 +13,7 @@
 #include "cohort/torch/core/zero_grad.h"
 #include "tests/torch/torch_ranks.h"
 
-namespace cohort {
+namespace cohort::distributed_data_parallel_test {
 namespace {
 
 namespace nn = torch::nn;
@@ -590,4 +590,4 @@ TEST(DdpAgreement, UnevenStepCountNamesTheRanks) {
 }
 
 }  // namespace
-}  // namespace cohort
+}  // namespace cohort::distributed_data_parallel_test

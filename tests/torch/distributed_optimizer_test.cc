@@ -12,7 +12,7 @@
 #include "cohort/torch/data_parallel/distributed_optimizer.h"
 #include "tests/torch/torch_ranks.h"
 
-namespace cohort::testing {
+namespace cohort::testing::distributed_optimizer_test {
 namespace {
 
 namespace nn = torch::nn;
@@ -416,4 +416,4 @@ TEST(ReplicaAgreement, UnevenStepCountNamesTheRanks) {
 }
 
 }  // namespace
-}  // namespace cohort::testing
+}  // namespace cohort::testing::distributed_optimizer_test

@@ -13,7 +13,7 @@
 #include "cohort/torch/data/distributed_sampler.h"
 #include "tests/torch/torch_ranks.h"
 
-namespace cohort::testing {
+namespace cohort::testing::distributed_sampler_test {
 namespace {
 
 using cohort::DistributedSampler;
@@ -191,4 +191,4 @@ TEST(DistributedSampler, WithoutAnEngineTheDefaultsAreAnError) {
 }
 
 }  // namespace
-}  // namespace cohort::testing
+}  // namespace cohort::testing::distributed_sampler_test

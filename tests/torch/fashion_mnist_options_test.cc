@@ -5,7 +5,7 @@
 #include "cohort/common/error.h"
 #include "examples/fashion_mnist/options.h"
 
-namespace cohort::testing {
+namespace cohort::testing::fashion_mnist_options_test {
 namespace {
 
 namespace ex = cohort::examples;
@@ -75,4 +75,4 @@ TEST(FashionMnistOptions, RejectsBadFlagsWithTheirNames) {
 }
 
 }  // namespace
-}  // namespace cohort::testing
+}  // namespace cohort::testing::fashion_mnist_options_test

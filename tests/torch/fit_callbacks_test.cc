@@ -35,7 +35,7 @@
 #include "tests/launcher/cohortrun_process.h"
 #include "tests/torch/fit_events.h"
 
-namespace cohort::testing {
+namespace cohort::testing::fit_callbacks_test {
 namespace {
 
 using launcher::testing::read_text;
@@ -436,4 +436,4 @@ TEST(Callbacks, ModelCheckpointBestOnlyKeepsTheBestWhenTheMonitorWorsens) {
 }
 
 }  // namespace
-}  // namespace cohort::testing
+}  // namespace cohort::testing::fit_callbacks_test

@@ -34,7 +34,7 @@
 #include "tests/torch/fit_events.h"
 #include "tests/torch/torch_ranks.h"
 
-namespace cohort::testing {
+namespace cohort::testing::fit_parts_test {
 namespace {
 
 using launcher::testing::read_text;
@@ -171,8 +171,6 @@ TEST(StepVote, RowsUnknownAreSummedBeforeEveryStep) {
 }
 
 // --- fit() on one device.
-
-at::Tensor cross_entropy(const at::Tensor& o, const at::Tensor& t) { return torch::cross_entropy_loss(o, t); }
 
 struct SmallProblem {
   at::Tensor x, y;
@@ -343,4 +341,4 @@ TEST(Fit, AnExceptionThatEscapesOneRanksFitFailsTheOthersWithItsReason) {
 }
 
 }  // namespace
-}  // namespace cohort::testing
+}  // namespace cohort::testing::fit_parts_test

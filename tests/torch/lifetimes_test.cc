@@ -18,10 +18,8 @@
 #include "cohort/torch/strategy/multi_worker.h"
 #include "tests/torch/torch_ranks.h"
 
-namespace cohort::testing {
+namespace cohort::testing::lifetimes_test {
 namespace {
-
-std::string config_error_of(const std::function<void()>& f) { return error_of_kind<ConfigError>(f); }
 
 class AfterShutdown : public ::testing::Test {
  protected:
@@ -94,4 +92,4 @@ TEST_F(AfterShutdown, FreeCollectivesSayShutdownRan) {
 }
 
 }  // namespace
-}  // namespace cohort::testing
+}  // namespace cohort::testing::lifetimes_test

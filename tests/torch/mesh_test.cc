@@ -13,7 +13,7 @@
 #include "cohort/torch/core/collectives.h"
 #include "tests/torch/torch_ranks.h"
 
-namespace cohort {
+namespace cohort::mesh_test {
 namespace {
 
 using testing::PerRank;
@@ -163,4 +163,4 @@ TEST(MeshTest, LayoutArithmetic) {
 }
 
 }  // namespace
-}  // namespace cohort
+}  // namespace cohort::mesh_test

@@ -24,7 +24,7 @@
 #include "tests/data/temp_dir.h"
 #include "tests/torch/torch_ranks.h"
 
-namespace cohort::testing {
+namespace cohort::testing::pipeline_input_test {
 namespace {
 
 namespace nn = torch::nn;
@@ -254,4 +254,4 @@ TEST(PipelineInput, ConfigErrorsNameTheProblem) {
 }
 
 }  // namespace
-}  // namespace cohort::testing
+}  // namespace cohort::testing::pipeline_input_test

@@ -14,7 +14,7 @@
 #include "cohort/common/error.h"
 #include "cohort/torch/model_parallel/pipeline_schedule.h"
 
-namespace cohort {
+namespace cohort::pipeline_schedule_test {
 namespace {
 
 using Kind = PipelineAction::Kind;
@@ -175,4 +175,4 @@ TEST(PipelineScheduleTest, BadShapesAreConfigErrors) {
 }
 
 }  // namespace
-}  // namespace cohort
+}  // namespace cohort::pipeline_schedule_test

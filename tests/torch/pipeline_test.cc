@@ -15,7 +15,7 @@
 #include "cohort/torch/model_parallel/mesh.h"
 #include "tests/torch/torch_ranks.h"
 
-namespace cohort {
+namespace cohort::pipeline_test {
 namespace {
 
 using testing::max_relative_difference;
@@ -440,4 +440,4 @@ TEST(StagePartitionTest, BalancesContiguousStages) {
 }
 
 }  // namespace
-}  // namespace cohort
+}  // namespace cohort::pipeline_test

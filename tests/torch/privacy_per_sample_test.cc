@@ -11,7 +11,7 @@
 #include "cohort/torch/privacy/gaussian_noise.h"
 #include "cohort/torch/privacy/per_sample.h"
 
-namespace cohort::privacy {
+namespace cohort::privacy::privacy_per_sample_test {
 namespace {
 
 const auto kF64 = torch::TensorOptions().dtype(torch::kFloat64);
@@ -223,4 +223,4 @@ TEST(ModuleCheck, BatchNormIsRefusedByNameWithTheReplacement) {
 }
 
 }  // namespace
-}  // namespace cohort::privacy
+}  // namespace cohort::privacy::privacy_per_sample_test

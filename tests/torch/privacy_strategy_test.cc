@@ -51,7 +51,7 @@
 #include "tests/torch/residual_models.h"
 #include "tests/torch/torch_ranks.h"
 
-namespace cohort::testing {
+namespace cohort::testing::privacy_strategy_test {
 namespace {
 
 namespace nn = torch::nn;
@@ -61,8 +61,6 @@ using privacy::PrivateStrategy;
 
 constexpr int64_t kClasses = 3;
 constexpr double kInf = std::numeric_limits<double>::infinity();
-
-at::Tensor cross_entropy(const at::Tensor& out, const at::Tensor& y) { return torch::cross_entropy_loss(out, y); }
 
 // Conv2d, GroupNorm and Linear: every layer on the kernel path.
 nn::Sequential make_sequential() {
@@ -843,4 +841,4 @@ TEST(PrivateStrategy, RefusesTensorParallelLayersItWouldClipByShard) {
 }
 
 }  // namespace
-}  // namespace cohort::testing
+}  // namespace cohort::testing::privacy_strategy_test

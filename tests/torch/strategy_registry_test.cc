@@ -12,7 +12,7 @@
 #include "cohort/torch/strategy/one_device.h"
 #include "tests/torch/torch_ranks.h"
 
-namespace cohort::testing {
+namespace cohort::testing::strategy_registry_test {
 namespace {
 
 // one_device that counts its steps and says so in its logs: enough to tell
@@ -81,8 +81,6 @@ COHORT_REGISTER_STRATEGY(
      .wrap = [](std::unique_ptr<Strategy> inner, const Spec& spec) -> std::unique_ptr<Strategy> {
        return std::make_unique<TaggingWrapper>(std::move(inner), double(spec.integer("tag")));
      }});
-
-at::Tensor cross_entropy(const at::Tensor& o, const at::Tensor& t) { return torch::cross_entropy_loss(o, t); }
 
 // fit() of a fixed small problem under `strategy`; returns the parameters.
 std::vector<at::Tensor> fit_with(Strategy& strategy, History* history = nullptr) {
@@ -167,4 +165,4 @@ TEST(StrategyRegistry, BadSpecsAndRegistrationsAreOneLineErrors) {
 }
 
 }  // namespace
-}  // namespace cohort::testing
+}  // namespace cohort::testing::strategy_registry_test

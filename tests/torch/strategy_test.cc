@@ -40,7 +40,7 @@
 #include "tests/torch/residual_models.h"
 #include "tests/torch/torch_ranks.h"
 
-namespace cohort::testing {
+namespace cohort::testing::strategy_test {
 namespace {
 
 namespace nn = torch::nn;
@@ -58,8 +58,6 @@ nn::Sequential make_net() {
     return net;
   });
 }
-
-at::Tensor cross_entropy(const at::Tensor& out, const at::Tensor& y) { return torch::cross_entropy_loss(out, y); }
 
 // Inputs and labels of `n` rows, the same on every call.
 std::pair<at::Tensor, at::Tensor> make_data(int64_t n) {
@@ -497,9 +495,9 @@ TEST(MakeStrategy, APlanFileRunsItsStrategy) {
 }
 
 }  // namespace
-}  // namespace cohort::testing
+}  // namespace cohort::testing::strategy_test
 
-namespace cohort::testing {
+namespace cohort::testing::strategy_test {
 namespace {
 
 // A strategy loaded from another's saved state trains on in lock step (the
@@ -676,4 +674,4 @@ TEST(Mirrored, SaysHowToMakeAModelOfOnesOwnCloneable) {
 }
 
 }  // namespace
-}  // namespace cohort::testing
+}  // namespace cohort::testing::strategy_test

@@ -17,7 +17,7 @@
 #include "cohort/torch/core/runtime.h"
 #include "tests/torch/torch_ranks.h"
 
-namespace cohort {
+namespace cohort::sync_batch_norm_test {
 namespace {
 
 using testing::PerRank;
@@ -346,4 +346,4 @@ TEST(SyncBatchNorm, ConvertReplacesBatchNormChildren) {
 }
 
 }  // namespace
-}  // namespace cohort
+}  // namespace cohort::sync_batch_norm_test

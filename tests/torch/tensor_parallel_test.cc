@@ -16,7 +16,7 @@
 #include "cohort/torch/model_parallel/vocab_parallel_embedding.h"
 #include "tests/torch/torch_ranks.h"
 
-namespace cohort::testing {
+namespace cohort::testing::tensor_parallel_test {
 namespace {
 
 
@@ -404,4 +404,4 @@ INSTANTIATE_TEST_SUITE_P(TpSizes, TensorParallel, ::testing::Values(1, 2, 4),
                          [](const auto& info) { return "tp" + std::to_string(info.param); });
 
 }  // namespace
-}  // namespace cohort::testing
+}  // namespace cohort::testing::tensor_parallel_test

@@ -6,7 +6,7 @@
 #include "cohort/common/error.h"
 #include "cohort/torch/core/threads.h"
 
-namespace cohort::testing {
+namespace cohort::testing::threads_test {
 namespace {
 
 TEST(IntraOpThreads, SetsLibTorchsPoolAndOpenBlassPool) {
@@ -26,4 +26,4 @@ TEST(IntraOpThreads, AtLeastOne) {
 }
 
 }  // namespace
-}  // namespace cohort::testing
+}  // namespace cohort::testing::threads_test

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "cohort/common/error.h"
 #include "cohort/torch/core/runtime.h"
 #include "tests/engine/engine_ranks.h"
 
@@ -39,6 +40,15 @@ std::string error_of_kind(const std::function<void()>& f) {
     return std::string("wrong error kind: ") + e.what();
   }
   return "no error";
+}
+
+// What f() raised, which should be a ConfigError (error_of_kind's strings).
+inline std::string config_error_of(const std::function<void()>& f) { return error_of_kind<ConfigError>(f); }
+
+// Cross-entropy as fit()'s loss or a training step's: torch's own function
+// has defaulted parameters, so it does not convert to a std::function.
+inline at::Tensor cross_entropy(const at::Tensor& out, const at::Tensor& target) {
+  return torch::cross_entropy_loss(out, target);
 }
 
 // Runs fn(rank) as run_torch_ranks does and returns each rank's error: ""

@@ -19,7 +19,7 @@
 #include "cohort/torch/model_parallel/tensor_parallel_module.h"
 #include "tests/torch/torch_ranks.h"
 
-namespace cohort::testing {
+namespace cohort::testing::transformer_block_test {
 namespace {
 
 using Params = std::map<std::string, at::Tensor>;
@@ -330,4 +330,4 @@ TEST(TransformerBlockErrors, BadShapesAndOptions) {
 }
 
 }  // namespace
-}  // namespace cohort::testing
+}  // namespace cohort::testing::transformer_block_test

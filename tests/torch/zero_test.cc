@@ -41,7 +41,7 @@
 #include "tests/launcher/cohortrun_process.h"  // TempDir
 #include "tests/torch/torch_ranks.h"
 
-namespace cohort::testing {
+namespace cohort::testing::zero_test {
 namespace {
 
 using launcher::testing::TempDir;
@@ -843,4 +843,4 @@ TEST(Zero, ShardedCheckpointsRefuseDamageAndMismatch) {
 }
 
 }  // namespace
-}  // namespace cohort::testing
+}  // namespace cohort::testing::zero_test
