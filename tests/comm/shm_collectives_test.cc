@@ -4,6 +4,10 @@
 // shm has: a segment of fixed size, and 64-bit offsets.
 #include <gtest/gtest.h>
 
+#include <array>
+#include <cstring>
+#include <memory>
+
 #include "tests/comm/collective_checks.h"
 #include "tests/comm/half_average_checks.h"
 #include "tests/comm/rank_threads.h"
@@ -69,15 +73,24 @@ TEST(ShmSegment, DoesNotGrowWithTheMessage) {
 
 TEST(ShmSegment, AllreduceBeyondFourGigaElementsOfBytes) {
   // More than 2^32 bytes in one call, in place, at 2 ranks: 64-bit offsets
-  // everywhere. u8 sums of (i & 63) + r stay below 256.
-  const size_t count = (size_t(1) << 32) + 4099;
+  // everywhere. u8 sums of (i & 63) + r stay below 256. The pattern repeats
+  // every 64 bytes, so it is written and checked 64 bytes at a time (a loop
+  // over single bytes took most of this test's half a minute).
+  const size_t count = (size_t(1) << 32) + 4099, whole_blocks = count / 64;
   run_ranks(2, [&](int r, comm::Communicator& c) {
-    std::vector<uint8_t> v(count);
-    for (size_t i = 0; i < count; ++i) v[i] = uint8_t((i & 63) + r);
-    c.allreduce(view_of(std::span(v)));
-    size_t wrong = 0;
-    for (size_t i = 0; i < count; ++i) wrong += v[i] != uint8_t(2 * (i & 63) + 1);
-    ASSERT_EQ(wrong, 0u);
+    std::array<uint8_t, 64> mine, sum;
+    for (size_t i = 0; i < 64; ++i) {
+      mine[i] = uint8_t(i + r);
+      sum[i] = uint8_t(2 * i + 1);
+    }
+    std::unique_ptr<uint8_t[]> v(new uint8_t[count]);  // not zeroed: every byte is written next
+    for (size_t b = 0; b < whole_blocks; ++b) std::memcpy(&v[b * 64], mine.data(), 64);
+    std::memcpy(&v[whole_blocks * 64], mine.data(), count % 64);
+    c.allreduce(view_of(std::span(v.get(), count)));
+    size_t wrong_blocks = 0;
+    for (size_t b = 0; b < whole_blocks; ++b) wrong_blocks += std::memcmp(&v[b * 64], sum.data(), 64) != 0;
+    wrong_blocks += std::memcmp(&v[whole_blocks * 64], sum.data(), count % 64) != 0;
+    ASSERT_EQ(wrong_blocks, 0u);
   });
 }
 
