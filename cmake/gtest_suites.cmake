@@ -19,16 +19,14 @@ string(REPLACE "," ";" labels "${LABELS}")
 # in the whole text: a case's "# GetParam() = [..." would upset a CMake list.
 string(REGEX MATCHALL "(^|\n)[A-Za-z0-9_/]+\\." heads "${listing}")
 set(text "")
-set(suites 0)
 foreach(head IN LISTS heads)
   string(REGEX REPLACE "^\n?(.*)\\.$" "\\1" suite "${head}")
-  math(EXPR suites "${suites} + 1")
   string(APPEND text
     "add_test([==[${suite}]==] [==[${TEST_EXECUTABLE}]==] [==[--gtest_filter=${suite}.*]==])\n"
     "set_tests_properties([==[${suite}]==] PROPERTIES WORKING_DIRECTORY [==[${WORKING_DIRECTORY}]==] "
     "TIMEOUT ${TIMEOUT} SKIP_REGULAR_EXPRESSION [==[\\[  SKIPPED \\]]==] LABELS \"${labels}\")\n")
 endforeach()
-if(suites EQUAL 0)
+if(NOT heads)
   message(FATAL_ERROR "${TEST_EXECUTABLE} lists no test suite:\n${listing}")
 endif()
 file(WRITE ${CTEST_FILE} "${text}")

@@ -15,8 +15,8 @@
 #include "examples/char_lm/corpus.h"
 #include "examples/char_lm/options.h"
 #include "examples/char_lm/vocabulary.h"
+#include "tests/data/temp_dir.h"               // error_of
 #include "tests/launcher/cohortrun_process.h"  // TempDir
-#include "tests/torch/torch_ranks.h"
 
 namespace cohort::testing::char_lm_options_test {
 namespace {
@@ -111,7 +111,7 @@ TEST(CharLmOptions, RejectsBadFlagsWithTheirNames) {
       {{"--batch-size", "12abc"}, "--batch-size expects a number, got '12abc'"},
   };
   for (const auto& [args, want] : cases) {
-    const std::string what = config_error_of([&] { lm::parse_options(args); });
+    const std::string what = error_of<ConfigError>([&] { lm::parse_options(args); });
     EXPECT_NE(what.find(want), std::string::npos) << "args " << args[0] << ": '" << what << "'";
   }
 }
@@ -124,27 +124,27 @@ TEST(CharLmOptions, MeshMustMatchTheWorldAndTheModel) {
     const auto o = with({"--dp", std::to_string(dp), "--pp", std::to_string(pp), "--tp", std::to_string(tp)});
     EXPECT_NO_THROW(lm::check_world(o, 4)) << dp << "x" << pp << "x" << tp;
   }
-  EXPECT_NE(config_error_of([&] {
+  EXPECT_NE(error_of<ConfigError>([&] {
               lm::check_world(with({"--dp", "2", "--pp", "2", "--tp", "2"}), 4);
             }).find("--dp 2 x --pp 2 x --tp 2 = 8 ranks, but the job has 4"),
             std::string::npos);
-  EXPECT_NE(config_error_of([&] {
+  EXPECT_NE(error_of<ConfigError>([&] {
               lm::check_world(with({"--dp", "2"}), 1);
             }).find("= 2 ranks, but the job has 1"),
             std::string::npos);
-  EXPECT_NE(config_error_of([&] {
+  EXPECT_NE(error_of<ConfigError>([&] {
               lm::check_world(with({"--pp", "4", "--layers", "2"}), 4);
             }).find("--layers 2 cannot fill --pp 4 stages"),
             std::string::npos);
-  EXPECT_NE(config_error_of([&] {
+  EXPECT_NE(error_of<ConfigError>([&] {
               lm::check_world(with({"--tp", "4", "--heads", "2", "--d-model", "8"}), 4);
             }).find("--heads 2 must be a multiple of --tp 4"),
             std::string::npos);
-  EXPECT_NE(config_error_of([&] {
+  EXPECT_NE(error_of<ConfigError>([&] {
               lm::check_world(with({"--tp", "2", "--vocab-multiple", "3"}), 2);
             }).find("--vocab-multiple 3 must be a multiple of --tp 2"),
             std::string::npos);
-  EXPECT_NE(config_error_of([&] {
+  EXPECT_NE(error_of<ConfigError>([&] {
               lm::check_world(with({"--dp", "4", "--batch-size", "8", "--micro-batches", "4"}), 4);
             }).find("--batch-size 8 must be a multiple of --dp 4 x --micro-batches 4 = 16"),
             std::string::npos);
@@ -200,18 +200,18 @@ TEST(CharLmCorpus, TfRecordTextRecordsThroughThePipelineGiveTheSameCorpus) {
   f.set("text", data::Feature::bytes({"%"}));
   w.write(data::build_example(f));
   w.close();
-  const std::string empty = config_error_of([&] { lm::load_corpus(d.path() + "/empty.tfrecord"); });
+  const std::string empty = error_of<ConfigError>([&] { lm::load_corpus(d.path() + "/empty.tfrecord"); });
   EXPECT_NE(empty.find("no fortunes in the 1 records of"), std::string::npos) << empty;
 }
 
 TEST(CharLmCorpus, MissingOrEmptyCorpusIsAClearError) {
-  const std::string missing = config_error_of([] { lm::load_corpus("/nonexistent/fortunes"); });
+  const std::string missing = error_of<ConfigError>([] { lm::load_corpus("/nonexistent/fortunes"); });
   EXPECT_NE(missing.find("fortune directory /nonexistent/fortunes not found"), std::string::npos) << missing;
   EXPECT_NE(missing.find("'fortunes' package"), std::string::npos) << missing;
   TempDir d;
   d.write("blank", "%\n  \n%\n");
   d.write("index.dat", "x");
-  const std::string empty = config_error_of([&] { lm::load_corpus(d.path()); });
+  const std::string empty = error_of<ConfigError>([&] { lm::load_corpus(d.path()); });
   EXPECT_NE(empty.find("no fortunes in " + d.path()), std::string::npos) << empty;
 }
 
@@ -228,7 +228,7 @@ TEST(CharLmVocabulary, SortedBytesWithFallbackAndPadding) {
   EXPECT_EQ(v.padded_size(8), 16);
   EXPECT_EQ(v.padded_size(1), 9);
   EXPECT_EQ(v.padded_size(9), 9);
-  EXPECT_NE(config_error_of([&] { v.byte_of(9); }).find("character id 9 outside the vocabulary of 9"),
+  EXPECT_NE(error_of<ConfigError>([&] { v.byte_of(9); }).find("character id 9 outside the vocabulary of 9"),
             std::string::npos);
   EXPECT_EQ(lm::Vocabulary::from_text("ba").fallback_id(), 0);  // no space: id 0
   // Bytes above 127 (UTF-8) are characters like any other.
