@@ -4,11 +4,11 @@
 # Races between ranks show up only when the scheduler delays a process at the
 # wrong moment, which a quiet machine rarely does (issue 12's: a rank that
 # finished the last collective and exited was taken for a failure by a slower
-# rank, once in 1043 tests). This runs shm_process_test (real processes over a
-# TCP store: collectives on 2, 3, 4 and 8 ranks; killed, stopped and
-# departing ranks) --iterations times while a busy loop runs on every core,
-# and prints runs, passes and failures, per test and in all. Not part of
-# ctest: it takes many minutes and loads every core.
+# rank, once in 1043 tests). This runs shm_test's process tests (real
+# processes over a TCP store: collectives on 2, 3, 4 and 8 ranks; killed,
+# stopped and departing ranks) --iterations times while a busy loop runs on
+# every core, and prints runs, passes and failures, per test and in all.
+# Not part of ctest: it takes many minutes and loads every core.
 #
 # Usage: bench/shm_stress.sh [--build-dir DIR] [--iterations N] [--filter F]
 #          [--hogs N] [--timeout S]
@@ -17,7 +17,7 @@
 #   --hogs        busy loops (default: one per online CPU)
 #   --timeout     seconds one run may take before it counts as hung (300)
 #
-# Builds shm_process_test and shm_rank_program (CMake, in the build dir,
+# Builds shm_test and shm_rank_program (CMake, in the build dir,
 # default build/). The log of every failed run stays in DIR/shm_stress/.
 # Exit status: 0 when every run passed, 1 otherwise, 2 on bad arguments.
 set -euo pipefail
@@ -46,8 +46,8 @@ done
 [[ $hogs =~ ^[0-9]+$ ]] || usage_error "--hogs must be a number, not '$hogs'"
 [[ $run_timeout =~ ^[1-9][0-9]*$ ]] || usage_error "--timeout must be a positive integer, not '$run_timeout'"
 
-cmake --build "$build_dir" --target shm_process_test shm_rank_program >/dev/null
-program=$build_dir/tests/comm/shm_process_test
+cmake --build "$build_dir" --target shm_test shm_rank_program >/dev/null
+program=$build_dir/tests/comm/shm_test
 logs=$build_dir/shm_stress
 rm -rf "$logs"
 mkdir -p "$logs"
@@ -90,7 +90,7 @@ stop_hogs
 hog_pids=()
 
 echo
-echo "shm_stress: $runs runs of shm_process_test --gtest_filter='$filter' beside $hogs busy loops on $(getconf _NPROCESSORS_ONLN) CPUs, $((SECONDS - start)) s"
+echo "shm_stress: $runs runs of shm_test --gtest_filter='$filter' beside $hogs busy loops on $(getconf _NPROCESSORS_ONLN) CPUs, $((SECONDS - start)) s"
 printf '%-60s %7s %7s\n' test passed failed
 for name in $(printf '%s\n' "${!passed[@]}" "${!failed[@]}" | sort -u); do
   printf '%-60s %7d %7d\n' "$name" "${passed[$name]:-0}" "${failed[$name]:-0}"

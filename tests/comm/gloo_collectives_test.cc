@@ -7,7 +7,7 @@
 #include "tests/comm/half_average_checks.h"
 #include "tests/comm/gloo_ranks.h"
 
-namespace cohort::testing {
+namespace cohort::testing::gloo_collectives_test {
 namespace {
 
 class GlooWorld : public ::testing::TestWithParam<int> {};
@@ -106,4 +106,4 @@ TEST(GlooDevice, ListensOnTheRequestedInterface) {
 }
 
 }  // namespace
-}  // namespace cohort::testing
+}  // namespace cohort::testing::gloo_collectives_test

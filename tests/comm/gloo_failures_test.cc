@@ -15,7 +15,7 @@
 #include "cohort/comm/gloo/connection_shutdown.h"
 #include "tests/comm/gloo_ranks.h"
 
-namespace cohort::testing {
+namespace cohort::testing::gloo_failures_test {
 namespace {
 
 using namespace std::chrono_literals;
@@ -301,4 +301,4 @@ TEST(GlooConnectionShutdown, EndpointsReadBackAndMalformedOnesAreRefused) {
 }
 
 }  // namespace
-}  // namespace cohort::testing
+}  // namespace cohort::testing::gloo_failures_test

@@ -11,7 +11,7 @@
 #include "cohort/rendezvous/tcp_store.h"
 #include "tests/comm/mpi_job.h"
 
-namespace cohort::testing {
+namespace cohort::testing::gloo_process_test {
 namespace {
 
 using namespace std::chrono_literals;
@@ -76,4 +76,4 @@ TEST(GlooProcesses, ADeadRankIsNamedByTheSurvivors) {
 }
 
 }  // namespace
-}  // namespace cohort::testing
+}  // namespace cohort::testing::gloo_process_test

@@ -6,7 +6,7 @@
 
 #include "tests/comm/mpi_job.h"
 
-namespace cohort::testing {
+namespace cohort::testing::mpi_collectives_test {
 namespace {
 
 using namespace std::chrono_literals;
@@ -55,4 +55,4 @@ TEST_F(MpiFailureJob, RankDeathEndsTheJobPromptly) {
 }
 
 }  // namespace
-}  // namespace cohort::testing
+}  // namespace cohort::testing::mpi_collectives_test

@@ -9,7 +9,7 @@
 
 #include "tests/comm/mpi_job.h"
 
-namespace cohort::testing {
+namespace cohort::testing::mpi_launch_test {
 namespace {
 
 using namespace std::chrono_literals;
@@ -63,4 +63,4 @@ TEST(MpiLaunch, MpiBackendOutsideMpirunIsAConfigError) {
 #endif
 
 }  // namespace
-}  // namespace cohort::testing
+}  // namespace cohort::testing::mpi_launch_test

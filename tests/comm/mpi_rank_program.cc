@@ -1,7 +1,7 @@
-// One rank of the mpi communicator's tests: mpi_collectives_test starts it
-// as `mpirun -np N mpi_rank_program --gtest_filter=...`. Every process runs
-// the selected tests on its own rank of one MPI job; the checks are
-// collective_checks.h, shared with the gloo tests.
+// One rank of the mpi communicator's tests: mpi_test (mpi_collectives_test.cc)
+// starts it as `mpirun -np N mpi_rank_program --gtest_filter=...`. Every
+// process runs the selected tests on its own rank of one MPI job; the checks
+// are collective_checks.h, shared with the gloo tests.
 //
 // Only rank 0 prints gtest's report. A failed assertion on any rank prints
 // the rank and the failure and ends that process at once with status 3, so
@@ -173,7 +173,7 @@ TEST(MpiCollectives, UnequalEagerSizesStillDeliver) {
 }
 
 // Not a gtest check: this rank's process dies in the middle of a job
-// (mpi_collectives_test checks that mpirun ends the job promptly).
+// (mpi_collectives_test.cc checks that mpirun ends the job promptly).
 TEST(MpiDeath, RankDiesMidCollective) {
   std::vector<float> v(1 << 16, 1.0f);
   g_world->allreduce(BufferView{v.data(), v.size(), DType::f32});

@@ -12,7 +12,7 @@
 #include "tests/comm/half_average_checks.h"
 #include "tests/comm/rank_threads.h"
 
-namespace cohort::testing {
+namespace cohort::testing::shm_collectives_test {
 namespace {
 
 // Sizes from the issue: 0, 1, odd, just over a page, and a few MiB (larger
@@ -95,4 +95,4 @@ TEST(ShmSegment, AllreduceBeyondFourGigaElementsOfBytes) {
 }
 
 }  // namespace
-}  // namespace cohort::testing
+}  // namespace cohort::testing::shm_collectives_test

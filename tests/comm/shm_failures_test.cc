@@ -13,7 +13,7 @@
 #include "cohort/common/error.h"
 #include "tests/comm/rank_threads.h"
 
-namespace cohort::testing {
+namespace cohort::testing::shm_failures_test {
 namespace {
 
 using namespace std::chrono_literals;
@@ -328,4 +328,4 @@ TEST(ShmFailures, ReusedStoreNamespaceIsAConfigError) {
 }
 
 }  // namespace
-}  // namespace cohort::testing
+}  // namespace cohort::testing::shm_failures_test

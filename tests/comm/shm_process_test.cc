@@ -23,6 +23,7 @@
 
 extern char** environ;
 
+namespace cohort::testing::shm_process_test {
 namespace {
 
 using namespace std::chrono_literals;
@@ -194,3 +195,4 @@ TEST(ProcessFailures, ALoneRankNamesTheMissingRanksAndLeavesNoSegment) {
 }
 
 }  // namespace
+}  // namespace cohort::testing::shm_process_test

@@ -8,7 +8,7 @@
 #include "cohort/common/check.h"
 #include "cohort/common/error.h"
 
-namespace cohort {
+namespace cohort::check_test {
 namespace {
 
 // Runs `fn`, expects an exception of type E, and returns its message.
@@ -199,4 +199,4 @@ TEST(Errors, HierarchyAndPeerLostDetails) {
 }
 
 }  // namespace
-}  // namespace cohort
+}  // namespace cohort::check_test

@@ -10,7 +10,7 @@
 #include "cohort/common/error.h"
 #include "cohort/common/reduce_op.h"
 
-namespace cohort {
+namespace cohort::dtype_test {
 namespace {
 
 // Runs `fn`, expects a ConfigError, and returns its message.
@@ -123,4 +123,4 @@ TEST(BufferView, BytesAndSlices) {
 }
 
 }  // namespace
-}  // namespace cohort
+}  // namespace cohort::dtype_test

@@ -12,7 +12,7 @@
 #include "cohort/common/reduce.h"
 #include "tests/common/half_reference.h"
 
-namespace cohort {
+namespace cohort::half_test {
 namespace {
 
 using testing::Bf16Ref;
@@ -196,4 +196,4 @@ TEST(Bf16, SpecialValues) {
 }
 
 }  // namespace
-}  // namespace cohort
+}  // namespace cohort::half_test

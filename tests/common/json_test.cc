@@ -10,7 +10,7 @@
 
 #include "cohort/common/error.h"
 
-namespace cohort::json {
+namespace cohort::json::json_test {
 namespace {
 
 std::string error_of(const std::string& text) {
@@ -113,4 +113,4 @@ TEST(Json, ParseFileNamesThePath) {
 }
 
 }  // namespace
-}  // namespace cohort::json
+}  // namespace cohort::json::json_test

@@ -14,7 +14,7 @@
 #include "cohort/common/error.h"
 #include "cohort/common/logging.h"
 
-namespace cohort::logging {
+namespace cohort::logging::logging_test {
 namespace {
 
 // Restores the threshold and rank a test changed.
@@ -171,4 +171,4 @@ TEST(LoggingDeathTest, MalformedLevelRaisesConfigErrorOnce) {
 }
 
 }  // namespace
-}  // namespace cohort::logging
+}  // namespace cohort::logging::logging_test

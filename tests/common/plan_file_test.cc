@@ -10,7 +10,7 @@
 
 #include "cohort/common/error.h"
 
-namespace cohort {
+namespace cohort::plan_file_test {
 namespace {
 
 std::string write(const std::string& text) {
@@ -118,4 +118,4 @@ TEST(PlanFile, AnAutoBackendAsksNoBackendOfTheLaunch) {
 }
 
 }  // namespace
-}  // namespace cohort
+}  // namespace cohort::plan_file_test

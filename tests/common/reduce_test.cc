@@ -20,7 +20,7 @@
 #include "cohort/common/reduce.h"
 #include "tests/common/half_reference.h"
 
-namespace cohort {
+namespace cohort::reduce_test {
 
 // Readable parameters in test listings ("f32", "sum" rather than bytes);
 // found by argument-dependent lookup, so in cohort itself.
@@ -639,4 +639,4 @@ TEST(FinishAverage, OneContributorIsIdentityAndNonPositiveThrows) {
 }
 
 }  // namespace
-}  // namespace cohort
+}  // namespace cohort::reduce_test

@@ -6,7 +6,7 @@
 #include "cohort/common/error.h"
 #include "cohort/common/spec.h"
 
-namespace cohort {
+namespace cohort::spec_test {
 namespace {
 
 using Kind = SpecKey::Kind;
@@ -77,4 +77,4 @@ TEST(Spec, HelpListsNamesKeysDefaultsAndWords) {
 }
 
 }  // namespace
-}  // namespace cohort
+}  // namespace cohort::spec_test

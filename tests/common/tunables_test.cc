@@ -8,7 +8,7 @@
 #include "cohort/common/error.h"
 #include "cohort/common/tunables.h"
 
-namespace cohort::tunables {
+namespace cohort::tunables::tunables_test {
 namespace {
 
 // Sets (or unsets, with nullopt) an environment variable for one scope.
@@ -186,4 +186,4 @@ TEST(Tunables, FormatTableListsEveryTunable) {
 }
 
 }  // namespace
-}  // namespace cohort::tunables
+}  // namespace cohort::tunables::tunables_test

@@ -20,7 +20,7 @@
 #include "tests/engine/engine_ranks.h"
 #include "tests/data/temp_dir.h"
 
-namespace cohort::data {
+namespace cohort::data::analyzers_test {
 namespace {
 
 using testing::error_of;
@@ -282,4 +282,4 @@ TEST(Transform, ScalarReshapeAndSlicesKeepTheStepsAndConstants) {
 }
 
 }  // namespace
-}  // namespace cohort::data
+}  // namespace cohort::data::analyzers_test

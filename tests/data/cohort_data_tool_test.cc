@@ -15,7 +15,7 @@
 #include "tests/data/idx_test_files.h"
 #include "tests/data/temp_dir.h"
 
-namespace cohort::data {
+namespace cohort::data::cohort_data_tool_test {
 namespace {
 
 struct ToolRun {
@@ -115,4 +115,4 @@ TEST(CohortData, BadCommandLinesExitTwo) {
 }
 
 }  // namespace
-}  // namespace cohort::data
+}  // namespace cohort::data::cohort_data_tool_test

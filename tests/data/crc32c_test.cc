@@ -10,7 +10,7 @@
 
 #include "cohort/data/crc32c.h"
 
-namespace cohort::data {
+namespace cohort::data::crc32c_test {
 namespace {
 
 struct Vector {
@@ -75,4 +75,4 @@ TEST(Crc32c, MaskRoundTripsAndChangesTheValue) {
 }
 
 }  // namespace
-}  // namespace cohort::data
+}  // namespace cohort::data::crc32c_test

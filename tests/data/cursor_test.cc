@@ -13,7 +13,7 @@
 #include "cohort/data/epoch_plan.h"
 #include "tests/data/temp_dir.h"
 
-namespace cohort::data {
+namespace cohort::data::cursor_test {
 namespace {
 
 using testing::error_of;
@@ -142,4 +142,4 @@ TEST(Cursor, NormaliseRefusesAPositionDeliveredTwice) {
 }
 
 }  // namespace
-}  // namespace cohort::data
+}  // namespace cohort::data::cursor_test

@@ -11,7 +11,7 @@
 #include "cohort/data/idx_reader.h"
 #include "tests/data/idx_test_files.h"
 
-namespace cohort::testing {
+namespace cohort::testing::idx_reader_test {
 namespace {
 
 using cohort::data::read_idx;
@@ -120,4 +120,4 @@ TEST_F(IdxReader, MissingFile) {
 }
 
 }  // namespace
-}  // namespace cohort::testing
+}  // namespace cohort::testing::idx_reader_test

@@ -7,7 +7,7 @@
 
 #include "cohort/data/image_ops.h"
 
-namespace cohort::data {
+namespace cohort::data::image_ops_test {
 namespace {
 
 Feature test_image(DType dtype, std::vector<int64_t> shape) {
@@ -90,4 +90,4 @@ TEST(ImageOps, DecodeAndNormalise) {
 }
 
 }  // namespace
-}  // namespace cohort::data
+}  // namespace cohort::data::image_ops_test

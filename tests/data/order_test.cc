@@ -13,7 +13,7 @@
 #include "cohort/data/index_permutation.h"
 #include "cohort/data/philox.h"
 
-namespace cohort::data {
+namespace cohort::data::order_test {
 namespace {
 
 TEST(IndexPermutation, IsABijectionForEverySize) {
@@ -123,4 +123,4 @@ TEST(SampleRng, DrawsAreInRangeAndUnbiased) {
 }
 
 }  // namespace
-}  // namespace cohort::data
+}  // namespace cohort::data::order_test

@@ -24,7 +24,7 @@
 #include "tests/comm/rank_threads.h"
 #include "tests/data/temp_dir.h"
 
-namespace cohort::data {
+namespace cohort::data::pipeline_test {
 namespace {
 
 using testing::error_of;
@@ -495,4 +495,4 @@ TEST(Autotune, ASlowMapGetsEveryWorkerAtTheFirstDecision) {
 }
 
 }  // namespace
-}  // namespace cohort::data
+}  // namespace cohort::data::pipeline_test

@@ -12,7 +12,7 @@
 #include "cohort/data/record_writer.h"
 #include "tests/data/temp_dir.h"
 
-namespace cohort::data {
+namespace cohort::data::records_test {
 namespace {
 
 using testing::error_of;
@@ -254,4 +254,4 @@ TEST(Example, BadProtobufNamesFileRecordAndOffset) {
 }
 
 }  // namespace
-}  // namespace cohort::data
+}  // namespace cohort::data::records_test

@@ -13,7 +13,7 @@
 #include "cohort/data/record_writer.h"
 #include "tests/data/temp_dir.h"
 
-namespace cohort::data {
+namespace cohort::data::roundtrip_test {
 namespace {
 
 int peer(const std::string& command, const std::string& path, int n) {
@@ -100,4 +100,4 @@ TEST(RoundTrip, ExamplesBothWays) {
 }
 
 }  // namespace
-}  // namespace cohort::data
+}  // namespace cohort::data::roundtrip_test

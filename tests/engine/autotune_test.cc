@@ -18,7 +18,7 @@
 
 #include "tests/engine/engine_ranks.h"
 
-namespace cohort::engine {
+namespace cohort::engine::autotune_test {
 namespace {
 
 using Cost = std::function<double(const AutotuneParams&)>;
@@ -337,4 +337,4 @@ TEST(Autotune, TuneStepHandsTheStepsToRankZerosCaller) {
 }
 
 }  // namespace
-}  // namespace cohort::engine
+}  // namespace cohort::engine::autotune_test

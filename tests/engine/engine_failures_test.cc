@@ -11,7 +11,7 @@
 
 #include "tests/engine/engine_ranks.h"
 
-namespace cohort::testing {
+namespace cohort::testing::engine_failures_test {
 namespace {
 
 using engine::Engine;
@@ -303,4 +303,4 @@ TEST(EngineFailure, ShutdownFailsOpsPendingElsewhereNamingTheRank) {
 }
 
 }  // namespace
-}  // namespace cohort::testing
+}  // namespace cohort::testing::engine_failures_test

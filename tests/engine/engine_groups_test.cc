@@ -4,7 +4,7 @@
 
 #include "tests/engine/engine_ranks.h"
 
-namespace cohort::testing {
+namespace cohort::testing::engine_groups_test {
 namespace {
 
 using engine::Engine;
@@ -58,4 +58,4 @@ TEST(EngineGroups, WorldAndSplitGroupsRunConcurrently) {
 }
 
 }  // namespace
-}  // namespace cohort::testing
+}  // namespace cohort::testing::engine_groups_test

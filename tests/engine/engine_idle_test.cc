@@ -11,7 +11,7 @@
 
 #include "tests/engine/engine_ranks.h"
 
-namespace cohort::testing {
+namespace cohort::testing::engine_idle_test {
 namespace {
 
 using engine::Engine;
@@ -131,4 +131,4 @@ TEST(EngineIdle, AnAbandonedWorldFailsOpsThatMembersWhoLeftNeverSubmit) {
 }
 
 }  // namespace
-}  // namespace cohort::testing
+}  // namespace cohort::testing::engine_idle_test

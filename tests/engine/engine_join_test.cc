@@ -6,7 +6,7 @@
 
 #include "tests/engine/engine_ranks.h"
 
-namespace cohort::testing {
+namespace cohort::testing::engine_join_test {
 namespace {
 
 using engine::Engine;
@@ -100,4 +100,4 @@ TEST(EngineJoin, SubmittingWhileJoinedIsRefused) {
 }
 
 }  // namespace
-}  // namespace cohort::testing
+}  // namespace cohort::testing::engine_join_test

@@ -14,7 +14,7 @@
 #include "tests/comm/typed_buffer.h"
 #include "tests/engine/engine_ranks.h"
 
-namespace cohort::testing {
+namespace cohort::testing::engine_ops_test {
 namespace {
 
 using engine::Engine;
@@ -392,4 +392,4 @@ TEST(Engine, ArgumentErrorsThrowAtSubmission) {
 }
 
 }  // namespace
-}  // namespace cohort::testing
+}  // namespace cohort::testing::engine_ops_test

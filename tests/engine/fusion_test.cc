@@ -11,7 +11,7 @@
 #include "cohort/engine/fusion_buffer.h"
 #include "cohort/engine/kernels.h"
 
-namespace cohort::engine {
+namespace cohort::engine::fusion_test {
 namespace {
 
 ReadyOp op(OpKind kind, size_t count, DType dtype = DType::f32, ReduceOp rop = ReduceOp::sum, int root = -1) {
@@ -124,4 +124,4 @@ TEST(Kernels, IdentityOfEveryOpLeavesAReductionUnchanged) {
 }
 
 }  // namespace
-}  // namespace cohort::engine
+}  // namespace cohort::engine::fusion_test

@@ -10,7 +10,7 @@
 #include "cohort/engine/negotiation.h"
 #include "cohort/engine/wire.h"
 
-namespace cohort::engine {
+namespace cohort::engine::negotiation_test {
 namespace {
 
 OpMeta allreduce(uint64_t count, DType dtype = DType::f32, ReduceOp op = ReduceOp::sum) {
@@ -298,4 +298,4 @@ TEST(Wire, RoundTripAndMalformedPayloads) {
 }
 
 }  // namespace
-}  // namespace cohort::engine
+}  // namespace cohort::engine::negotiation_test

@@ -3,7 +3,7 @@
 
 #include "cohort/engine/stall_inspector.h"
 
-namespace cohort::engine {
+namespace cohort::engine::stall_inspector_test {
 namespace {
 
 using namespace std::chrono_literals;
@@ -58,4 +58,4 @@ TEST(StallInspector, ShutdownAfterItsTime) {
 }
 
 }  // namespace
-}  // namespace cohort::engine
+}  // namespace cohort::engine::stall_inspector_test

@@ -10,7 +10,7 @@
 #include "tests/engine/engine_ranks.h"
 #include "tests/engine/json_check.h"
 
-namespace cohort::testing {
+namespace cohort::testing::timeline_test {
 namespace {
 
 std::string read_file(const std::string& path) {
@@ -111,4 +111,4 @@ TEST(Timeline, AnUnwritablePathFailsEveryRanksEngine) {
 }
 
 }  // namespace
-}  // namespace cohort::testing
+}  // namespace cohort::testing::timeline_test

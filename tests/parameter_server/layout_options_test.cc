@@ -10,7 +10,7 @@
 #include "cohort/parameter_server/options.h"
 #include "cohort/parameter_server/roles.h"
 
-namespace cohort::ps {
+namespace cohort::ps::layout_options_test {
 namespace {
 
 TEST(Layout, DivShardingGivesTheFirstShardsTheExtraRows) {
@@ -167,9 +167,9 @@ TEST(Roles, LastRanksServe) {
 }
 
 }  // namespace
-}  // namespace cohort::ps
+}  // namespace cohort::ps::layout_options_test
 
-namespace cohort::ps {
+namespace cohort::ps::layout_options_test {
 namespace {
 
 TEST(Initializer, ValuesDependOnlyOnTheGlobalPositionAndRoundTripAsText) {
@@ -210,4 +210,4 @@ TEST(Initializer, UniformAndNormalHaveTheirMoments) {
 }
 
 }  // namespace
-}  // namespace cohort::ps
+}  // namespace cohort::ps::layout_options_test

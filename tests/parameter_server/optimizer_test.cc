@@ -7,7 +7,7 @@
 
 #include "cohort/parameter_server/optimizer.h"
 
-namespace cohort::ps {
+namespace cohort::ps::optimizer_test {
 namespace {
 
 template <typename T>
@@ -99,4 +99,4 @@ TEST(Optimizer, RowsUpdateOnlyTheirRowsAndEqualDenseThere) {
 }
 
 }  // namespace
-}  // namespace cohort::ps
+}  // namespace cohort::ps::optimizer_test

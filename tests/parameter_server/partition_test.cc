@@ -14,7 +14,7 @@
 #include "cohort/parameter_server/replica.h"
 #include "cohort/parameter_server/wire.h"
 
-namespace cohort::ps {
+namespace cohort::ps::partition_test {
 namespace {
 
 std::span<const std::byte> as_bytes(const std::vector<double>& v) {
@@ -557,4 +557,4 @@ TEST_F(CheckpointTest, CorruptOrMissingCheckpointsAreConfigErrors) {
 }
 
 }  // namespace
-}  // namespace cohort::ps
+}  // namespace cohort::ps::partition_test

@@ -10,7 +10,7 @@
 #include "tests/parameter_server/ps_job_checks.h"
 #include "tests/parameter_server/train_loop.h"
 
-namespace cohort::ps {
+namespace cohort::ps::process_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -134,4 +134,4 @@ TEST_F(ProcessJob, BadSpecsAreOneLineErrors) {
 }
 
 }  // namespace
-}  // namespace cohort::ps
+}  // namespace cohort::ps::process_test

@@ -17,7 +17,7 @@
 #include "cohort/rendezvous/memory_store.h"
 #include "tests/parameter_server/train_loop.h"
 
-namespace cohort::ps {
+namespace cohort::ps::training_test {
 namespace {
 
 using testing::Problem;
@@ -408,4 +408,4 @@ TEST(Commits, ARestoreTakesEveryPartitionBackThroughAFailover) {
 }
 
 }  // namespace
-}  // namespace cohort::ps
+}  // namespace cohort::ps::training_test

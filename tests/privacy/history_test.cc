@@ -7,7 +7,7 @@
 #include "cohort/privacy/history.h"
 #include "cohort/privacy/rdp.h"
 
-namespace cohort::privacy {
+namespace cohort::privacy::history_test {
 namespace {
 
 TEST(History, EqualStepsMergeIntoOneSegment) {
@@ -63,4 +63,4 @@ TEST(Accountant, KindNames) {
 }
 
 }  // namespace
-}  // namespace cohort::privacy
+}  // namespace cohort::privacy::history_test

@@ -6,7 +6,7 @@
 
 #include "cohort/privacy/log_space.h"
 
-namespace cohort::privacy {
+namespace cohort::privacy::log_space_test {
 namespace {
 
 TEST(LogSpace, AddAndSubtract) {
@@ -43,4 +43,4 @@ TEST(LogSpace, BinomialsWithSigns) {
 }
 
 }  // namespace
-}  // namespace cohort::privacy
+}  // namespace cohort::privacy::log_space_test

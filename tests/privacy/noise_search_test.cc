@@ -7,7 +7,7 @@
 #include "cohort/common/error.h"
 #include "cohort/privacy/accountant.h"
 
-namespace cohort::privacy {
+namespace cohort::privacy::noise_search_test {
 namespace {
 
 void expect_almost_equal(double actual, double expected, int places) {
@@ -90,4 +90,4 @@ TEST(NoiseSearchErrors, BadArgumentsAndUnreachableTargets) {
 }
 
 }  // namespace
-}  // namespace cohort::privacy
+}  // namespace cohort::privacy::noise_search_test

@@ -9,7 +9,7 @@
 #include "cohort/common/error.h"
 #include "cohort/privacy/poisson_sampling.h"
 
-namespace cohort::privacy {
+namespace cohort::privacy::poisson_sampling_test {
 namespace {
 
 TEST(PoissonSampling, GlobalBatchIsTheSameAtEveryWorldSize) {
@@ -61,4 +61,4 @@ TEST(PoissonSampling, BadArguments) {
 }
 
 }  // namespace
-}  // namespace cohort::privacy
+}  // namespace cohort::privacy::poisson_sampling_test

@@ -9,7 +9,7 @@
 #include "cohort/privacy/prv.h"
 #include "cohort/privacy/rdp.h"
 
-namespace cohort::privacy {
+namespace cohort::privacy::prv_test {
 namespace {
 
 void expect_almost_equal(double actual, double expected, int places = 7) {
@@ -184,4 +184,4 @@ TEST(PrvErrors, ArgumentsAndUnresolvableDelta) {
 }
 
 }  // namespace
-}  // namespace cohort::privacy
+}  // namespace cohort::privacy::prv_test

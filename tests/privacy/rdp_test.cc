@@ -9,7 +9,7 @@
 #include "cohort/common/error.h"
 #include "cohort/privacy/rdp.h"
 
-namespace cohort::privacy {
+namespace cohort::privacy::rdp_test {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -294,4 +294,4 @@ TEST(RdpErrors, BadArgumentsAreConfigErrors) {
 }
 
 }  // namespace
-}  // namespace cohort::privacy
+}  // namespace cohort::privacy::rdp_test

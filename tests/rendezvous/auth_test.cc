@@ -7,7 +7,7 @@
 
 #include "cohort/rendezvous/auth.h"
 
-namespace cohort::rendezvous {
+namespace cohort::rendezvous::auth_test {
 namespace {
 
 TEST(AuthTest, HmacSha256MatchesRfc4231) {
@@ -103,4 +103,4 @@ TEST(AuthTest, FrameTagsCountFramesAndMatchTheHmacOfSequenceAndPayload) {
 }
 
 }  // namespace
-}  // namespace cohort::rendezvous
+}  // namespace cohort::rendezvous::auth_test

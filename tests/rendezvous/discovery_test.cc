@@ -10,7 +10,7 @@
 #include "cohort/common/error.h"
 #include "cohort/rendezvous/discovery.h"
 
-namespace cohort::rendezvous {
+namespace cohort::rendezvous::discovery_test {
 namespace {
 
 // Expects discover(env) to throw ConfigError whose message names every one
@@ -534,4 +534,4 @@ TEST(DiscoveryTest, ReadsTheProcessEnvironment) {
 }
 
 }  // namespace
-}  // namespace cohort::rendezvous
+}  // namespace cohort::rendezvous::discovery_test

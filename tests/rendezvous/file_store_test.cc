@@ -15,7 +15,7 @@
 #include "cohort/rendezvous/file_store.h"
 #include "test_util.h"
 
-namespace cohort::rendezvous {
+namespace cohort::rendezvous::file_store_test {
 namespace {
 
 using namespace std::chrono_literals;
@@ -111,4 +111,4 @@ TEST(FileStoreTest, ReadersNeverSeeAPartialValue) {
 }
 
 }  // namespace
-}  // namespace cohort::rendezvous
+}  // namespace cohort::rendezvous::file_store_test

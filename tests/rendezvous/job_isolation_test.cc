@@ -24,7 +24,7 @@
 
 extern char** environ;
 
-namespace cohort::rendezvous {
+namespace cohort::rendezvous::job_isolation_test {
 namespace {
 
 using namespace std::chrono_literals;
@@ -207,4 +207,4 @@ TEST_F(JobIsolation, StallIsEndedByTheTimeout) {
 }
 
 }  // namespace
-}  // namespace cohort::rendezvous
+}  // namespace cohort::rendezvous::job_isolation_test

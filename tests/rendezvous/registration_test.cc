@@ -9,7 +9,7 @@
 #include "cohort/rendezvous/memory_store.h"
 #include "cohort/rendezvous/registration.h"
 
-namespace cohort::rendezvous {
+namespace cohort::rendezvous::registration_test {
 namespace {
 
 LaunchInfo job(const std::string& id, int rank, int size) {
@@ -65,4 +65,4 @@ TEST(RegistrationTest, TheClaimNamesThisHostAndProcess) {
 }
 
 }  // namespace
-}  // namespace cohort::rendezvous
+}  // namespace cohort::rendezvous::registration_test

@@ -4,7 +4,7 @@
 
 #include "cohort/common/error.h"
 
-namespace cohort::rendezvous {
+namespace cohort::rendezvous::slurm_lists_test {
 namespace {
 
 using Hosts = std::vector<std::string>;
@@ -65,4 +65,4 @@ TEST(SlurmLists, ExpandsTasksPerNodeLists) {
 }
 
 }  // namespace
-}  // namespace cohort::rendezvous
+}  // namespace cohort::rendezvous::slurm_lists_test

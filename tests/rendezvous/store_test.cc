@@ -20,7 +20,7 @@
 #include "cohort/rendezvous/tcp_store.h"
 #include "test_util.h"
 
-namespace cohort::rendezvous {
+namespace cohort::rendezvous::store_test {
 namespace {
 
 using namespace std::chrono_literals;
@@ -333,4 +333,4 @@ TEST(PrefixStoreTest, NestedPrefixesCompose) {
 TEST(PrefixStoreTest, NullInnerIsRejected) { EXPECT_THROW(PrefixStore("p", nullptr), Error); }
 
 }  // namespace
-}  // namespace cohort::rendezvous
+}  // namespace cohort::rendezvous::store_test

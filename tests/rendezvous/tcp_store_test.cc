@@ -19,7 +19,7 @@
 #include "cohort/rendezvous/wire.h"
 #include "test_util.h"
 
-namespace cohort::rendezvous {
+namespace cohort::rendezvous::tcp_store_test {
 namespace {
 
 using namespace std::chrono_literals;
@@ -804,4 +804,4 @@ TEST(TcpStoreTest, ConnectionsInTheHandshakeAreCapped) {
 }
 
 }  // namespace
-}  // namespace cohort::rendezvous
+}  // namespace cohort::rendezvous::tcp_store_test

@@ -9,7 +9,7 @@
 
 #include "cohort/common/error.h"
 
-namespace cohort::sim {
+namespace cohort::sim::calibration_test {
 namespace {
 
 TEST(Calibration, RecoversShmParametersFromModelSamples) {
@@ -114,4 +114,4 @@ TEST(Calibration, ReadsCohortBenchCsv) {
 }
 
 }  // namespace
-}  // namespace cohort::sim
+}  // namespace cohort::sim::calibration_test

@@ -7,7 +7,7 @@
 
 #include <cmath>
 
-namespace cohort::sim {
+namespace cohort::sim::collectives_test {
 namespace {
 
 // p hosts of one rank each, a network of latency a and bandwidth b, nothing
@@ -199,4 +199,4 @@ TEST(Collectives, AutoResolvesAsCohort) {
 }
 
 }  // namespace
-}  // namespace cohort::sim
+}  // namespace cohort::sim::collectives_test

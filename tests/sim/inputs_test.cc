@@ -9,7 +9,7 @@
 #include "tools/sim/topology.h"
 #include "tools/sim/workload.h"
 
-namespace cohort::sim {
+namespace cohort::sim::inputs_test {
 namespace {
 
 std::string topology_error(const std::string& text) {
@@ -163,4 +163,4 @@ TEST(WorkloadFile, ErrorsNameTheField) {
 }
 
 }  // namespace
-}  // namespace cohort::sim
+}  // namespace cohort::sim::inputs_test

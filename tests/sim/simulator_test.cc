@@ -10,7 +10,7 @@
 #include "cohort/common/error.h"
 #include "cohort/engine/cycle_state.h"
 
-namespace cohort::sim {
+namespace cohort::sim::simulator_test {
 namespace {
 
 constexpr double kA = 1e-5;     // network alpha
@@ -387,4 +387,4 @@ TEST(Simulator, BadStrategiesAreConfigErrors) {
 }
 
 }  // namespace
-}  // namespace cohort::sim
+}  // namespace cohort::sim::simulator_test

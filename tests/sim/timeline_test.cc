@@ -15,7 +15,7 @@
 #include "cohort/common/json.h"
 #include "tests/engine/engine_ranks.h"
 
-namespace cohort::sim {
+namespace cohort::sim::timeline_test {
 namespace {
 
 // A Chrome trace in cohort's timeline layout: lanes by thread_name, one
@@ -168,4 +168,4 @@ TEST(TimelineWorkload, FromARealEngineRun) {
 }
 
 }  // namespace
-}  // namespace cohort::sim
+}  // namespace cohort::sim::timeline_test

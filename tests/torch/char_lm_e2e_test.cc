@@ -12,7 +12,7 @@
 
 #include "tests/launcher/cohortrun_process.h"
 
-namespace cohort::testing {
+namespace cohort::testing::char_lm_e2e_test {
 namespace {
 
 using launcher::testing::CohortrunProcess;
@@ -111,4 +111,4 @@ TEST_F(CharLmE2E, BadFlagsAndAMissingCorpusAreOneLineErrors) {
 }
 
 }  // namespace
-}  // namespace cohort::testing
+}  // namespace cohort::testing::char_lm_e2e_test

@@ -84,10 +84,13 @@
 
 #include "cohort/common/flags.h"
 #include "cohort/models/image_classifiers.h"
-#include "cohort/torch/strategy/parameter_server.h"
-#include "tests/torch/elastic_rows.h"
 #include "cohort/rendezvous/discovery.h"
 #include "cohort/rendezvous/membership.h"
+#include "cohort/torch/strategy/parameter_server.h"
+#include "tests/torch/elastic_rows.h"
+#include "tests/torch/torch_programs.h"
+
+namespace cohort::testing::elastic_program {
 
 namespace {
 
@@ -208,7 +211,9 @@ class FitProbe final : public cohort::Callback {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+// The program's main(): torch_programs.cc calls it when the binary is
+// started as elastic_program.
+int run(int argc, char** argv) {
   std::string out, kind = "linear", strategy_spec = "multi_worker:style=ddp", input = "dataset", tensorboard;
   int64_t rows = 96, batch = 4, epochs = 3, delay_ms = 0, commit_steps = 1;
   std::vector<Kill> kills;
@@ -478,3 +483,5 @@ int main(int argc, char** argv) {
   cohort::shutdown();
   return 0;
 }
+
+}  // namespace cohort::testing::elastic_program

@@ -36,7 +36,7 @@
 #include "tests/launcher/cohortrun_process.h"
 #include "tests/torch/elastic_rows.h"
 
-namespace cohort::testing {
+namespace cohort::testing::elastic_test {
 namespace {
 
 using launcher::testing::CohortrunProcess;
@@ -658,4 +658,4 @@ TEST(Elastic, AFloorThatCannotBeReachedAgainFailsAtOnce) {
 }
 
 }  // namespace
-}  // namespace cohort::testing
+}  // namespace cohort::testing::elastic_test

@@ -15,7 +15,7 @@
 #include "tests/launcher/cohortrun_process.h"
 #include "tests/data/idx_test_files.h"
 
-namespace cohort::testing {
+namespace cohort::testing::fashion_mnist_e2e_test {
 namespace {
 
 using launcher::testing::CohortrunProcess;
@@ -316,4 +316,4 @@ TEST_F(FashionMnistE2E, MalformedDataFailsWithAClearMessage) {
 }
 
 }  // namespace
-}  // namespace cohort::testing
+}  // namespace cohort::testing::fashion_mnist_e2e_test

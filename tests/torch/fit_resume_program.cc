@@ -22,6 +22,9 @@
 #include <fstream>
 
 #include "cohort/common/flags.h"
+#include "tests/torch/torch_programs.h"
+
+namespace cohort::testing::fit_resume_program {
 
 namespace {
 
@@ -44,7 +47,9 @@ struct Announcer : cohort::Callback {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+// The program's main(): torch_programs.cc calls it when the binary is
+// started as fit_resume_program.
+int run(int argc, char** argv) {
   std::string backup, out, style = "ddp", spec, tensorboard;
   int64_t epochs = 4, backup_every = 1;
   auto announcer = std::make_shared<Announcer>();
@@ -100,3 +105,5 @@ int main(int argc, char** argv) {
   }
   return 0;
 }
+
+}  // namespace cohort::testing::fit_resume_program

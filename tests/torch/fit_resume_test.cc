@@ -23,7 +23,7 @@
 #include "cohort/tensorboard/event_file_reader.h"
 #include "tests/launcher/cohortrun_process.h"
 
-namespace cohort::testing {
+namespace cohort::testing::fit_resume_test {
 namespace {
 
 using launcher::testing::CohortrunProcess;
@@ -292,4 +292,4 @@ TEST(FitTensorBoard, OneRunFromTheChiefReadableAfterAKillEveryStepOnceAfterTheRe
 INSTANTIATE_TEST_SUITE_P(Styles, FitResume, ::testing::Values("ddp", "horovod", "zero:stage=3"));
 
 }  // namespace
-}  // namespace cohort::testing
+}  // namespace cohort::testing::fit_resume_test

@@ -28,8 +28,13 @@
 #include "cohort/torch/fit/metric.h"
 #include "cohort/torch/fit/model.h"
 #include "cohort/torch/strategy/make_strategy.h"
+#include "tests/torch/torch_programs.h"
 
-int main(int argc, char** argv) {
+namespace cohort::testing::ps_strategy_program {
+
+// The program's main(): torch_programs.cc calls it when the binary is
+// started as ps_strategy_program.
+int run(int argc, char** argv) {
   std::string spec, out, optimizer = "sgd";
   int64_t slow_ms = 0;
   try {
@@ -82,3 +87,5 @@ int main(int argc, char** argv) {
     return 2;
   }
 }
+
+}  // namespace cohort::testing::ps_strategy_program

@@ -9,7 +9,7 @@
 
 #include "tests/launcher/cohortrun_process.h"
 
-namespace cohort::testing {
+namespace cohort::testing::recommender_e2e_test {
 namespace {
 
 using launcher::testing::CohortrunProcess;
@@ -67,4 +67,4 @@ TEST(RecommenderE2E, BadStrategiesAreOneLineErrors) {
 }
 
 }  // namespace
-}  // namespace cohort::testing
+}  // namespace cohort::testing::recommender_e2e_test

@@ -18,6 +18,9 @@
 
 #include "cohort/common/flags.h"
 #include "cohort/torch/data/dataset_stream.h"
+#include "tests/torch/torch_programs.h"
+
+namespace cohort::testing::straggler_program {
 
 namespace {
 
@@ -91,7 +94,9 @@ struct Report : cohort::Callback {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+// The program's main(): torch_programs.cc calls it when the binary is
+// started as straggler_program.
+int run(int argc, char** argv) {
   int64_t steps = 300;
   try {
     namespace flags = cohort::flags;
@@ -134,3 +139,5 @@ int main(int argc, char** argv) {
                      .verbose = false});
   return 0;
 }
+
+}  // namespace cohort::testing::straggler_program

@@ -19,7 +19,7 @@
 #include "cohort/common/json.h"
 #include "tests/launcher/cohortrun_process.h"
 
-namespace cohort::testing {
+namespace cohort::testing::straggler_test {
 namespace {
 
 using launcher::testing::CohortrunProcess;
@@ -94,8 +94,11 @@ void expect_named_alone(const std::string& err, int rank, const std::string& cau
       err, std::regex("cohort: straggler: rank " + std::to_string(rank) +
                       R"( \(pid \d+ on [^)]+\) is \d+% slower than the median of the others at )" + cause)))
       << err;
-  for (int other = 0; other < 3; ++other)
-    if (other != rank) EXPECT_EQ(err.find("straggler: rank " + std::to_string(other)), std::string::npos) << err;
+  for (int other = 0; other < 3; ++other) {
+    if (other != rank) {
+      EXPECT_EQ(err.find("straggler: rank " + std::to_string(other)), std::string::npos) << err;
+    }
+  }
 }
 
 TEST(Straggler, ASlowComputeIsNamedWithItsRankAndCause) {
@@ -194,4 +197,4 @@ TEST(Straggler, RankZeroServesTheDashboardUnderTorchrun) {
 }
 
 }  // namespace
-}  // namespace cohort::testing
+}  // namespace cohort::testing::straggler_test
