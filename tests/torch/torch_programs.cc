@@ -7,6 +7,7 @@
 #include "tests/torch/torch_programs.h"
 
 #include <cstdio>
+#include <string>
 #include <string_view>
 
 int main(int argc, char** argv) {
@@ -24,12 +25,9 @@ int main(int argc, char** argv) {
   for (const Program& program : kPrograms) {
     if (started_as == program.name) return program.run(argc, argv);
   }
-  std::fprintf(stderr,
-               "torch_programs: started as '%.*s'; start it as one of its links:", static_cast<int>(started_as.size()),
-               started_as.data());
-  for (const Program& program : kPrograms) {
-    std::fprintf(stderr, " %.*s", static_cast<int>(program.name.size()), program.name.data());
-  }
-  std::fprintf(stderr, "\n");
+  std::string names;
+  for (const Program& program : kPrograms) names += " " + std::string(program.name);
+  std::fprintf(stderr, "torch_programs: started as '%s'; start it as one of its links:%s\n",
+               std::string(started_as).c_str(), names.c_str());
   return 2;
 }
