@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
 """torch.distributed.all_reduce from Python: the "cohort" backend (python/)
-against gloo, 8 B to 64 MiB of float32, in the same processes.
+against gloo, 8 B to 64 MiB of float32, in the same processes, and the
+memory bound: every rank copying its tensor at once.
 
 Each rank joins gloo as the default group and cohort as a new_group; for
-every size, the two take turns (the order flips from repetition to
-repetition), each timing a batch of all_reduce calls after a warm-up. A
+every size, the two and the copy take turns (each goes first in turn from
+repetition to repetition), each timing a batch of calls after a warm-up. A
 size's figure per backend is the median over --reps batches of the time per
 call, the slowest rank's (the times are max-reduced over gloo). Rank 0
 prints one JSON line per size: latency_us of each, the algorithm bandwidth
-(bytes / time, GB/s) and cohort / gloo. Spawns --ranks processes itself;
-needs PYTHONPATH=build/python and Debian's torch (/usr/bin/python3).
+(bytes / time, GB/s), cohort / gloo, the copy's time and cohort / copy.
+Spawns --ranks processes itself; needs PYTHONPATH=build/python and Debian's
+torch (/usr/bin/python3).
 """
 import argparse
 import json
@@ -35,6 +37,16 @@ def time_calls(t, group, calls):
     return (time.perf_counter() - start) / calls
 
 
+def time_copies(t, out, calls):
+    """The memory bound: every rank at once copies its tensor (one read and
+    one write of it, the least an allreduce of private buffers moves)."""
+    dist.barrier()
+    start = time.perf_counter()
+    for _ in range(calls):
+        out.copy_(t)
+    return (time.perf_counter() - start) / calls
+
+
 def worker(rank, args, port):
     import cohort  # noqa: F401  registers the backend
     torch.set_num_threads(1)
@@ -42,15 +54,18 @@ def worker(rank, args, port):
     groups = {"gloo": dist.group.WORLD, "cohort": dist.new_group(backend="cohort")}
     for size in [s for s in SIZES if s <= args.max_bytes]:
         t = torch.ones(size // 4)
+        out = torch.empty_like(t)
         calls = max(3, min(2000, (64 << 20) // size // 4))
-        samples = {name: [] for name in groups}
+        timers = {name: (lambda n, group=group: time_calls(t, group, n)) for name, group in groups.items()}
+        timers["copy"] = lambda n: time_copies(t, out, n)
+        samples = {name: [] for name in timers}
         for rep in range(args.reps):
-            order = list(groups) if rep % 2 == 0 else list(reversed(groups))
-            for name in order:
-                time_calls(t, groups[name], max(1, calls // 10))  # warm-up
-                samples[name].append(time_calls(t, groups[name], calls))
+            names = list(timers)  # each goes first in turn
+            for name in names[rep % len(names):] + names[:rep % len(names)]:
+                timers[name](max(1, calls // 10))  # warm-up
+                samples[name].append(timers[name](calls))
         result = {}
-        for name in groups:
+        for name in timers:
             worst = torch.tensor(samples[name], dtype=torch.float64)
             dist.all_reduce(worst, op=dist.ReduceOp.MAX)  # over gloo: the slowest rank's
             result[name] = statistics.median(worst.tolist())
@@ -60,7 +75,9 @@ def worker(rank, args, port):
                               "cohort_us": round(1e6 * result["cohort"], 2),
                               "gloo_GBps": round(size / result["gloo"] / 1e9, 3),
                               "cohort_GBps": round(size / result["cohort"] / 1e9, 3),
-                              "cohort_over_gloo": round(result["cohort"] / result["gloo"], 3)}), flush=True)
+                              "cohort_over_gloo": round(result["cohort"] / result["gloo"], 3),
+                              "copy_us": round(1e6 * result["copy"], 2),
+                              "cohort_over_copy": round(result["cohort"] / result["copy"], 3)}), flush=True)
     dist.barrier()
     os._exit(0)  # as pytorch_ddp_synthetic.py: skip a teardown that can hang in Debian's gloo
 

@@ -76,17 +76,28 @@ def blas_threads():
         return -1
 
 
+def no_communication(state, bucket):
+    """A DDP comm hook that leaves the bucket as it is (--backend none)."""
+    done = torch.futures.Future()
+    done.set_result(bucket.buffer())
+    return done
+
+
 def worker(rank, args, port):
     torch.set_num_threads(args.threads)
-    backends = ["gloo", "cohort"] if args.backend == "both" else [args.backend]
+    backends = {"both": ["gloo", "cohort"], "all": ["gloo", "cohort", "none"]}.get(args.backend, [args.backend])
     if "cohort" in backends:
         import cohort  # noqa: F401  registers the backend
-    dist.init_process_group(backends[0], init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=args.ranks)
+    dist.init_process_group("gloo" if backends[0] == "none" else backends[0], init_method=f"tcp://127.0.0.1:{port}",
+                            rank=rank, world_size=args.ranks)
     # --backend both: a cohort group beside gloo's, a model on each, and the
     # steps alternate between them, so both meet the same machine state.
+    # "none" is a third model whose gradients are never exchanged (a comm
+    # hook that returns the bucket as it is): the step that free
+    # communication would give, with the other process computing beside it.
     groups = {backends[0]: dist.group.WORLD}
-    if len(backends) > 1:
-        groups["cohort"] = dist.new_group(backend="cohort")
+    for name in backends[1:]:
+        groups[name] = dist.new_group(backend=name) if name != "none" else dist.group.WORLD
     loss_fn = nn.CrossEntropyLoss()
     x = torch.randn(args.batch_size, 1, 28, 28)
     y = torch.randint(0, 10, (args.batch_size,))
@@ -95,6 +106,8 @@ def worker(rank, args, port):
         torch.manual_seed(42 + rank)
         model = nn.parallel.DistributedDataParallel(make_model(args.model), process_group=group,
                                                     gradient_as_bucket_view=bool(args.bucket_view))
+        if name == "none":
+            model.register_comm_hook(None, no_communication)
         opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
 
         def step(model=model, opt=opt):
@@ -109,7 +122,8 @@ def worker(rank, args, port):
     dist.barrier()
     local = {name: [] for name in steps}
     for i in range(args.steps):
-        order = list(steps) if i % 2 == 0 else list(reversed(steps))
+        names = list(steps)  # each goes first in turn
+        order = names[i % len(names):] + names[:i % len(names)]
         for name in order:
             t0 = time.perf_counter()
             steps[name]()
@@ -136,8 +150,9 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--ranks", type=int, default=2)
     p.add_argument("--model", choices=["mlp", "cnn", "resnet"], default="mlp")
-    p.add_argument("--backend", choices=["gloo", "cohort", "both"], default="gloo",
-                   help="both: gloo and cohort in the same processes, their steps alternating")
+    p.add_argument("--backend", choices=["gloo", "cohort", "none", "both", "all"], default="gloo",
+                   help="both: gloo and cohort in the same processes, their steps alternating; none: DDP with "
+                        "no communication (a comm hook that does nothing: the bound); all: gloo, cohort and none")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=5)

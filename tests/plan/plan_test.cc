@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -368,6 +369,67 @@ TEST(PlanInputs, ASecondBatchSeparatesTheFixedCompute) {
                           "memory": {"activation_bytes_per_example": 1},
                           "compute_at": {"batch_per_rank": 8, "workload": {"tensors": [{"name": "g", "bytes": 4, "ready_s": 1}]}}})"),
                   "prof.json", "compute_at.batch_per_rank: must differ from batch_per_rank");
+}
+
+// A family's own step (its hooks, buckets or sharded optimizer measured
+// beside the model, as a workload or a measured period) sets that family's
+// compute: where horovod and ddp would tie on the program's step, ddp's
+// slower step of its own loses, by its own compute (1 s at 32 examples
+// against 1.5 s); a bad family is one line naming it.
+TEST(PlanInputs, AFamilysOwnStepSetsItsCompute) {
+  const auto workload = [](double ready_s) {
+    return R"({"update_s": 0, "tensors": [{"name": "g", "bytes": 4, "ready_s": )" + std::to_string(ready_s) + "}]}";
+  };
+  const auto best_of = [&](const std::string& families) {
+    const std::string doc = R"({"workload": )" + workload(1.0) +
+                            R"(, "batch_per_rank": 32, "memory": {"activation_bytes_per_example": 1})" + families + "}";
+    const Profile p = read_profile(json::parse(doc, "prof.json"), "prof.json");
+    SearchOptions o;
+    o.machines = 1;
+    o.ranks_per_machine = 2;
+    o.strategies = {"horovod", "ddp"};
+    const Result r = plan(p, catalogue(machine("two", 2, 64e9, 1e9, 1.0, 1)), {.global_batch = 64, .steps = 10}, o);
+    std::map<std::string, double> step;  // the fastest plan of each family
+    for (const Plan& q : r.plans)
+      if (!step.contains(family_name(q.config.family))) step[family_name(q.config.family)] = q.step_s;
+    return std::make_pair(family_name(r.plans.front().config.family), step);
+  };
+  const auto [tied, tied_steps] = best_of("");
+  EXPECT_NEAR(tied_steps.at("horovod"), 1.0, 0.02);
+  EXPECT_NEAR(tied_steps.at("ddp"), 1.0, 0.02);
+  const auto [best, steps] = best_of(R"(, "families": {"ddp": {"workload": )" + workload(1.5) + "}}");
+  EXPECT_EQ(std::string(best), "horovod");
+  EXPECT_NEAR(steps.at("horovod"), 1.0, 0.02);
+  EXPECT_NEAR(steps.at("ddp"), 1.5, 0.03);
+  // Its own batch, and its step as a measured period (the program's
+  // workload scaled to it): 1.5 s at 64 examples is 0.75 s at 32, faster
+  // than horovod's.
+  const auto [other, other_steps] = best_of(R"(, "families": {"ddp": {"batch_per_rank": 64, "step_s": 1.5}})");
+  EXPECT_EQ(std::string(other), "ddp");
+  EXPECT_NEAR(other_steps.at("ddp"), 0.75, 0.02);
+  // Two measured periods: 1.2 s at 32 and 1.8 s at 128 leave 1.0 s fixed.
+  const auto [two, two_steps] =
+      best_of(R"(, "families": {"ddp": {"step_s": 1.2, "compute_at": {"batch_per_rank": 128, "step_s": 1.8}}})");
+  EXPECT_EQ(std::string(two), "horovod");
+  EXPECT_NEAR(two_steps.at("ddp"), 1.2, 0.025);
+
+  const std::string rest = R"(, "batch_per_rank": 8, "memory": {"activation_bytes_per_example": 1})";
+  expect_one_line(profile_error(R"({"workload": )" + workload(1) + rest + R"(, "families": {"dpp": {}}})"), "prof.json",
+                  "families.dpp: unknown strategy family");
+  expect_one_line(profile_error(R"({"workload": )" + workload(1) + rest + R"(, "families": {"ddp": {}}})"), "prof.json",
+                  "families.ddp.workload: missing: give workload or step_s");
+  expect_one_line(profile_error(R"({"workload": )" + workload(1) + rest + R"(, "families": {"ddp": {"step_s": 1, )" +
+                                R"("workload": )" + workload(1) + "}}}"),
+                  "prof.json", "families.ddp.step_s: give workload or step_s, not both");
+  expect_one_line(profile_error(R"({"workload": )" + workload(1) + rest + R"(, "families": {"ddp": {"step_s": 0}}})"),
+                  "prof.json", "families.ddp.step_s: must be positive");
+  // step_s belongs to a family: the program's own step is a workload.
+  expect_one_line(profile_error(R"({"workload": )" + workload(1) + rest + R"(, "step_s": 1})"), "prof.json", "step_s");
+  expect_one_line(profile_error(R"({"workload": )" + workload(1) + rest + R"(, "families": {"zero": {"workload": )" +
+                                workload(1) + R"(, "batch": 4}}})"),
+                  "prof.json", "families.zero.batch");
+  expect_one_line(profile_error(R"({"workload": )" + workload(1) + rest + R"(, "families": [1]})"), "prof.json",
+                  "families: expected an object");
 }
 
 // The mesh model against its closed form: slot = compute / (m pp) + two

@@ -100,9 +100,10 @@ double memory_per_rank(const Profile& p, const PlanConfig& c, double examples) {
       // (whole), and that unit's gradient before its reduce-scatter.
       double largest = 0;
       std::map<std::string, double> units;
-      for (const sim::Tensor& t : p.workload.tensors) units[t.unit.empty() ? sim::unit_of(t.name) : t.unit] += t.bytes;
+      for (const sim::Tensor& t : p.step.workload.tensors)
+        units[t.unit.empty() ? sim::unit_of(t.name) : t.unit] += t.bytes;
       for (const auto& [name, bytes] : units) largest = std::max(largest, bytes);
-      const double unit = std::max(double(c.unit_mb) * (1 << 20), largest) * (P / p.workload.total_bytes());
+      const double unit = std::max(double(c.unit_mb) * (1 << 20), largest) * (P / p.step.workload.total_bytes());
       // A program builds its model whole before prepare() shards it (cohort's
       // zero strategy takes a built module), so every rank holds P and its
       // shard once, at the start: a memory limit below that fails there.
@@ -141,9 +142,13 @@ class Searcher {
     COHORT_CHECK_AS(ConfigError, j.global_batch >= 1) << "the global batch must be at least 1 (--global-batch)";
     COHORT_CHECK_AS(ConfigError, j.steps >= 1)
         << "the job needs at least one step (--steps, or --epochs and --examples)";
-    COHORT_CHECK_AS(ConfigError, !p.workload.tensors.empty()) << p.path << ": the profile's workload has no tensors";
-    COHORT_CHECK_AS(ConfigError, p.workload.compute_end_s > 0)
-        << p.path << ": the profile's workload has no compute time (its last gradient is ready at 0 s)";
+    auto check_step = [&](const Step& s, const std::string& where) {
+      COHORT_CHECK_AS(ConfigError, !s.workload.tensors.empty()) << p.path << ": " << where << " has no tensors";
+      COHORT_CHECK_AS(ConfigError, s.workload.compute_end_s > 0)
+          << p.path << ": " << where << " has no compute time (its last gradient is ready at 0 s)";
+    };
+    check_step(p.step, "the profile's workload");
+    for (const auto& [family, s] : p.family_steps) check_step(s, "the workload of families." + family);
     for (const std::string& s : o.strategies)
       COHORT_CHECK_AS(ConfigError, std::set<std::string>({"one_device", "horovod", "ddp", "zero", "parameter_server",
                                                           "mesh", "mesh_zero"})
@@ -186,22 +191,23 @@ class Searcher {
 
  private:
   // Rank compute relative to the profiled machine's (seconds per example
-  // here over seconds per example there).
+  // here over seconds per example there), from the program's step: a
+  // family's own step keeps its difference on every machine.
   double slowness(const MachineType& m) const {
-    const double ref = profile_.workload.compute_end_s / profile_.batch_per_rank;
+    const double ref = profile_.step.workload.compute_end_s / profile_.step.batch_per_rank;
     if (m.flop_per_s > 0) return profile_.flop_per_example / m.flop_per_s / ref;
     return 1 / m.compute_speedup;
   }
 
-  // The profiled step at `examples` per rank on machine type m: compute
-  // as the profile says it grows with the examples (in proportion, or a
-  // fixed part and the rest in proportion), the update with the machine's
-  // speed only.
-  sim::Workload rank_workload(const MachineType& m, double examples) const {
+  // The step of plan c's family at `examples` per rank on machine type m:
+  // compute as the profile says it grows with the examples (in proportion,
+  // or a fixed part and the rest in proportion), the update with the
+  // machine's speed only.
+  sim::Workload rank_workload(const MachineType& m, double examples, const PlanConfig& c) const {
+    const Step& step = profile_.step_of(family_name(c.family));
     const double s = slowness(m);
-    sim::Workload w =
-        sim::scaled_compute(profile_.workload, s * profile_.compute_s(examples) / profile_.workload.compute_end_s);
-    w.update_s = profile_.workload.update_s * s;
+    sim::Workload w = sim::scaled_compute(step.workload, s * step.compute_s(examples) / step.workload.compute_end_s);
+    w.update_s = step.workload.update_s * s;
     return w;
   }
 
@@ -425,7 +431,7 @@ class Searcher {
     sim::SimOptions so{.steps = opt_.sim_steps, .warmup = 1};
     ++simulations_;
     if (c.family == Family::mesh) {
-      const sim::Workload w = rank_workload(m, examples);
+      const sim::Workload w = rank_workload(m, examples, c);
       const Stages& st = profile_.stages;
       sim::MeshModel model{.layers = st.layers,
                            .compute_s = w.compute_end_s,
@@ -445,7 +451,7 @@ class Searcher {
                                      : StepPart{"stage transfers (intra-host)", mp.p2p_s, "intra-host link"},
                  {"dp gradient sync and update", mp.dp_exposed_s, dp_on}};
     } else {
-      const sim::Prediction sp = sim::simulate(t, rank_workload(m, examples), sim_strategy(c), so);
+      const sim::Prediction sp = sim::simulate(t, rank_workload(m, examples, c), sim_strategy(c), so);
       p.step_s = sp.step_s;
       StepPart comm{"exposed communication", sp.exposed_s, "memory bandwidth"};
       if (c.family == Family::parameter_server) {

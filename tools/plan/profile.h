@@ -1,10 +1,11 @@
 // Profile: what cohort-plan knows of the user's program, from a one-rank
 // run: its step (a cohort-sim workload: gradients' sizes and ready times),
-// the batch that step was measured at, and its memory (format in
-// tools/plan/README.md).
+// the batch that step was measured at, optionally the step under each
+// strategy family, and its memory (format in tools/plan/README.md).
 #pragma once
 
 #include <fstream>
+#include <map>
 #include <string>
 
 #include "tools/sim/fields.h"
@@ -23,9 +24,10 @@ struct Stages {
   std::string program;  // the program that runs a mesh (char_lm's --dp/--pp/--tp flags)
 };
 
-struct Profile {
-  std::string name;
-  std::string path;           // the profile file (errors, relative paths)
+// One measured step of the program: its workload at `batch_per_rank`
+// examples on the profiled machine, and how its compute grows with the
+// examples.
+struct Step {
   sim::Workload workload;     // one step at `batch_per_rank` examples on the profiled machine
   double batch_per_rank = 1;  // examples in that step
   // The part of the step's compute that does not grow with the batch (the
@@ -33,6 +35,22 @@ struct Profile {
   // measured at another batch ("compute_at"); 0 without one: the compute
   // is taken to scale with the examples.
   double fixed_compute_s = 0;
+
+  // The profiled machine's compute of a step of `examples` per rank: the
+  // fixed part plus the rest in proportion to the examples.
+  double compute_s(double examples) const {
+    return fixed_compute_s + (workload.compute_end_s - fixed_compute_s) * examples / batch_per_rank;
+  }
+};
+
+struct Profile {
+  std::string name;
+  std::string path;  // the profile file (errors, relative paths)
+  Step step;         // the program's step, for every family without one of its own
+  // Steps measured under one strategy family ("families": "ddp", "zero",
+  // ...): what that family's own work costs (its gradient hooks and
+  // buckets, a sharded optimizer) beside the same model's compute.
+  std::map<std::string, Step> family_steps;
   double flop_per_example = 0;  // 0: unknown (machine types then need compute_speedup)
   double parameter_bytes = 0;   // default: the workload's gradient bytes
   double gradient_bytes = 0;    // default: parameter_bytes
@@ -41,12 +59,16 @@ struct Profile {
   std::string program = "./train";  // what follows cohortrun's flags in the command
   Stages stages;
 
-  // The profiled machine's compute of a step of `examples` per rank: the
-  // fixed part plus the rest in proportion to the examples.
-  double compute_s(double examples) const {
-    return fixed_compute_s + (workload.compute_end_s - fixed_compute_s) * examples / batch_per_rank;
+  // The step a plan of `family` (planner.h's family names) runs: its own
+  // where the profile has one, else the program's.
+  const Step& step_of(const std::string& family) const {
+    const auto it = family_steps.find(family);
+    return it == family_steps.end() ? step : it->second;
   }
 };
+
+// The families a profile may give steps for.
+inline constexpr const char* kProfileFamilies[] = {"one_device", "horovod", "ddp", "zero", "parameter_server", "mesh"};
 
 // Reads a profile file; ConfigError naming the file, the field and what was
 // expected. "workload" is a workload object or a path (relative to the
