@@ -88,9 +88,11 @@ Profile read_profile(const json::Value& doc, const std::string& path) {
     Fields by_family(*families, "families");  // an object, or an error naming the field
     for (const auto& [family, value] : families->members()) {
       if (std::find_if(std::begin(kProfileFamilies), std::end(kProfileFamilies),
-                       [&](const char* k) { return family == k; }) == std::end(kProfileFamilies))
-        sim::field_error(value, by_family.path(family),
-                         "unknown strategy family (one_device, horovod, ddp, zero, parameter_server or mesh)");
+                       [&](const char* k) { return family == k; }) == std::end(kProfileFamilies)) {
+        std::string known;
+        for (const char* k : kProfileFamilies) known += std::string(known.empty() ? "" : ", ") + k;
+        sim::field_error(value, by_family.path(family), "unknown strategy family (one of " + known + ")");
+      }
       Fields step(value, by_family.path(family));
       p.family_steps[family] = read_step(step, path, &p.step);
       step.finish();
