@@ -17,7 +17,10 @@
 #    (a timeline each, `cohort-sim workload`; the profile's compute_at),
 #    with each strategy family's own step measured on one rank at both
 #    batches (the profile's families: horovod, ddp, zero at stage 1,
-#    one_device), `cohort-plan --topology` (time objective, free machines)
+#    one_device), and two copies of the one-rank run at once at both
+#    batches, for a few seconds each (one copy's timeline: the profile's
+#    shared step, what two ranks on this machine's 2 cores cost each
+#    other, and their jitter), `cohort-plan --topology` (time objective, free machines)
 #    ranks every plan of up to 2 machines of up to 2 ranks, and chooses
 #    one (its plan file);
 # 3. a grid of the plans it ranked (every machines x ranks per machine x
@@ -32,17 +35,12 @@
 #    chosen plan (goal within +-15%), and Spearman's rank correlation of
 #    predicted and measured over the grid (goal >= 0.8);
 # 5. the same two figures again from profiles taken beside the grid: every
-#    rep first profiles each model again (one rank alone), then runs two
-#    copies of that one-rank run at once; cohort-plan then ranks the plans
-#    from each rep's profile, with a topology whose cpu.background_threads
-#    makes the simulator slow two ranks down as much as the two copies were
-#    (2 copies + B threads sharing C cores: B = C x slowdown - 2), so that a
+#    rep first profiles each model again (all of step 2's runs), and
+#    cohort-plan ranks the plans from each rep's profile, so that a
 #    prediction and the runs it predicts see the same machine (this shared
-#    machine's speed moves by 2x within minutes, and two busy ranks on its
-#    2 cores run slower than one, through its hypervisor's other tenants,
-#    which no /proc counter here shows); each plan's prediction is its
-#    median over the reps, and the last column is the measured time, over
-#    the best, of the grid plan those predictions rank first;
+#    machine's speed moves by 2x within minutes); each plan's prediction
+#    is its median over the reps, and the last column is the measured
+#    time, over the best, of the grid plan those predictions rank first;
 # 6. the same three figures from each plan's fastest rep (other tenants of
 #    this machine only ever add time: the least time is the run they
 #    touched least), predicted from the fastest rep's one-rank profile and
@@ -142,7 +140,7 @@ logrun() {
 # what one example's forward keeps for backward, from the layers' outputs.
 # one_rank_program MODEL WIDTH DEPTH BATCH [STRATEGY]: the profile's program
 # (horovod's strategy unless STRATEGY), in the array `program` (the profile
-# runs it alone, `concurrent` twice at once).
+# runs it alone, `shared` twice at once).
 one_rank_program() {
   program=("$synthetic" --model "$1" --width "$2" --depth "$3" --strategy "${5:-multi_worker:style=horovod}"
            --batch-size "$4" --steps "$steps" --warmup "$warmup" --threads 1)
@@ -152,6 +150,29 @@ declare -A family_strategy=([horovod]=multi_worker:style=horovod [ddp]=multi_wor
                             [zero]=zero:stage=1 [one_device]=one_device)
 # step_ms LOG: the step time a synthetic_benchmark run printed.
 step_ms() { sed -n 's/.*"step_ms":\([0-9.]*\).*/\1/p' "$1" | tail -1; }
+
+# shared NAME MODEL WIDTH DEPTH BATCH: two copies of the one-rank run at
+# once (the profile's "shared"), each for about 4 s (as many steps as the
+# run alone took 4 s for), so that they overlap although they start apart;
+# the first copy's timeline -> NAME.BATCH.shared.workload.json.
+shared() {
+  local name=$1 model=$2 width=$3 depth=$4 batch=$5 i alone shared_steps
+  local -a pids=()
+  alone=$(step_ms "$out_dir/logs/profile.$name.$batch.log")
+  shared_steps=$(/usr/bin/python3 -c 'import math, sys; print(max(int(sys.argv[1]), math.ceil(4000 / float(sys.argv[2]))))' \
+    "$steps" "$alone")
+  one_rank_program "$model" "$width" "$depth" "$batch"
+  program+=(--steps "$shared_steps")  # the last --steps counts
+  for i in 0 1; do
+    local -a timeline=()
+    (( i == 0 )) && timeline=(--timeline "$out_dir/$name.$batch.shared.timeline.json")
+    timeout 900 "$run" -np 1 "${timeline[@]}" "${program[@]}" </dev/null >"$out_dir/logs/shared.$name.$batch.$i.log" 2>&1 &
+    pids+=($!)
+  done
+  for i in "${pids[@]}"; do wait "$i" || die "a shared copy of $name's profile failed (logs/shared.$name.$batch.*)"; done
+  logrun "workload.$name.$batch.shared" "$sim" workload --timeline "$out_dir/$name.$batch.shared.timeline.json" \
+    --out "$out_dir/$name.$batch.shared.workload.json" || die "cohort-sim workload of $name's shared copy failed"
+}
 
 profile() {  # profile NAME MODEL WIDTH DEPTH [SUFFIX]: NAME[SUFFIX].profile.json
   local name=$1 model=$2 width=$3 depth=$4 suffix=${5:-} batch
@@ -176,6 +197,7 @@ profile() {  # profile NAME MODEL WIDTH DEPTH [SUFFIX]: NAME[SUFFIX].profile.jso
         die "the one-rank $family step of $name at batch $batch failed"
       step_ms "$out_dir/logs/family.$name$suffix.$family.$batch.log" >"$out_dir/$name$suffix.$family.$batch.step_ms"
     done
+    shared "$name$suffix" "$model" "$width" "$depth" "$batch"
   done
   local params
   local log=$out_dir/logs/profile.$name$suffix.$global_batch.log
@@ -200,6 +222,8 @@ profile = {
     "families": {family: {"step_s": step_s(family, batch),
                           "compute_at": {"batch_per_rank": 4 * batch, "step_s": step_s(family, 4 * batch)}}
                  for family in ("horovod", "ddp", "zero", "one_device")},
+    "shared": {"ranks": 2, "workload": f"{name}{suffix}.{batch}.shared.workload.json",
+               "compute_at": {"batch_per_rank": 4 * batch, "workload": f"{name}{suffix}.{4 * batch}.shared.workload.json"}},
     "program": f"{program} --model {model} --width {width} --depth {depth}",
     "memory": {"parameter_bytes": 4 * params, "gradient_bytes": 4 * params,
                "optimizer_bytes_per_parameter_byte": 1, "activation_bytes_per_example": activations},
@@ -383,27 +407,13 @@ EOF
   echo "memory case: baseline ${baseline_kb} kB per rank, ulimit -v ${limit_kb} kB" >"$out_dir/memory.txt"
 fi
 
-# concurrent MODEL REP: two copies of MODEL's one-rank profile run (the
-# small batch) at once -> logs/concurrent.MODEL.rREP.{0,1}.log.
-concurrent() {
-  local m=$1 rep=$2 i
-  local -a pids=()
-  one_rank_program "$m" "$model_width" "$model_depth" $((global_batch / 4))
-  for i in 0 1; do
-    timeout 900 "$run" -np 1 "${program[@]}" </dev/null >"$out_dir/logs/concurrent.$m.r$rep.$i.log" 2>&1 &
-    pids+=($!)
-  done
-  for i in "${pids[@]}"; do wait "$i" || die "a concurrent copy of $m's profile failed (logs/concurrent.$m.r$rep.*)"; done
-}
-
 # Interleaved: every rep runs every setting's and model's grid once.
 for (( rep = 1; rep <= reps; rep++ )); do
   echo "plan_validation.sh: rep $rep of $reps (load $(cut -d' ' -f1-3 /proc/loadavg))" >&2
-  # The one-rank profile again, beside the grid runs it predicts, and two
-  # copies at once: the report's in-grid predictions.
+  # The profile again, beside the grid runs it predicts: the report's
+  # in-grid predictions.
   for m in $models; do
     profile_model "$m" ".r$rep"
-    concurrent "$m" "$rep"
     for s in $settings; do
       measure "$s.$m" "$s" "$m" "$out_dir/grid.$s.$m.tsv" "$out_dir/chosen.$s.$m.json" "$rep"
     done
@@ -414,32 +424,16 @@ for (( rep = 1; rep <= reps; rep++ )); do
   fi
 done
 
-# Each rep's rankings: its profiles, and topologies whose background
-# threads slow two ranks as much as that rep's two concurrent copies were.
+# Each rep's rankings, from its profiles.
 for (( rep = 1; rep <= reps; rep++ )); do
   for m in $models; do
-    alone=$(step_ms "$out_dir/logs/profile.$m.r$rep.$((global_batch / 4)).log")
-    copies="$(step_ms "$out_dir/logs/concurrent.$m.r$rep.0.log") $(step_ms "$out_dir/logs/concurrent.$m.r$rep.1.log")"
-    # One slowdown per model and rep, a topology per setting.
-    /usr/bin/python3 - "$out_dir" "$m" "$rep" "$alone" "$copies" $settings <<'EOF'
-import json, statistics, sys
-out, model, rep, alone, copies, settings = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), sys.argv[5], sys.argv[6:]
-slowdown = statistics.mean(float(c) for c in copies.split()) / alone
-for setting in settings:
-    tag = f"{setting}.{model}"
-    topology = json.load(open(f"{out}/topology.{setting}.json"))
-    cores = topology["cpu"]["cores_per_host"]
-    topology["cpu"]["background_threads"] = round(max(0.0, cores * slowdown - 2), 3)
-    json.dump(topology, open(f"{out}/topology.{tag}.r{rep}.json", "w"), indent=1)
-    open(f"{out}/slowdown.{tag}.r{rep}.txt", "w").write(f"{slowdown:.3f}\n")
-EOF
     for s in $settings; do plan_for "$s.$m" "$m" ".r$rep"; done
   done
 done
 
 # The fastest rep's profile (its one-rank step alone the shortest) and the
-# measured topology without background threads: the predictions that the
-# report's "fastest rep" columns hold against each plan's fastest run.
+# measured topology: the predictions that the report's "fastest rep"
+# columns hold against each plan's fastest run.
 for m in $models; do
   fastest_rep=$(for (( rep = 1; rep <= reps; rep++ )); do
     echo "$(step_ms "$out_dir/logs/profile.$m.r$rep.$((global_batch / 4)).log") $rep"
@@ -492,13 +486,18 @@ def in_grid_predictions(tag):
                     got.setdefault(key(p), []).append(p["step_s"] * 1e3)
     return {k: statistics.median(v) for k, v in got.items()}
 
-for tag in tags:
-    runs = [(float(open(f"{out}/slowdown.{tag}.r{r}.txt").read()),
-             json.load(open(f"{out}/topology.{tag}.r{r}.json"))["cpu"]["background_threads"])
-            for r in range(1, reps + 1) if os.path.exists(f"{out}/slowdown.{tag}.r{r}.txt")]
-    if runs and tag.startswith(tags[0].rsplit(".", 1)[0]):
-        print(f"{tag.rsplit('.', 1)[1]}: two one-rank copies at once, slowdown per rep: "
-              + ", ".join(f"{f:.2f} (background threads {b:g})" for f, b in runs))
+def period(name):  # a workload file's measured step period (ms)
+    return json.load(open(f"{out}/{name}.workload.json"))["measured_step_s"] * 1e3
+
+models = sorted({tag.rsplit(".", 1)[1] for tag in tags if not tag.endswith(".memory")})
+for model in models:
+    batches = sorted(int(f.split(".")[-4]) for f in os.listdir(out)
+                     if f.startswith(f"{model}.") and f.endswith(".shared.workload.json") and f.count(".") == 4)
+    runs = [""] + [f".r{r}" for r in range(1, reps + 1)]
+    print(f"{model}: two one-rank copies at once over one alone, "
+          + "; ".join(f"batch {b}: " + ", ".join(f"{period(f'{model}{r}.{b}.shared') / period(f'{model}{r}.{b}'):.2f}"
+                                                   for r in runs if os.path.exists(f"{out}/{model}{r}.{b}.shared.workload.json"))
+                      for b in batches) + " (the first profile, then each rep's)")
 print()
 
 print("| setting | model | grid | chosen plan | chosen / best measured | predicted / measured (chosen) | rank correlation "

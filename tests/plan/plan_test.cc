@@ -432,6 +432,56 @@ TEST(PlanInputs, AFamilysOwnStepSetsItsCompute) {
                   "families: expected an object");
 }
 
+TEST(PlanInputs, RanksSharingAMachineTakeTheSharedStep) {
+  const auto workload = [](const std::string& extra) {
+    return R"({"update_s": 0, "tensors": [{"name": "g", "bytes": 4, "ready_s": 1.0}])" + extra + "}";
+  };
+  // The best step of 1, 2 and 4 ranks on one 4-core machine, 64 examples
+  // in all: 2.0, 1.0 and 0.5 s of compute alone.
+  const auto steps = [&](const std::string& shared) {
+    const std::string doc = R"({"workload": )" + workload("") +
+                            R"(, "batch_per_rank": 32, "memory": {"activation_bytes_per_example": 1})" + shared + "}";
+    const Profile p = read_profile(json::parse(doc, "prof.json"), "prof.json");
+    SearchOptions o;
+    o.machines = 1;
+    o.strategies = {"horovod", "one_device"};
+    const Result r = plan(p, catalogue(machine("four", 4, 64e9, 1e9, 1.0, 1)), {.global_batch = 64, .steps = 10}, o);
+    std::map<int, double> step;
+    for (const Plan& q : r.plans)
+      if (!step.contains(q.config.ranks_per_machine)) step[q.config.ranks_per_machine] = q.step_s;
+    return step;
+  };
+  const auto alone = steps("");
+  EXPECT_NEAR(alone.at(1), 2.0, 0.02);
+  EXPECT_NEAR(alone.at(2), 1.0, 0.02);
+  EXPECT_NEAR(alone.at(4), 0.5, 0.02);
+  // Two copies at once took 1.3 s a step: 1.3 times the compute for 2
+  // ranks, and for 4 (the most measured).
+  const auto two = steps(R"(, "shared": {"ranks": 2, "step_s": 1.3})");
+  EXPECT_NEAR(two.at(1), 2.0, 0.02);
+  EXPECT_NEAR(two.at(2), 1.3, 0.02);
+  EXPECT_NEAR(two.at(4), 0.65, 0.02);
+  // Measured with 4 copies: 2 ranks lose a third as much.
+  const auto four = steps(R"(, "shared": {"ranks": 4, "step_s": 1.3})");
+  EXPECT_NEAR(four.at(2), 1.1, 0.02);
+  EXPECT_NEAR(four.at(4), 0.65, 0.02);
+  // Measured faster than alone: noise, no faster.
+  EXPECT_NEAR(steps(R"(, "shared": {"ranks": 2, "step_s": 0.8})").at(2), 1.0, 0.02);
+  // The shared run's jitter: its periods' median 1.1 and 0.7071 quantile
+  // 1.1828 (tools/sim/jitter.h), waited for by ranks that share a machine.
+  const auto jitter = steps(R"(, "shared": {"ranks": 2, "workload": )" +
+                            workload(R"(, "step_periods_s": [1.3, 0.9, 1.1, 1.0, 1.2])") + "}");
+  EXPECT_NEAR(jitter.at(1), 2.0, 0.02);
+  EXPECT_NEAR(jitter.at(2), (1.1 + (4 * std::sqrt(0.5) - 2) * 0.1) / 1.1, 0.02);
+
+  const std::string head =
+      R"({"workload": )" + workload("") + R"(, "batch_per_rank": 8, "memory": {"activation_bytes_per_example": 1})";
+  expect_one_line(profile_error(head + R"(, "shared": {"step_s": 1}})"), "prof.json", "shared: missing field 'ranks'");
+  expect_one_line(profile_error(head + R"(, "shared": {"ranks": 1, "step_s": 1}})"), "prof.json", "shared.ranks");
+  expect_one_line(profile_error(head + R"(, "shared": {"ranks": 2}})"), "prof.json",
+                  "shared.workload: missing: give workload or step_s");
+}
+
 // The mesh model against its closed form: slot = compute / (m pp) + two
 // transfers of a micro-batch's boundary activations, pipeline = (m + pp - 1)
 // slots, bubble = (pp - 1) / (m + pp - 1) of it (GPipe's, Huang et al. 2019).

@@ -132,11 +132,13 @@ TEST(WorkloadFile, TensorsBelongToTheirLayersAndTheForwardIsEstimatedWhenNotReco
 
 TEST(WorkloadFile, TensorsRoundTrip) {
   const Workload w = read_workload(json::parse(R"({"name": "t", "ordered": true, "measured_step_s": 0.1,
+    "step_periods_s": [0.1, 0.12, 0.09],
     "tensors": [{"name": "b", "bytes": 8, "ready_s": 0.02}, {"name": "a", "bytes": 4, "ready_s": 0.01}]})"));
   ASSERT_EQ(w.tensors.size(), 2u);
   EXPECT_EQ(w.tensors[0].name, "a");  // sorted by readiness
   EXPECT_TRUE(w.ordered);
   EXPECT_DOUBLE_EQ(w.compute_end_s, 0.02);
+  EXPECT_EQ(w.step_periods_s, (std::vector<double>{0.1, 0.12, 0.09}));
   const Workload u = read_workload(json::parse(workload_json(w)));
   EXPECT_EQ(workload_json(u), workload_json(w));
 }
@@ -146,6 +148,11 @@ TEST(WorkloadFile, ErrorsNameTheField) {
                   "tensors[0].bytes: must not be negative");
   EXPECT_MENTIONS(workload_error(R"({"tensors": [{"name": "a", "bytes": 4}]})"), "tensors[0]: missing field 'ready_s'");
   EXPECT_MENTIONS(workload_error(R"({"tensors": []})"), "tensors: expected a non-empty array");
+  EXPECT_MENTIONS(workload_error(R"({"step_periods_s": 0.1, "tensors": [{"name": "a", "bytes": 1, "ready_s": 0}]})"),
+                  "step_periods_s: expected an array of step periods in seconds");
+  EXPECT_MENTIONS(
+      workload_error(R"({"step_periods_s": [0.1, 0], "tensors": [{"name": "a", "bytes": 1, "ready_s": 0}]})"),
+      "step_periods_s[1]: expected a positive number of seconds");
   EXPECT_MENTIONS(workload_error(R"({"tensors": [{"name": "a", "bytes": 1, "ready_s": 0}, {"name": "a", "bytes": 1, "ready_s": 1}]})"),
                   "'a' appears twice");
   EXPECT_MENTIONS(workload_error(R"({"tensors": [{"name": "a", "bytes": 1, "ready_s": 1}], "compute_end_s": 0.5})"),

@@ -1,6 +1,6 @@
 // tools/sim/simulator.h: limits with closed forms (one op with no overlap,
 // perfect overlap), the engine's fusion and pacing, DDP bucketing, CPU
-// sharing, stragglers, and determinism.
+// sharing, stragglers, jitter, and determinism.
 #include "tools/sim/simulator.h"
 
 #include <gtest/gtest.h>
@@ -9,6 +9,7 @@
 
 #include "cohort/common/error.h"
 #include "cohort/engine/cycle_state.h"
+#include "tools/sim/jitter.h"
 
 namespace cohort::sim::simulator_test {
 namespace {
@@ -242,6 +243,45 @@ TEST(Simulator, StragglerSetsThePace) {
   // A straggler beyond the job's ranks is no straggler.
   t.stragglers = {{7, 3}};
   EXPECT_NEAR(simulate(t, w, eager()).step_s, 0.02 + record_allgather(4, 1) + ring(4, 1e5), 1e-9);
+}
+
+TEST(Simulator, TheSlowestRanksJitterSetsThePace) {
+  // Five measured periods; their median is 1.1, and the median of the
+  // slowest of R is their 0.5^(1/R) quantile, linear between order
+  // statistics: R = 2 at 0.7071 (index 2.828), R = 4 at 0.8409 (3.364).
+  const std::vector<double> periods = {1.3, 0.9, 1.1, 1.0, 1.2};
+  EXPECT_DOUBLE_EQ(slowest_of(periods, 1), 1.0);
+  const double two = (1.1 + (4 * std::sqrt(0.5) - 2) * 0.1) / 1.1;
+  const double four = (1.2 + (4 * std::pow(0.5, 0.25) - 3) * 0.1) / 1.1;
+  EXPECT_NEAR(slowest_of(periods, 2), two, 1e-12);
+  EXPECT_NEAR(slowest_of(periods, 4), four, 1e-12);
+  // Far beyond the sample: just short of the largest period measured.
+  EXPECT_NEAR(slowest_of(periods, 1000), (1.2 + (4 * std::pow(0.5, 0.001) - 3) * 0.1) / 1.1, 1e-12);
+  EXPECT_LT(slowest_of(periods, 1000), 1.3 / 1.1);
+  EXPECT_DOUBLE_EQ(slowest_of({}, 8), 1.0);
+  EXPECT_DOUBLE_EQ(slowest_of({0.5}, 8), 1.0);
+
+  // Two ranks' step: every compute time stretched by the factor.
+  Workload w = workload({{"g", 1e5, 0.02}}, 0.02);
+  w.step_periods_s = periods;
+  const double comm = record_allgather(2, 1) + ring(2, 1e5);
+  EXPECT_NEAR(simulate(net(2), w, eager()).step_s, 0.02 * two + comm, 1e-9);
+  // One rank waits for nobody.
+  EXPECT_NEAR(simulate(net(1), w, eager()).step_s, 0.02, 1e-9);
+  // A straggler further behind than the jitter sets the pace alone.
+  Topology t = net(2);
+  t.stragglers = {{1, 1.5}};
+  EXPECT_NEAR(simulate(t, w, eager()).step_s, 0.03 + comm, 1e-9);
+  // Parameter-server workers wait for the slowest of them too.
+  Workload u = workload({{"g", 8e6, 0.060}}, 0.060);
+  Topology ps;
+  ps.ranks_per_host = 3;
+  ps.ps = {3e-5, 1e9};
+  ps.reduce_bytes_per_s = 4e9;
+  const Strategy s{.mode = Mode::parameter_server};
+  const double still = simulate(ps, u, s).step_s;
+  u.step_periods_s = periods;
+  EXPECT_NEAR(simulate(ps, u, s).step_s - still, 0.060 * (two - 1), 1e-9);
 }
 
 TEST(Simulator, DeterministicBitForBit) {

@@ -79,6 +79,10 @@ TEST(TimelineWorkload, RecoversTheStepFromNamedOps) {
   EXPECT_NEAR(w.tensors[2].ready_s, 0.095001, 1e-9);
   EXPECT_NEAR(w.compute_end_s, 0.095001, 1e-9);
   EXPECT_NEAR(w.measured_step_s, 0.100001, 1e-9);
+  // Every steady step's period: steps 2-5, after the first quarter of the
+  // six (rounded up) left out as warm-up.
+  ASSERT_EQ(w.step_periods_s.size(), 4u);
+  for (double p : w.step_periods_s) EXPECT_NEAR(p, 0.100001, 1e-9);
   // The first op of each step waited 250 us for a cycle.
   EXPECT_NEAR(w.measured_wake_s, 250e-6, 1e-12);
 }

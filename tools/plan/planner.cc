@@ -199,15 +199,22 @@ class Searcher {
     return 1 / m.compute_speedup;
   }
 
-  // The step of plan c's family at `examples` per rank on machine type m:
-  // compute as the profile says it grows with the examples (in proportion,
-  // or a fixed part and the rest in proportion), the update with the
-  // machine's speed only.
-  sim::Workload rank_workload(const MachineType& m, double examples, const PlanConfig& c) const {
+  // The step of plan c's family at `examples` per rank on machine type m,
+  // with the ranks of topology t sharing each machine's cores: compute as
+  // the profile says it grows with the examples (in proportion, or a fixed
+  // part and the rest in proportion), the update with the machine's speed
+  // only, both slowed as ranks sharing a machine slow each other (the
+  // profile's "shared"), whose step-to-step jitter is then the shared
+  // run's.
+  sim::Workload rank_workload(const MachineType& m, double examples, const PlanConfig& c,
+                              const sim::Topology& t) const {
     const Step& step = profile_.step_of(family_name(c.family));
-    const double s = slowness(m);
+    const int sharing = t.ranks_per_machine();
+    const double s = slowness(m) * profile_.sharing_factor(sharing, examples);
     sim::Workload w = sim::scaled_compute(step.workload, s * step.compute_s(examples) / step.workload.compute_end_s);
     w.update_s = step.workload.update_s * s;
+    if (sharing > 1 && !profile_.shared.workload.step_periods_s.empty())
+      w.step_periods_s = profile_.shared.workload.step_periods_s;
     return w;
   }
 
@@ -431,7 +438,7 @@ class Searcher {
     sim::SimOptions so{.steps = opt_.sim_steps, .warmup = 1};
     ++simulations_;
     if (c.family == Family::mesh) {
-      const sim::Workload w = rank_workload(m, examples, c);
+      const sim::Workload w = rank_workload(m, examples, c, t);
       const Stages& st = profile_.stages;
       sim::MeshModel model{.layers = st.layers,
                            .compute_s = w.compute_end_s,
@@ -451,7 +458,7 @@ class Searcher {
                                      : StepPart{"stage transfers (intra-host)", mp.p2p_s, "intra-host link"},
                  {"dp gradient sync and update", mp.dp_exposed_s, dp_on}};
     } else {
-      const sim::Prediction sp = sim::simulate(t, rank_workload(m, examples, c), sim_strategy(c), so);
+      const sim::Prediction sp = sim::simulate(t, rank_workload(m, examples, c, t), sim_strategy(c), so);
       p.step_s = sp.step_s;
       StepPart comm{"exposed communication", sp.exposed_s, "memory bandwidth"};
       if (c.family == Family::parameter_server) {

@@ -98,6 +98,12 @@ Profile read_profile(const json::Value& doc, const std::string& path) {
       step.finish();
     }
   }
+  if (const json::Value* shared = f.optional("shared")) {
+    Fields sh(*shared, "shared");
+    p.shared_ranks = int(sh.integer("ranks", std::nullopt, 2, 1 << 20));
+    p.shared = read_step(sh, path, &p.step);
+    sh.finish();
+  }
   p.flop_per_example = f.number("flop_per_example", 0.0, Range::non_negative);
   p.program = f.text("program", p.program);
   {
@@ -127,6 +133,14 @@ Profile read_profile(const json::Value& doc, const std::string& path) {
   }
   f.finish();
   return p;
+}
+
+double Profile::sharing_factor(int ranks, double examples) const {
+  if (shared_ranks < 2 || ranks < 2) return 1;
+  // Ranks do not speed each other up: a shared step measured shorter than
+  // the program's alone is the machine's noise.
+  const double full = std::max(1.0, shared.compute_s(examples) / step.compute_s(examples));
+  return 1 + (full - 1) * double(std::min(ranks, shared_ranks) - 1) / double(shared_ranks - 1);
 }
 
 Profile read_profile_file(const std::string& path) { return read_profile(json::parse_file(path), path); }

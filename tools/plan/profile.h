@@ -51,6 +51,13 @@ struct Profile {
   // ...): what that family's own work costs (its gradient hooks and
   // buckets, a sharded optimizer) beside the same model's compute.
   std::map<std::string, Step> family_steps;
+  // The program's step on one rank while `shared_ranks` copies of that
+  // one-rank run ran at once on one machine of the profiled type
+  // ("shared"; shared_ranks 0: not measured): what a rank loses to the
+  // other ranks on its machine (memory bandwidth, caches, and cores no
+  // longer free to absorb the system's other work), and its jitter then.
+  Step shared;
+  int shared_ranks = 0;
   double flop_per_example = 0;  // 0: unknown (machine types then need compute_speedup)
   double parameter_bytes = 0;   // default: the workload's gradient bytes
   double gradient_bytes = 0;    // default: parameter_bytes
@@ -65,6 +72,13 @@ struct Profile {
     const auto it = family_steps.find(family);
     return it == family_steps.end() ? step : it->second;
   }
+
+  // How many times longer a rank's compute of `examples` takes with `ranks`
+  // ranks on its machine's cores than alone: 1 for one rank or without
+  // "shared"; the shared step over the program's (at least 1) from
+  // shared_ranks ranks on (more ranks than cores: the simulator's sharing
+  // of the cores adds the rest), in proportion to the ranks in between.
+  double sharing_factor(int ranks, double examples) const;
 };
 
 // The families a profile may give steps for.

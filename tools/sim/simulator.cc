@@ -10,6 +10,7 @@
 #include "cohort/engine/cycle_state.h"
 #include "cohort/engine/fusion_buffer.h"
 #include "cohort/engine/negotiation.h"
+#include "tools/sim/jitter.h"
 
 namespace cohort::sim {
 
@@ -42,6 +43,17 @@ double core_share(const Topology& t, double runnable) {
 }
 
 namespace {
+
+// How much longer the slowest of the first `ranks` ranks computes than the
+// median rank alone: a straggler's factor, or every rank's step-to-step
+// jitter (jitter.h), whichever is more (a straggler far behind is rarely
+// overtaken by its neighbours' jitter).
+double slowest_rank_factor(const Topology& t, const Workload& w, int ranks) {
+  double f = slowest_of(w.step_periods_s, ranks);
+  for (const Straggler& x : t.stragglers)
+    if (x.rank < ranks) f = std::max(f, x.compute_factor);
+  return f;
+}
 
 constexpr double kNever = std::numeric_limits<double>::infinity();
 // Bytes one op's name and meta take in a negotiation payload.
@@ -101,8 +113,7 @@ class Simulation {
     R_ = topo_.ranks_per_machine();
     T_ = w.threads;
     ref_share_ = share(T_);
-    for (const Straggler& x : topo_.stragglers)
-      if (x.rank < topo_.ranks()) straggle_ = std::max(straggle_, x.compute_factor);
+    straggle_ = slowest_rank_factor(topo_, w, topo_.ranks());
     elem_bytes_ = s.compress_fp16 ? 2 : 4;
   }
 
@@ -632,10 +643,7 @@ Prediction simulate_parameter_server(const Topology& t, const Workload& w, const
   // from rank 0); servers wait for them meanwhile.
   const int on_machine = t.one_machine ? workers : std::min(t.ranks_per_host, workers);
   auto share = [&](double runnable) { return core_share(t, runnable); };
-  double straggle = 1;
-  for (const Straggler& x : t.stragglers)
-    if (x.rank < workers) straggle = std::max(straggle, x.compute_factor);
-  const double slowdown = share(w.threads) / share(double(on_machine) * w.threads) * straggle;
+  const double slowdown = share(w.threads) / share(double(on_machine) * w.threads) * slowest_rank_factor(t, w, workers);
   // A server sums its part of every worker's push, and updates that part
   // with its own optimizer, or (the program's optimizer) leaves the update
   // to every worker after the pull.

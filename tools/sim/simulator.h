@@ -4,7 +4,9 @@
 // What is modelled, step by step:
 //   - compute: the workload's gradients become ready as backward proceeds;
 //     every rank computes the same (data parallelism), a straggler slows
-//     every rank's step to its pace (collectives wait for it);
+//     every rank's step to its pace (collectives wait for it), and so does
+//     the slowest rank of each step where the workload has its measured
+//     step periods (jitter.h: the median of the largest of R draws);
 //   - CPU sharing (when the topology has cores_per_host): the ranks'
 //     compute threads and the engine threads' CPU-bound collective work
 //     share the machine's cores fairly (processor sharing), so compute and
@@ -49,7 +51,9 @@
 //   - collectives: collectives.h, per algorithm.
 // Not modelled: pipeline and tensor parallelism, asynchronous or stale
 // parameter servers and sparse tables, the servers' CPU use on a shared
-// machine, network contention between jobs, jitter.
+// machine, network contention between jobs, jitter in a pipeline or
+// tensor-parallel mesh (predict_mesh) and jitter that moves the ranks
+// together (a shared load: it waits less than independent jitter does).
 //
 // Deterministic: the same inputs give the same outputs, bit for bit.
 #pragma once

@@ -14,11 +14,14 @@
 // in the median: usually the forward pass, but a model whose largest layer's
 // backward takes longer than the forward pass needs `first_op`. Each step starts
 // when every op of the step before it has completed; an op's ready_s is its
-// median offset from there over the steady steps (the first one skipped as
-// warm-up). Lane "ordered" makes the workload ordered (DDP buckets).
+// median offset from there over the steady steps (the first quarter of the
+// steps, at least one, left out as warm-up). Lane "ordered" makes the
+// workload ordered (DDP buckets).
 //
 // Run the program with one rank to get compute times free of communication;
-// the measured step period is kept as measured_step_s.
+// the steady steps' median period is kept as measured_step_s, and each of
+// their periods in step_periods_s (the jitter a synchronous job waits for,
+// jitter.h).
 //
 // ConfigError when the trace is not a timeline, has no allreduce, or no
 // repeating step with at least two full periods.

@@ -135,6 +135,15 @@ Workload read_workload(const json::Value& doc) {
   w.threads = static_cast<int>(f.integer("threads", 1, 1, 1 << 12));
   w.measured_step_s = f.number("measured_step_s", 0.0, Range::non_negative);
   w.measured_wake_s = f.number("measured_wake_s", 0.0, Range::non_negative);
+  if (const json::Value* list = f.optional("step_periods_s")) {
+    if (!list->is_array()) field_error(*list, "step_periods_s", "expected an array of step periods in seconds");
+    for (size_t i = 0; i < list->items().size(); ++i) {
+      const json::Value& v = list->items()[i];
+      if (!v.is_number() || !(v.number() > 0))
+        field_error(v, "step_periods_s[" + std::to_string(i) + "]", "expected a positive number of seconds");
+      w.step_periods_s.push_back(v.number());
+    }
+  }
   f.finish();
   std::set<std::string> names;
   for (size_t i = 0; i < w.tensors.size(); ++i)
@@ -157,6 +166,11 @@ std::string workload_json(const Workload& w) {
      << ",\n  \"compute_end_s\": " << w.compute_end_s << ",\n";
   if (w.measured_step_s > 0) os << "  \"measured_step_s\": " << w.measured_step_s << ",\n";
   if (w.measured_wake_s > 0) os << "  \"measured_wake_s\": " << w.measured_wake_s << ",\n";
+  if (!w.step_periods_s.empty()) {
+    os << "  \"step_periods_s\": [";
+    for (size_t i = 0; i < w.step_periods_s.size(); ++i) os << (i ? ", " : "") << w.step_periods_s[i];
+    os << "],\n";
+  }
   if (w.forward_s >= 0) os << "  \"forward_s\": " << w.forward_s << ",\n";
   os << "  \"tensors\": [\n";
   for (size_t i = 0; i < w.tensors.size(); ++i)

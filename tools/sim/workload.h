@@ -54,6 +54,10 @@ struct Workload {
   // The step period measured in the run the workload came from (0: unknown),
   // a check that the simulation of that setting reproduces it.
   double measured_step_s = 0;
+  // The periods of that run's steps, one per step (empty: unknown): one
+  // rank's step-to-step variation, which synchronous ranks wait for
+  // (jitter.h). Only their spread around their median is used.
+  std::vector<double> step_periods_s;
   // From a timeline: the median wait of each step's first op before a cycle
   // picked it up (the engine slept through the forward pass: its wake-up
   // latency in that run, a hint for the topology's engine.wake_s).
