@@ -563,5 +563,38 @@ for tag in tags:
                         f"{spearman(*zip(*pairs)) if len(pairs) > 2 else float('nan'):.2f}")
     print(f"| {setting} | {model} | {len(pred)} measured{extra} | {name} | {ratio:.2f} (best {best:.1f} ms) "
           f"| {err:.2f} ({c['step_s'] * 1e3:.1f} / {chosen:.1f} ms) | {rho:.2f} | {in_grid_cols} | {fastest_cols} |")
+
+# Plans on one machine (shm, one_device) never cross the emulated links: the
+# same plan (strategy, backend, knobs) is the same run in every setting, so
+# its runs of all settings are pooled, the setting's noise apart.
+print()
+print("| model | plan on one machine | runs | measured (median) | predicted (median) | predicted / measured "
+      "| over the best of these |")
+print("|---|---|---|---|---|---|---|")
+for model in models:
+    pooled, chosen_keys = {}, set()
+    for tag in tags:
+        if not tag.endswith("." + model):
+            continue
+        plans = {p["id"]: p for p in json.load(open(f"{out}/plans.{tag}.json"))["plans"]}
+        for r in open(f"{out}/grid.{tag}.tsv").read().splitlines():
+            p = plans[int(r.split("\t")[0])]
+            got = measured.get((tag, p["id"]), [])
+            if p["machines"] != 1 or not p["fits"] or not got or None in got:
+                continue
+            runs, predicted, _ = pooled.setdefault(key(p), ([], [], p))
+            runs.extend(got)
+            predicted.append(p["step_s"] * 1e3)
+            if p["id"] == 1:
+                chosen_keys.add(key(p))
+    if not pooled:
+        continue
+    best = min(statistics.median(v[0]) for v in pooled.values())
+    for k, (runs, predicted, p) in sorted(pooled.items(), key=lambda kv: statistics.median(kv[1][0])):
+        m, pr = statistics.median(runs), statistics.median(predicted)
+        mark = " (chosen)" if k in chosen_keys else ""
+        knobs = "".join(f", {v[0]}={v[1]}" for v in sorted(p["env"].items())).replace("COHORT_", "")
+        print(f'| {model} | {p["ranks_per_machine"]} ranks, {p["strategy"]} ({p["backend"] or "auto"}{knobs}){mark} '
+              f"| {len(runs)} | {m:.1f} ms | {pr:.1f} ms | {pr / m:.2f} | {m / best:.2f} |")
 EOF
 exit $failed
