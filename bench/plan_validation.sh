@@ -34,7 +34,7 @@
 #    the best measured (goal <= 1.10), predicted over measured for the
 #    chosen plan (goal within +-15%), and Spearman's rank correlation of
 #    predicted and measured over the grid (goal >= 0.8);
-# 5. the same two figures again from profiles taken beside the grid: every
+# 5. the same three figures again from profiles taken beside the grid: every
 #    rep first profiles each model again (all of step 2's runs), and
 #    cohort-plan ranks the plans from each rep's profile, so that a
 #    prediction and the runs it predicts see the same machine (this shared
@@ -44,7 +44,10 @@
 # 6. the same three figures from each plan's fastest rep (other tenants of
 #    this machine only ever add time: the least time is the run they
 #    touched least), predicted from the fastest rep's one-rank profile and
-#    the measured topology as it is.
+#    the measured topology as it is;
+# 7. each plan on one machine (shm, one_device), which crosses no emulated
+#    link, with its runs of every setting pooled: its median time and
+#    prediction, and its time over the best such plan's.
 # Unless --no-memory: the memory-limited case, at the first setting: the
 # mlp made deep (width 2048, depth 16: 260 MB of parameters in layers of
 # 17 MB, so that ZeRO-3's units stay small) and every rank
@@ -90,7 +93,7 @@ while [[ $# -gt 0 ]]; do
     --global-batch) global_batch=${2:?--global-batch needs a value}; shift 2 ;;
     --no-memory) memory=0; shift ;;
     --no-build) build=0; shift ;;
-    -h|--help) sed -n '2,66p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;;
     *) usage_error "unknown argument '$1'" ;;
   esac
 done
@@ -329,13 +332,12 @@ profile_model() { profile "$1" "$1" "$model_width" "$model_depth" "${2:-}"; }
 for m in $models; do profile_model "$m"; done
 
 # plan_for TAG MODEL SUFFIX [FLAGS...]: cohort-plan's ranking of TAG's
-# setting for MODEL's profile NAME[SUFFIX] and the setting's topology
-# (topology.TAG[SUFFIX].json when there is one) -> plans.TAG[SUFFIX].json.
+# setting (SETTING.MODEL) for MODEL's profile MODEL[SUFFIX] and the
+# setting's measured topology -> plans.TAG[SUFFIX].json.
 plan_for() {
   local tag=$1 m=$2 suffix=$3
   shift 3
-  local topology=$out_dir/topology.$tag$suffix.json
-  [[ -f $topology ]] || topology=$out_dir/topology.${tag%.*}.json
+  local topology=$out_dir/topology.${tag%.*}.json
   logrun "plan.$tag$suffix" "$plan" --profile "$out_dir/$m$suffix.profile.json" \
     --topology "$topology" --price-per-hour 0 --global-batch "$global_batch" --steps 1000 \
     --max-machines 2 --strategies one_device,horovod,ddp,zero --json "$out_dir/plans.$tag$suffix.json" "$@" ||
@@ -444,9 +446,9 @@ done
 
 # --- the report ------------------------------------------------------------------
 if (( memory )); then tags+=("${settings%% *}.memory"); fi
-/usr/bin/python3 - "$out_dir" "$reps" "${tags[@]}" <<'EOF' | tee "$out_dir/table.md"
+/usr/bin/python3 - "$out_dir" "$reps" "$global_batch" "${tags[@]}" <<'EOF' | tee "$out_dir/table.md"
 import json, os, statistics, sys
-out, reps, tags = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+out, reps, global_batch, tags = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
 measured = {}
 for line in open(f"{out}/results.tsv"):
     tag, pid, rep, ms = line.rstrip("\n").split("\t")
@@ -490,9 +492,8 @@ def period(name):  # a workload file's measured step period (ms)
     return json.load(open(f"{out}/{name}.workload.json"))["measured_step_s"] * 1e3
 
 models = sorted({tag.rsplit(".", 1)[1] for tag in tags if not tag.endswith(".memory")})
+batches = (global_batch // 4, global_batch)  # the profiles' two (profile())
 for model in models:
-    batches = sorted(int(f.split(".")[-4]) for f in os.listdir(out)
-                     if f.startswith(f"{model}.") and f.endswith(".shared.workload.json") and f.count(".") == 4)
     runs = [""] + [f".r{r}" for r in range(1, reps + 1)]
     print(f"{model}: two one-rank copies at once over one alone, "
           + "; ".join(f"batch {b}: " + ", ".join(f"{period(f'{model}{r}.{b}.shared') / period(f'{model}{r}.{b}'):.2f}"
@@ -504,6 +505,11 @@ print("| setting | model | grid | chosen plan | chosen / best measured | predict
       "| in-grid profiles: predicted / measured (chosen) | rank correlation | their choice / best measured "
       "| fastest rep: chosen / best | predicted / measured (chosen) | rank correlation |")
 print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+# Plans on one machine (shm, one_device) never cross the emulated links: the
+# same plan (strategy, backend, knobs) is the same run in every setting, so
+# the last table pools its runs of all settings, the setting's noise apart:
+# pooled[model][plan key] = (runs, predictions, plan), chosen[model] = keys.
+pooled, chosen_keys = {}, {}
 for tag in tags:
     setting, model = tag.rsplit(".", 1)
     plans = {p["id"]: p for p in json.load(open(f"{out}/plans.{tag}.json"))["plans"]}
@@ -519,6 +525,12 @@ for tag in tags:
             meas.append(statistics.median(ok))
             fastest.append(min(ok))
             measured_ids.append(pid)
+            if plans[pid]["machines"] == 1:
+                runs, predictions, _ = pooled.setdefault(model, {}).setdefault(key(plans[pid]), ([], [], plans[pid]))
+                runs.extend(ok)
+                predictions.append(pred[-1])
+                if pid == 1:
+                    chosen_keys.setdefault(model, set()).add(key(plans[pid]))
             if key(plans[pid]) in in_grid:
                 pred_in_grid.append(in_grid[key(plans[pid])])
                 meas_in_grid.append(meas[-1])
@@ -564,35 +576,17 @@ for tag in tags:
     print(f"| {setting} | {model} | {len(pred)} measured{extra} | {name} | {ratio:.2f} (best {best:.1f} ms) "
           f"| {err:.2f} ({c['step_s'] * 1e3:.1f} / {chosen:.1f} ms) | {rho:.2f} | {in_grid_cols} | {fastest_cols} |")
 
-# Plans on one machine (shm, one_device) never cross the emulated links: the
-# same plan (strategy, backend, knobs) is the same run in every setting, so
-# its runs of all settings are pooled, the setting's noise apart.
 print()
 print("| model | plan on one machine | runs | measured (median) | predicted (median) | predicted / measured "
       "| over the best of these |")
 print("|---|---|---|---|---|---|---|")
 for model in models:
-    pooled, chosen_keys = {}, set()
-    for tag in tags:
-        if not tag.endswith("." + model):
-            continue
-        plans = {p["id"]: p for p in json.load(open(f"{out}/plans.{tag}.json"))["plans"]}
-        for r in open(f"{out}/grid.{tag}.tsv").read().splitlines():
-            p = plans[int(r.split("\t")[0])]
-            got = measured.get((tag, p["id"]), [])
-            if p["machines"] != 1 or not p["fits"] or not got or None in got:
-                continue
-            runs, predicted, _ = pooled.setdefault(key(p), ([], [], p))
-            runs.extend(got)
-            predicted.append(p["step_s"] * 1e3)
-            if p["id"] == 1:
-                chosen_keys.add(key(p))
-    if not pooled:
+    if model not in pooled:
         continue
-    best = min(statistics.median(v[0]) for v in pooled.values())
-    for k, (runs, predicted, p) in sorted(pooled.items(), key=lambda kv: statistics.median(kv[1][0])):
-        m, pr = statistics.median(runs), statistics.median(predicted)
-        mark = " (chosen)" if k in chosen_keys else ""
+    best = min(statistics.median(v[0]) for v in pooled[model].values())
+    for k, (runs, predictions, p) in sorted(pooled[model].items(), key=lambda kv: statistics.median(kv[1][0])):
+        m, pr = statistics.median(runs), statistics.median(predictions)
+        mark = " (chosen)" if k in chosen_keys.get(model, set()) else ""
         knobs = "".join(f", {v[0]}={v[1]}" for v in sorted(p["env"].items())).replace("COHORT_", "")
         print(f'| {model} | {p["ranks_per_machine"]} ranks, {p["strategy"]} ({p["backend"] or "auto"}{knobs}){mark} '
               f"| {len(runs)} | {m:.1f} ms | {pr:.1f} ms | {pr / m:.2f} | {m / best:.2f} |")
